@@ -1,0 +1,138 @@
+//! One error type for the whole crate, carrying a status kind that the HTTP layer maps to
+//! a status code and a message that names the offending value.
+
+use std::fmt;
+
+/// What kind of failure an [`Error`] is; decides the HTTP status code a server sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// The request itself is malformed (HTTP 400).
+    BadRequest,
+    /// Authentication is missing or wrong (HTTP 401).
+    Unauthorized,
+    /// The caller may not do this, e.g. a change on a read-only replica (HTTP 403).
+    Forbidden,
+    /// A bucket, entry, record, query or policy does not exist (HTTP 404).
+    NotFound,
+    /// The thing already exists, or a provisioned resource cannot change (HTTP 409).
+    Conflict,
+    /// A value failed validation: a bad name, duration, JSON or parameter (HTTP 422).
+    Unprocessable,
+    /// The record is still being written (HTTP 425).
+    TooEarly,
+    /// Something broke inside: I/O, a corrupt block, a broken invariant (HTTP 500).
+    Internal,
+}
+
+impl ErrorKind {
+    /// The HTTP status code that corresponds to this kind.
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorKind::BadRequest => 400,
+            ErrorKind::Unauthorized => 401,
+            ErrorKind::Forbidden => 403,
+            ErrorKind::NotFound => 404,
+            ErrorKind::Conflict => 409,
+            ErrorKind::Unprocessable => 422,
+            ErrorKind::TooEarly => 425,
+            ErrorKind::Internal => 500,
+        }
+    }
+}
+
+/// The crate's error: a kind plus a human-readable message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+}
+
+/// Shorthand for results that fail with [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// Builds an error of the given kind.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Error {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// A 404-style error.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::NotFound, message)
+    }
+
+    /// A 409-style error.
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Conflict, message)
+    }
+
+    /// A 422-style error.
+    pub fn unprocessable(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unprocessable, message)
+    }
+
+    /// A 403-style error.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Forbidden, message)
+    }
+
+    /// A 400-style error.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::BadRequest, message)
+    }
+
+    /// A 500-style error.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Internal, message)
+    }
+
+    /// Wraps an I/O error with what we were doing and on which path.
+    pub fn io(context: impl fmt::Display, err: std::io::Error) -> Self {
+        Self::internal(format!("{context}: {err}"))
+    }
+
+    /// The kind of this error.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The message, naming the offending value.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_map_to_http_statuses() {
+        assert_eq!(Error::not_found("x").kind().http_status(), 404);
+        assert_eq!(Error::conflict("x").kind().http_status(), 409);
+        assert_eq!(Error::unprocessable("x").kind().http_status(), 422);
+        assert_eq!(Error::forbidden("x").kind().http_status(), 403);
+        assert_eq!(Error::internal("x").kind().http_status(), 500);
+    }
+
+    #[test]
+    fn io_errors_keep_their_context() {
+        let err = Error::io(
+            "reading /tmp/x",
+            std::io::Error::new(std::io::ErrorKind::Other, "boom"),
+        );
+        assert_eq!(err.message(), "reading /tmp/x: boom");
+        assert_eq!(err.kind(), ErrorKind::Internal);
+    }
+}

@@ -1,0 +1,257 @@
+//! Real data sets turned into records, for benches, tests and the demo: NYC flights and
+//! weather of 2013 as JSON records with their real timestamps and natural labels, a Debian
+//! package log as text lines, and photographs as already-compressed payloads.
+//!
+//! Sources and licenses: `data-fixtures/SOURCES.md`.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::storage::Labels;
+
+/// One record of a fixture data set.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FixtureRecord {
+    /// Entry the record belongs in.
+    pub entry: String,
+    /// Timestamp in microseconds (unique within the entry).
+    pub timestamp: u64,
+    /// Natural labels of the record.
+    pub labels: Labels,
+    /// MIME type of the payload.
+    pub content_type: String,
+    /// Payload bytes.
+    pub payload: Vec<u8>,
+}
+
+/// The `data-fixtures/` directory: `HALFLIFE_FIXTURES` if set, else the one in the source
+/// tree this crate was built from.
+pub fn fixtures_dir() -> PathBuf {
+    std::env::var_os("HALFLIFE_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("data-fixtures"))
+}
+
+fn read_zst(dir: &Path, name: &str) -> Result<String> {
+    let path = dir.join(name);
+    let raw = std::fs::read(&path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    let text = zstd::decode_all(raw.as_slice())
+        .map_err(|e| Error::io(format!("decoding {}", path.display()), e))?;
+    String::from_utf8(text).map_err(|_| Error::internal(format!("{} is not UTF-8", path.display())))
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date.
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Parses `YYYY-MM-DD?hh:mm:ss` (any separator, optional trailing `Z`) as UTC µs.
+pub fn parse_utc(text: &str) -> Result<u64> {
+    let bad = || Error::unprocessable(format!("Invalid date-time '{text}'"));
+    let digits: Vec<i64> = text
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<i64>().map_err(|_| bad()))
+        .collect::<Result<_>>()?;
+    let [y, mo, d, h, mi, s] = digits[..] else {
+        return Err(bad());
+    };
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
+        return Err(bad());
+    }
+    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s;
+    u64::try_from(secs).map(|s| s * 1_000_000).map_err(|_| bad())
+}
+
+/// Gives rows that share a timestamp distinct ones by adding their order (in µs).
+struct UniqueTimestamps {
+    last_base: u64,
+    seq: u64,
+}
+
+impl UniqueTimestamps {
+    fn new() -> Self {
+        UniqueTimestamps {
+            last_base: u64::MAX,
+            seq: 0,
+        }
+    }
+    fn next(&mut self, base: u64) -> u64 {
+        if base == self.last_base {
+            self.seq += 1;
+        } else {
+            self.last_base = base;
+            self.seq = 0;
+        }
+        base + self.seq
+    }
+}
+
+fn json_value(cell: &str) -> serde_json::Value {
+    if cell == "NA" {
+        return serde_json::Value::Null;
+    }
+    if let Ok(i) = cell.parse::<i64>() {
+        return i.into();
+    }
+    if let Ok(f) = cell.parse::<f64>()
+        && let Some(n) = serde_json::Number::from_f64(f)
+    {
+        return serde_json::Value::Number(n);
+    }
+    cell.into()
+}
+
+/// Turns a CSV table into JSON records; `time_hour` gives the timestamp and the columns in
+/// `label_columns` become labels. Rows are sorted by time so row order breaks ties.
+fn csv_records(text: &str, entry: &str, label_columns: &[&str], limit: Option<usize>) -> Result<Vec<FixtureRecord>> {
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+    let time_col = header
+        .iter()
+        .position(|c| *c == "time_hour")
+        .ok_or_else(|| Error::internal(format!("{entry}: no time_hour column")))?;
+    let mut rows: Vec<(u64, Vec<&str>)> = Vec::new();
+    for line in lines.take(limit.unwrap_or(usize::MAX)) {
+        let cells: Vec<&str> = line.split(',').collect();
+        if cells.len() != header.len() {
+            return Err(Error::internal(format!("{entry}: malformed row '{line}'")));
+        }
+        rows.push((parse_utc(cells[time_col])?, cells));
+    }
+    rows.sort_by_key(|(ts, _)| *ts);
+    let mut unique = UniqueTimestamps::new();
+    let records = rows
+        .into_iter()
+        .map(|(base, cells)| {
+            let mut labels = Labels::new();
+            let mut object = serde_json::Map::new();
+            for (name, cell) in header.iter().zip(&cells) {
+                if label_columns.contains(name) {
+                    labels.insert(name.to_string(), cell.to_string());
+                }
+                object.insert(name.to_string(), json_value(cell));
+            }
+            FixtureRecord {
+                entry: entry.to_string(),
+                timestamp: unique.next(base),
+                labels,
+                content_type: "application/json".into(),
+                payload: serde_json::Value::Object(object).to_string().into_bytes(),
+            }
+        })
+        .collect();
+    Ok(records)
+}
+
+/// Flights leaving New York in 2013 (336,776 rows; `limit` takes the first rows of the
+/// file), entry `flights`, labels `carrier` and `origin`.
+pub fn flights(dir: &Path, limit: Option<usize>) -> Result<Vec<FixtureRecord>> {
+    csv_records(&read_zst(dir, "flights.csv.zst")?, "flights", &["carrier", "origin"], limit)
+}
+
+/// Hourly weather at the three airports in 2013 (26,115 rows), entry `weather`, label
+/// `origin`.
+pub fn weather(dir: &Path) -> Result<Vec<FixtureRecord>> {
+    csv_records(&read_zst(dir, "weather.csv.zst")?, "weather", &["origin"], None)
+}
+
+/// A Debian package log (5,235 lines), entry `logs/dpkg`, label `action` (the word after
+/// the timestamp: startup, install, upgrade, configure, status…).
+pub fn dpkg_log(dir: &Path) -> Result<Vec<FixtureRecord>> {
+    let text = read_zst(dir, "dpkg.log.zst")?;
+    let mut unique = UniqueTimestamps::new();
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| l.len() > 20) {
+        let base = parse_utc(&line[..19])?;
+        let action = line[20..].split_whitespace().next().unwrap_or("unknown");
+        let mut labels = Labels::new();
+        labels.insert("action".into(), action.to_string());
+        out.push(FixtureRecord {
+            entry: "logs/dpkg".into(),
+            timestamp: unique.next(base),
+            labels,
+            content_type: "text/plain".into(),
+            payload: line.as_bytes().to_vec(),
+        });
+    }
+    out.sort_by_key(|r| r.timestamp);
+    Ok(out)
+}
+
+/// The seven photographs as camera frames of entry `camera`, one per second from
+/// 2024-01-01, labels `name` and `format`.
+pub fn images(dir: &Path) -> Result<Vec<FixtureRecord>> {
+    let images_dir = dir.join("images");
+    let listing = std::fs::read_dir(&images_dir)
+        .map_err(|e| Error::io(format!("listing {}", images_dir.display()), e))?;
+    let mut paths: Vec<PathBuf> = listing.flatten().map(|e| e.path()).collect();
+    paths.sort();
+    let base = parse_utc("2024-01-01T00:00:00Z")?;
+    let mut out = Vec::new();
+    for (i, path) in paths.iter().enumerate() {
+        let (Some(stem), Some(ext)) = (path.file_stem(), path.extension()) else {
+            continue;
+        };
+        let format = ext.to_string_lossy().to_lowercase();
+        let content_type = match format.as_str() {
+            "png" => "image/png",
+            "jpg" | "jpeg" => "image/jpeg",
+            _ => continue,
+        };
+        let mut labels = Labels::new();
+        labels.insert("name".into(), stem.to_string_lossy().into_owned());
+        labels.insert("format".into(), format.clone());
+        out.push(FixtureRecord {
+            entry: "camera".into(),
+            timestamp: base + i as u64 * 1_000_000,
+            labels,
+            content_type: content_type.into(),
+            payload: std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_parse_as_utc() {
+        assert_eq!(parse_utc("1970-01-01T00:00:00Z").unwrap(), 0);
+        assert_eq!(parse_utc("2013-01-01T10:00:00Z").unwrap(), 1_357_034_400_000_000);
+        assert_eq!(parse_utc("2025-06-24 14:36:25").unwrap(), 1_750_775_785_000_000);
+        assert!(parse_utc("2013-13-01T10:00:00Z").is_err());
+        assert!(parse_utc("yesterday").is_err());
+    }
+
+    #[test]
+    fn fixture_sets_load_with_unique_sorted_timestamps() {
+        let dir = fixtures_dir();
+        let sets = [
+            flights(&dir, Some(5000)).unwrap(),
+            weather(&dir).unwrap(),
+            dpkg_log(&dir).unwrap(),
+            images(&dir).unwrap(),
+        ];
+        assert_eq!(sets[1].len(), 26_115);
+        assert_eq!(sets[2].len(), 5_235);
+        assert_eq!(sets[3].len(), 7);
+        for set in &sets {
+            assert!(set.windows(2).all(|w| w[0].timestamp < w[1].timestamp));
+        }
+        let first = &sets[0][0];
+        assert_eq!(first.labels["carrier"], "UA");
+        assert_eq!(first.labels["origin"], "EWR");
+        let json: serde_json::Value = serde_json::from_slice(&first.payload).unwrap();
+        assert_eq!(json["flight"], 1545);
+        assert_eq!(sets[2][0].labels["action"], "startup");
+    }
+}

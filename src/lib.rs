@@ -1,0 +1,17 @@
+//! halflife keeps time-stamped blob data (camera frames, sensor readings, logs) under
+//! control as it ages: records are written raw into framed blocks, and lifecycle policies
+//! recompress old blocks and delete the oldest records.
+//!
+//! The crate is synchronous: threads, channels and locks, no async runtime.
+//! - [`storage`]: buckets, entries, records, crash-safe blocks.
+//! - [`duration`]: `30d`, `1h -30m` ↔ microseconds.
+//! - [`fixtures`]: real data sets as records, for benches, tests and demos.
+
+pub mod config;
+pub mod duration;
+pub mod error;
+pub mod fixtures;
+pub mod storage;
+
+pub use config::Config;
+pub use error::{Error, ErrorKind, Result};

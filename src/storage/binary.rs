@@ -1,0 +1,144 @@
+//! Little-endian binary encoding for block metadata and log operations. The reader checks
+//! every bound, so a truncated or corrupt file becomes an error, never a panic.
+
+use crate::error::{Error, Result};
+use crate::storage::record::Labels;
+
+/// Appends fixed-width integers and length-prefixed strings to a buffer.
+#[derive(Default)]
+pub struct BinaryWriter {
+    /// The bytes written so far.
+    pub buf: Vec<u8>,
+}
+
+impl BinaryWriter {
+    /// Appends one byte.
+    pub fn u8(&mut self, v: u8) {
+        self.buf.push(v);
+    }
+    /// Appends a u32.
+    pub fn u32(&mut self, v: u32) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    /// Appends a u64.
+    pub fn u64(&mut self, v: u64) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    /// Appends a string with a u32 length prefix.
+    pub fn str(&mut self, v: &str) {
+        self.u32(v.len() as u32);
+        self.buf.extend_from_slice(v.as_bytes());
+    }
+    /// Appends a label set: a count, then name/value pairs in name order.
+    pub fn labels(&mut self, labels: &Labels) {
+        self.u32(labels.len() as u32);
+        for (k, v) in labels {
+            self.str(k);
+            self.str(v);
+        }
+    }
+}
+
+/// Reads what [`BinaryWriter`] wrote, failing cleanly on truncation.
+pub struct BinaryReader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    what: &'a str,
+}
+
+impl<'a> BinaryReader<'a> {
+    /// A reader over `bytes`; `what` names the source in error messages.
+    pub fn new(bytes: &'a [u8], what: &'a str) -> Self {
+        BinaryReader {
+            bytes,
+            pos: 0,
+            what,
+        }
+    }
+
+    /// Bytes not read yet.
+    pub fn remaining(&self) -> usize {
+        self.bytes.len() - self.pos
+    }
+
+    /// Takes the next `n` bytes.
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        if self.remaining() < n {
+            return Err(Error::internal(format!(
+                "{} is truncated: needed {n} bytes at offset {}, {} left",
+                self.what,
+                self.pos,
+                self.remaining()
+            )));
+        }
+        let out = &self.bytes[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(out)
+    }
+
+    /// Reads one byte.
+    pub fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+    /// Reads a u32.
+    pub fn u32(&mut self) -> Result<u32> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    /// Reads a u64.
+    pub fn u64(&mut self) -> Result<u64> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+    /// Reads a length-prefixed UTF-8 string.
+    pub fn str(&mut self) -> Result<String> {
+        let len = self.u32()? as usize;
+        let raw = self.take(len)?;
+        String::from_utf8(raw.to_vec())
+            .map_err(|_| Error::internal(format!("{} holds a string that is not UTF-8", self.what)))
+    }
+    /// Reads a label set.
+    pub fn labels(&mut self) -> Result<Labels> {
+        let count = self.u32()? as usize;
+        let mut labels = Labels::new();
+        for _ in 0..count {
+            let k = self.str()?;
+            let v = self.str()?;
+            labels.insert(k, v);
+        }
+        Ok(labels)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_truncation() {
+        let mut w = BinaryWriter::default();
+        w.u8(7);
+        w.u32(70_000);
+        w.u64(u64::MAX - 1);
+        w.str("cam/front");
+        let mut labels = Labels::new();
+        labels.insert("origin".into(), "EWR".into());
+        w.labels(&labels);
+        let mut r = BinaryReader::new(&w.buf, "test");
+        assert_eq!(r.u8().unwrap(), 7);
+        assert_eq!(r.u32().unwrap(), 70_000);
+        assert_eq!(r.u64().unwrap(), u64::MAX - 1);
+        assert_eq!(r.str().unwrap(), "cam/front");
+        assert_eq!(r.labels().unwrap(), labels);
+        assert_eq!(r.remaining(), 0);
+
+        let cut = &w.buf[..w.buf.len() - 2];
+        let mut r = BinaryReader::new(cut, "cut block");
+        r.take(13).unwrap();
+        r.str().unwrap();
+        let err = r.labels().unwrap_err();
+        assert!(err.message().contains("cut block is truncated"), "{err}");
+    }
+}

@@ -1,0 +1,565 @@
+//! The sealed block file: payload frames followed by a checksummed record table.
+//!
+//! ```text
+//! "HLBLK001" | frame 0 | frame 1 | … | meta | footer
+//! meta   = codec, frames [offset, stored_len, raw_len, codec, crc32],
+//!          records [timestamp, frame, offset in frame, size, content type, labels]
+//! footer = meta_offset u64 | meta_len u64 | meta_crc u32 | 0u32 | "HLBLKEND"
+//! ```
+//!
+//! A sealed block file is written once under a fresh name and never modified; changes write
+//! a new file (DESIGN.md, "Crash safety"). Each frame carries its own CRC, checked the first
+//! time the frame is read through a mapping, so a flipped byte fails the reads of that frame
+//! with a clear error while every other block keeps working.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use memmap2::Mmap;
+
+use crate::error::{Error, Result};
+use crate::storage::binary::{BinaryReader, BinaryWriter};
+use crate::storage::codec::Codec;
+use crate::storage::record::{Payload, RecordMeta};
+
+const BLOCK_MAGIC: &[u8; 8] = b"HLBLK001";
+const FOOTER_MAGIC: &[u8; 8] = b"HLBLKEND";
+const FOOTER_LEN: usize = 32;
+
+/// Where one frame sits in the file and how to decode it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameInfo {
+    /// Byte offset of the stored frame in the file.
+    pub offset: u64,
+    /// Stored (possibly compressed) length.
+    pub stored_len: u64,
+    /// Length once decoded.
+    pub raw_len: u64,
+    /// Codec of this frame; `None` when compression would have grown it.
+    pub codec: Codec,
+    /// CRC32 of the stored bytes.
+    pub crc: u32,
+}
+
+/// One record of a sealed block: its metadata and where its payload is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockRecord {
+    /// Timestamp, labels, content type and size.
+    pub meta: RecordMeta,
+    /// Index of the frame holding the payload.
+    pub frame: u32,
+    /// Offset of the payload inside the decoded frame.
+    pub offset: u64,
+}
+
+/// What a finished block file holds; becomes the block's entry in the index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockSummary {
+    /// Timestamp of the first record (the block id).
+    pub first_ts: u64,
+    /// Timestamp of the last record.
+    pub last_ts: u64,
+    /// Number of records.
+    pub record_count: u64,
+    /// File size in bytes.
+    pub size: u64,
+    /// Sum of the payload sizes.
+    pub payload_bytes: u64,
+    /// The block's codec tier.
+    pub codec: Codec,
+    /// CRC of the metadata section, repeated in the index to tie the two together.
+    pub meta_crc: u32,
+}
+
+/// Compresses one frame with `codec`, keeping it as stored when compression would not make
+/// it smaller (JPEG or PNG payloads); returns the codec actually used and the bytes.
+pub fn encode_frame(codec: Codec, raw: &[u8]) -> Result<(Codec, Vec<u8>)> {
+    if codec == Codec::None {
+        return Ok((Codec::None, raw.to_vec()));
+    }
+    let encoded = codec.encode(raw)?;
+    if encoded.len() >= raw.len() {
+        Ok((Codec::None, raw.to_vec()))
+    } else {
+        Ok((codec, encoded))
+    }
+}
+
+/// Writes a new block file record by record, in timestamp order.
+pub struct BlockWriter {
+    path: PathBuf,
+    out: BufWriter<File>,
+    pos: u64,
+    codec: Codec,
+    frame_size: usize,
+    frame_raw: Vec<u8>,
+    frames: Vec<FrameInfo>,
+    records: Vec<BlockRecord>,
+    payload_bytes: u64,
+}
+
+impl BlockWriter {
+    /// Creates the file; it is named by nothing until the caller commits the index.
+    pub fn create(path: &Path, codec: Codec, frame_size: usize) -> Result<Self> {
+        let file = File::create(path)
+            .map_err(|e| Error::io(format!("creating block {}", path.display()), e))?;
+        let mut writer = BlockWriter {
+            path: path.to_path_buf(),
+            out: BufWriter::with_capacity(1 << 20, file),
+            pos: 0,
+            codec,
+            frame_size: frame_size.max(1),
+            frame_raw: Vec::new(),
+            frames: Vec::new(),
+            records: Vec::new(),
+            payload_bytes: 0,
+        };
+        writer.write(BLOCK_MAGIC)?;
+        Ok(writer)
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.out
+            .write_all(bytes)
+            .map_err(|e| Error::io(format!("writing block {}", self.path.display()), e))?;
+        self.pos += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Adds a record; timestamps must be strictly increasing.
+    pub fn push(&mut self, meta: &RecordMeta, payload: &[u8]) -> Result<()> {
+        if let Some(last) = self.records.last()
+            && last.meta.timestamp >= meta.timestamp
+        {
+            return Err(Error::internal(format!(
+                "block records out of order: {} after {}",
+                meta.timestamp, last.meta.timestamp
+            )));
+        }
+        let mut meta = meta.clone();
+        meta.size = payload.len() as u64;
+        self.records.push(BlockRecord {
+            meta,
+            frame: self.frames.len() as u32,
+            offset: self.frame_raw.len() as u64,
+        });
+        self.frame_raw.extend_from_slice(payload);
+        self.payload_bytes += payload.len() as u64;
+        if self.frame_raw.len() >= self.frame_size {
+            self.flush_frame()?;
+        }
+        Ok(())
+    }
+
+    fn flush_frame(&mut self) -> Result<()> {
+        let raw = std::mem::take(&mut self.frame_raw);
+        let (codec, stored) = encode_frame(self.codec, &raw)?;
+        let info = FrameInfo {
+            offset: self.pos,
+            stored_len: stored.len() as u64,
+            raw_len: raw.len() as u64,
+            codec,
+            crc: crc32fast::hash(&stored),
+        };
+        self.write(&stored)?;
+        self.frames.push(info);
+        Ok(())
+    }
+
+    /// Number of records pushed so far.
+    pub fn record_count(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Writes the record table and footer and fsyncs the file.
+    pub fn finish(mut self) -> Result<BlockSummary> {
+        if !self.frame_raw.is_empty() || self.frames.is_empty() {
+            self.flush_frame()?;
+        }
+        let (Some(first), Some(last)) = (self.records.first(), self.records.last()) else {
+            return Err(Error::internal(format!(
+                "refusing to write empty block {}",
+                self.path.display()
+            )));
+        };
+        let (first_ts, last_ts) = (first.meta.timestamp, last.meta.timestamp);
+        let meta = encode_meta(self.codec, &self.frames, &self.records);
+        let meta_offset = self.pos;
+        let meta_crc = crc32fast::hash(&meta);
+        self.write(&meta)?;
+        let mut footer = BinaryWriter::default();
+        footer.u64(meta_offset);
+        footer.u64(meta.len() as u64);
+        footer.u32(meta_crc);
+        footer.u32(0);
+        footer.buf.extend_from_slice(FOOTER_MAGIC);
+        self.write(&footer.buf)?;
+        let path = self.path.clone();
+        let file = self
+            .out
+            .into_inner()
+            .map_err(|e| Error::io(format!("flushing block {}", path.display()), e.into_error()))?;
+        file.sync_all()
+            .map_err(|e| Error::io(format!("syncing block {}", path.display()), e))?;
+        Ok(BlockSummary {
+            first_ts,
+            last_ts,
+            record_count: self.records.len() as u64,
+            size: self.pos,
+            payload_bytes: self.payload_bytes,
+            codec: self.codec,
+            meta_crc,
+        })
+    }
+}
+
+fn encode_meta(codec: Codec, frames: &[FrameInfo], records: &[BlockRecord]) -> Vec<u8> {
+    let mut w = BinaryWriter::default();
+    let (id, level) = codec.to_parts();
+    w.u8(id);
+    w.u32(level as u32);
+    w.u32(frames.len() as u32);
+    for f in frames {
+        w.u64(f.offset);
+        w.u64(f.stored_len);
+        w.u64(f.raw_len);
+        let (id, level) = f.codec.to_parts();
+        w.u8(id);
+        w.u32(level as u32);
+        w.u32(f.crc);
+    }
+    w.u32(records.len() as u32);
+    for r in records {
+        w.u64(r.meta.timestamp);
+        w.u32(r.frame);
+        w.u64(r.offset);
+        w.u64(r.meta.size);
+        w.str(&r.meta.content_type);
+        w.labels(&r.meta.labels);
+    }
+    w.buf
+}
+
+/// A sealed block mapped into memory with its record table parsed.
+pub struct SealedBlock {
+    what: String,
+    map: Arc<Mmap>,
+    codec: Codec,
+    frames: Vec<FrameInfo>,
+    records: Vec<BlockRecord>,
+    verified: Vec<AtomicBool>,
+    last_frame: Mutex<Option<(u32, Arc<Vec<u8>>)>>,
+}
+
+impl SealedBlock {
+    /// Maps `path` and parses its table; `what` names the block in errors, and
+    /// `expected_meta_crc` (from the index) proves the file is the one that was committed.
+    pub fn open(path: &Path, what: String, expected_meta_crc: Option<u32>) -> Result<Self> {
+        let file = File::open(path).map_err(|e| Error::io(format!("opening {what}"), e))?;
+        // SAFETY: block files are written once under a fresh name and never modified in
+        // place afterwards (changes write a new file and rename the index), so the mapped
+        // bytes cannot change under us; an unlinked file stays valid while mapped.
+        let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(format!("mapping {what}"), e))?;
+        let corrupt = |why: String| Error::internal(format!("{what} is corrupt: {why}"));
+        if map.len() < BLOCK_MAGIC.len() + FOOTER_LEN || &map[..8] != BLOCK_MAGIC {
+            return Err(corrupt("bad header or too short".into()));
+        }
+        let footer = &map[map.len() - FOOTER_LEN..];
+        if &footer[24..] != FOOTER_MAGIC {
+            return Err(corrupt("bad footer".into()));
+        }
+        let mut fr = BinaryReader::new(footer, &what);
+        let meta_offset = fr.u64()? as usize;
+        let meta_len = fr.u64()? as usize;
+        let meta_crc = fr.u32()?;
+        let meta_end = meta_offset.checked_add(meta_len);
+        if meta_end != Some(map.len() - FOOTER_LEN) {
+            return Err(corrupt("metadata offsets do not match the file size".into()));
+        }
+        let meta = &map[meta_offset..meta_offset + meta_len];
+        if crc32fast::hash(meta) != meta_crc {
+            return Err(corrupt("record table checksum mismatch".into()));
+        }
+        if let Some(expected) = expected_meta_crc
+            && expected != meta_crc
+        {
+            return Err(corrupt("the file is not the one the index committed".into()));
+        }
+        let (codec, frames, records) = decode_meta(meta, &what, meta_offset as u64)?;
+        let verified = frames.iter().map(|_| AtomicBool::new(false)).collect();
+        Ok(SealedBlock {
+            what,
+            map: Arc::new(map),
+            codec,
+            frames,
+            records,
+            verified,
+            last_frame: Mutex::new(None),
+        })
+    }
+
+    /// The block's codec tier.
+    pub fn codec(&self) -> Codec {
+        self.codec
+    }
+
+    /// The records, sorted by timestamp.
+    pub fn records(&self) -> &[BlockRecord] {
+        &self.records
+    }
+
+    /// The frames.
+    pub fn frames(&self) -> &[FrameInfo] {
+        &self.frames
+    }
+
+    /// Index of the record with this exact timestamp.
+    pub fn find(&self, ts: u64) -> Option<usize> {
+        self.records
+            .binary_search_by_key(&ts, |r| r.meta.timestamp)
+            .ok()
+    }
+
+    /// Indices of the records with `start <= ts < stop`.
+    pub fn range(&self, start: u64, stop: u64) -> Range<usize> {
+        let lo = self.records.partition_point(|r| r.meta.timestamp < start);
+        let hi = self.records.partition_point(|r| r.meta.timestamp < stop);
+        lo..hi.max(lo)
+    }
+
+    /// The stored bytes of a frame, checksum-verified on first use.
+    pub fn stored_frame(&self, index: usize) -> Result<&[u8]> {
+        let frame = &self.frames[index];
+        let bytes = &self.map[frame.offset as usize..(frame.offset + frame.stored_len) as usize];
+        if !self.verified[index].load(Ordering::Acquire) {
+            if crc32fast::hash(bytes) != frame.crc {
+                return Err(Error::internal(format!(
+                    "{} is corrupt: frame {index} checksum mismatch",
+                    self.what
+                )));
+            }
+            self.verified[index].store(true, Ordering::Release);
+        }
+        Ok(bytes)
+    }
+
+    /// The payload of record `index`; decodes only the frame that holds it.
+    pub fn payload(&self, index: usize) -> Result<Payload> {
+        let record = &self.records[index];
+        let frame_index = record.frame as usize;
+        let frame = &self.frames[frame_index];
+        let start = record.offset as usize;
+        let end = start + record.meta.size as usize;
+        let stored = self.stored_frame(frame_index)?;
+        if frame.codec == Codec::None {
+            let base = frame.offset as usize;
+            return Ok(Payload::Mapped(self.map.clone(), base + start..base + end));
+        }
+        let mut cached = self.last_frame.lock().unwrap_or_else(|p| p.into_inner());
+        let decoded = match cached.as_ref() {
+            Some((i, buf)) if *i == record.frame => buf.clone(),
+            _ => {
+                let buf = Arc::new(
+                    frame
+                        .codec
+                        .decode(stored, frame.raw_len as usize)
+                        .map_err(|e| Error::internal(format!("{}: {e}", self.what)))?,
+                );
+                *cached = Some((record.frame, buf.clone()));
+                buf
+            }
+        };
+        Ok(Payload::Owned(decoded, start..end))
+    }
+}
+
+fn decode_meta(
+    meta: &[u8],
+    what: &str,
+    meta_offset: u64,
+) -> Result<(Codec, Vec<FrameInfo>, Vec<BlockRecord>)> {
+    let corrupt = |why: &str| Error::internal(format!("{what} is corrupt: {why}"));
+    let mut r = BinaryReader::new(meta, what);
+    let codec = Codec::from_parts(r.u8()?, r.u32()? as i32)?;
+    let frame_count = r.u32()? as usize;
+    let mut frames = Vec::with_capacity(frame_count.min(r.remaining()));
+    for _ in 0..frame_count {
+        let frame = FrameInfo {
+            offset: r.u64()?,
+            stored_len: r.u64()?,
+            raw_len: r.u64()?,
+            codec: Codec::from_parts(r.u8()?, r.u32()? as i32)?,
+            crc: r.u32()?,
+        };
+        if frame.offset.checked_add(frame.stored_len).is_none_or(|end| end > meta_offset) {
+            return Err(corrupt("a frame lies outside the data section"));
+        }
+        frames.push(frame);
+    }
+    let record_count = r.u32()? as usize;
+    let mut records: Vec<BlockRecord> = Vec::with_capacity(record_count.min(r.remaining()));
+    for _ in 0..record_count {
+        let timestamp = r.u64()?;
+        let frame = r.u32()?;
+        let offset = r.u64()?;
+        let size = r.u64()?;
+        let content_type = r.str()?;
+        let labels = r.labels()?;
+        let raw_len = frames
+            .get(frame as usize)
+            .ok_or_else(|| corrupt("a record names a missing frame"))?
+            .raw_len;
+        if offset.checked_add(size).is_none_or(|end| end > raw_len) {
+            return Err(corrupt("a record lies outside its frame"));
+        }
+        if records.last().is_some_and(|p| p.meta.timestamp >= timestamp) {
+            return Err(corrupt("records are not in timestamp order"));
+        }
+        records.push(BlockRecord {
+            meta: RecordMeta {
+                timestamp,
+                labels,
+                content_type,
+                size,
+            },
+            frame,
+            offset,
+        });
+    }
+    if records.is_empty() {
+        return Err(corrupt("no records"));
+    }
+    Ok((codec, frames, records))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::record::Labels;
+
+    fn meta(ts: u64, i: usize) -> RecordMeta {
+        let mut labels = Labels::new();
+        labels.insert("i".into(), i.to_string());
+        RecordMeta {
+            timestamp: ts,
+            labels,
+            content_type: "text/plain".into(),
+            size: 0,
+        }
+    }
+
+    fn payload(i: usize) -> Vec<u8> {
+        format!("record number {i} ").repeat(i % 50 + 1).into_bytes()
+    }
+
+    fn build(path: &Path, codec: Codec, frame_size: usize, n: usize) -> BlockSummary {
+        let mut w = BlockWriter::create(path, codec, frame_size).unwrap();
+        for i in 0..n {
+            w.push(&meta(1000 + i as u64 * 10, i), &payload(i)).unwrap();
+        }
+        w.finish().unwrap()
+    }
+
+    #[test]
+    fn every_codec_reads_back_every_record() {
+        let dir = tempfile::tempdir().unwrap();
+        for codec in [Codec::None, Codec::Lz4, Codec::Zstd(3), Codec::Zstd(19)] {
+            let path = dir.path().join(format!("{codec}.blk"));
+            let summary = build(&path, codec, 4096, 300);
+            assert_eq!(summary.record_count, 300);
+            assert_eq!(summary.first_ts, 1000);
+            assert_eq!(summary.last_ts, 1000 + 299 * 10);
+            let block = SealedBlock::open(&path, "test".into(), Some(summary.meta_crc)).unwrap();
+            assert!(block.frames().len() > 10, "frames split the block");
+            assert_eq!(block.codec(), codec);
+            // Random access order, to exercise the one-frame cache.
+            for i in (0..300).rev().step_by(7).chain(0..300) {
+                let ts = 1000 + i as u64 * 10;
+                let idx = block.find(ts).unwrap();
+                assert_eq!(block.payload(idx).unwrap().as_slice(), payload(i), "{codec} {i}");
+                assert_eq!(block.records()[idx].meta, {
+                    let mut m = meta(ts, i);
+                    m.size = payload(i).len() as u64;
+                    m
+                });
+            }
+            assert_eq!(block.range(1005, 1031), 1..4);
+            assert_eq!(block.range(0, 1), 0..0);
+            assert!(block.find(1001).is_none());
+        }
+    }
+
+    #[test]
+    fn incompressible_frames_are_stored_not_grown() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("noise.blk");
+        let mut state = 0x12345678u64;
+        let noise: Vec<u8> = (0..50_000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        let mut w = BlockWriter::create(&path, Codec::Zstd(19), 1 << 20).unwrap();
+        w.push(&meta(1, 0), &noise).unwrap();
+        let summary = w.finish().unwrap();
+        assert_eq!(summary.codec, Codec::Zstd(19));
+        let block = SealedBlock::open(&path, "noise".into(), None).unwrap();
+        assert_eq!(block.frames()[0].codec, Codec::None);
+        assert_eq!(block.frames()[0].stored_len, 50_000);
+        assert_eq!(block.payload(0).unwrap().as_slice(), noise);
+    }
+
+    #[test]
+    fn corruption_fails_only_the_damaged_frame() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.blk");
+        build(&path, Codec::None, 4096, 300);
+        let block = SealedBlock::open(&path, "good".into(), None).unwrap();
+        let victim = block.frames()[3].clone();
+        drop(block);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[victim.offset as usize + 5] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        let block = SealedBlock::open(&path, "block 1000 of b/e".into(), None).unwrap();
+        let mut failed = 0;
+        for i in 0..300 {
+            match block.payload(i) {
+                Ok(p) => assert_eq!(p.as_slice(), payload(i)),
+                Err(e) => {
+                    assert_eq!(block.records()[i].frame, 3);
+                    assert!(e.message().contains("block 1000 of b/e is corrupt"), "{e}");
+                    assert!(e.message().contains("frame 3 checksum"), "{e}");
+                    failed += 1;
+                }
+            }
+        }
+        assert!(failed > 0);
+
+        // A damaged record table makes the whole block fail to open, cleanly.
+        let len = bytes.len();
+        bytes[len - FOOTER_LEN - 3] ^= 0x01;
+        std::fs::write(&path, &bytes).unwrap();
+        let err = SealedBlock::open(&path, "block x".into(), None).err().unwrap();
+        assert!(err.message().contains("record table checksum"), "{err}");
+        std::fs::write(&path, &bytes[..len / 2]).unwrap();
+        assert!(SealedBlock::open(&path, "block x".into(), None).is_err());
+        std::fs::write(&path, b"").unwrap();
+        assert!(SealedBlock::open(&path, "block x".into(), None).is_err());
+    }
+
+    #[test]
+    fn out_of_order_pushes_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = BlockWriter::create(&dir.path().join("x.blk"), Codec::None, 100).unwrap();
+        w.push(&meta(5, 0), b"a").unwrap();
+        assert!(w.push(&meta(5, 0), b"b").is_err());
+        assert!(w.push(&meta(4, 0), b"b").is_err());
+    }
+}

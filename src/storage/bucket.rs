@@ -1,0 +1,368 @@
+//! A bucket: settings plus a set of entries, each in its own directory. Entry names with
+//! `/` map to nested directories, so removing an entry with its sub-entries is one rename.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::storage::bulk::{RecordFilter, RemoveStats};
+use crate::storage::cache::BlockCache;
+use crate::storage::entry::{Entry, EntryInfo};
+use crate::storage::fsutil::{fsync_dir, write_atomic};
+use crate::storage::index::INDEX_FILE;
+use crate::storage::names::validate_entry_name;
+use crate::storage::query::{QueryIter, QueryOptions};
+use crate::storage::record::{Labels, Record, RecordMeta};
+use crate::storage::settings::BucketSettings;
+
+/// File holding a bucket's settings (JSON).
+pub const SETTINGS_FILE: &str = ".settings";
+/// Prefix of directories being deleted; leftovers are removed at open.
+pub const TRASH_PREFIX: &str = ".trash-";
+
+static NEXT_TRASH: AtomicU64 = AtomicU64::new(0);
+
+/// A unique directory name for something being deleted.
+pub(crate) fn trash_name() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{TRASH_PREFIX}{nanos}-{}",
+        NEXT_TRASH.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Removes `.trash-*` leftovers of interrupted deletions in `dir`.
+pub(crate) fn remove_trash(dir: &Path) -> Result<()> {
+    let listing =
+        std::fs::read_dir(dir).map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
+    for item in listing.flatten() {
+        if item.file_name().to_string_lossy().starts_with(TRASH_PREFIX) {
+            log::info!("removing leftover {}", item.path().display());
+            std::fs::remove_dir_all(item.path())
+                .map_err(|e| Error::io(format!("removing {}", item.path().display()), e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Summary of a bucket, as listed by `GET /list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BucketInfo {
+    /// Bucket name.
+    pub name: String,
+    /// Number of entries.
+    pub entry_count: u64,
+    /// Bytes on disk over all entries.
+    pub size: u64,
+    /// Oldest timestamp over all entries, 0 when empty.
+    pub oldest_record: u64,
+    /// Latest timestamp over all entries, 0 when empty.
+    pub latest_record: u64,
+}
+
+/// A bucket of entries.
+pub struct Bucket {
+    name: String,
+    dir: PathBuf,
+    settings: RwLock<BucketSettings>,
+    entries: RwLock<BTreeMap<String, Arc<Entry>>>,
+    cache: Arc<BlockCache>,
+    frame_size: usize,
+}
+
+impl Bucket {
+    /// Creates a bucket directory atomically: built under a temp name, then renamed.
+    pub(crate) fn create(
+        data: &Path,
+        name: &str,
+        settings: BucketSettings,
+        cache: usize,
+        frame_size: usize,
+    ) -> Result<Bucket> {
+        let dir = data.join(name);
+        let staging = data.join(trash_name());
+        std::fs::create_dir(&staging)
+            .map_err(|e| Error::io(format!("creating {}", staging.display()), e))?;
+        let built = write_settings(&staging, &settings).and_then(|_| {
+            std::fs::rename(&staging, &dir)
+                .map_err(|e| Error::io(format!("creating bucket {}", dir.display()), e))
+        });
+        if let Err(e) = built {
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(e);
+        }
+        fsync_dir(data)?;
+        Ok(Bucket {
+            name: name.to_string(),
+            dir,
+            settings: RwLock::new(settings),
+            entries: RwLock::new(BTreeMap::new()),
+            cache: Arc::new(BlockCache::new(cache)),
+            frame_size,
+        })
+    }
+
+    /// Opens a bucket directory and every entry under it.
+    pub(crate) fn open(dir: &Path, name: &str, cache: usize, frame_size: usize) -> Result<Bucket> {
+        let path = dir.join(SETTINGS_FILE);
+        let raw =
+            std::fs::read(&path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        let settings: BucketSettings = serde_json::from_slice(&raw)
+            .map_err(|e| Error::internal(format!("{} does not parse: {e}", path.display())))?;
+        remove_trash(dir)?;
+        let bucket = Bucket {
+            name: name.to_string(),
+            dir: dir.to_path_buf(),
+            settings: RwLock::new(settings),
+            entries: RwLock::new(BTreeMap::new()),
+            cache: Arc::new(BlockCache::new(cache)),
+            frame_size,
+        };
+        let mut found = BTreeMap::new();
+        bucket.discover(dir, "", &mut found)?;
+        *bucket.entries_mut() = found;
+        Ok(bucket)
+    }
+
+    /// Walks the directory tree; every directory holding an index is an entry.
+    fn discover(&self, dir: &Path, prefix: &str, found: &mut BTreeMap<String, Arc<Entry>>) -> Result<()> {
+        let listing =
+            std::fs::read_dir(dir).map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
+        for item in listing.flatten() {
+            let file_name = item.file_name().to_string_lossy().into_owned();
+            if file_name.starts_with('.') || !item.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let name = if prefix.is_empty() {
+                file_name
+            } else {
+                format!("{prefix}/{file_name}")
+            };
+            if validate_entry_name(&name).is_err() {
+                log::warn!("bucket {}: skipping directory {name}: not an entry name", self.name);
+                continue;
+            }
+            let path = item.path();
+            if path.join(INDEX_FILE).exists() {
+                let entry = Entry::open(&self.name, &name, &path, self.cache.clone(), self.frame_size)?;
+                found.insert(name.clone(), Arc::new(entry));
+            }
+            self.discover(&path, &name, found)?;
+        }
+        Ok(())
+    }
+
+    fn entries_ref(&self) -> RwLockReadGuard<'_, BTreeMap<String, Arc<Entry>>> {
+        self.entries.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn entries_mut(&self) -> RwLockWriteGuard<'_, BTreeMap<String, Arc<Entry>>> {
+        self.entries.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The bucket name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The bucket directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Current settings.
+    pub fn settings(&self) -> BucketSettings {
+        *self.settings.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Replaces the settings (persisted atomically before they take effect).
+    pub fn set_settings(&self, settings: BucketSettings) -> Result<()> {
+        let mut current = self.settings.write().unwrap_or_else(|p| p.into_inner());
+        write_settings(&self.dir, &settings)?;
+        *current = settings;
+        Ok(())
+    }
+
+    /// The entry with this exact name.
+    pub fn entry(&self, name: &str) -> Result<Arc<Entry>> {
+        self.entries_ref().get(name).cloned().ok_or_else(|| {
+            Error::not_found(format!("Entry '{name}' not found in bucket '{}'", self.name))
+        })
+    }
+
+    /// Names of all entries, sorted.
+    pub fn entry_names(&self) -> Vec<String> {
+        self.entries_ref().keys().cloned().collect()
+    }
+
+    /// The entries, sorted by name.
+    pub fn entries(&self) -> Vec<Arc<Entry>> {
+        self.entries_ref().values().cloned().collect()
+    }
+
+    /// Info of every entry, sorted by name.
+    pub fn entry_infos(&self) -> Result<Vec<EntryInfo>> {
+        self.entries().iter().map(|e| e.info()).collect()
+    }
+
+    /// Summary over all entries.
+    pub fn info(&self) -> Result<BucketInfo> {
+        let infos = self.entry_infos()?;
+        let with_records = infos.iter().filter(|i| i.record_count > 0);
+        Ok(BucketInfo {
+            name: self.name.clone(),
+            entry_count: infos.len() as u64,
+            size: infos.iter().map(|i| i.size).sum(),
+            oldest_record: with_records.clone().map(|i| i.oldest_record).min().unwrap_or(0),
+            latest_record: with_records.map(|i| i.latest_record).max().unwrap_or(0),
+        })
+    }
+
+    fn entry_or_create(&self, name: &str) -> Result<Arc<Entry>> {
+        if let Some(entry) = self.entries_ref().get(name) {
+            return Ok(entry.clone());
+        }
+        validate_entry_name(name)?;
+        let mut entries = self.entries_mut();
+        if let Some(entry) = entries.get(name) {
+            return Ok(entry.clone());
+        }
+        let entry = Arc::new(Entry::create(
+            &self.name,
+            name,
+            &self.dir.join(name),
+            self.cache.clone(),
+            self.frame_size,
+        )?);
+        entries.insert(name.to_string(), entry.clone());
+        Ok(entry)
+    }
+
+    /// Writes a record; the entry is created on its first write.
+    pub fn write(&self, entry: &str, meta: &RecordMeta, payload: &[u8]) -> Result<()> {
+        let limits = self.settings().block_limits();
+        self.entry_or_create(entry)?.write(meta, payload, limits)
+    }
+
+    /// Reads the record at `ts`, or the latest one when `ts` is `None`.
+    pub fn read(&self, entry: &str, ts: Option<u64>) -> Result<Record> {
+        self.entry(entry)?.read(ts)
+    }
+
+    /// Changes labels of a record (an empty value removes the label).
+    pub fn update_labels(&self, entry: &str, ts: u64, changes: &Labels) -> Result<()> {
+        self.entry(entry)?.update_labels(ts, changes)
+    }
+
+    /// Removes one record.
+    pub fn remove_record(&self, entry: &str, ts: u64) -> Result<()> {
+        self.entry(entry)?.remove_record(ts)
+    }
+
+    /// Removes an entry and every sub-entry under `name/`, by renaming its directory away
+    /// (one atomic step) and then deleting it.
+    pub fn remove_entry(&self, name: &str) -> Result<()> {
+        validate_entry_name(name)?;
+        let mut entries = self.entries_mut();
+        let nested = format!("{name}/");
+        let doomed: Vec<String> = entries
+            .keys()
+            .filter(|k| k.as_str() == name || k.starts_with(&nested))
+            .cloned()
+            .collect();
+        if doomed.is_empty() {
+            return Err(Error::not_found(format!(
+                "Entry '{name}' not found in bucket '{}'",
+                self.name
+            )));
+        }
+        let trash = self.dir.join(trash_name());
+        std::fs::rename(self.dir.join(name), &trash)
+            .map_err(|e| Error::io(format!("removing entry {}/{name}", self.name), e))?;
+        fsync_dir(&self.dir)?;
+        for key in doomed {
+            if let Some(entry) = entries.remove(&key) {
+                entry.mark_removed();
+            }
+        }
+        drop(entries);
+        if let Err(e) = std::fs::remove_dir_all(&trash) {
+            log::warn!("removing {}: {e}; it is removed at the next open", trash.display());
+        }
+        Ok(())
+    }
+
+    /// Marks every entry removed (the bucket's directory is being deleted).
+    pub(crate) fn mark_removed(&self) {
+        for entry in std::mem::take(&mut *self.entries_mut()).into_values() {
+            entry.mark_removed();
+        }
+    }
+
+    /// Entries selected by exact names; an empty list means all entries. Names that do not
+    /// exist select nothing.
+    pub fn select_entries(&self, names: &[String]) -> Vec<Arc<Entry>> {
+        let entries = self.entries_ref();
+        if names.is_empty() {
+            return entries.values().cloned().collect();
+        }
+        let mut out: Vec<Arc<Entry>> = names.iter().filter_map(|n| entries.get(n).cloned()).collect();
+        out.sort_by(|a, b| a.name().cmp(b.name()));
+        out.dedup_by(|a, b| a.name() == b.name());
+        out
+    }
+
+    /// Streams the records of the chosen entries in `[start, stop)`.
+    pub fn query(&self, options: &QueryOptions) -> Result<QueryIter> {
+        QueryIter::new(self.select_entries(&options.entries), options)
+    }
+
+    /// Removes the records of the chosen entries in `[start, stop)` that pass `filter`.
+    pub fn remove_records(
+        &self,
+        entries: &[String],
+        start: u64,
+        stop: u64,
+        filter: Option<&RecordFilter>,
+    ) -> Result<RemoveStats> {
+        self.bulk(entries, start, stop, filter, false)
+    }
+
+    /// Counts what [`Bucket::remove_records`] would remove, changing nothing.
+    pub fn count_records(
+        &self,
+        entries: &[String],
+        start: u64,
+        stop: u64,
+        filter: Option<&RecordFilter>,
+    ) -> Result<RemoveStats> {
+        self.bulk(entries, start, stop, filter, true)
+    }
+
+    fn bulk(
+        &self,
+        entries: &[String],
+        start: u64,
+        stop: u64,
+        filter: Option<&RecordFilter>,
+        dry_run: bool,
+    ) -> Result<RemoveStats> {
+        let mut stats = RemoveStats::default();
+        for entry in self.select_entries(entries) {
+            stats.add(entry.remove_range(start, stop, filter, dry_run)?);
+        }
+        Ok(stats)
+    }
+}
+
+fn write_settings(dir: &Path, settings: &BucketSettings) -> Result<()> {
+    let body = serde_json::to_vec_pretty(settings)
+        .map_err(|e| Error::internal(format!("encoding settings: {e}")))?;
+    write_atomic(&dir.join(SETTINGS_FILE), &body)
+}

@@ -1,0 +1,116 @@
+//! File-system helpers for the copy → fsync → atomic commit → clean protocol.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// Suffix of a file being written before its atomic rename; leftovers are removed at open.
+pub const TMP_SUFFIX: &str = ".tmp";
+
+/// Makes a directory's entries (creations, renames, unlinks) durable.
+pub fn fsync_dir(dir: &Path) -> Result<()> {
+    let handle = File::open(dir).map_err(|e| Error::io(format!("opening {}", dir.display()), e))?;
+    handle
+        .sync_all()
+        .map_err(|e| Error::io(format!("syncing {}", dir.display()), e))
+}
+
+/// The parent of a path we built ourselves; every such path has one.
+pub fn parent_of(path: &Path) -> &Path {
+    path.parent()
+        .expect("storage paths are always inside the data directory")
+}
+
+/// Replaces `path` with `bytes` atomically: write a temp file, fsync it, rename it over the
+/// target, fsync the directory. A crash leaves either the old or the new content.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(TMP_SUFFIX);
+    let tmp = PathBuf::from(tmp);
+    write_new_file(&tmp, bytes)?;
+    fs::rename(&tmp, path).map_err(|e| Error::io(format!("renaming {}", tmp.display()), e))?;
+    fsync_dir(parent_of(path))
+}
+
+/// Creates (or truncates) a file with `bytes` and fsyncs it.
+pub fn write_new_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+    file.write_all(bytes)
+        .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+    file.sync_all()
+        .map_err(|e| Error::io(format!("syncing {}", path.display()), e))
+}
+
+/// Removes a file, treating "already gone" as success (cleanup after a commit is idempotent).
+pub fn remove_file_if_exists(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io(format!("removing {}", path.display()), e)),
+    }
+}
+
+/// Appends a CRC32 trailer so a torn or bit-flipped metadata file is detected on load.
+pub fn with_crc_trailer(mut body: Vec<u8>) -> Vec<u8> {
+    let crc = crc32fast::hash(&body);
+    body.extend_from_slice(&crc.to_le_bytes());
+    body
+}
+
+/// Checks and strips the CRC32 trailer written by [`with_crc_trailer`].
+pub fn strip_crc_trailer<'a>(bytes: &'a [u8], what: &Path) -> Result<&'a [u8]> {
+    if bytes.len() < 4 {
+        return Err(Error::internal(format!(
+            "{} is truncated ({} bytes)",
+            what.display(),
+            bytes.len()
+        )));
+    }
+    let (body, trailer) = bytes.split_at(bytes.len() - 4);
+    let stored = u32::from_le_bytes([trailer[0], trailer[1], trailer[2], trailer[3]]);
+    if crc32fast::hash(body) != stored {
+        return Err(Error::internal(format!(
+            "checksum mismatch in {}",
+            what.display()
+        )));
+    }
+    Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("settings");
+        write_atomic(&path, b"one").unwrap();
+        write_atomic(&path, b"two").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"two");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn crc_trailer_detects_flips() {
+        let sealed = with_crc_trailer(b"hello".to_vec());
+        let path = Path::new("x");
+        assert_eq!(strip_crc_trailer(&sealed, path).unwrap(), b"hello");
+        let mut broken = sealed.clone();
+        broken[1] ^= 0x40;
+        assert!(
+            strip_crc_trailer(&broken, path)
+                .unwrap_err()
+                .message()
+                .contains("checksum mismatch")
+        );
+        assert!(strip_crc_trailer(b"ab", path).is_err());
+    }
+}

@@ -1,0 +1,167 @@
+//! The entry index: which block files make up an entry, and which log is its open block.
+//! Replacing this file atomically is the commit point of every change to an entry.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::storage::block::BlockSummary;
+use crate::storage::codec::Codec;
+use crate::storage::fsutil::{strip_crc_trailer, with_crc_trailer, write_atomic};
+
+/// File name of the index inside an entry directory.
+pub const INDEX_FILE: &str = ".index";
+const INDEX_FORMAT: u32 = 1;
+
+/// One sealed block as the index knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockEntry {
+    /// File sequence number: the block lives in `<seq>.blk`. A rewrite gets a new number,
+    /// so the number also serves as the block's version.
+    pub seq: u64,
+    /// Timestamp of the first record (the block id).
+    pub first_ts: u64,
+    /// Timestamp of the last record.
+    pub last_ts: u64,
+    /// Number of records.
+    pub record_count: u64,
+    /// File size in bytes.
+    pub size: u64,
+    /// Sum of the payload sizes.
+    pub payload_bytes: u64,
+    /// Codec tier of the block.
+    pub codec: Codec,
+    /// CRC of the block's record table, checked when the block is mapped.
+    pub meta_crc: u32,
+}
+
+impl BlockEntry {
+    /// Index entry for a freshly written block file.
+    pub fn from_summary(seq: u64, s: &BlockSummary) -> Self {
+        BlockEntry {
+            seq,
+            first_ts: s.first_ts,
+            last_ts: s.last_ts,
+            record_count: s.record_count,
+            size: s.size,
+            payload_bytes: s.payload_bytes,
+            codec: s.codec,
+            meta_crc: s.meta_crc,
+        }
+    }
+}
+
+/// The persisted state of an entry.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntryIndex {
+    /// On-disk format version.
+    pub format: u32,
+    /// Next file sequence number to hand out.
+    pub next_seq: u64,
+    /// Sealed blocks, sorted by `first_ts`, with disjoint time ranges.
+    pub blocks: Vec<BlockEntry>,
+    /// Sequence number of the open block's log, if there is one.
+    pub open_log: Option<u64>,
+}
+
+/// Path of block file `seq` in an entry directory.
+pub fn block_path(dir: &Path, seq: u64) -> PathBuf {
+    dir.join(format!("{seq:016x}.blk"))
+}
+
+/// Path of log file `seq` in an entry directory.
+pub fn log_path(dir: &Path, seq: u64) -> PathBuf {
+    dir.join(format!("{seq:016x}.log"))
+}
+
+impl EntryIndex {
+    /// An empty index.
+    pub fn new() -> Self {
+        EntryIndex {
+            format: INDEX_FORMAT,
+            ..Default::default()
+        }
+    }
+
+    /// Hands out a fresh file sequence number.
+    pub fn take_seq(&mut self) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        seq
+    }
+
+    /// Names of every file this index refers to.
+    pub fn file_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .blocks
+            .iter()
+            .map(|b| format!("{:016x}.blk", b.seq))
+            .collect();
+        if let Some(seq) = self.open_log {
+            names.push(format!("{seq:016x}.log"));
+        }
+        names.push(INDEX_FILE.to_string());
+        names
+    }
+
+    /// Loads the index of an entry directory.
+    pub fn load(dir: &Path) -> Result<Self> {
+        let path = dir.join(INDEX_FILE);
+        let bytes =
+            std::fs::read(&path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        let body = strip_crc_trailer(&bytes, &path)?;
+        let index: EntryIndex = serde_json::from_slice(body)
+            .map_err(|e| Error::internal(format!("{} does not parse: {e}", path.display())))?;
+        if index.format != INDEX_FORMAT {
+            return Err(Error::internal(format!(
+                "{} has format {}, this version reads {INDEX_FORMAT}",
+                path.display(),
+                index.format
+            )));
+        }
+        Ok(index)
+    }
+
+    /// Commits the index: atomic replace, the moment a change happens.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        let body = serde_json::to_vec(self)
+            .map_err(|e| Error::internal(format!("encoding index: {e}")))?;
+        write_atomic(&dir.join(INDEX_FILE), &with_crc_trailer(body))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn save_load_round_trip_and_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = EntryIndex::new();
+        let seq = index.take_seq();
+        index.blocks.push(BlockEntry {
+            seq,
+            first_ts: 1,
+            last_ts: 9,
+            record_count: 3,
+            size: 100,
+            payload_bytes: 50,
+            codec: Codec::Zstd(3),
+            meta_crc: 7,
+        });
+        index.open_log = Some(index.take_seq());
+        index.save(dir.path()).unwrap();
+        assert_eq!(EntryIndex::load(dir.path()).unwrap(), index);
+        assert_eq!(
+            index.file_names(),
+            vec!["0000000000000000.blk", "0000000000000001.log", ".index"]
+        );
+
+        let path = dir.path().join(INDEX_FILE);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[3] ^= 1;
+        std::fs::write(&path, bytes).unwrap();
+        assert!(EntryIndex::load(dir.path()).is_err());
+    }
+}

@@ -1,0 +1,334 @@
+//! The open block: an append-only log of record writes, label changes and removals.
+//!
+//! New records are appended here rather than rewriting a block, so a write costs one
+//! `pwrite`. Each operation is `[body_len u32][crc32 u32][body]`; a write whose call returned
+//! is in the file (the page cache survives a killed process), and a torn tail left by a
+//! crash mid-append fails its length or CRC and is cut off at the next open. When the block
+//! fills up it is sealed into a block file through the normal commit protocol.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::storage::binary::{BinaryReader, BinaryWriter};
+use crate::storage::record::{Labels, Payload, RecordMeta};
+
+const LOG_MAGIC: &[u8; 8] = b"HLLOG001";
+const OP_RECORD: u8 = 1;
+const OP_LABELS: u8 = 2;
+const OP_REMOVE: u8 = 3;
+/// Length of `[body_len][crc]` before each body.
+const OP_HEADER: u64 = 8;
+
+/// A live record of the open block and where its payload sits in the log.
+#[derive(Debug, Clone)]
+pub struct LogRecord {
+    /// Timestamp, labels, content type and size.
+    pub meta: RecordMeta,
+    /// Byte offset of the payload in the log file.
+    pub offset: u64,
+}
+
+/// The open block of an entry.
+pub struct OpenLog {
+    path: PathBuf,
+    file: Arc<File>,
+    len: u64,
+    records: BTreeMap<u64, LogRecord>,
+    payload_bytes: u64,
+}
+
+impl OpenLog {
+    /// Creates an empty log; it only counts once the index names it.
+    pub fn create(path: &Path) -> Result<Self> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| Error::io(format!("creating log {}", path.display()), e))?;
+        file.write_all_at(LOG_MAGIC, 0)
+            .and_then(|_| file.sync_all())
+            .map_err(|e| Error::io(format!("writing log {}", path.display()), e))?;
+        Ok(OpenLog {
+            path: path.to_path_buf(),
+            file: Arc::new(file),
+            len: LOG_MAGIC.len() as u64,
+            records: BTreeMap::new(),
+            payload_bytes: 0,
+        })
+    }
+
+    /// Opens a log, replays its operations and cuts off a torn tail.
+    pub fn open(path: &Path) -> Result<Self> {
+        let io = |e| Error::io(format!("reading log {}", path.display()), e);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(io)?;
+        let bytes = std::fs::read(path).map_err(io)?;
+        if bytes.len() < LOG_MAGIC.len() || &bytes[..8] != LOG_MAGIC {
+            return Err(Error::internal(format!(
+                "log {} has a bad header",
+                path.display()
+            )));
+        }
+        let mut log = OpenLog {
+            path: path.to_path_buf(),
+            file: Arc::new(file),
+            len: LOG_MAGIC.len() as u64,
+            records: BTreeMap::new(),
+            payload_bytes: 0,
+        };
+        let what = path.display().to_string();
+        let mut pos = LOG_MAGIC.len();
+        while let Some(op_len) = valid_op_at(&bytes, pos) {
+            let body = &bytes[pos + OP_HEADER as usize..pos + op_len];
+            log.replay(body, (pos as u64) + OP_HEADER, &what)?;
+            pos += op_len;
+        }
+        if pos < bytes.len() {
+            log::warn!(
+                "log {}: cutting off {} bytes of an interrupted write",
+                path.display(),
+                bytes.len() - pos
+            );
+            log.file
+                .set_len(pos as u64)
+                .and_then(|_| log.file.sync_all())
+                .map_err(io)?;
+        }
+        log.len = pos as u64;
+        Ok(log)
+    }
+
+    fn replay(&mut self, body: &[u8], body_offset: u64, what: &str) -> Result<()> {
+        let mut r = BinaryReader::new(body, what);
+        match r.u8()? {
+            OP_RECORD => {
+                let timestamp = r.u64()?;
+                let content_type = r.str()?;
+                let labels = r.labels()?;
+                let size = r.u64()?;
+                let offset = body_offset + (body.len() - r.remaining()) as u64;
+                self.insert(LogRecord {
+                    meta: RecordMeta {
+                        timestamp,
+                        labels,
+                        content_type,
+                        size,
+                    },
+                    offset,
+                });
+            }
+            OP_LABELS => {
+                let ts = r.u64()?;
+                let labels = r.labels()?;
+                if let Some(rec) = self.records.get_mut(&ts) {
+                    rec.meta.labels = labels;
+                }
+            }
+            OP_REMOVE => {
+                let ts = r.u64()?;
+                self.forget(ts);
+            }
+            other => {
+                return Err(Error::internal(format!(
+                    "log {what} holds unknown operation {other}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn insert(&mut self, rec: LogRecord) {
+        self.payload_bytes += rec.meta.size;
+        if let Some(old) = self.records.insert(rec.meta.timestamp, rec) {
+            self.payload_bytes -= old.meta.size;
+        }
+    }
+
+    fn forget(&mut self, ts: u64) {
+        if let Some(old) = self.records.remove(&ts) {
+            self.payload_bytes -= old.meta.size;
+        }
+    }
+
+    /// Appends one operation; on failure the file is cut back so no half-op stays behind.
+    fn append(&mut self, head: &[u8], payload: &[u8]) -> Result<u64> {
+        let body_len = head.len() as u64 + payload.len() as u64;
+        let body_len = u32::try_from(body_len).map_err(|_| {
+            Error::unprocessable(format!(
+                "a record of {} bytes is too large for one write",
+                payload.len()
+            ))
+        })?;
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(head);
+        hasher.update(payload);
+        let mut prefix = Vec::with_capacity(OP_HEADER as usize + head.len());
+        prefix.extend_from_slice(&body_len.to_le_bytes());
+        prefix.extend_from_slice(&hasher.finalize().to_le_bytes());
+        prefix.extend_from_slice(head);
+        let start = self.len;
+        let payload_offset = start + prefix.len() as u64;
+        let written = self
+            .file
+            .write_all_at(&prefix, start)
+            .and_then(|_| self.file.write_all_at(payload, payload_offset));
+        if let Err(e) = written {
+            let _ = self.file.set_len(start);
+            return Err(Error::io(format!("appending to {}", self.path.display()), e));
+        }
+        self.len = payload_offset + payload.len() as u64;
+        Ok(payload_offset)
+    }
+
+    /// Appends a new record.
+    pub fn append_record(&mut self, meta: &RecordMeta, payload: &[u8]) -> Result<()> {
+        let mut w = BinaryWriter::default();
+        w.u8(OP_RECORD);
+        w.u64(meta.timestamp);
+        w.str(&meta.content_type);
+        w.labels(&meta.labels);
+        w.u64(payload.len() as u64);
+        let offset = self.append(&w.buf, payload)?;
+        let mut meta = meta.clone();
+        meta.size = payload.len() as u64;
+        self.insert(LogRecord { meta, offset });
+        Ok(())
+    }
+
+    /// Replaces the labels of a record in this block.
+    pub fn append_labels(&mut self, ts: u64, labels: &Labels) -> Result<()> {
+        let mut w = BinaryWriter::default();
+        w.u8(OP_LABELS);
+        w.u64(ts);
+        w.labels(labels);
+        self.append(&w.buf, &[])?;
+        if let Some(rec) = self.records.get_mut(&ts) {
+            rec.meta.labels = labels.clone();
+        }
+        Ok(())
+    }
+
+    /// Removes a record from this block.
+    pub fn append_remove(&mut self, ts: u64) -> Result<()> {
+        let mut w = BinaryWriter::default();
+        w.u8(OP_REMOVE);
+        w.u64(ts);
+        self.append(&w.buf, &[])?;
+        self.forget(ts);
+        Ok(())
+    }
+
+    /// The live records by timestamp.
+    pub fn records(&self) -> &BTreeMap<u64, LogRecord> {
+        &self.records
+    }
+
+    /// Sum of the live payload sizes.
+    pub fn payload_bytes(&self) -> u64 {
+        self.payload_bytes
+    }
+
+    /// Bytes the log occupies on disk.
+    pub fn file_len(&self) -> u64 {
+        self.len
+    }
+
+    /// A handle readers keep so the file outlives sealing and unlinking.
+    pub fn file(&self) -> Arc<File> {
+        self.file.clone()
+    }
+
+    /// Reads the payload of a record.
+    pub fn read_payload(file: &File, rec: &LogRecord) -> Result<Payload> {
+        let mut buf = vec![0u8; rec.meta.size as usize];
+        file.read_exact_at(&mut buf, rec.offset)
+            .map_err(|e| Error::io(format!("reading record {}", rec.meta.timestamp), e))?;
+        Ok(Payload::from_vec(buf))
+    }
+}
+
+/// Length of the complete, checksum-valid operation at `pos`, if there is one.
+fn valid_op_at(bytes: &[u8], pos: usize) -> Option<usize> {
+    let header = bytes.get(pos..pos + OP_HEADER as usize)?;
+    let body_len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
+    let crc = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+    let body_start = pos + OP_HEADER as usize;
+    let body = bytes.get(body_start..body_start.checked_add(body_len)?)?;
+    (body_len > 0 && crc32fast::hash(body) == crc).then_some(OP_HEADER as usize + body_len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(ts: u64) -> RecordMeta {
+        let mut labels = Labels::new();
+        labels.insert("k".into(), format!("v{ts}"));
+        RecordMeta {
+            timestamp: ts,
+            labels,
+            content_type: "text/plain".into(),
+            size: 0,
+        }
+    }
+
+    #[test]
+    fn replay_restores_records_labels_and_removals() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("1.log");
+        let mut log = OpenLog::create(&path).unwrap();
+        for ts in [30, 10, 20] {
+            log.append_record(&meta(ts), format!("payload {ts}").as_bytes())
+                .unwrap();
+        }
+        let mut relabeled = Labels::new();
+        relabeled.insert("x".into(), "y".into());
+        log.append_labels(20, &relabeled).unwrap();
+        log.append_remove(30).unwrap();
+        drop(log);
+
+        let log = OpenLog::open(&path).unwrap();
+        let ts: Vec<u64> = log.records().keys().copied().collect();
+        assert_eq!(ts, vec![10, 20]);
+        assert_eq!(log.records()[&20].meta.labels, relabeled);
+        let payload = OpenLog::read_payload(&log.file(), &log.records()[&10]).unwrap();
+        assert_eq!(payload.as_slice(), b"payload 10");
+        assert_eq!(log.payload_bytes(), 20);
+    }
+
+    #[test]
+    fn torn_tail_is_cut_off_and_appends_continue() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("1.log");
+        let mut log = OpenLog::create(&path).unwrap();
+        log.append_record(&meta(1), b"first").unwrap();
+        let first_end = log.file_len() as usize;
+        log.append_record(&meta(2), b"second").unwrap();
+        let full = log.file_len();
+        drop(log);
+        // Every cut inside the second op loses only that op; the first survives.
+        let bytes = std::fs::read(&path).unwrap();
+        for cut in first_end..full as usize {
+            std::fs::write(&path, &bytes[..cut]).unwrap();
+            let log = OpenLog::open(&path).unwrap();
+            assert!(log.records().contains_key(&1), "cut {cut}");
+            assert!(!log.records().contains_key(&2), "cut {cut}");
+            assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, first_end);
+        }
+        std::fs::write(&path, &bytes[..full as usize - 2]).unwrap();
+        let mut log = OpenLog::open(&path).unwrap();
+        log.append_record(&meta(3), b"third").unwrap();
+        drop(log);
+        let log = OpenLog::open(&path).unwrap();
+        assert_eq!(log.records().keys().copied().collect::<Vec<_>>(), vec![1, 3]);
+    }
+}

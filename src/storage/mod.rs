@@ -1,0 +1,36 @@
+//! The storage engine: buckets of entries of time-stamped records, stored in framed,
+//! checksummed blocks under the copy → fsync → commit → clean protocol of DESIGN.md.
+//!
+//! Layout of a data directory:
+//! ```text
+//! <data>/<bucket>/.settings                 bucket settings (JSON, atomic replace)
+//! <data>/<bucket>/<entry…>/.index           entry index: blocks + open log (JSON + CRC)
+//! <data>/<bucket>/<entry…>/<seq>.blk        sealed blocks (frames + record table)
+//! <data>/<bucket>/<entry…>/<seq>.log        the open block (append-only log)
+//! ```
+
+pub mod binary;
+pub mod block;
+pub mod bucket;
+pub mod bulk;
+pub mod cache;
+pub mod codec;
+pub mod entry;
+pub mod fsutil;
+pub mod index;
+pub mod log;
+pub mod names;
+pub mod query;
+pub mod record;
+mod rewrite;
+pub mod settings;
+pub mod store;
+
+pub use bucket::{Bucket, BucketInfo};
+pub use bulk::{RecordFilter, RemoveStats};
+pub use codec::Codec;
+pub use entry::{Entry, EntryInfo};
+pub use query::{QueryIter, QueryOptions};
+pub use record::{DEFAULT_CONTENT_TYPE, Labels, Payload, Record, RecordMeta};
+pub use settings::{BucketSettings, BucketSettingsUpdate, QuotaType};
+pub use store::Store;

@@ -1,0 +1,89 @@
+//! Name rules for buckets and entries. They are what keeps user input from reaching outside
+//! the data directory: only `[A-Za-z0-9_-]` segments, so no `.`, `..`, `/` tricks or `%2F`.
+
+use crate::error::{Error, Result};
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '-'
+}
+
+/// Checks a user bucket name against `^[A-Za-z0-9_-]+$`; `$` names are reserved.
+pub fn validate_bucket_name(name: &str) -> Result<()> {
+    if name.starts_with('$') {
+        return Err(Error::unprocessable(format!(
+            "Bucket name '{name}' is reserved: names starting with '$' belong to the system"
+        )));
+    }
+    if name.is_empty() || !name.chars().all(is_name_char) {
+        return Err(Error::unprocessable(format!(
+            "Bucket name '{name}' can contain only letters, digits and [-,_] symbols"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a system bucket name: `$` followed by a valid bucket name.
+pub fn validate_system_bucket_name(name: &str) -> Result<()> {
+    match name.strip_prefix('$') {
+        Some(rest) if !rest.is_empty() && rest.chars().all(is_name_char) => Ok(()),
+        _ => Err(Error::unprocessable(format!(
+            "System bucket name '{name}' must be '$' followed by letters, digits, '-' or '_'"
+        ))),
+    }
+}
+
+/// Checks an entry name: segments of `[A-Za-z0-9_-]` joined by `/`, none empty.
+pub fn validate_entry_name(name: &str) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::unprocessable("Entry name can't be empty"));
+    }
+    for segment in name.split('/') {
+        if segment.is_empty() {
+            return Err(Error::unprocessable(format!(
+                "Entry name '{name}' has an empty segment: no leading, trailing or double '/'"
+            )));
+        }
+        if !segment.chars().all(is_name_char) {
+            return Err(Error::unprocessable(format!(
+                "Entry name '{name}' can contain only letters, digits, '/' and [-,_] symbols"
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_names() {
+        for good in ["b", "my-bucket_1", "ABC"] {
+            validate_bucket_name(good).unwrap();
+        }
+        for bad in ["", "a b", "..", "a/b", "a.b", "%2F", "ü"] {
+            let err = validate_bucket_name(bad).unwrap_err();
+            assert!(err.message().contains(&format!("'{bad}'")), "{err}");
+        }
+        assert!(
+            validate_bucket_name("$system")
+                .unwrap_err()
+                .message()
+                .contains("reserved")
+        );
+        validate_system_bucket_name("$system").unwrap();
+        assert!(validate_system_bucket_name("$").is_err());
+        assert!(validate_system_bucket_name("$../x").is_err());
+        assert!(validate_system_bucket_name("system").is_err());
+    }
+
+    #[test]
+    fn entry_names() {
+        for good in ["e", "cam/front", "a/b/c-1_2", "lifecycle/x/y"] {
+            validate_entry_name(good).unwrap();
+        }
+        for bad in ["", "/a", "a/", "a//b", "..", "a/../b", "a/./b", "a%2Fb", "a b", ".index"] {
+            assert!(validate_entry_name(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! A streaming query over entries and a time range: records come entry by entry (in name
+//! order), each entry's in timestamp order, one block at a time, so a query over a whole
+//! bucket never holds more than one block's record table and one frame in memory.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::storage::entry::{Chunk, Entry, chunk_len, chunk_record};
+use crate::storage::record::Record;
+
+/// What a query selects.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueryOptions {
+    /// Exact entry names; empty means every entry.
+    pub entries: Vec<String>,
+    /// Inclusive start (µs); `None` means from the oldest record.
+    pub start: Option<u64>,
+    /// Exclusive stop (µs); `None` means through the latest record.
+    pub stop: Option<u64>,
+    /// Return metadata without payloads.
+    pub only_metadata: bool,
+}
+
+/// Iterator over the records a query selects.
+pub struct QueryIter {
+    entries: VecDeque<Arc<Entry>>,
+    stop: u64,
+    start: u64,
+    with_payload: bool,
+    current: Option<Cursor>,
+}
+
+struct Cursor {
+    entry: Arc<Entry>,
+    next_from: u64,
+    chunk: Option<(Chunk, usize)>,
+}
+
+impl QueryIter {
+    /// A query over `entries` (already selected, sorted by name).
+    pub fn new(entries: Vec<Arc<Entry>>, options: &QueryOptions) -> Result<Self> {
+        let start = options.start.unwrap_or(0);
+        let stop = options.stop.unwrap_or(u64::MAX);
+        if start > stop {
+            return Err(Error::unprocessable(format!(
+                "Start time must be before stop time (start {start}, stop {stop})"
+            )));
+        }
+        Ok(QueryIter {
+            entries: entries.into(),
+            start,
+            stop,
+            with_payload: !options.only_metadata,
+            current: None,
+        })
+    }
+
+    fn advance(&mut self) -> Result<Option<Record>> {
+        loop {
+            let Some(cursor) = self.current.as_mut() else {
+                let Some(entry) = self.entries.pop_front() else {
+                    return Ok(None);
+                };
+                self.current = Some(Cursor {
+                    entry,
+                    next_from: self.start,
+                    chunk: None,
+                });
+                continue;
+            };
+            if let Some((chunk, pos)) = cursor.chunk.as_mut() {
+                if *pos < chunk_len(chunk) {
+                    let (meta, payload) = chunk_record(chunk, *pos, self.with_payload)?;
+                    *pos += 1;
+                    return Ok(Some(Record {
+                        entry: cursor.entry.name().to_string(),
+                        meta,
+                        payload,
+                    }));
+                }
+                cursor.chunk = None;
+            }
+            if cursor.next_from >= self.stop {
+                self.current = None;
+                continue;
+            }
+            match cursor.entry.next_chunk(cursor.next_from, self.stop) {
+                Ok(Some((chunk, next_from))) => {
+                    cursor.chunk = Some((chunk, 0));
+                    cursor.next_from = next_from;
+                }
+                Ok(None) => self.current = None,
+                // An entry removed while the query runs simply has no more records.
+                Err(e) if e.kind() == crate::error::ErrorKind::NotFound => self.current = None,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl Iterator for QueryIter {
+    type Item = Result<Record>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.advance() {
+            Ok(Some(record)) => Some(Ok(record)),
+            Ok(None) => None,
+            Err(e) => {
+                // Skip the rest of the block that failed so the caller can go on reading.
+                if let Some(cursor) = self.current.as_mut() {
+                    cursor.chunk = None;
+                }
+                Some(Err(e))
+            }
+        }
+    }
+}

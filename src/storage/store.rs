@@ -1,0 +1,136 @@
+//! The store: a data directory of buckets.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::storage::bucket::{Bucket, BucketInfo, remove_trash, trash_name};
+use crate::storage::fsutil::fsync_dir;
+use crate::storage::names::{validate_bucket_name, validate_system_bucket_name};
+use crate::storage::settings::BucketSettings;
+
+/// A thread-safe handle to a data directory of buckets.
+pub struct Store {
+    config: Config,
+    buckets: RwLock<BTreeMap<String, Arc<Bucket>>>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the data directory: removes leftovers of interrupted
+    /// changes and opens every bucket. A bucket that fails to open is logged and skipped so
+    /// that one damaged bucket does not take the others down.
+    pub fn open(config: Config) -> Result<Store> {
+        let data = &config.data_path;
+        std::fs::create_dir_all(data)
+            .map_err(|e| Error::io(format!("creating data directory {}", data.display()), e))?;
+        remove_trash(data)?;
+        let mut buckets = BTreeMap::new();
+        let listing =
+            std::fs::read_dir(data).map_err(|e| Error::io(format!("listing {}", data.display()), e))?;
+        for item in listing.flatten() {
+            let name = item.file_name().to_string_lossy().into_owned();
+            let valid = validate_bucket_name(&name).is_ok() || validate_system_bucket_name(&name).is_ok();
+            if !valid || !item.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            match Bucket::open(&item.path(), &name, config.block_cache, config.frame_size) {
+                Ok(bucket) => {
+                    buckets.insert(name, Arc::new(bucket));
+                }
+                Err(e) => log::error!("bucket '{name}' is not available: {e}"),
+            }
+        }
+        log::info!("opened {} with {} bucket(s)", data.display(), buckets.len());
+        Ok(Store {
+            config,
+            buckets: RwLock::new(buckets),
+        })
+    }
+
+    fn read_map(&self) -> RwLockReadGuard<'_, BTreeMap<String, Arc<Bucket>>> {
+        self.buckets.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write_map(&self) -> RwLockWriteGuard<'_, BTreeMap<String, Arc<Bucket>>> {
+        self.buckets.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The configuration the store was opened with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The data directory.
+    pub fn data_path(&self) -> &Path {
+        &self.config.data_path
+    }
+
+    /// Creates a user bucket; the name must match `^[A-Za-z0-9_-]+$`.
+    pub fn create_bucket(&self, name: &str, settings: BucketSettings) -> Result<Arc<Bucket>> {
+        validate_bucket_name(name)?;
+        self.create(name, settings)
+    }
+
+    /// Creates a system bucket such as `$system` (names starting with `$`).
+    pub fn create_system_bucket(&self, name: &str, settings: BucketSettings) -> Result<Arc<Bucket>> {
+        validate_system_bucket_name(name)?;
+        self.create(name, settings)
+    }
+
+    fn create(&self, name: &str, settings: BucketSettings) -> Result<Arc<Bucket>> {
+        let mut buckets = self.write_map();
+        if buckets.contains_key(name) || self.config.data_path.join(name).exists() {
+            return Err(Error::conflict(format!("Bucket '{name}' already exists")));
+        }
+        let bucket = Arc::new(Bucket::create(
+            &self.config.data_path,
+            name,
+            settings,
+            self.config.block_cache,
+            self.config.frame_size,
+        )?);
+        buckets.insert(name.to_string(), bucket.clone());
+        Ok(bucket)
+    }
+
+    /// The bucket with this name.
+    pub fn bucket(&self, name: &str) -> Result<Arc<Bucket>> {
+        self.read_map()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::not_found(format!("Bucket '{name}' is not found")))
+    }
+
+    /// All buckets, sorted by name.
+    pub fn buckets(&self) -> Vec<Arc<Bucket>> {
+        self.read_map().values().cloned().collect()
+    }
+
+    /// Info of every bucket, sorted by name.
+    pub fn list_buckets(&self) -> Result<Vec<BucketInfo>> {
+        self.buckets().iter().map(|b| b.info()).collect()
+    }
+
+    /// Removes a bucket: renamed away in one step, then deleted.
+    pub fn remove_bucket(&self, name: &str) -> Result<()> {
+        let mut buckets = self.write_map();
+        let bucket = buckets
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::not_found(format!("Bucket '{name}' is not found")))?;
+        let data = &self.config.data_path;
+        let trash = data.join(trash_name());
+        std::fs::rename(bucket.dir(), &trash)
+            .map_err(|e| Error::io(format!("removing bucket '{name}'"), e))?;
+        fsync_dir(data)?;
+        buckets.remove(name);
+        bucket.mark_removed();
+        drop(buckets);
+        if let Err(e) = std::fs::remove_dir_all(&trash) {
+            log::warn!("removing {}: {e}; it is removed at the next open", trash.display());
+        }
+        Ok(())
+    }
+}
