@@ -150,8 +150,14 @@ impl Bucket {
             }
             let path = item.path();
             if path.join(INDEX_FILE).exists() {
-                let entry = Entry::open(&self.name, &name, &path, self.cache.clone(), self.frame_size)?;
-                found.insert(name.clone(), Arc::new(entry));
+                // A damaged entry is left alone on disk (see `entry_or_create`) and the rest
+                // of the bucket keeps working.
+                match Entry::open(&self.name, &name, &path, self.cache.clone(), self.frame_size) {
+                    Ok(entry) => {
+                        found.insert(name.clone(), Arc::new(entry));
+                    }
+                    Err(e) => log::error!("entry {}/{name} is not available: {e}", self.name),
+                }
             }
             self.discover(&path, &name, found)?;
         }
@@ -233,10 +239,18 @@ impl Bucket {
         if let Some(entry) = entries.get(name) {
             return Ok(entry.clone());
         }
+        let dir = self.dir.join(name);
+        if dir.join(INDEX_FILE).exists() {
+            // Never write a fresh index over an entry that failed to open: that would lose it.
+            return Err(Error::internal(format!(
+                "Entry '{name}' in bucket '{}' exists on disk but failed to open; see the log",
+                self.name
+            )));
+        }
         let entry = Arc::new(Entry::create(
             &self.name,
             name,
-            &self.dir.join(name),
+            &dir,
             self.cache.clone(),
             self.frame_size,
         )?);

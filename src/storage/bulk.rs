@@ -9,7 +9,15 @@ use serde::Serialize;
 use crate::error::Result;
 use crate::storage::entry::Entry;
 use crate::storage::index::{block_path, log_path};
+use crate::storage::block::SealedBlock;
 use crate::storage::record::RecordMeta;
+
+/// What a bulk removal does with one sealed block.
+enum Plan {
+    Keep,
+    Drop,
+    Trim(std::sync::Arc<SealedBlock>, HashSet<u64>),
+}
 
 /// A per-record predicate deciding which records in the range to remove (the `when`
 /// condition); an error (e.g. a strict condition missing a label) aborts the operation.
@@ -44,60 +52,34 @@ impl Entry {
     ) -> Result<RemoveStats> {
         let mut st = self.lock()?;
         let mut stats = RemoveStats::default();
-        let mut next = st.index.clone();
-        let mut kept = Vec::with_capacity(next.blocks.len());
-        let mut created = Vec::new();
-        let mut obsolete = Vec::new();
-        let blocks = std::mem::take(&mut next.blocks);
-        for b in blocks {
-            if b.last_ts < start || b.first_ts >= stop {
-                kept.push(b);
-                continue;
-            }
-            if filter.is_none() && b.first_ts >= start && b.last_ts < stop {
+        // Plan first, so a failing filter aborts before anything is written.
+        let mut plans = Vec::with_capacity(st.index.blocks.len());
+        for b in &st.index.blocks {
+            let plan = if b.last_ts < start || b.first_ts >= stop {
+                Plan::Keep
+            } else if filter.is_none() && b.first_ts >= start && b.last_ts < stop {
                 stats.records += b.record_count;
-                stats.blocks += 1;
-                obsolete.push(b.seq);
-                continue;
-            }
-            let block = self.block(&b)?;
-            let mut doomed = HashSet::new();
-            for rec in &block.records()[block.range(start, stop)] {
-                if filter.map_or(Ok(true), |f| f(&rec.meta))? {
-                    doomed.insert(rec.meta.timestamp);
-                }
-            }
-            if doomed.is_empty() {
-                kept.push(b);
-                continue;
-            }
-            stats.records += doomed.len() as u64;
-            stats.blocks += 1;
-            if dry_run {
-                continue;
-            }
-            obsolete.push(b.seq);
-            let seq = next.take_seq();
-            let edit = super::rewrite::BlockEdit {
-                remove: Some(&doomed),
-                ..Default::default()
-            };
-            match self.write_edited(&block, &edit, seq) {
-                Ok(Some(entry)) => {
-                    kept.push(entry);
-                    created.push(block_path(self.dir(), seq));
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    for path in &created {
-                        let _ = std::fs::remove_file(path);
+                Plan::Drop
+            } else {
+                let block = self.block(b)?;
+                let mut doomed = HashSet::new();
+                for rec in &block.records()[block.range(start, stop)] {
+                    if filter.map_or(Ok(true), |f| f(&rec.meta))? {
+                        doomed.insert(rec.meta.timestamp);
                     }
-                    return Err(e);
                 }
+                stats.records += doomed.len() as u64;
+                match doomed.len() {
+                    0 => Plan::Keep,
+                    n if n == block.records().len() => Plan::Drop,
+                    _ => Plan::Trim(block, doomed),
+                }
+            };
+            if !matches!(plan, Plan::Keep) {
+                stats.blocks += 1;
             }
+            plans.push(plan);
         }
-        next.blocks = kept;
-
         let mut open_doomed = Vec::new();
         if let Some(open) = st.open.as_ref() {
             for (ts, rec) in open.records().range(start..stop.max(start)) {
@@ -113,6 +95,40 @@ impl Entry {
         if dry_run {
             return Ok(stats);
         }
+
+        let mut next = st.index.clone();
+        let mut kept = Vec::with_capacity(next.blocks.len());
+        let mut created = Vec::new();
+        let mut obsolete = Vec::new();
+        for (b, plan) in std::mem::take(&mut next.blocks).into_iter().zip(plans) {
+            match plan {
+                Plan::Keep => kept.push(b),
+                Plan::Drop => obsolete.push(b.seq),
+                Plan::Trim(block, doomed) => {
+                    let seq = next.take_seq();
+                    let edit = super::rewrite::BlockEdit {
+                        remove: Some(&doomed),
+                        ..Default::default()
+                    };
+                    match self.write_edited(&block, &edit, seq) {
+                        Ok(Some(entry)) => {
+                            kept.push(entry);
+                            created.push(block_path(self.dir(), seq));
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            for path in &created {
+                                let _ = std::fs::remove_file(path);
+                            }
+                            return Err(e);
+                        }
+                    }
+                    obsolete.push(b.seq);
+                }
+            }
+        }
+        next.blocks = kept;
+
         let drop_open = st
             .open
             .as_ref()

@@ -422,18 +422,23 @@ impl Entry {
 
     /// The next run of records with `from <= ts < stop`, and where the run after it starts.
     /// Readers call this repeatedly; each call takes the lock only briefly, so writers and
-    /// compaction keep going while a long query streams.
-    pub fn next_chunk(&self, from: u64, stop: u64) -> Result<Option<(Chunk, u64)>> {
+    /// compaction keep going while a long query streams. A block that cannot be opened
+    /// comes back as an inner error with the position after it, so readers can skip it.
+    pub fn next_chunk(&self, from: u64, stop: u64) -> Result<Option<(Result<Chunk>, u64)>> {
         let st = self.lock()?;
         let first = st.index.blocks.partition_point(|b| b.last_ts < from);
         for b in &st.index.blocks[first..] {
             if b.first_ts >= stop {
                 return Ok(None);
             }
-            let block = self.block(b)?;
+            let after = b.last_ts.saturating_add(1);
+            let block = match self.block(b) {
+                Ok(block) => block,
+                Err(e) => return Ok(Some((Err(e), after))),
+            };
             let range = block.range(from, stop);
             if !range.is_empty() {
-                return Ok(Some((Chunk::Sealed(block, range), b.last_ts.saturating_add(1))));
+                return Ok(Some((Ok(Chunk::Sealed(block, range)), after)));
             }
         }
         let Some(open) = st.open.as_ref() else {
@@ -444,7 +449,7 @@ impl Entry {
             .range(from..stop.max(from))
             .map(|(_, r)| r.clone())
             .collect();
-        Ok((!records.is_empty()).then(|| (Chunk::Open(open.file(), records), stop)))
+        Ok((!records.is_empty()).then(|| (Ok(Chunk::Open(open.file(), records)), stop)))
     }
 
     /// Commit helper shared by rewrites and bulk removal: saves `next` as the new index,

@@ -71,8 +71,10 @@ impl QueryIter {
             };
             if let Some((chunk, pos)) = cursor.chunk.as_mut() {
                 if *pos < chunk_len(chunk) {
-                    let (meta, payload) = chunk_record(chunk, *pos, self.with_payload)?;
+                    // Step past the record first: a damaged record yields its error once
+                    // and the query goes on with the next one.
                     *pos += 1;
+                    let (meta, payload) = chunk_record(chunk, *pos - 1, self.with_payload)?;
                     return Ok(Some(Record {
                         entry: cursor.entry.name().to_string(),
                         meta,
@@ -87,8 +89,9 @@ impl QueryIter {
             }
             match cursor.entry.next_chunk(cursor.next_from, self.stop) {
                 Ok(Some((chunk, next_from))) => {
-                    cursor.chunk = Some((chunk, 0));
+                    // A block that cannot be opened yields its error once and is skipped.
                     cursor.next_from = next_from;
+                    cursor.chunk = Some((chunk?, 0));
                 }
                 Ok(None) => self.current = None,
                 // An entry removed while the query runs simply has no more records.
@@ -106,13 +109,7 @@ impl Iterator for QueryIter {
         match self.advance() {
             Ok(Some(record)) => Some(Ok(record)),
             Ok(None) => None,
-            Err(e) => {
-                // Skip the rest of the block that failed so the caller can go on reading.
-                if let Some(cursor) = self.current.as_mut() {
-                    cursor.chunk = None;
-                }
-                Some(Err(e))
-            }
+            Err(e) => Some(Err(e)),
         }
     }
 }

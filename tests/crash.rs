@@ -1,0 +1,178 @@
+//! Crash safety: a child process writes, belatedly writes and relabels records, printing
+//! each acknowledged operation; the parent kills it with SIGKILL at random moments, reopens
+//! the store and checks that every acknowledged record is there, intact, and that the
+//! open removed every leftover of an interrupted change.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use halflife::storage::index::EntryIndex;
+use halflife::storage::{BucketSettings, Labels, RecordMeta, Store};
+use halflife::{Config, ErrorKind};
+
+const CHILD_ENV: &str = "HALFLIFE_CRASH_CHILD_DIR";
+const KILLS: usize = 24;
+
+fn payload(ts: u64) -> Vec<u8> {
+    let len = 50 + (ts.wrapping_mul(2_654_435_761) % 3000) as usize;
+    (0..len).map(|i| (ts as usize + i * 7) as u8).collect()
+}
+
+fn config(dir: &Path) -> Config {
+    let mut config = Config::new(dir);
+    // Small frames and blocks so seals and multi-frame rewrites happen all the time.
+    config.frame_size = 4096;
+    config
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn seed() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
+}
+
+/// The child: runs only when the parent sets the environment variable.
+#[test]
+fn crash_child_writer() {
+    let Some(dir) = std::env::var_os(CHILD_ENV) else {
+        return;
+    };
+    let store = Store::open(config(Path::new(&dir))).unwrap();
+    let bucket = match store.bucket("b") {
+        Ok(b) => b,
+        Err(_) => store
+            .create_bucket(
+                "b",
+                BucketSettings {
+                    max_block_records: 16,
+                    ..Default::default()
+                },
+            )
+            .unwrap(),
+    };
+    // Tail writes use multiples of 1000, belated writes fill in below the tail.
+    let mut tail = bucket.entry("e").map_or(0, |e| e.info().unwrap().latest_record);
+    tail = tail / 1000 * 1000 + 1000;
+    let mut rng = Rng(seed());
+    loop {
+        let roll = rng.next() % 10;
+        if roll < 6 || tail < 5000 {
+            let ts = tail;
+            tail += 1000;
+            write(&bucket, ts);
+        } else if roll < 9 {
+            let ts = 1 + rng.next() % (tail - 1);
+            if ts % 1000 != 0 {
+                write(&bucket, ts);
+            }
+        } else {
+            let ts = (1 + rng.next() % (tail / 1000 - 1)) * 1000;
+            let changes: Labels = [("state".to_string(), "updated".to_string())].into();
+            if bucket.update_labels("e", ts, &changes).is_ok() {
+                println!("LBL {ts}");
+            }
+        }
+    }
+}
+
+fn write(bucket: &halflife::storage::Bucket, ts: u64) {
+    let meta = RecordMeta {
+        timestamp: ts,
+        labels: [("state".to_string(), "new".to_string())].into(),
+        content_type: "application/x-test".into(),
+        size: 0,
+    };
+    match bucket.write("e", &meta, &payload(ts)) {
+        Ok(()) => println!("ACK {ts}"),
+        Err(e) if e.kind() == ErrorKind::Conflict => {}
+        Err(e) => panic!("write {ts} failed: {e}"),
+    }
+}
+
+fn check_no_leftovers(dir: &Path) {
+    let entry_dir = dir.join("b").join("e");
+    let named = EntryIndex::load(&entry_dir).unwrap().file_names();
+    for item in std::fs::read_dir(&entry_dir).unwrap().flatten() {
+        let name = item.file_name().to_string_lossy().into_owned();
+        assert!(named.contains(&name), "leftover {name} survived the open");
+    }
+    for top in [dir.to_path_buf(), dir.join("b")] {
+        for item in std::fs::read_dir(&top).unwrap().flatten() {
+            let name = item.file_name().to_string_lossy().into_owned();
+            assert!(!name.starts_with(".trash-") && !name.ends_with(".tmp"), "leftover {name}");
+        }
+    }
+}
+
+#[test]
+fn acknowledged_records_survive_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut acked: BTreeMap<u64, bool> = BTreeMap::new();
+    let mut rng = Rng(seed());
+    for round in 0..KILLS {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "crash_child_writer", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        // Wait until the child is writing, then let it run a random while before the kill.
+        let mut lines = BufReader::new(stdout).lines();
+        let mut acks_this_round = 0;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while acks_this_round == 0 && std::time::Instant::now() < deadline {
+            let Some(Ok(line)) = lines.next() else { break };
+            acks_this_round += record_ack(&line, &mut acked);
+        }
+        assert!(acks_this_round > 0, "round {round}: the child never acknowledged a write");
+        std::thread::sleep(Duration::from_millis(5 + rng.next() % 150));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        for line in lines.map_while(|l| l.ok()) {
+            record_ack(&line, &mut acked);
+        }
+
+        let store = Store::open(config(dir.path())).unwrap();
+        check_no_leftovers(dir.path());
+        let bucket = store.bucket("b").unwrap();
+        for (&ts, &relabeled) in &acked {
+            let record = bucket
+                .read("e", Some(ts))
+                .unwrap_or_else(|e| panic!("round {round}: acknowledged record {ts} lost: {e}"));
+            assert_eq!(record.payload.unwrap().as_slice(), payload(ts), "record {ts}");
+            assert_eq!(record.meta.content_type, "application/x-test");
+            if relabeled {
+                assert_eq!(record.meta.labels["state"], "updated", "record {ts}");
+            }
+        }
+    }
+    assert!(acked.len() > KILLS * 5, "only {} acknowledged writes", acked.len());
+}
+
+fn record_ack(line: &str, acked: &mut BTreeMap<u64, bool>) -> usize {
+    let mut parts = line.split_whitespace();
+    match (parts.next(), parts.next().and_then(|t| t.parse::<u64>().ok())) {
+        (Some("ACK"), Some(ts)) => {
+            acked.insert(ts, false);
+            1
+        }
+        (Some("LBL"), Some(ts)) => {
+            acked.insert(ts, true);
+            0
+        }
+        _ => 0,
+    }
+}
