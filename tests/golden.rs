@@ -1,0 +1,116 @@
+//! The on-disk format is a promise: `data-fixtures/golden-v1` was written by the first
+//! version of the format and must stay readable, record for record. Regenerate it only for
+//! a deliberate format change, with `HALFLIFE_REGENERATE_GOLDEN=1 cargo test --test golden`.
+
+use std::path::{Path, PathBuf};
+
+use halflife::fixtures::{self, FixtureRecord};
+use halflife::storage::{BucketSettings, Labels, QueryOptions, RecordMeta, Store};
+use halflife::Config;
+
+fn golden_dir() -> PathBuf {
+    fixtures::fixtures_dir().join("golden-v1")
+}
+
+/// The records the golden directory holds, after the operations `generate` applied.
+fn expected() -> Vec<FixtureRecord> {
+    let dir = fixtures::fixtures_dir();
+    let mut weather: Vec<FixtureRecord> = fixtures::weather(&dir).unwrap().into_iter().take(200).collect();
+    weather[10].labels.insert("checked".into(), "yes".into());
+    let mut logs: Vec<FixtureRecord> = fixtures::dpkg_log(&dir).unwrap().into_iter().take(100).collect();
+    logs[90].labels.remove("action");
+    logs.remove(80);
+    let images: Vec<FixtureRecord> = fixtures::images(&dir)
+        .unwrap()
+        .into_iter()
+        .filter(|r| ["camera", "coins"].contains(&r.labels["name"].as_str()))
+        .collect();
+    weather.into_iter().chain(logs).chain(images).collect()
+}
+
+fn generate(path: &Path) {
+    let dir = fixtures::fixtures_dir();
+    let store = Store::open(Config::new(path)).unwrap();
+    let bucket = store
+        .create_bucket(
+            "golden",
+            BucketSettings {
+                max_block_records: 64,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let weather = fixtures::weather(&dir).unwrap().into_iter().take(200);
+    let logs = fixtures::dpkg_log(&dir).unwrap().into_iter().take(100);
+    let images = fixtures::images(&dir)
+        .unwrap()
+        .into_iter()
+        .filter(|r| ["camera", "coins"].contains(&r.labels["name"].as_str()));
+    let mut ts = Vec::new();
+    for r in weather.chain(logs).chain(images) {
+        ts.push(r.timestamp);
+        let meta = RecordMeta {
+            timestamp: r.timestamp,
+            labels: r.labels,
+            content_type: r.content_type,
+            size: 0,
+        };
+        bucket.write(&r.entry, &meta, &r.payload).unwrap();
+    }
+    let checked: Labels = [("checked".to_string(), "yes".to_string())].into();
+    bucket.update_labels("weather", ts[10], &checked).unwrap();
+    let unlabel: Labels = [("action".to_string(), String::new())].into();
+    bucket.update_labels("logs/dpkg", ts[200 + 90], &unlabel).unwrap();
+    bucket.remove_record("logs/dpkg", ts[200 + 80]).unwrap();
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for item in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(item.file_name());
+        if item.file_type().unwrap().is_dir() {
+            copy_dir(&item.path(), &target);
+        } else {
+            std::fs::copy(item.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn golden_data_directory_reads_back_exactly() {
+    if std::env::var_os("HALFLIFE_REGENERATE_GOLDEN").is_some() {
+        let _ = std::fs::remove_dir_all(golden_dir());
+        generate(&golden_dir());
+    }
+    // Work on a copy: opening must not need to change an intact directory, but the
+    // committed fixture must never be touched by a test either way.
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&golden_dir(), tmp.path());
+    let store = Store::open(Config::new(tmp.path())).unwrap();
+    let bucket = store.bucket("golden").unwrap();
+    assert_eq!(bucket.entry_names(), vec!["camera", "logs/dpkg", "weather"]);
+    let weather = bucket.entry("weather").unwrap().info().unwrap();
+    assert_eq!((weather.record_count, weather.block_count), (200, 4));
+
+    let want = expected();
+    let got: Vec<FixtureRecord> = bucket
+        .query(&QueryOptions::default())
+        .unwrap()
+        .map(|r| {
+            let r = r.unwrap();
+            FixtureRecord {
+                entry: r.entry,
+                timestamp: r.meta.timestamp,
+                labels: r.meta.labels,
+                content_type: r.meta.content_type,
+                payload: r.payload.unwrap().as_slice().to_vec(),
+            }
+        })
+        .collect();
+    let mut want_sorted = want.clone();
+    want_sorted.sort_by(|a, b| (&a.entry, a.timestamp).cmp(&(&b.entry, b.timestamp)));
+    assert_eq!(got.len(), want_sorted.len());
+    for (g, w) in got.iter().zip(&want_sorted) {
+        assert_eq!(g, w, "record {} of {}", w.timestamp, w.entry);
+    }
+}
