@@ -1,1 +1,170 @@
-fn main(){}
+//! Storage throughput on the real fixtures: write, read back (full query with payloads),
+//! and bulk removal of whole blocks. Each benchmark prints the data size it used; criterion
+//! reports records/s and MB/s.
+//!
+//! Run: `cargo bench --bench storage`
+
+use std::time::Duration;
+
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use halflife::Config;
+use halflife::fixtures::{self, FixtureRecord};
+use halflife::storage::{BucketSettings, QueryOptions, RecordMeta, Store};
+
+struct DataSet {
+    name: &'static str,
+    records: Vec<FixtureRecord>,
+}
+
+impl DataSet {
+    fn bytes(&self) -> u64 {
+        self.records.iter().map(|r| r.payload.len() as u64).sum()
+    }
+    fn throughput(&self) -> Throughput {
+        Throughput::ElementsAndBytes {
+            elements: self.records.len() as u64,
+            bytes: self.bytes(),
+        }
+    }
+}
+
+fn data_sets() -> Vec<DataSet> {
+    let dir = fixtures::fixtures_dir();
+    let mut sets = vec![
+        DataSet {
+            name: "flights",
+            records: fixtures::flights(&dir, None).expect("flights fixture"),
+        },
+        DataSet {
+            name: "weather",
+            records: fixtures::weather(&dir).expect("weather fixture"),
+        },
+        DataSet {
+            name: "dpkg-log",
+            records: fixtures::dpkg_log(&dir).expect("dpkg fixture"),
+        },
+    ];
+    // Seven photographs are too few to time; repeat them as 50 seconds of camera frames.
+    let images = fixtures::images(&dir).expect("images fixture");
+    let frames = (0..350)
+        .map(|i| {
+            let mut r = images[i % images.len()].clone();
+            r.timestamp = images[0].timestamp + i as u64 * 142_857;
+            r
+        })
+        .collect();
+    sets.push(DataSet {
+        name: "camera-frames",
+        records: frames,
+    });
+    for set in &sets {
+        eprintln!(
+            "data set {:<14} {:>8} records {:>10.1} MB payload",
+            set.name,
+            set.records.len(),
+            set.bytes() as f64 / 1e6
+        );
+    }
+    sets
+}
+
+fn fill(store: &Store, records: &[FixtureRecord]) {
+    let bucket = match store.bucket("bench") {
+        Ok(b) => b,
+        Err(_) => store.create_bucket("bench", BucketSettings::default()).expect("bucket"),
+    };
+    for r in records {
+        let meta = RecordMeta {
+            timestamp: r.timestamp,
+            labels: r.labels.clone(),
+            content_type: r.content_type.clone(),
+            size: 0,
+        };
+        bucket.write(&r.entry, &meta, &r.payload).expect("write");
+    }
+}
+
+fn filled_store(records: &[FixtureRecord]) -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(Config::new(dir.path())).expect("store");
+    fill(&store, records);
+    (dir, store)
+}
+
+fn bench_write_read(c: &mut Criterion, sets: &[DataSet]) {
+    let mut group = c.benchmark_group("write");
+    group.sample_size(10).measurement_time(Duration::from_secs(20));
+    for set in sets {
+        group.throughput(set.throughput());
+        group.bench_function(set.name, |b| {
+            b.iter_batched(
+                || {
+                    let dir = tempfile::tempdir().expect("tempdir");
+                    let store = Store::open(Config::new(dir.path())).expect("store");
+                    (dir, store)
+                },
+                |(dir, store)| {
+                    fill(&store, &set.records);
+                    (dir, store)
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("read");
+    group.sample_size(10).measurement_time(Duration::from_secs(10));
+    for set in sets {
+        let (_dir, store) = filled_store(&set.records);
+        let bucket = store.bucket("bench").expect("bucket");
+        group.throughput(set.throughput());
+        group.bench_function(set.name, |b| {
+            b.iter(|| {
+                let mut bytes = 0usize;
+                for record in bucket.query(&QueryOptions::default()).expect("query") {
+                    bytes += record.expect("record").payload.expect("payload").len();
+                }
+                assert_eq!(bytes as u64, set.bytes());
+            })
+        });
+    }
+    group.finish();
+}
+
+fn bench_bulk_remove(c: &mut Criterion, flights: &DataSet) {
+    // Remove the sealed blocks between the first and last day of the data: whole blocks
+    // are dropped as files, the two cut blocks are rewritten.
+    let records = &flights.records;
+    let start = records[records.len() / 10].timestamp;
+    let stop = records[records.len() * 9 / 10].timestamp;
+    let removed = records.iter().filter(|r| r.timestamp >= start && r.timestamp < stop).count();
+    eprintln!("bulk remove: {removed} of {} flight records", records.len());
+    let mut group = c.benchmark_group("bulk_remove");
+    group.sample_size(10).measurement_time(Duration::from_secs(30));
+    group.throughput(Throughput::Elements(removed as u64));
+    group.bench_function("flights_whole_blocks", |b| {
+        b.iter_batched(
+            || filled_store(records),
+            |(dir, store)| {
+                let bucket = store.bucket("bench").expect("bucket");
+                let stats = bucket
+                    .remove_records(&["flights".to_string()], start, stop, None)
+                    .expect("remove");
+                assert_eq!(stats.records, removed as u64);
+                (dir, store)
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    group.finish();
+}
+
+fn benches(c: &mut Criterion) {
+    let sets = data_sets();
+    bench_write_read(c, &sets);
+    bench_bulk_remove(c, &sets[0]);
+}
+
+criterion_group!(storage, benches);
+criterion_main!(storage);
