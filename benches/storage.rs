@@ -71,7 +71,9 @@ fn data_sets() -> Vec<DataSet> {
 fn fill(store: &Store, records: &[FixtureRecord]) {
     let bucket = match store.bucket("bench") {
         Ok(b) => b,
-        Err(_) => store.create_bucket("bench", BucketSettings::default()).expect("bucket"),
+        Err(_) => store
+            .create_bucket("bench", BucketSettings::default())
+            .expect("bucket"),
     };
     for r in records {
         let meta = RecordMeta {
@@ -93,7 +95,9 @@ fn filled_store(records: &[FixtureRecord]) -> (tempfile::TempDir, Store) {
 
 fn bench_write_read(c: &mut Criterion, sets: &[DataSet]) {
     let mut group = c.benchmark_group("write");
-    group.sample_size(10).measurement_time(Duration::from_secs(20));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(20));
     for set in sets {
         group.throughput(set.throughput());
         group.bench_function(set.name, |b| {
@@ -114,7 +118,9 @@ fn bench_write_read(c: &mut Criterion, sets: &[DataSet]) {
     group.finish();
 
     let mut group = c.benchmark_group("read");
-    group.sample_size(10).measurement_time(Duration::from_secs(10));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(10));
     for set in sets {
         let (_dir, store) = filled_store(&set.records);
         let bucket = store.bucket("bench").expect("bucket");
@@ -138,10 +144,15 @@ fn bench_bulk_remove(c: &mut Criterion, flights: &DataSet) {
     let records = &flights.records;
     let start = records[records.len() / 10].timestamp;
     let stop = records[records.len() * 9 / 10].timestamp;
-    let removed = records.iter().filter(|r| r.timestamp >= start && r.timestamp < stop).count();
+    let removed = records
+        .iter()
+        .filter(|r| r.timestamp >= start && r.timestamp < stop)
+        .count();
     eprintln!("bulk remove: {removed} of {} flight records", records.len());
     let mut group = c.benchmark_group("bulk_remove");
-    group.sample_size(10).measurement_time(Duration::from_secs(30));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(30));
     group.throughput(Throughput::Elements(removed as u64));
     group.bench_function("flights_whole_blocks", |b| {
         b.iter_batched(

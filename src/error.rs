@@ -128,10 +128,7 @@ mod tests {
 
     #[test]
     fn io_errors_keep_their_context() {
-        let err = Error::io(
-            "reading /tmp/x",
-            std::io::Error::new(std::io::ErrorKind::Other, "boom"),
-        );
+        let err = Error::io("reading /tmp/x", std::io::Error::other("boom"));
         assert_eq!(err.message(), "reading /tmp/x: boom");
         assert_eq!(err.kind(), ErrorKind::Internal);
     }

@@ -34,7 +34,8 @@ pub fn fixtures_dir() -> PathBuf {
 
 fn read_zst(dir: &Path, name: &str) -> Result<String> {
     let path = dir.join(name);
-    let raw = std::fs::read(&path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    let raw =
+        std::fs::read(&path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
     let text = zstd::decode_all(raw.as_slice())
         .map_err(|e| Error::io(format!("decoding {}", path.display()), e))?;
     String::from_utf8(text).map_err(|_| Error::internal(format!("{} is not UTF-8", path.display())))
@@ -66,7 +67,9 @@ pub fn parse_utc(text: &str) -> Result<u64> {
         return Err(bad());
     }
     let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s;
-    u64::try_from(secs).map(|s| s * 1_000_000).map_err(|_| bad())
+    u64::try_from(secs)
+        .map(|s| s * 1_000_000)
+        .map_err(|_| bad())
 }
 
 /// Gives rows that share a timestamp distinct ones by adding their order (in µs).
@@ -110,7 +113,12 @@ fn json_value(cell: &str) -> serde_json::Value {
 
 /// Turns a CSV table into JSON records; `time_hour` gives the timestamp and the columns in
 /// `label_columns` become labels. Rows are sorted by time so row order breaks ties.
-fn csv_records(text: &str, entry: &str, label_columns: &[&str], limit: Option<usize>) -> Result<Vec<FixtureRecord>> {
+fn csv_records(
+    text: &str,
+    entry: &str,
+    label_columns: &[&str],
+    limit: Option<usize>,
+) -> Result<Vec<FixtureRecord>> {
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
     let time_col = header
@@ -153,13 +161,23 @@ fn csv_records(text: &str, entry: &str, label_columns: &[&str], limit: Option<us
 /// Flights leaving New York in 2013 (336,776 rows; `limit` takes the first rows of the
 /// file), entry `flights`, labels `carrier` and `origin`.
 pub fn flights(dir: &Path, limit: Option<usize>) -> Result<Vec<FixtureRecord>> {
-    csv_records(&read_zst(dir, "flights.csv.zst")?, "flights", &["carrier", "origin"], limit)
+    csv_records(
+        &read_zst(dir, "flights.csv.zst")?,
+        "flights",
+        &["carrier", "origin"],
+        limit,
+    )
 }
 
 /// Hourly weather at the three airports in 2013 (26,115 rows), entry `weather`, label
 /// `origin`.
 pub fn weather(dir: &Path) -> Result<Vec<FixtureRecord>> {
-    csv_records(&read_zst(dir, "weather.csv.zst")?, "weather", &["origin"], None)
+    csv_records(
+        &read_zst(dir, "weather.csv.zst")?,
+        "weather",
+        &["origin"],
+        None,
+    )
 }
 
 /// A Debian package log (5,235 lines), entry `logs/dpkg`, label `action` (the word after
@@ -213,7 +231,8 @@ pub fn images(dir: &Path) -> Result<Vec<FixtureRecord>> {
             timestamp: base + i as u64 * 1_000_000,
             labels,
             content_type: content_type.into(),
-            payload: std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?,
+            payload: std::fs::read(path)
+                .map_err(|e| Error::io(format!("reading {}", path.display()), e))?,
         });
     }
     Ok(out)
@@ -226,8 +245,14 @@ mod tests {
     #[test]
     fn dates_parse_as_utc() {
         assert_eq!(parse_utc("1970-01-01T00:00:00Z").unwrap(), 0);
-        assert_eq!(parse_utc("2013-01-01T10:00:00Z").unwrap(), 1_357_034_400_000_000);
-        assert_eq!(parse_utc("2025-06-24 14:36:25").unwrap(), 1_750_775_785_000_000);
+        assert_eq!(
+            parse_utc("2013-01-01T10:00:00Z").unwrap(),
+            1_357_034_400_000_000
+        );
+        assert_eq!(
+            parse_utc("2025-06-24 14:36:25").unwrap(),
+            1_750_775_785_000_000
+        );
         assert!(parse_utc("2013-13-01T10:00:00Z").is_err());
         assert!(parse_utc("yesterday").is_err());
     }

@@ -2,8 +2,8 @@
 
 use std::process::Command;
 
-use halflife::storage::{BucketSettings, RecordMeta, Store};
 use halflife::Config;
+use halflife::storage::{BucketSettings, RecordMeta, Store};
 
 fn halflife() -> Command {
     Command::new(env!("CARGO_BIN_EXE_halflife"))
@@ -25,8 +25,16 @@ fn info_lists_entries_with_counts() {
             b.write("cam/front", &meta, b"x").unwrap();
         }
     }
-    let out = halflife().args(["info", "--data-path"]).arg(dir.path()).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = halflife()
+        .args(["info", "--data-path"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     let line = text.lines().find(|l| l.starts_with("b/cam/front")).unwrap();
     let cols: Vec<&str> = line.split_whitespace().collect();
@@ -35,10 +43,16 @@ fn info_lists_entries_with_counts() {
 
 #[test]
 fn missing_directory_is_a_clear_error() {
-    let out = halflife().args(["info", "--data-path", "/nonexistent/halflife"]).output().unwrap();
+    let out = halflife()
+        .args(["info", "--data-path", "/nonexistent/halflife"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8(out.stderr).unwrap();
-    assert!(err.contains("data directory '/nonexistent/halflife' does not exist"), "{err}");
+    assert!(
+        err.contains("data directory '/nonexistent/halflife' does not exist"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -57,7 +57,14 @@ fn assert_rest_works(store: &Store) {
         assert_eq!(rec.payload.unwrap().as_slice(), payload(ts));
     }
     for ts in 0..50 {
-        assert_eq!(b.read("other", Some(ts)).unwrap().payload.unwrap().as_slice(), payload(ts));
+        assert_eq!(
+            b.read("other", Some(ts))
+                .unwrap()
+                .payload
+                .unwrap()
+                .as_slice(),
+            payload(ts)
+        );
     }
     // Writes, including into other blocks, keep working.
     let meta = RecordMeta {
@@ -75,8 +82,15 @@ fn assert_rest_works(store: &Store) {
         })
         .unwrap()
         .collect();
-    let good: Vec<u64> = results.iter().filter_map(|r| r.as_ref().ok()).map(|r| r.meta.timestamp).collect();
-    assert_eq!(good, (0..10).chain(20..50).chain([100]).collect::<Vec<u64>>());
+    let good: Vec<u64> = results
+        .iter()
+        .filter_map(|r| r.as_ref().ok())
+        .map(|r| r.meta.timestamp)
+        .collect();
+    assert_eq!(
+        good,
+        (0..10).chain(20..50).chain([100]).collect::<Vec<u64>>()
+    );
     let errors: Vec<_> = results.iter().filter_map(|r| r.as_ref().err()).collect();
     assert!(!errors.is_empty());
     for e in errors {
@@ -96,7 +110,11 @@ fn flipped_payload_byte_fails_only_that_block() {
         let err = b.read("e", Some(ts)).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Internal);
         assert!(err.message().contains("block 10"), "{err}");
-        assert!(err.message().contains("of entry b/e is corrupt: frame 0 checksum mismatch"), "{err}");
+        assert!(
+            err.message()
+                .contains("of entry b/e is corrupt: frame 0 checksum mismatch"),
+            "{err}"
+        );
     }
     assert_rest_works(&store);
 }
@@ -109,7 +127,10 @@ fn flipped_record_table_byte_fails_only_that_block() {
     let store = Store::open(Config::new(dir.path())).unwrap();
     let b = store.bucket("b").unwrap();
     let err = b.read("e", Some(15)).unwrap_err();
-    assert!(err.message().contains("record table checksum mismatch"), "{err}");
+    assert!(
+        err.message().contains("record table checksum mismatch"),
+        "{err}"
+    );
     assert_rest_works(&store);
 }
 
@@ -117,11 +138,22 @@ fn flipped_record_table_byte_fails_only_that_block() {
 fn damaged_index_disables_only_its_entry() {
     let dir = tempfile::tempdir().unwrap();
     build(dir.path());
-    flip(&dir.path().join("b").join("e").join(".index"), Some(5), None);
+    flip(
+        &dir.path().join("b").join("e").join(".index"),
+        Some(5),
+        None,
+    );
     let store = Store::open(Config::new(dir.path())).unwrap();
     let b = store.bucket("b").unwrap();
     assert_eq!(b.entry_names(), vec!["other"]);
-    assert_eq!(b.read("other", Some(3)).unwrap().payload.unwrap().as_slice(), payload(3));
+    assert_eq!(
+        b.read("other", Some(3))
+            .unwrap()
+            .payload
+            .unwrap()
+            .as_slice(),
+        payload(3)
+    );
     // The damaged entry is not overwritten by a fresh one.
     let meta = RecordMeta {
         timestamp: 1,

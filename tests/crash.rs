@@ -39,7 +39,11 @@ impl Rng {
 }
 
 fn seed() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1
 }
 
 /// The child: runs only when the parent sets the environment variable.
@@ -62,7 +66,9 @@ fn crash_child_writer() {
             .unwrap(),
     };
     // Tail writes use multiples of 1000, belated writes fill in below the tail.
-    let mut tail = bucket.entry("e").map_or(0, |e| e.info().unwrap().latest_record);
+    let mut tail = bucket
+        .entry("e")
+        .map_or(0, |e| e.info().unwrap().latest_record);
     tail = tail / 1000 * 1000 + 1000;
     let mut rng = Rng(seed());
     loop {
@@ -73,7 +79,7 @@ fn crash_child_writer() {
             write(&bucket, ts);
         } else if roll < 9 {
             let ts = 1 + rng.next() % (tail - 1);
-            if ts % 1000 != 0 {
+            if !ts.is_multiple_of(1000) {
                 write(&bucket, ts);
             }
         } else {
@@ -110,7 +116,10 @@ fn check_no_leftovers(dir: &Path) {
     for top in [dir.to_path_buf(), dir.join("b")] {
         for item in std::fs::read_dir(&top).unwrap().flatten() {
             let name = item.file_name().to_string_lossy().into_owned();
-            assert!(!name.starts_with(".trash-") && !name.ends_with(".tmp"), "leftover {name}");
+            assert!(
+                !name.starts_with(".trash-") && !name.ends_with(".tmp"),
+                "leftover {name}"
+            );
         }
     }
 }
@@ -122,7 +131,12 @@ fn acknowledged_records_survive_sigkill() {
     let mut rng = Rng(seed());
     for round in 0..KILLS {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "crash_child_writer", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "crash_child_writer",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD_ENV, dir.path())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -137,7 +151,10 @@ fn acknowledged_records_survive_sigkill() {
             let Some(Ok(line)) = lines.next() else { break };
             acks_this_round += record_ack(&line, &mut acked);
         }
-        assert!(acks_this_round > 0, "round {round}: the child never acknowledged a write");
+        assert!(
+            acks_this_round > 0,
+            "round {round}: the child never acknowledged a write"
+        );
         std::thread::sleep(Duration::from_millis(5 + rng.next() % 150));
         child.kill().unwrap();
         child.wait().unwrap();
@@ -152,19 +169,30 @@ fn acknowledged_records_survive_sigkill() {
             let record = bucket
                 .read("e", Some(ts))
                 .unwrap_or_else(|e| panic!("round {round}: acknowledged record {ts} lost: {e}"));
-            assert_eq!(record.payload.unwrap().as_slice(), payload(ts), "record {ts}");
+            assert_eq!(
+                record.payload.unwrap().as_slice(),
+                payload(ts),
+                "record {ts}"
+            );
             assert_eq!(record.meta.content_type, "application/x-test");
             if relabeled {
                 assert_eq!(record.meta.labels["state"], "updated", "record {ts}");
             }
         }
     }
-    assert!(acked.len() > KILLS * 5, "only {} acknowledged writes", acked.len());
+    assert!(
+        acked.len() > KILLS * 5,
+        "only {} acknowledged writes",
+        acked.len()
+    );
 }
 
 fn record_ack(line: &str, acked: &mut BTreeMap<u64, bool>) -> usize {
     let mut parts = line.split_whitespace();
-    match (parts.next(), parts.next().and_then(|t| t.parse::<u64>().ok())) {
+    match (
+        parts.next(),
+        parts.next().and_then(|t| t.parse::<u64>().ok()),
+    ) {
         (Some("ACK"), Some(ts)) => {
             acked.insert(ts, false);
             1

@@ -4,9 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+use halflife::Config;
 use halflife::fixtures::{self, FixtureRecord};
 use halflife::storage::{BucketSettings, Labels, QueryOptions, RecordMeta, Store};
-use halflife::Config;
 
 fn golden_dir() -> PathBuf {
     fixtures::fixtures_dir().join("golden-v1")
@@ -15,9 +15,17 @@ fn golden_dir() -> PathBuf {
 /// The records the golden directory holds, after the operations `generate` applied.
 fn expected() -> Vec<FixtureRecord> {
     let dir = fixtures::fixtures_dir();
-    let mut weather: Vec<FixtureRecord> = fixtures::weather(&dir).unwrap().into_iter().take(200).collect();
+    let mut weather: Vec<FixtureRecord> = fixtures::weather(&dir)
+        .unwrap()
+        .into_iter()
+        .take(200)
+        .collect();
     weather[10].labels.insert("checked".into(), "yes".into());
-    let mut logs: Vec<FixtureRecord> = fixtures::dpkg_log(&dir).unwrap().into_iter().take(100).collect();
+    let mut logs: Vec<FixtureRecord> = fixtures::dpkg_log(&dir)
+        .unwrap()
+        .into_iter()
+        .take(100)
+        .collect();
     logs[90].labels.remove("action");
     logs.remove(80);
     let images: Vec<FixtureRecord> = fixtures::images(&dir)
@@ -60,7 +68,9 @@ fn generate(path: &Path) {
     let checked: Labels = [("checked".to_string(), "yes".to_string())].into();
     bucket.update_labels("weather", ts[10], &checked).unwrap();
     let unlabel: Labels = [("action".to_string(), String::new())].into();
-    bucket.update_labels("logs/dpkg", ts[200 + 90], &unlabel).unwrap();
+    bucket
+        .update_labels("logs/dpkg", ts[200 + 90], &unlabel)
+        .unwrap();
     bucket.remove_record("logs/dpkg", ts[200 + 80]).unwrap();
 }
 

@@ -49,15 +49,25 @@ fn read_ts(store: &Store, bucket: &str, entry: &str) -> Vec<u64> {
 fn buckets_create_get_list_update_remove() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    let b = store.create_bucket("b1", BucketSettings::default()).unwrap();
+    let b = store
+        .create_bucket("b1", BucketSettings::default())
+        .unwrap();
     assert_eq!(b.settings().max_block_size, 64_000_000);
     assert_eq!(b.settings().max_block_records, 1024);
     store.create_bucket("a0", small_blocks(5)).unwrap();
-    let err = store.create_bucket("b1", BucketSettings::default()).err().unwrap();
+    let err = store
+        .create_bucket("b1", BucketSettings::default())
+        .err()
+        .unwrap();
     assert_eq!(err.kind(), ErrorKind::Conflict);
     assert_eq!(err.message(), "Bucket 'b1' already exists");
 
-    let names: Vec<String> = store.list_buckets().unwrap().into_iter().map(|b| b.name).collect();
+    let names: Vec<String> = store
+        .list_buckets()
+        .unwrap()
+        .into_iter()
+        .map(|b| b.name)
+        .collect();
     assert_eq!(names, vec!["a0", "b1"]);
 
     let update = BucketSettingsUpdate {
@@ -74,14 +84,24 @@ fn buckets_create_get_list_update_remove() {
     assert_eq!(settings.max_block_records, 1024);
 
     store.remove_bucket("b1").unwrap();
-    assert_eq!(store.bucket("b1").err().unwrap().message(), "Bucket 'b1' is not found");
-    assert_eq!(store.remove_bucket("b1").unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(
+        store.bucket("b1").err().unwrap().message(),
+        "Bucket 'b1' is not found"
+    );
+    assert_eq!(
+        store.remove_bucket("b1").unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
     drop(store);
     let store = open(dir.path());
     assert!(store.bucket("b1").is_err());
     assert!(store.bucket("a0").is_ok());
     // Only the bucket directory is left in the data directory.
-    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
     assert_eq!(left, vec!["a0"]);
 }
 
@@ -90,11 +110,16 @@ fn bad_names_are_rejected_without_touching_the_disk() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
     for bad in ["", "..", "a/b", "../x", "a%2Fb", "white space", "$system"] {
-        let err = store.create_bucket(bad, BucketSettings::default()).err().unwrap();
+        let err = store
+            .create_bucket(bad, BucketSettings::default())
+            .err()
+            .unwrap();
         assert_eq!(err.kind(), ErrorKind::Unprocessable, "{bad}");
         assert!(err.message().contains(&format!("'{bad}'")), "{err}");
     }
-    let sys = store.create_system_bucket("$system", BucketSettings::default()).unwrap();
+    let sys = store
+        .create_system_bucket("$system", BucketSettings::default())
+        .unwrap();
     assert_eq!(sys.name(), "$system");
     let b = store.create_bucket("b", BucketSettings::default()).unwrap();
     for bad in ["", "/a", "a/", "a//b", "..", "../../etc", "a/../b", "x.y"] {
@@ -102,7 +127,11 @@ fn bad_names_are_rejected_without_touching_the_disk() {
         assert_eq!(err.kind(), ErrorKind::Unprocessable, "{bad}");
     }
     assert!(b.entry_names().is_empty());
-    let mut on_disk: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+    let mut on_disk: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
     on_disk.sort();
     assert_eq!(on_disk, vec!["$system", "b"]);
 }
@@ -113,7 +142,12 @@ fn records_write_read_latest_and_duplicates() {
     let store = open(dir.path());
     let b = store.create_bucket("b", small_blocks(4)).unwrap();
     for ts in [10, 20, 30, 40, 50, 60, 70, 80, 90, 100] {
-        b.write("cam/front", &meta(ts, &[("n", &ts.to_string())]), &payload(ts)).unwrap();
+        b.write(
+            "cam/front",
+            &meta(ts, &[("n", &ts.to_string())]),
+            &payload(ts),
+        )
+        .unwrap();
     }
     let rec = b.read("cam/front", Some(30)).unwrap();
     assert_eq!(rec.payload.unwrap().as_slice(), payload(30));
@@ -126,9 +160,19 @@ fn records_write_read_latest_and_duplicates() {
     for ts in [10, 40, 100] {
         let err = b.write("cam/front", &meta(ts, &[]), b"dup").unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Conflict);
-        assert_eq!(err.message(), format!("A record with timestamp {ts} already exists"));
+        assert_eq!(
+            err.message(),
+            format!("A record with timestamp {ts} already exists")
+        );
     }
-    assert_eq!(b.read("cam/front", Some(40)).unwrap().payload.unwrap().as_slice(), payload(40));
+    assert_eq!(
+        b.read("cam/front", Some(40))
+            .unwrap()
+            .payload
+            .unwrap()
+            .as_slice(),
+        payload(40)
+    );
 
     let err = b.read("cam/front", Some(31)).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound);
@@ -144,7 +188,10 @@ fn records_write_read_latest_and_duplicates() {
     assert_eq!((info.oldest_record, info.latest_record), (10, 100));
     assert!(info.size > 10 * payload(10).len() as u64);
     let binfo = b.info().unwrap();
-    assert_eq!((binfo.entry_count, binfo.oldest_record, binfo.latest_record), (1, 10, 100));
+    assert_eq!(
+        (binfo.entry_count, binfo.oldest_record, binfo.latest_record),
+        (1, 10, 100)
+    );
 }
 
 #[test]
@@ -158,12 +205,19 @@ fn belated_writes_land_in_old_blocks_and_survive_reopen() {
     let blocks_before = b.entry("e").unwrap().info().unwrap().block_count;
     // Older than everything, between blocks, inside a sealed block, inside the open block.
     for ts in [5, 150, 250, 650, 950, 1] {
-        b.write("e", &meta(ts, &[("late", "yes")]), &payload(ts)).unwrap();
+        b.write("e", &meta(ts, &[("late", "yes")]), &payload(ts))
+            .unwrap();
     }
-    let mut want: Vec<u64> = (100..=1000).step_by(100).chain([5, 150, 250, 650, 950, 1]).collect();
+    let mut want: Vec<u64> = (100..=1000)
+        .step_by(100)
+        .chain([5, 150, 250, 650, 950, 1])
+        .collect();
     want.sort();
     assert_eq!(read_ts(&store, "b", "e"), want);
-    assert_eq!(b.entry("e").unwrap().info().unwrap().block_count, blocks_before);
+    assert_eq!(
+        b.entry("e").unwrap().info().unwrap().block_count,
+        blocks_before
+    );
     drop(b);
     drop(store);
 
@@ -184,19 +238,32 @@ fn label_updates_and_removals_in_sealed_and_open_blocks() {
     let store = open(dir.path());
     let b = store.create_bucket("b", small_blocks(3)).unwrap();
     for ts in 1..=7 {
-        b.write("e", &meta(ts, &[("keep", "k"), ("drop", "d")]), &payload(ts)).unwrap();
+        b.write(
+            "e",
+            &meta(ts, &[("keep", "k"), ("drop", "d")]),
+            &payload(ts),
+        )
+        .unwrap();
     }
-    let changes: Labels = [("drop".to_string(), String::new()), ("new".to_string(), "n".to_string())]
-        .into_iter()
-        .collect();
+    let changes: Labels = [
+        ("drop".to_string(), String::new()),
+        ("new".to_string(), "n".to_string()),
+    ]
+    .into_iter()
+    .collect();
     for ts in [2, 7] {
         // 2 is in a sealed block, 7 in the open one.
         b.update_labels("e", ts, &changes).unwrap();
     }
     b.update_labels("e", 3, &Labels::new()).unwrap();
-    let missing: Labels = [("absent".to_string(), String::new())].into_iter().collect();
+    let missing: Labels = [("absent".to_string(), String::new())]
+        .into_iter()
+        .collect();
     b.update_labels("e", 4, &missing).unwrap();
-    assert_eq!(b.update_labels("e", 99, &changes).unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(
+        b.update_labels("e", 99, &changes).unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
 
     let check = |store: &Store| {
         let b = store.bucket("b").unwrap();
@@ -220,7 +287,10 @@ fn label_updates_and_removals_in_sealed_and_open_blocks() {
     let b = store.bucket("b").unwrap();
     b.remove_record("e", 2).unwrap();
     b.remove_record("e", 7).unwrap();
-    assert_eq!(b.remove_record("e", 7).unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(
+        b.remove_record("e", 7).unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
     assert_eq!(read_ts(&store, "b", "e"), vec![1, 3, 4, 5, 6]);
     drop(b);
     drop(store);
@@ -240,16 +310,25 @@ fn removing_an_entry_removes_its_sub_entries() {
     }
     b.remove_entry("a").unwrap();
     assert_eq!(b.entry_names(), vec!["ab", "other"]);
-    assert_eq!(b.read("a/x", Some(1)).unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(
+        b.read("a/x", Some(1)).unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
     assert_eq!(b.remove_entry("a").unwrap_err().kind(), ErrorKind::NotFound);
-    assert_eq!(b.remove_entry("../x").unwrap_err().kind(), ErrorKind::Unprocessable);
+    assert_eq!(
+        b.remove_entry("../x").unwrap_err().kind(),
+        ErrorKind::Unprocessable
+    );
     // The name can be used again, from scratch.
     b.write("a/x", &meta(9, &[]), b"fresh").unwrap();
     assert_eq!(read_ts(&store, "b", "a/x"), vec![9]);
     drop(b);
     drop(store);
     let store = open(dir.path());
-    assert_eq!(store.bucket("b").unwrap().entry_names(), vec!["a/x", "ab", "other"]);
+    assert_eq!(
+        store.bucket("b").unwrap().entry_names(),
+        vec!["a/x", "ab", "other"]
+    );
     assert_eq!(read_ts(&store, "b", "ab"), vec![1, 2, 3, 4, 5]);
 }
 
@@ -259,8 +338,10 @@ fn query_streams_entries_in_range_with_or_without_payloads() {
     let store = open(dir.path());
     let b = store.create_bucket("b", small_blocks(4)).unwrap();
     for ts in 0..20 {
-        b.write("x", &meta(ts * 10, &[]), &payload(ts * 10)).unwrap();
-        b.write("y", &meta(ts * 10 + 5, &[]), &payload(ts * 10 + 5)).unwrap();
+        b.write("x", &meta(ts * 10, &[]), &payload(ts * 10))
+            .unwrap();
+        b.write("y", &meta(ts * 10 + 5, &[]), &payload(ts * 10 + 5))
+            .unwrap();
     }
     let records: Vec<_> = b
         .query(&QueryOptions {
@@ -272,7 +353,10 @@ fn query_streams_entries_in_range_with_or_without_payloads() {
         .unwrap()
         .map(|r| r.unwrap())
         .collect();
-    let got: Vec<(String, u64)> = records.iter().map(|r| (r.entry.clone(), r.meta.timestamp)).collect();
+    let got: Vec<(String, u64)> = records
+        .iter()
+        .map(|r| (r.entry.clone(), r.meta.timestamp))
+        .collect();
     let want: Vec<(String, u64)> = [30, 40, 50, 60, 70]
         .iter()
         .map(|&t| ("x".to_string(), t))
@@ -280,7 +364,10 @@ fn query_streams_entries_in_range_with_or_without_payloads() {
         .collect();
     assert_eq!(got, want);
     for r in &records {
-        assert_eq!(r.payload.as_ref().unwrap().as_slice(), payload(r.meta.timestamp));
+        assert_eq!(
+            r.payload.as_ref().unwrap().as_slice(),
+            payload(r.meta.timestamp)
+        );
     }
     let meta_only: Vec<_> = b
         .query(&QueryOptions {
@@ -292,7 +379,11 @@ fn query_streams_entries_in_range_with_or_without_payloads() {
         .map(|r| r.unwrap())
         .collect();
     assert_eq!(meta_only.len(), 20);
-    assert!(meta_only.iter().all(|r| r.payload.is_none() && r.entry == "y"));
+    assert!(
+        meta_only
+            .iter()
+            .all(|r| r.payload.is_none() && r.entry == "y")
+    );
     let err = b
         .query(&QueryOptions {
             start: Some(10),
@@ -310,8 +401,9 @@ fn bulk_remove_drops_whole_blocks_and_trims_cut_ones() {
     let store = open(dir.path());
     let b = store.create_bucket("b", small_blocks(10)).unwrap();
     for ts in 0..100u64 {
-        let parity = if ts % 2 == 0 { "even" } else { "odd" };
-        b.write("e", &meta(ts, &[("parity", parity)]), &payload(ts)).unwrap();
+        let parity = if ts.is_multiple_of(2) { "even" } else { "odd" };
+        b.write("e", &meta(ts, &[("parity", parity)]), &payload(ts))
+            .unwrap();
         b.write("f", &meta(ts, &[]), &payload(ts)).unwrap();
     }
     let entry_dir = b.dir().join("e");
@@ -323,13 +415,21 @@ fn bulk_remove_drops_whole_blocks_and_trims_cut_ones() {
     let counted = b.count_records(&e, 5, 45, None).unwrap();
     assert_eq!(counted.records, 40);
     assert_eq!(counted.blocks, 5);
-    assert_eq!(read_ts(&store, "b", "e").len(), 100, "a dry run changes nothing");
+    assert_eq!(
+        read_ts(&store, "b", "e").len(),
+        100,
+        "a dry run changes nothing"
+    );
     let removed = b.remove_records(&e, 5, 45, None).unwrap();
     assert_eq!(removed, counted);
     let left = read_ts(&store, "b", "e");
     assert_eq!(left, (0..5).chain(45..100).collect::<Vec<u64>>());
     assert_eq!(files(&entry_dir), before - 3, "three block files are gone");
-    assert_eq!(read_ts(&store, "b", "f").len(), 100, "other entries are untouched");
+    assert_eq!(
+        read_ts(&store, "b", "f").len(),
+        100,
+        "other entries are untouched"
+    );
 
     // A filter removes only the matching records, across sealed blocks and the open one.
     let odd = |m: &RecordMeta| Ok(m.labels.get("parity").is_some_and(|p| p == "odd"));
@@ -366,9 +466,12 @@ fn the_store_reopens_with_everything_intact() {
         let store = open(dir.path());
         let b = store.create_bucket("b", small_blocks(7)).unwrap();
         for ts in 0..50 {
-            b.write("e", &meta(ts, &[("i", &ts.to_string())]), &payload(ts)).unwrap();
+            b.write("e", &meta(ts, &[("i", &ts.to_string())]), &payload(ts))
+                .unwrap();
         }
-        store.create_system_bucket("$system", BucketSettings::default()).unwrap();
+        store
+            .create_system_bucket("$system", BucketSettings::default())
+            .unwrap();
     }
     let store = open(dir.path());
     assert!(store.bucket("$system").is_ok());

@@ -263,7 +263,8 @@ impl SealedBlock {
         // SAFETY: block files are written once under a fresh name and never modified in
         // place afterwards (changes write a new file and rename the index), so the mapped
         // bytes cannot change under us; an unlinked file stays valid while mapped.
-        let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(format!("mapping {what}"), e))?;
+        let map =
+            unsafe { Mmap::map(&file) }.map_err(|e| Error::io(format!("mapping {what}"), e))?;
         let corrupt = |why: String| Error::internal(format!("{what} is corrupt: {why}"));
         if map.len() < BLOCK_MAGIC.len() + FOOTER_LEN || &map[..8] != BLOCK_MAGIC {
             return Err(corrupt("bad header or too short".into()));
@@ -278,7 +279,9 @@ impl SealedBlock {
         let meta_crc = fr.u32()?;
         let meta_end = meta_offset.checked_add(meta_len);
         if meta_end != Some(map.len() - FOOTER_LEN) {
-            return Err(corrupt("metadata offsets do not match the file size".into()));
+            return Err(corrupt(
+                "metadata offsets do not match the file size".into(),
+            ));
         }
         let meta = &map[meta_offset..meta_offset + meta_len];
         if crc32fast::hash(meta) != meta_crc {
@@ -287,7 +290,9 @@ impl SealedBlock {
         if let Some(expected) = expected_meta_crc
             && expected != meta_crc
         {
-            return Err(corrupt("the file is not the one the index committed".into()));
+            return Err(corrupt(
+                "the file is not the one the index committed".into(),
+            ));
         }
         let (codec, frames, records) = decode_meta(meta, &what, meta_offset as u64)?;
         let verified = frames.iter().map(|_| AtomicBool::new(false)).collect();
@@ -395,7 +400,11 @@ fn decode_meta(
             codec: Codec::from_parts(r.u8()?, r.u32()? as i32)?,
             crc: r.u32()?,
         };
-        if frame.offset.checked_add(frame.stored_len).is_none_or(|end| end > meta_offset) {
+        if frame
+            .offset
+            .checked_add(frame.stored_len)
+            .is_none_or(|end| end > meta_offset)
+        {
             return Err(corrupt("a frame lies outside the data section"));
         }
         frames.push(frame);
@@ -416,7 +425,10 @@ fn decode_meta(
         if offset.checked_add(size).is_none_or(|end| end > raw_len) {
             return Err(corrupt("a record lies outside its frame"));
         }
-        if records.last().is_some_and(|p| p.meta.timestamp >= timestamp) {
+        if records
+            .last()
+            .is_some_and(|p| p.meta.timestamp >= timestamp)
+        {
             return Err(corrupt("records are not in timestamp order"));
         }
         records.push(BlockRecord {
@@ -453,7 +465,9 @@ mod tests {
     }
 
     fn payload(i: usize) -> Vec<u8> {
-        format!("record number {i} ").repeat(i % 50 + 1).into_bytes()
+        format!("record number {i} ")
+            .repeat(i % 50 + 1)
+            .into_bytes()
     }
 
     fn build(path: &Path, codec: Codec, frame_size: usize, n: usize) -> BlockSummary {
@@ -480,7 +494,11 @@ mod tests {
             for i in (0..300).rev().step_by(7).chain(0..300) {
                 let ts = 1000 + i as u64 * 10;
                 let idx = block.find(ts).unwrap();
-                assert_eq!(block.payload(idx).unwrap().as_slice(), payload(i), "{codec} {i}");
+                assert_eq!(
+                    block.payload(idx).unwrap().as_slice(),
+                    payload(i),
+                    "{codec} {i}"
+                );
                 assert_eq!(block.records()[idx].meta, {
                     let mut m = meta(ts, i);
                     m.size = payload(i).len() as u64;
@@ -546,7 +564,9 @@ mod tests {
         let len = bytes.len();
         bytes[len - FOOTER_LEN - 3] ^= 0x01;
         std::fs::write(&path, &bytes).unwrap();
-        let err = SealedBlock::open(&path, "block x".into(), None).err().unwrap();
+        let err = SealedBlock::open(&path, "block x".into(), None)
+            .err()
+            .unwrap();
         assert!(err.message().contains("record table checksum"), "{err}");
         std::fs::write(&path, &bytes[..len / 2]).unwrap();
         assert!(SealedBlock::open(&path, "block x".into(), None).is_err());

@@ -111,8 +111,8 @@ impl Bucket {
     /// Opens a bucket directory and every entry under it.
     pub(crate) fn open(dir: &Path, name: &str, cache: usize, frame_size: usize) -> Result<Bucket> {
         let path = dir.join(SETTINGS_FILE);
-        let raw =
-            std::fs::read(&path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        let raw = std::fs::read(&path)
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
         let settings: BucketSettings = serde_json::from_slice(&raw)
             .map_err(|e| Error::internal(format!("{} does not parse: {e}", path.display())))?;
         remove_trash(dir)?;
@@ -131,9 +131,14 @@ impl Bucket {
     }
 
     /// Walks the directory tree; every directory holding an index is an entry.
-    fn discover(&self, dir: &Path, prefix: &str, found: &mut BTreeMap<String, Arc<Entry>>) -> Result<()> {
-        let listing =
-            std::fs::read_dir(dir).map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
+    fn discover(
+        &self,
+        dir: &Path,
+        prefix: &str,
+        found: &mut BTreeMap<String, Arc<Entry>>,
+    ) -> Result<()> {
+        let listing = std::fs::read_dir(dir)
+            .map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
         for item in listing.flatten() {
             let file_name = item.file_name().to_string_lossy().into_owned();
             if file_name.starts_with('.') || !item.file_type().is_ok_and(|t| t.is_dir()) {
@@ -145,14 +150,23 @@ impl Bucket {
                 format!("{prefix}/{file_name}")
             };
             if validate_entry_name(&name).is_err() {
-                log::warn!("bucket {}: skipping directory {name}: not an entry name", self.name);
+                log::warn!(
+                    "bucket {}: skipping directory {name}: not an entry name",
+                    self.name
+                );
                 continue;
             }
             let path = item.path();
             if path.join(INDEX_FILE).exists() {
                 // A damaged entry is left alone on disk (see `entry_or_create`) and the rest
                 // of the bucket keeps working.
-                match Entry::open(&self.name, &name, &path, self.cache.clone(), self.frame_size) {
+                match Entry::open(
+                    &self.name,
+                    &name,
+                    &path,
+                    self.cache.clone(),
+                    self.frame_size,
+                ) {
                     Ok(entry) => {
                         found.insert(name.clone(), Arc::new(entry));
                     }
@@ -198,7 +212,10 @@ impl Bucket {
     /// The entry with this exact name.
     pub fn entry(&self, name: &str) -> Result<Arc<Entry>> {
         self.entries_ref().get(name).cloned().ok_or_else(|| {
-            Error::not_found(format!("Entry '{name}' not found in bucket '{}'", self.name))
+            Error::not_found(format!(
+                "Entry '{name}' not found in bucket '{}'",
+                self.name
+            ))
         })
     }
 
@@ -225,7 +242,11 @@ impl Bucket {
             name: self.name.clone(),
             entry_count: infos.len() as u64,
             size: infos.iter().map(|i| i.size).sum(),
-            oldest_record: with_records.clone().map(|i| i.oldest_record).min().unwrap_or(0),
+            oldest_record: with_records
+                .clone()
+                .map(|i| i.oldest_record)
+                .min()
+                .unwrap_or(0),
             latest_record: with_records.map(|i| i.latest_record).max().unwrap_or(0),
         })
     }
@@ -307,7 +328,10 @@ impl Bucket {
         }
         drop(entries);
         if let Err(e) = std::fs::remove_dir_all(&trash) {
-            log::warn!("removing {}: {e}; it is removed at the next open", trash.display());
+            log::warn!(
+                "removing {}: {e}; it is removed at the next open",
+                trash.display()
+            );
         }
         Ok(())
     }
@@ -326,7 +350,10 @@ impl Bucket {
         if names.is_empty() {
             return entries.values().cloned().collect();
         }
-        let mut out: Vec<Arc<Entry>> = names.iter().filter_map(|n| entries.get(n).cloned()).collect();
+        let mut out: Vec<Arc<Entry>> = names
+            .iter()
+            .filter_map(|n| entries.get(n).cloned())
+            .collect();
         out.sort_by(|a, b| a.name().cmp(b.name()));
         out.dedup_by(|a, b| a.name() == b.name());
         out

@@ -7,9 +7,9 @@ use std::collections::HashSet;
 use serde::Serialize;
 
 use crate::error::Result;
+use crate::storage::block::SealedBlock;
 use crate::storage::entry::Entry;
 use crate::storage::index::{block_path, log_path};
-use crate::storage::block::SealedBlock;
 use crate::storage::record::RecordMeta;
 
 /// What a bulk removal does with one sealed block.
@@ -133,7 +133,11 @@ impl Entry {
             .open
             .as_ref()
             .is_some_and(|o| !open_doomed.is_empty() && open_doomed.len() == o.records().len());
-        let dropped_log = if drop_open { next.open_log.take() } else { None };
+        let dropped_log = if drop_open {
+            next.open_log.take()
+        } else {
+            None
+        };
         if next != st.index {
             self.commit(&mut st, next, &created, &obsolete)?;
         }

@@ -108,7 +108,9 @@ mod tests {
 
     #[test]
     fn every_codec_round_trips() {
-        let raw: Vec<u8> = (0..100_000u32).flat_map(|i| (i % 251).to_le_bytes()).collect();
+        let raw: Vec<u8> = (0..100_000u32)
+            .flat_map(|i| (i % 251).to_le_bytes())
+            .collect();
         for codec in [Codec::None, Codec::Lz4, Codec::Zstd(1), Codec::Zstd(19)] {
             let stored = codec.encode(&raw).unwrap();
             assert_eq!(codec.decode(&stored, raw.len()).unwrap(), raw, "{codec}");
@@ -122,9 +124,17 @@ mod tests {
     #[test]
     fn corrupt_frames_are_errors_not_panics() {
         let stored = Codec::Zstd(3).encode(b"hello hello hello").unwrap();
-        assert!(Codec::Zstd(3).decode(&stored[..stored.len() / 2], 17).is_err());
+        assert!(
+            Codec::Zstd(3)
+                .decode(&stored[..stored.len() / 2], 17)
+                .is_err()
+        );
         assert!(Codec::Lz4.decode(b"\xff\xff\xff\x7fgarbage", 10).is_err());
-        assert!(Codec::Lz4.decode(&Codec::Lz4.encode(b"abcabcabc").unwrap(), 4).is_err());
+        assert!(
+            Codec::Lz4
+                .decode(&Codec::Lz4.encode(b"abcabcabc").unwrap(), 4)
+                .is_err()
+        );
         assert!(Codec::None.decode(b"abc", 4).is_err());
     }
 }

@@ -96,7 +96,9 @@ impl Entry {
             .map_err(|e| Error::io(format!("creating entry {}", dir.display()), e))?;
         let index = EntryIndex::new();
         index.save(dir)?;
-        Ok(Self::with_state(bucket, name, dir, cache, frame_size, index, None))
+        Ok(Self::with_state(
+            bucket, name, dir, cache, frame_size, index, None,
+        ))
     }
 
     /// Opens an entry directory: loads the index, removes files of interrupted changes
@@ -110,8 +112,8 @@ impl Entry {
     ) -> Result<Entry> {
         let index = EntryIndex::load(dir)?;
         let named = index.file_names();
-        let listing =
-            std::fs::read_dir(dir).map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
+        let listing = std::fs::read_dir(dir)
+            .map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
         for item in listing {
             let item = item.map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
             let is_file = item.file_type().map(|t| t.is_file()).unwrap_or(false);
@@ -125,7 +127,9 @@ impl Entry {
             Some(seq) => Some(OpenLog::open(&log_path(dir, seq))?),
             None => None,
         };
-        Ok(Self::with_state(bucket, name, dir, cache, frame_size, index, open))
+        Ok(Self::with_state(
+            bucket, name, dir, cache, frame_size, index, open,
+        ))
     }
 
     fn with_state(
@@ -481,12 +485,20 @@ impl Entry {
 }
 
 /// Reads the payload a chunk holds at position `i` (for query iterators).
-pub(crate) fn chunk_record(chunk: &Chunk, i: usize, with_payload: bool) -> Result<(RecordMeta, Option<Payload>)> {
+pub(crate) fn chunk_record(
+    chunk: &Chunk,
+    i: usize,
+    with_payload: bool,
+) -> Result<(RecordMeta, Option<Payload>)> {
     match chunk {
         Chunk::Sealed(block, range) => {
             let idx = range.start + i;
             let meta = block.records()[idx].meta.clone();
-            let payload = if with_payload { Some(block.payload(idx)?) } else { None };
+            let payload = if with_payload {
+                Some(block.payload(idx)?)
+            } else {
+                None
+            };
             Ok((meta, payload))
         }
         Chunk::Open(file, records) => {

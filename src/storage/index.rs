@@ -108,8 +108,8 @@ impl EntryIndex {
     /// Loads the index of an entry directory.
     pub fn load(dir: &Path) -> Result<Self> {
         let path = dir.join(INDEX_FILE);
-        let bytes =
-            std::fs::read(&path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        let bytes = std::fs::read(&path)
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
         let body = strip_crc_trailer(&bytes, &path)?;
         let index: EntryIndex = serde_json::from_slice(body)
             .map_err(|e| Error::internal(format!("{} does not parse: {e}", path.display())))?;

@@ -183,7 +183,10 @@ impl OpenLog {
             .and_then(|_| self.file.write_all_at(payload, payload_offset));
         if let Err(e) = written {
             let _ = self.file.set_len(start);
-            return Err(Error::io(format!("appending to {}", self.path.display()), e));
+            return Err(Error::io(
+                format!("appending to {}", self.path.display()),
+                e,
+            ));
         }
         self.len = payload_offset + payload.len() as u64;
         Ok(payload_offset)
@@ -329,6 +332,9 @@ mod tests {
         log.append_record(&meta(3), b"third").unwrap();
         drop(log);
         let log = OpenLog::open(&path).unwrap();
-        assert_eq!(log.records().keys().copied().collect::<Vec<_>>(), vec![1, 3]);
+        assert_eq!(
+            log.records().keys().copied().collect::<Vec<_>>(),
+            vec![1, 3]
+        );
     }
 }

@@ -111,7 +111,10 @@ impl Entry {
     /// Turns the open block into a sealed block file and commits it; the entry then has no
     /// open block until the next write starts one.
     pub(crate) fn seal(&self, st: &mut EntryState) -> Result<()> {
-        let open = st.open.as_ref().expect("seal is only called with an open block");
+        let open = st
+            .open
+            .as_ref()
+            .expect("seal is only called with an open block");
         let mut next = st.index.clone();
         let old_log = next.open_log.take();
         let mut created = Vec::new();

@@ -27,11 +27,12 @@ impl Store {
             .map_err(|e| Error::io(format!("creating data directory {}", data.display()), e))?;
         remove_trash(data)?;
         let mut buckets = BTreeMap::new();
-        let listing =
-            std::fs::read_dir(data).map_err(|e| Error::io(format!("listing {}", data.display()), e))?;
+        let listing = std::fs::read_dir(data)
+            .map_err(|e| Error::io(format!("listing {}", data.display()), e))?;
         for item in listing.flatten() {
             let name = item.file_name().to_string_lossy().into_owned();
-            let valid = validate_bucket_name(&name).is_ok() || validate_system_bucket_name(&name).is_ok();
+            let valid =
+                validate_bucket_name(&name).is_ok() || validate_system_bucket_name(&name).is_ok();
             if !valid || !item.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
@@ -74,7 +75,11 @@ impl Store {
     }
 
     /// Creates a system bucket such as `$system` (names starting with `$`).
-    pub fn create_system_bucket(&self, name: &str, settings: BucketSettings) -> Result<Arc<Bucket>> {
+    pub fn create_system_bucket(
+        &self,
+        name: &str,
+        settings: BucketSettings,
+    ) -> Result<Arc<Bucket>> {
         validate_system_bucket_name(name)?;
         self.create(name, settings)
     }
@@ -129,7 +134,10 @@ impl Store {
         bucket.mark_removed();
         drop(buckets);
         if let Err(e) = std::fs::remove_dir_all(&trash) {
-            log::warn!("removing {}: {e}; it is removed at the next open", trash.display());
+            log::warn!(
+                "removing {}: {e}; it is removed at the next open",
+                trash.display()
+            );
         }
         Ok(())
     }
