@@ -82,7 +82,7 @@ fn fill(store: &Store, records: &[FixtureRecord]) {
             content_type: r.content_type.clone(),
             size: 0,
         };
-        bucket.write(&r.entry, &meta, &r.payload).expect("write");
+        bucket.write(&r.entry, meta, &r.payload).expect("write");
     }
 }
 

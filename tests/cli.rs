@@ -22,7 +22,7 @@ fn info_lists_entries_with_counts() {
                 content_type: "text/plain".into(),
                 size: 0,
             };
-            b.write("cam/front", &meta, b"x").unwrap();
+            b.write("cam/front", meta, b"x").unwrap();
         }
     }
     let out = halflife()

@@ -30,7 +30,7 @@ fn build(dir: &Path) {
                 content_type: "text/plain".into(),
                 size: 0,
             };
-            b.write(entry, &meta, &payload(ts)).unwrap();
+            b.write(entry, meta, &payload(ts)).unwrap();
         }
     }
 }
@@ -73,7 +73,7 @@ fn assert_rest_works(store: &Store) {
         content_type: "text/plain".into(),
         size: 0,
     };
-    b.write("e", &meta, b"new").unwrap();
+    b.write("e", meta, b"new").unwrap();
     // A query over the entry reports the damaged block and delivers everything else.
     let results: Vec<_> = b
         .query(&QueryOptions {
@@ -161,6 +161,6 @@ fn damaged_index_disables_only_its_entry() {
         content_type: "text/plain".into(),
         size: 0,
     };
-    let err = b.write("e", &meta, b"x").unwrap_err();
+    let err = b.write("e", meta, b"x").unwrap_err();
     assert!(err.message().contains("failed to open"), "{err}");
 }

@@ -99,7 +99,7 @@ fn write(bucket: &halflife::storage::Bucket, ts: u64) {
         content_type: "application/x-test".into(),
         size: 0,
     };
-    match bucket.write("e", &meta, &payload(ts)) {
+    match bucket.write("e", meta, &payload(ts)) {
         Ok(()) => println!("ACK {ts}"),
         Err(e) if e.kind() == ErrorKind::Conflict => {}
         Err(e) => panic!("write {ts} failed: {e}"),

@@ -63,7 +63,7 @@ fn generate(path: &Path) {
             content_type: r.content_type,
             size: 0,
         };
-        bucket.write(&r.entry, &meta, &r.payload).unwrap();
+        bucket.write(&r.entry, meta, &r.payload).unwrap();
     }
     let checked: Labels = [("checked".to_string(), "yes".to_string())].into();
     bucket.update_labels("weather", ts[10], &checked).unwrap();

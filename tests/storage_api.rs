@@ -123,7 +123,7 @@ fn bad_names_are_rejected_without_touching_the_disk() {
     assert_eq!(sys.name(), "$system");
     let b = store.create_bucket("b", BucketSettings::default()).unwrap();
     for bad in ["", "/a", "a/", "a//b", "..", "../../etc", "a/../b", "x.y"] {
-        let err = b.write(bad, &meta(1, &[]), b"x").unwrap_err();
+        let err = b.write(bad, meta(1, &[]), b"x").unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Unprocessable, "{bad}");
     }
     assert!(b.entry_names().is_empty());
@@ -144,7 +144,7 @@ fn records_write_read_latest_and_duplicates() {
     for ts in [10, 20, 30, 40, 50, 60, 70, 80, 90, 100] {
         b.write(
             "cam/front",
-            &meta(ts, &[("n", &ts.to_string())]),
+            meta(ts, &[("n", &ts.to_string())]),
             &payload(ts),
         )
         .unwrap();
@@ -158,7 +158,7 @@ fn records_write_read_latest_and_duplicates() {
 
     // Duplicates are conflicts both in sealed blocks and in the open block.
     for ts in [10, 40, 100] {
-        let err = b.write("cam/front", &meta(ts, &[]), b"dup").unwrap_err();
+        let err = b.write("cam/front", meta(ts, &[]), b"dup").unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Conflict);
         assert_eq!(
             err.message(),
@@ -200,12 +200,12 @@ fn belated_writes_land_in_old_blocks_and_survive_reopen() {
     let store = open(dir.path());
     let b = store.create_bucket("b", small_blocks(3)).unwrap();
     for ts in (100..=1000).step_by(100) {
-        b.write("e", &meta(ts, &[]), &payload(ts)).unwrap();
+        b.write("e", meta(ts, &[]), &payload(ts)).unwrap();
     }
     let blocks_before = b.entry("e").unwrap().info().unwrap().block_count;
     // Older than everything, between blocks, inside a sealed block, inside the open block.
     for ts in [5, 150, 250, 650, 950, 1] {
-        b.write("e", &meta(ts, &[("late", "yes")]), &payload(ts))
+        b.write("e", meta(ts, &[("late", "yes")]), &payload(ts))
             .unwrap();
     }
     let mut want: Vec<u64> = (100..=1000)
@@ -238,12 +238,8 @@ fn label_updates_and_removals_in_sealed_and_open_blocks() {
     let store = open(dir.path());
     let b = store.create_bucket("b", small_blocks(3)).unwrap();
     for ts in 1..=7 {
-        b.write(
-            "e",
-            &meta(ts, &[("keep", "k"), ("drop", "d")]),
-            &payload(ts),
-        )
-        .unwrap();
+        b.write("e", meta(ts, &[("keep", "k"), ("drop", "d")]), &payload(ts))
+            .unwrap();
     }
     let changes: Labels = [
         ("drop".to_string(), String::new()),
@@ -305,7 +301,7 @@ fn removing_an_entry_removes_its_sub_entries() {
     let b = store.create_bucket("b", small_blocks(2)).unwrap();
     for name in ["a", "a/x", "a/x/y", "ab", "other"] {
         for ts in 1..=5 {
-            b.write(name, &meta(ts, &[]), &payload(ts)).unwrap();
+            b.write(name, meta(ts, &[]), &payload(ts)).unwrap();
         }
     }
     b.remove_entry("a").unwrap();
@@ -320,7 +316,7 @@ fn removing_an_entry_removes_its_sub_entries() {
         ErrorKind::Unprocessable
     );
     // The name can be used again, from scratch.
-    b.write("a/x", &meta(9, &[]), b"fresh").unwrap();
+    b.write("a/x", meta(9, &[]), b"fresh").unwrap();
     assert_eq!(read_ts(&store, "b", "a/x"), vec![9]);
     drop(b);
     drop(store);
@@ -338,9 +334,8 @@ fn query_streams_entries_in_range_with_or_without_payloads() {
     let store = open(dir.path());
     let b = store.create_bucket("b", small_blocks(4)).unwrap();
     for ts in 0..20 {
-        b.write("x", &meta(ts * 10, &[]), &payload(ts * 10))
-            .unwrap();
-        b.write("y", &meta(ts * 10 + 5, &[]), &payload(ts * 10 + 5))
+        b.write("x", meta(ts * 10, &[]), &payload(ts * 10)).unwrap();
+        b.write("y", meta(ts * 10 + 5, &[]), &payload(ts * 10 + 5))
             .unwrap();
     }
     let records: Vec<_> = b
@@ -402,9 +397,9 @@ fn bulk_remove_drops_whole_blocks_and_trims_cut_ones() {
     let b = store.create_bucket("b", small_blocks(10)).unwrap();
     for ts in 0..100u64 {
         let parity = if ts.is_multiple_of(2) { "even" } else { "odd" };
-        b.write("e", &meta(ts, &[("parity", parity)]), &payload(ts))
+        b.write("e", meta(ts, &[("parity", parity)]), &payload(ts))
             .unwrap();
-        b.write("f", &meta(ts, &[]), &payload(ts)).unwrap();
+        b.write("f", meta(ts, &[]), &payload(ts)).unwrap();
     }
     let entry_dir = b.dir().join("e");
     let files = |d: &std::path::Path| std::fs::read_dir(d).unwrap().count();
@@ -451,7 +446,7 @@ fn bulk_remove_drops_whole_blocks_and_trims_cut_ones() {
         .unwrap();
     assert_eq!(all.records, evens.len() as u64);
     assert!(read_ts(&store, "b", "e").is_empty());
-    b.write("e", &meta(500, &[]), b"after").unwrap();
+    b.write("e", meta(500, &[]), b"after").unwrap();
     drop(b);
     drop(store);
     let store = open(dir.path());
@@ -466,7 +461,7 @@ fn the_store_reopens_with_everything_intact() {
         let store = open(dir.path());
         let b = store.create_bucket("b", small_blocks(7)).unwrap();
         for ts in 0..50 {
-            b.write("e", &meta(ts, &[("i", &ts.to_string())]), &payload(ts))
+            b.write("e", meta(ts, &[("i", &ts.to_string())]), &payload(ts))
                 .unwrap();
         }
         store
@@ -482,6 +477,6 @@ fn the_store_reopens_with_everything_intact() {
         assert_eq!(rec.payload.unwrap().as_slice(), payload(ts));
     }
     // Writing continues where it left off.
-    b.write("e", &meta(50, &[]), &payload(50)).unwrap();
+    b.write("e", meta(50, &[]), &payload(50)).unwrap();
     assert_eq!(b.entry("e").unwrap().info().unwrap().record_count, 51);
 }

@@ -280,7 +280,7 @@ impl Bucket {
     }
 
     /// Writes a record; the entry is created on its first write.
-    pub fn write(&self, entry: &str, meta: &RecordMeta, payload: &[u8]) -> Result<()> {
+    pub fn write(&self, entry: &str, meta: RecordMeta, payload: &[u8]) -> Result<()> {
         let limits = self.settings().block_limits();
         self.entry_or_create(entry)?.write(meta, payload, limits)
     }

@@ -229,7 +229,7 @@ impl Entry {
     }
 
     /// Writes a record. Any timestamp order works; an existing timestamp is a conflict.
-    pub fn write(&self, meta: &RecordMeta, payload: &[u8], limits: BlockLimits) -> Result<()> {
+    pub fn write(&self, meta: RecordMeta, payload: &[u8], limits: BlockLimits) -> Result<()> {
         let ts = meta.timestamp;
         let conflict = || Error::conflict(format!("A record with timestamp {ts} already exists"));
         let mut st = self.lock()?;
@@ -255,7 +255,7 @@ impl Entry {
                     return Err(conflict());
                 }
                 let edit = super::rewrite::BlockEdit {
-                    insert: Some((meta, payload)),
+                    insert: Some((&meta, payload)),
                     ..Default::default()
                 };
                 return self.rewrite_one(&mut st, pos, &block, &edit);

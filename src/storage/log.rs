@@ -12,6 +12,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use memmap2::Mmap;
+
 use crate::error::{Error, Result};
 use crate::storage::binary::{BinaryReader, BinaryWriter};
 use crate::storage::record::{Labels, Payload, RecordMeta};
@@ -20,6 +22,8 @@ const LOG_MAGIC: &[u8; 8] = b"HLLOG001";
 const OP_RECORD: u8 = 1;
 const OP_LABELS: u8 = 2;
 const OP_REMOVE: u8 = 3;
+/// Payloads up to this size are written with their header in one `pwrite`.
+const SMALL_PAYLOAD: usize = 64 * 1024;
 /// Length of `[body_len][crc]` before each body.
 const OP_HEADER: u64 = 8;
 
@@ -159,8 +163,19 @@ impl OpenLog {
         }
     }
 
-    /// Appends one operation; on failure the file is cut back so no half-op stays behind.
-    fn append(&mut self, head: &[u8], payload: &[u8]) -> Result<u64> {
+    /// Starts an operation buffer: room for `[body_len][crc]`, then the op kind.
+    fn op(kind: u8) -> BinaryWriter {
+        let mut w = BinaryWriter::default();
+        w.buf.reserve(64);
+        w.buf.extend_from_slice(&[0u8; OP_HEADER as usize]);
+        w.u8(kind);
+        w
+    }
+
+    /// Appends one operation (`op` from [`OpenLog::op`], then `payload`); on failure the
+    /// file is cut back so no half-op stays behind. Returns the payload's offset.
+    fn append(&mut self, mut op: BinaryWriter, payload: &[u8]) -> Result<u64> {
+        let head = &op.buf[OP_HEADER as usize..];
         let body_len = head.len() as u64 + payload.len() as u64;
         let body_len = u32::try_from(body_len).map_err(|_| {
             Error::unprocessable(format!(
@@ -171,16 +186,20 @@ impl OpenLog {
         let mut hasher = crc32fast::Hasher::new();
         hasher.update(head);
         hasher.update(payload);
-        let mut prefix = Vec::with_capacity(OP_HEADER as usize + head.len());
-        prefix.extend_from_slice(&body_len.to_le_bytes());
-        prefix.extend_from_slice(&hasher.finalize().to_le_bytes());
-        prefix.extend_from_slice(head);
+        let crc = hasher.finalize();
+        op.buf[..4].copy_from_slice(&body_len.to_le_bytes());
+        op.buf[4..8].copy_from_slice(&crc.to_le_bytes());
         let start = self.len;
-        let payload_offset = start + prefix.len() as u64;
-        let written = self
-            .file
-            .write_all_at(&prefix, start)
-            .and_then(|_| self.file.write_all_at(payload, payload_offset));
+        let payload_offset = start + op.buf.len() as u64;
+        // Small payloads ride along in the same pwrite: a copy is cheaper than a syscall.
+        let written = if payload.len() <= SMALL_PAYLOAD {
+            op.buf.extend_from_slice(payload);
+            self.file.write_all_at(&op.buf, start)
+        } else {
+            self.file
+                .write_all_at(&op.buf, start)
+                .and_then(|_| self.file.write_all_at(payload, payload_offset))
+        };
         if let Err(e) = written {
             let _ = self.file.set_len(start);
             return Err(Error::io(
@@ -192,16 +211,37 @@ impl OpenLog {
         Ok(payload_offset)
     }
 
+    /// Maps the log for bulk reads (sealing). The caller holds the entry lock, so nothing
+    /// is appended while the mapping is in use.
+    pub fn map(&self) -> Result<Mmap> {
+        // SAFETY: the log is append-only and the caller holds the entry lock, so the mapped
+        // range is never written while mapped; the file is never truncated below `len`
+        // except at open, before any mapping exists.
+        unsafe { Mmap::map(&*self.file) }
+            .map_err(|e| Error::io(format!("mapping {}", self.path.display()), e))
+    }
+
+    /// The payload of `rec` inside a mapping from [`OpenLog::map`].
+    pub fn payload_in<'m>(&self, map: &'m Mmap, rec: &LogRecord) -> Result<&'m [u8]> {
+        let start = rec.offset as usize;
+        map.get(start..start + rec.meta.size as usize)
+            .ok_or_else(|| {
+                Error::internal(format!(
+                    "record {} lies past the end of {}",
+                    rec.meta.timestamp,
+                    self.path.display()
+                ))
+            })
+    }
+
     /// Appends a new record.
-    pub fn append_record(&mut self, meta: &RecordMeta, payload: &[u8]) -> Result<()> {
-        let mut w = BinaryWriter::default();
-        w.u8(OP_RECORD);
+    pub fn append_record(&mut self, mut meta: RecordMeta, payload: &[u8]) -> Result<()> {
+        let mut w = Self::op(OP_RECORD);
         w.u64(meta.timestamp);
         w.str(&meta.content_type);
         w.labels(&meta.labels);
         w.u64(payload.len() as u64);
-        let offset = self.append(&w.buf, payload)?;
-        let mut meta = meta.clone();
+        let offset = self.append(w, payload)?;
         meta.size = payload.len() as u64;
         self.insert(LogRecord { meta, offset });
         Ok(())
@@ -209,11 +249,10 @@ impl OpenLog {
 
     /// Replaces the labels of a record in this block.
     pub fn append_labels(&mut self, ts: u64, labels: &Labels) -> Result<()> {
-        let mut w = BinaryWriter::default();
-        w.u8(OP_LABELS);
+        let mut w = Self::op(OP_LABELS);
         w.u64(ts);
         w.labels(labels);
-        self.append(&w.buf, &[])?;
+        self.append(w, &[])?;
         if let Some(rec) = self.records.get_mut(&ts) {
             rec.meta.labels = labels.clone();
         }
@@ -222,10 +261,9 @@ impl OpenLog {
 
     /// Removes a record from this block.
     pub fn append_remove(&mut self, ts: u64) -> Result<()> {
-        let mut w = BinaryWriter::default();
-        w.u8(OP_REMOVE);
+        let mut w = Self::op(OP_REMOVE);
         w.u64(ts);
-        self.append(&w.buf, &[])?;
+        self.append(w, &[])?;
         self.forget(ts);
         Ok(())
     }
@@ -290,7 +328,7 @@ mod tests {
         let path = dir.path().join("1.log");
         let mut log = OpenLog::create(&path).unwrap();
         for ts in [30, 10, 20] {
-            log.append_record(&meta(ts), format!("payload {ts}").as_bytes())
+            log.append_record(meta(ts), format!("payload {ts}").as_bytes())
                 .unwrap();
         }
         let mut relabeled = Labels::new();
@@ -313,9 +351,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("1.log");
         let mut log = OpenLog::create(&path).unwrap();
-        log.append_record(&meta(1), b"first").unwrap();
+        log.append_record(meta(1), b"first").unwrap();
         let first_end = log.file_len() as usize;
-        log.append_record(&meta(2), b"second").unwrap();
+        log.append_record(meta(2), b"second").unwrap();
         let full = log.file_len();
         drop(log);
         // Every cut inside the second op loses only that op; the first survives.
@@ -329,7 +367,7 @@ mod tests {
         }
         std::fs::write(&path, &bytes[..full as usize - 2]).unwrap();
         let mut log = OpenLog::open(&path).unwrap();
-        log.append_record(&meta(3), b"third").unwrap();
+        log.append_record(meta(3), b"third").unwrap();
         drop(log);
         let log = OpenLog::open(&path).unwrap();
         assert_eq!(

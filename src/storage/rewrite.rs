@@ -11,7 +11,6 @@ use crate::storage::codec::Codec;
 use crate::storage::entry::{Entry, EntryState};
 use crate::storage::fsutil::remove_file_if_exists;
 use crate::storage::index::{BlockEntry, block_path, log_path};
-use crate::storage::log::OpenLog;
 use crate::storage::record::{Labels, RecordMeta};
 
 /// What to change while copying a sealed block.
@@ -121,12 +120,11 @@ impl Entry {
         if !open.records().is_empty() {
             let seq = next.take_seq();
             let path = block_path(self.dir(), seq);
-            let file = open.file();
             let written = (|| {
+                let map = open.map()?;
                 let mut writer = BlockWriter::create(&path, Codec::None, self.frame_size)?;
                 for rec in open.records().values() {
-                    let payload = OpenLog::read_payload(&file, rec)?;
-                    writer.push(&rec.meta, payload.as_slice())?;
+                    writer.push(&rec.meta, open.payload_in(&map, rec)?)?;
                 }
                 writer.finish()
             })();
