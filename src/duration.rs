@@ -1,8 +1,9 @@
 //! Durations in the ReductStore syntax (`30d`, `1h -30m`, `100ms`) ↔ microseconds.
 //!
-//! A duration is one or more terms, each an optionally signed integer followed by a unit
-//! (`us`, `ms`, `s`, `m`, `h`, `d`); terms are added. Fractions (`1.5h`) and ISO-8601
-//! (`PT1H`) are rejected so that a policy means exactly what it says.
+//! A duration is one or more whitespace-separated terms, each an optionally signed integer
+//! followed by a unit (`us`, `ms`, `s`, `m`, `h`, `d`); terms are added. Fractions
+//! (`1.5h`), terms run together (`1h30m`) and ISO-8601 (`PT1H`) are rejected, as the
+//! ReductStore server rejects them, so that a policy means exactly what it says.
 
 use crate::error::{Error, Result};
 
@@ -70,6 +71,9 @@ pub fn parse_duration(text: &str) -> Result<i64> {
             pos += 1;
         }
         let unit = &trimmed[unit_start..pos];
+        if pos < bytes.len() && !bytes[pos].is_ascii_whitespace() {
+            return Err(bad("terms must be separated by spaces, e.g. '1h 30m'"));
+        }
         if unit.is_empty() {
             return Err(bad("a unit is missing (us, ms, s, m, h or d)"));
         }
@@ -119,7 +123,7 @@ mod tests {
             ("10s", 10_000_000),
             ("2m", 120_000_000),
             ("1h -30m", 1_800_000_000),
-            ("1h30m", 5_400_000_000),
+            ("1h 30m", 5_400_000_000),
             (" 1d 2h ", 93_600_000_000),
             ("-1h", -3_600_000_000),
             ("0s", 0),
@@ -140,6 +144,8 @@ mod tests {
             ("h", "expected a number"),
             ("99999999999999999999d", "too large"),
             ("9999999999999d", "too large"),
+            ("1h30m", "separated by spaces"),
+            ("1h-30m", "separated by spaces"),
         ];
         for (text, why) in cases {
             let err = parse_duration(text).unwrap_err();
