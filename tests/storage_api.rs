@@ -1,5 +1,6 @@
 //! Storage engine behaviour through the public API.
 
+use halflife::storage::condition::Condition;
 use halflife::storage::{
     BucketSettings, BucketSettingsUpdate, Labels, QueryOptions, QuotaType, RecordMeta, Store,
 };
@@ -343,7 +344,7 @@ fn query_streams_entries_in_range_with_or_without_payloads() {
             entries: vec![],
             start: Some(30),
             stop: Some(75),
-            only_metadata: false,
+            ..Default::default()
         })
         .unwrap()
         .map(|r| r.unwrap())
@@ -427,7 +428,7 @@ fn bulk_remove_drops_whole_blocks_and_trims_cut_ones() {
     );
 
     // A filter removes only the matching records, across sealed blocks and the open one.
-    let odd = |m: &RecordMeta| Ok(m.labels.get("parity").is_some_and(|p| p == "odd"));
+    let odd = Condition::parse_str(r#"{"&parity": {"$eq": "odd"}}"#, false).unwrap();
     let counted = b.count_records(&e, 0, u64::MAX, Some(&odd)).unwrap();
     let removed = b.remove_records(&e, 0, u64::MAX, Some(&odd)).unwrap();
     assert_eq!(counted, removed);
@@ -436,7 +437,7 @@ fn bulk_remove_drops_whole_blocks_and_trims_cut_ones() {
     assert_eq!(read_ts(&store, "b", "e"), evens);
 
     // A filter error aborts cleanly.
-    let failing = |_: &RecordMeta| Err(halflife::Error::not_found("Reference 'x' not found"));
+    let failing = Condition::parse_str(r#"{"&x": {"$eq": 1}}"#, true).unwrap();
     assert!(b.remove_records(&e, 0, u64::MAX, Some(&failing)).is_err());
     assert_eq!(read_ts(&store, "b", "e"), evens);
 

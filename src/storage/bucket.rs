@@ -11,10 +11,12 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::storage::bulk::{RecordFilter, RemoveStats};
 use crate::storage::cache::BlockCache;
+use crate::storage::condition::Condition;
 use crate::storage::entry::{Entry, EntryInfo};
 use crate::storage::fsutil::{fsync_dir, write_atomic};
 use crate::storage::index::INDEX_FILE;
 use crate::storage::names::validate_entry_name;
+use crate::storage::pattern::EntryPatterns;
 use crate::storage::query::{QueryIter, QueryOptions};
 use crate::storage::record::{Labels, Record, RecordMeta};
 use crate::storage::settings::BucketSettings;
@@ -343,36 +345,42 @@ impl Bucket {
         }
     }
 
-    /// Entries selected by exact names; an empty list means all entries. Names that do not
-    /// exist select nothing.
-    pub fn select_entries(&self, names: &[String]) -> Vec<Arc<Entry>> {
+    /// Entries selected by patterns (see [`EntryPatterns`]); an empty list means all
+    /// entries, and names that do not exist select nothing. Sorted by name.
+    pub fn select_entries(&self, patterns: &[String]) -> Result<Vec<Arc<Entry>>> {
+        let patterns = EntryPatterns::parse(patterns)?;
         let entries = self.entries_ref();
-        if names.is_empty() {
-            return entries.values().cloned().collect();
+        if let Some(names) = patterns.literal_names() {
+            let mut out: Vec<Arc<Entry>> = names
+                .iter()
+                .filter_map(|n| entries.get(n).cloned())
+                .collect();
+            out.sort_by(|a, b| a.name().cmp(b.name()));
+            out.dedup_by(|a, b| a.name() == b.name());
+            return Ok(out);
         }
-        let mut out: Vec<Arc<Entry>> = names
+        Ok(entries
             .iter()
-            .filter_map(|n| entries.get(n).cloned())
-            .collect();
-        out.sort_by(|a, b| a.name().cmp(b.name()));
-        out.dedup_by(|a, b| a.name() == b.name());
-        out
+            .filter(|(name, _)| patterns.matches(name))
+            .map(|(_, e)| e.clone())
+            .collect())
     }
 
     /// Streams the records of the chosen entries in `[start, stop)`.
     pub fn query(&self, options: &QueryOptions) -> Result<QueryIter> {
-        QueryIter::new(self.select_entries(&options.entries), options)
+        QueryIter::new(self.select_entries(&options.entries)?, options)
     }
 
-    /// Removes the records of the chosen entries in `[start, stop)` that pass `filter`.
+    /// Removes the records of the entries matching `entries` (patterns) in `[start, stop)`
+    /// that match `when`.
     pub fn remove_records(
         &self,
         entries: &[String],
         start: u64,
         stop: u64,
-        filter: Option<&RecordFilter>,
+        when: Option<&Condition>,
     ) -> Result<RemoveStats> {
-        self.bulk(entries, start, stop, filter, false)
+        self.bulk(entries, start, stop, when, false)
     }
 
     /// Counts what [`Bucket::remove_records`] would remove, changing nothing.
@@ -381,9 +389,9 @@ impl Bucket {
         entries: &[String],
         start: u64,
         stop: u64,
-        filter: Option<&RecordFilter>,
+        when: Option<&Condition>,
     ) -> Result<RemoveStats> {
-        self.bulk(entries, start, stop, filter, true)
+        self.bulk(entries, start, stop, when, true)
     }
 
     fn bulk(
@@ -391,11 +399,13 @@ impl Bucket {
         entries: &[String],
         start: u64,
         stop: u64,
-        filter: Option<&RecordFilter>,
+        when: Option<&Condition>,
         dry_run: bool,
     ) -> Result<RemoveStats> {
+        let evaluate = |meta: &RecordMeta| when.map_or(Ok(true), |c| c.evaluate(meta));
+        let filter: Option<&RecordFilter> = when.map(|_| &evaluate as &RecordFilter);
         let mut stats = RemoveStats::default();
-        for entry in self.select_entries(entries) {
+        for entry in self.select_entries(entries)? {
             stats.add(entry.remove_range(start, stop, filter, dry_run)?);
         }
         Ok(stats)

@@ -513,6 +513,14 @@ pub(crate) fn chunk_record(
     }
 }
 
+/// Metadata of the record at position `i` of a chunk, without copying it.
+pub(crate) fn chunk_meta(chunk: &Chunk, i: usize) -> &RecordMeta {
+    match chunk {
+        Chunk::Sealed(block, range) => &block.records()[range.start + i].meta,
+        Chunk::Open(_, records) => &records[i].meta,
+    }
+}
+
 /// Number of records in a chunk.
 pub(crate) fn chunk_len(chunk: &Chunk) -> usize {
     match chunk {

@@ -6,13 +6,15 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::storage::entry::{Chunk, Entry, chunk_len, chunk_record};
+use crate::storage::condition::Condition;
+use crate::storage::entry::{Chunk, Entry, chunk_len, chunk_meta, chunk_record};
 use crate::storage::record::Record;
 
 /// What a query selects.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct QueryOptions {
-    /// Exact entry names; empty means every entry.
+    /// Entry patterns (exact names, `*`, `**`, `prefix*`, `!exclude`); empty means every
+    /// entry.
     pub entries: Vec<String>,
     /// Inclusive start (µs); `None` means from the oldest record.
     pub start: Option<u64>,
@@ -20,6 +22,9 @@ pub struct QueryOptions {
     pub stop: Option<u64>,
     /// Return metadata without payloads.
     pub only_metadata: bool,
+    /// Only records matching this condition; a strict condition's evaluation error is
+    /// returned by the iterator.
+    pub when: Option<Condition>,
 }
 
 /// Iterator over the records a query selects.
@@ -28,6 +33,7 @@ pub struct QueryIter {
     stop: u64,
     start: u64,
     with_payload: bool,
+    when: Option<Condition>,
     current: Option<Cursor>,
 }
 
@@ -52,6 +58,7 @@ impl QueryIter {
             start,
             stop,
             with_payload: !options.only_metadata,
+            when: options.when.clone(),
             current: None,
         })
     }
@@ -74,6 +81,11 @@ impl QueryIter {
                     // Step past the record first: a damaged record yields its error once
                     // and the query goes on with the next one.
                     *pos += 1;
+                    if let Some(when) = &self.when
+                        && !when.evaluate(chunk_meta(chunk, *pos - 1))?
+                    {
+                        continue;
+                    }
                     let (meta, payload) = chunk_record(chunk, *pos - 1, self.with_payload)?;
                     return Ok(Some(Record {
                         entry: cursor.entry.name().to_string(),
