@@ -94,47 +94,49 @@ impl Condition {
         self.eval(&self.root, meta)
     }
 
-    fn resolve<'a>(
-        &'a self,
-        operand: &'a Operand,
-        meta: &'a RecordMeta,
-    ) -> Result<Option<Val<'a>>> {
+    /// The value of an operand; `None` for a label the record does not have.
+    #[inline]
+    fn resolve<'a>(operand: &'a Operand, meta: &'a RecordMeta) -> Option<Val<'a>> {
         match operand {
-            Operand::Lit(lit) => Ok(Some(lit.as_val())),
-            Operand::Timestamp => Ok(Some(Val::Int(
-                i64::try_from(meta.timestamp).unwrap_or(i64::MAX),
-            ))),
-            Operand::Label(name) => match meta.labels.get(name) {
-                Some(text) => Ok(Some(Val::of_label(text))),
-                None if self.strict => {
-                    Err(Error::not_found(format!("Reference '{name}' not found")))
-                }
-                None => Ok(None),
-            },
+            Operand::Lit(lit) => Some(lit.as_val()),
+            Operand::Timestamp => Some(Val::Int(i64::try_from(meta.timestamp).unwrap_or(i64::MAX))),
+            Operand::Label(name) => meta.labels.get(name).map(|text| Val::of_label(text)),
         }
     }
 
-    /// The raw text of an operand, for the string operators.
-    fn text<'a>(&'a self, operand: &'a Operand, meta: &'a RecordMeta) -> Result<Option<&'a str>> {
+    /// The raw text of an operand, for the string operators; `None` for a missing label.
+    #[inline]
+    fn text<'a>(operand: &'a Operand, meta: &'a RecordMeta) -> Option<&'a str> {
         match operand {
-            Operand::Label(name) => match meta.labels.get(name) {
-                Some(text) => Ok(Some(text)),
-                None if self.strict => {
-                    Err(Error::not_found(format!("Reference '{name}' not found")))
-                }
-                None => Ok(None),
-            },
-            Operand::Lit(Literal::Str(s) | Literal::Duration(_, s)) => Ok(Some(s)),
+            Operand::Label(name) => meta.labels.get(name).map(String::as_str),
+            Operand::Lit(Literal::Str(s) | Literal::Duration(_, s)) => Some(s),
             // The parser only lets text literals and labels reach string operators.
-            Operand::Lit(_) | Operand::Timestamp => Ok(None),
+            Operand::Lit(_) | Operand::Timestamp => None,
         }
+    }
+
+    /// Outcome of a comparison with a missing label: no match, or in strict mode an error
+    /// naming the label. Kept out of line so the hot path stays small.
+    #[cold]
+    fn missing(&self, operands: &[&Operand], meta: &RecordMeta) -> Result<bool> {
+        if self.strict {
+            for operand in operands {
+                if let Operand::Label(name) = operand
+                    && !meta.labels.contains_key(name)
+                {
+                    return Err(Error::not_found(format!("Reference '{name}' not found")));
+                }
+            }
+        }
+        Ok(false)
     }
 
     fn eval(&self, node: &Node, meta: &RecordMeta) -> Result<bool> {
         Ok(match node {
-            Node::Compare(op, a, b) => {
-                let (Some(a), Some(b)) = (self.resolve(a, meta)?, self.resolve(b, meta)?) else {
-                    return Ok(false);
+            Node::Compare(op, a_op, b_op) => {
+                let (Some(a), Some(b)) = (Self::resolve(a_op, meta), Self::resolve(b_op, meta))
+                else {
+                    return self.missing(&[a_op, b_op], meta);
                 };
                 let ord = compare(a, b);
                 match op {
@@ -147,23 +149,25 @@ impl Condition {
                 }
             }
             Node::Member { negate, value, set } => {
-                let Some(value) = self.resolve(value, meta)? else {
-                    return Ok(false);
+                let Some(v) = Self::resolve(value, meta) else {
+                    return self.missing(&[value], meta);
                 };
                 let mut found = false;
                 for candidate in set {
-                    if let Some(c) = self.resolve(candidate, meta)?
-                        && compare(value, c) == Some(Ordering::Equal)
-                    {
-                        found = true;
-                        break;
+                    match Self::resolve(candidate, meta) {
+                        Some(c) if compare(v, c) == Some(Ordering::Equal) => {
+                            found = true;
+                            break;
+                        }
+                        Some(_) => {}
+                        None => return self.missing(&[candidate], meta),
                     }
                 }
                 found != *negate
             }
-            Node::Text(op, a, b) => {
-                let (Some(a), Some(b)) = (self.text(a, meta)?, self.text(b, meta)?) else {
-                    return Ok(false);
+            Node::Text(op, a_op, b_op) => {
+                let (Some(a), Some(b)) = (Self::text(a_op, meta), Self::text(b_op, meta)) else {
+                    return self.missing(&[a_op, b_op], meta);
                 };
                 match op {
                     TextOp::Contains => a.contains(b),

@@ -68,11 +68,21 @@ pub enum Val<'a> {
 
 impl<'a> Val<'a> {
     /// Types a label value: bool, then integer, then float, then string.
+    #[inline]
     pub fn of_label(text: &'a str) -> Val<'a> {
         match text {
             "true" => return Val::Bool(true),
             "false" => return Val::Bool(false),
             _ => {}
+        }
+        // Fast path: text starting with a letter is never a number we accept (f64 parsing
+        // would only find "inf" or "nan", which stay text).
+        if text
+            .as_bytes()
+            .first()
+            .is_some_and(|b| b.is_ascii_alphabetic())
+        {
+            return Val::Str(text);
         }
         if let Ok(i) = text.parse::<i64>() {
             return Val::Int(i);
