@@ -18,6 +18,8 @@ pub struct Config {
     pub frame_size: usize,
     /// How many sealed blocks each bucket keeps mapped and parsed for fast reads.
     pub block_cache: usize,
+    /// Threads of the recompression pool; defaults to the machine's available parallelism.
+    pub compress_threads: usize,
 }
 
 impl Config {
@@ -27,6 +29,7 @@ impl Config {
             data_path: data_path.into(),
             frame_size: DEFAULT_FRAME_SIZE,
             block_cache: DEFAULT_BLOCK_CACHE,
+            compress_threads: crate::storage::CompressPool::default_threads(),
         }
     }
 }

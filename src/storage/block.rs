@@ -158,16 +158,42 @@ impl BlockWriter {
     fn flush_frame(&mut self) -> Result<()> {
         let raw = std::mem::take(&mut self.frame_raw);
         let (codec, stored) = encode_frame(self.codec, &raw)?;
+        self.append_encoded_frame(codec, &stored, raw.len() as u64)
+    }
+
+    /// Appends a frame that is already encoded (recompression encodes frames in parallel
+    /// and hands them over in order). Use with [`BlockWriter::finish_copied`].
+    pub fn append_encoded_frame(
+        &mut self,
+        codec: Codec,
+        stored: &[u8],
+        raw_len: u64,
+    ) -> Result<()> {
         let info = FrameInfo {
             offset: self.pos,
             stored_len: stored.len() as u64,
-            raw_len: raw.len() as u64,
+            raw_len,
             codec,
-            crc: crc32fast::hash(&stored),
+            crc: crc32fast::hash(stored),
         };
-        self.write(&stored)?;
+        self.write(stored)?;
         self.frames.push(info);
         Ok(())
+    }
+
+    /// Finishes a block whose frames were appended one for one from a source block: the
+    /// source's record table (frame numbers and offsets) stays valid as it is.
+    pub fn finish_copied(mut self, records: &[BlockRecord]) -> Result<BlockSummary> {
+        let frames = self.frames.len() as u32;
+        if records.iter().any(|r| r.frame >= frames) {
+            return Err(Error::internal(format!(
+                "block {} has {frames} frames but its records name more",
+                self.path.display()
+            )));
+        }
+        self.records = records.to_vec();
+        self.payload_bytes = records.iter().map(|r| r.meta.size).sum();
+        self.finish()
     }
 
     /// Number of records pushed so far.

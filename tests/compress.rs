@@ -1,0 +1,423 @@
+//! Recompression of sealed blocks through the bucket API.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use halflife::Config;
+use halflife::fixtures::{self, FixtureRecord};
+use halflife::storage::index::EntryIndex;
+use halflife::storage::{
+    Bucket, BucketSettings, Codec, CompressPool, QueryOptions, RecordMeta, Store,
+};
+
+fn never() -> bool {
+    false
+}
+
+fn meta_of(r: &FixtureRecord) -> RecordMeta {
+    RecordMeta {
+        timestamp: r.timestamp,
+        labels: r.labels.clone(),
+        content_type: r.content_type.clone(),
+        size: 0,
+    }
+}
+
+fn store_with(
+    dir: &std::path::Path,
+    frame_size: usize,
+    block_records: u64,
+    sets: &[(&str, &[FixtureRecord])],
+) -> Store {
+    let mut config = Config::new(dir);
+    config.frame_size = frame_size;
+    let store = Store::open(config).unwrap();
+    let bucket = store
+        .create_bucket(
+            "b",
+            BucketSettings {
+                max_block_records: block_records,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    for (entry, records) in sets {
+        for r in records.iter() {
+            bucket.write(entry, meta_of(r), &r.payload).unwrap();
+        }
+    }
+    store
+}
+
+fn verify_all(bucket: &Bucket, entry: &str, records: &[FixtureRecord]) {
+    let got: Vec<_> = bucket
+        .query(&QueryOptions {
+            entries: vec![entry.into()],
+            ..Default::default()
+        })
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(got.len(), records.len(), "{entry}");
+    for (g, w) in got.iter().zip(records) {
+        assert_eq!(g.meta.timestamp, w.timestamp);
+        assert_eq!(g.meta.labels, w.labels);
+        assert_eq!(g.meta.content_type, w.content_type);
+        assert_eq!(
+            g.payload.as_ref().unwrap().as_slice(),
+            w.payload,
+            "{entry} {}",
+            w.timestamp
+        );
+    }
+}
+
+fn codecs(bucket: &Bucket, entry: &str) -> Vec<Codec> {
+    EntryIndex::load(&bucket.dir().join(entry))
+        .unwrap()
+        .blocks
+        .iter()
+        .map(|b| b.codec)
+        .collect()
+}
+
+fn weather() -> Vec<FixtureRecord> {
+    fixtures::weather(&fixtures::fixtures_dir())
+        .unwrap()
+        .into_iter()
+        .take(2000)
+        .collect()
+}
+
+#[test]
+fn round_trip_through_every_tier_keeps_every_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = weather();
+    let store = store_with(dir.path(), 8192, 200, &[("w", &records)]);
+    let bucket = store.bucket("b").unwrap();
+    let pool = CompressPool::new(2).unwrap();
+    let all = vec!["w".to_string()];
+    let sealed = codecs(&bucket, "w").len() as u64;
+    assert_eq!(
+        sealed, 9,
+        "2000 records in blocks of 200: 9 sealed + the open block"
+    );
+    let mut last_size = u64::MAX;
+    for target in [Codec::Lz4, Codec::Zstd(3), Codec::Zstd(19)] {
+        let estimate = bucket.estimate_compress(&all, 0, u64::MAX, target).unwrap();
+        assert_eq!(estimate.blocks, sealed);
+        assert_eq!(estimate.records, sealed * 200);
+        let stats = bucket
+            .compress_blocks(&all, 0, u64::MAX, target, &pool, &never)
+            .unwrap();
+        assert_eq!(
+            (stats.blocks, stats.records, stats.skipped),
+            (sealed, sealed * 200, 0)
+        );
+        assert_eq!(stats.bytes_before, estimate.bytes_before);
+        assert!(
+            stats.bytes_after < stats.bytes_before,
+            "{target}: {stats:?}"
+        );
+        assert!(stats.bytes_after < last_size);
+        last_size = stats.bytes_after;
+        assert!(codecs(&bucket, "w").iter().all(|c| *c == target));
+        verify_all(&bucket, "w", &records);
+        // Nothing left to do at this tier.
+        assert_eq!(
+            bucket
+                .estimate_compress(&all, 0, u64::MAX, target)
+                .unwrap()
+                .blocks,
+            0
+        );
+    }
+    // A weaker target finds nothing to do.
+    assert_eq!(
+        bucket
+            .compress_blocks(&all, 0, u64::MAX, Codec::Lz4, &pool, &never)
+            .unwrap()
+            .blocks,
+        0
+    );
+    // Random access into compressed blocks, and the same after a reopen.
+    let check_random = |bucket: &Bucket| {
+        for i in (0..records.len()).rev().step_by(37) {
+            let r = bucket.read("w", Some(records[i].timestamp)).unwrap();
+            assert_eq!(r.payload.unwrap().as_slice(), records[i].payload);
+        }
+    };
+    check_random(&bucket);
+    drop(bucket);
+    drop(store);
+    let store = Store::open(Config::new(dir.path())).unwrap();
+    let bucket = store.bucket("b").unwrap();
+    check_random(&bucket);
+    verify_all(&bucket, "w", &records);
+}
+
+#[test]
+fn eligibility_follows_range_seal_and_tier() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = weather();
+    let store = store_with(
+        dir.path(),
+        1 << 20,
+        200,
+        &[("w", &records), ("x", &records[..500])],
+    );
+    let bucket = store.bucket("b").unwrap();
+    let pool = CompressPool::new(1).unwrap();
+    let w = vec!["w".to_string()];
+    // A range that cuts through blocks: only blocks entirely inside count.
+    let start = records[250].timestamp;
+    let stop = records[1250].timestamp;
+    let stats = bucket
+        .compress_blocks(&w, start, stop, Codec::Zstd(3), &pool, &never)
+        .unwrap();
+    assert_eq!(stats.blocks, 4, "blocks 400..600 through 1000..1200");
+    let tiers = codecs(&bucket, "w");
+    assert_eq!(tiers[..2], [Codec::None, Codec::None]);
+    assert_eq!(tiers[2..6], [Codec::Zstd(3); 4]);
+    assert_eq!(tiers[6..], [Codec::None; 3]);
+    // The open block (records 1800..2000) is never compressed, even when the range covers it.
+    let stats = bucket
+        .compress_blocks(&w, 0, u64::MAX, Codec::Zstd(3), &pool, &never)
+        .unwrap();
+    assert_eq!(stats.blocks, 5);
+    assert_eq!(bucket.entry("w").unwrap().info().unwrap().block_count, 10);
+    // Patterns select entries; `x` was untouched so far.
+    assert!(codecs(&bucket, "x").iter().all(|c| *c == Codec::None));
+    let stats = bucket
+        .compress_blocks(
+            &["*".to_string()],
+            0,
+            u64::MAX,
+            Codec::Zstd(3),
+            &pool,
+            &never,
+        )
+        .unwrap();
+    assert_eq!(stats.blocks, 2);
+    // Bad targets are refused with a clear message.
+    let err = bucket
+        .compress_blocks(&w, 0, u64::MAX, Codec::None, &pool, &never)
+        .unwrap_err();
+    assert!(
+        err.message().contains("'none' is not a compression"),
+        "{err}"
+    );
+    let err = bucket
+        .estimate_compress(&w, 0, u64::MAX, Codec::Zstd(30))
+        .unwrap_err();
+    assert!(err.message().contains("zstd level 30"), "{err}");
+    assert!(CompressPool::new(0).is_err());
+    verify_all(&bucket, "w", &records);
+}
+
+#[test]
+fn incompressible_frames_are_not_grown_and_tier_sticks() {
+    let dir = tempfile::tempdir().unwrap();
+    let images = fixtures::images(&fixtures::fixtures_dir()).unwrap();
+    let store = store_with(dir.path(), 1 << 20, 2, &[("camera", &images)]);
+    let bucket = store.bucket("b").unwrap();
+    let pool = CompressPool::new(2).unwrap();
+    let all = vec!["camera".to_string()];
+    let stats = bucket
+        .compress_blocks(&all, 0, u64::MAX, Codec::Zstd(19), &pool, &never)
+        .unwrap();
+    assert_eq!(stats.blocks, 3);
+    assert!(stats.bytes_after <= stats.bytes_before, "{stats:?}");
+    assert!(
+        codecs(&bucket, "camera")
+            .iter()
+            .all(|c| *c == Codec::Zstd(19))
+    );
+    assert_eq!(
+        bucket
+            .estimate_compress(&all, 0, u64::MAX, Codec::Zstd(19))
+            .unwrap()
+            .blocks,
+        0
+    );
+    verify_all(&bucket, "camera", &images);
+}
+
+#[test]
+fn writes_into_compressed_blocks_make_them_eligible_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = weather();
+    let store = store_with(dir.path(), 8192, 200, &[("w", &records)]);
+    let bucket = store.bucket("b").unwrap();
+    let pool = CompressPool::new(2).unwrap();
+    let all = vec!["w".to_string()];
+    bucket
+        .compress_blocks(&all, 0, u64::MAX, Codec::Zstd(3), &pool, &never)
+        .unwrap();
+    // A belated write into the third block and a label update in the fifth.
+    let belated = RecordMeta {
+        timestamp: records[450].timestamp + 500,
+        labels: [("late".to_string(), "yes".to_string())].into(),
+        content_type: "text/plain".into(),
+        size: 0,
+    };
+    bucket.write("w", belated, b"belated payload").unwrap();
+    let changes = [("checked".to_string(), "1".to_string())].into();
+    bucket
+        .update_labels("w", records[850].timestamp, &changes)
+        .unwrap();
+    let tiers = codecs(&bucket, "w");
+    assert_eq!(tiers.iter().filter(|c| **c == Codec::None).count(), 2);
+    let estimate = bucket
+        .estimate_compress(&all, 0, u64::MAX, Codec::Zstd(3))
+        .unwrap();
+    assert_eq!(estimate.blocks, 2);
+    let stats = bucket
+        .compress_blocks(&all, 0, u64::MAX, Codec::Zstd(3), &pool, &never)
+        .unwrap();
+    assert_eq!(stats.blocks, 2);
+    assert_eq!(
+        bucket
+            .read("w", Some(records[450].timestamp + 500))
+            .unwrap()
+            .payload
+            .unwrap()
+            .as_slice(),
+        b"belated payload"
+    );
+    assert_eq!(
+        bucket
+            .read("w", Some(records[850].timestamp))
+            .unwrap()
+            .meta
+            .labels["checked"],
+        "1"
+    );
+}
+
+#[test]
+fn cancellation_midway_leaves_blocks_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = weather();
+    // Tiny frames: each block spans several frame windows, so a cancel lands mid-block.
+    let store = store_with(dir.path(), 2048, 100, &[("w", &records)]);
+    let bucket = store.bucket("b").unwrap();
+    let pool = CompressPool::new(1).unwrap();
+    let all = vec!["w".to_string()];
+    let asked = AtomicUsize::new(0);
+    let cancel_after_seven = || asked.fetch_add(1, Ordering::Relaxed) >= 7;
+    let stats = bucket
+        .compress_blocks(
+            &all,
+            0,
+            u64::MAX,
+            Codec::Zstd(3),
+            &pool,
+            &cancel_after_seven,
+        )
+        .unwrap();
+    let tiers = codecs(&bucket, "w");
+    let done = tiers.iter().filter(|c| **c == Codec::Zstd(3)).count() as u64;
+    assert!(
+        stats.blocks > 0 && stats.blocks < tiers.len() as u64,
+        "{stats:?}"
+    );
+    assert_eq!(done, stats.blocks);
+    // No half-written block file is left behind.
+    let index = EntryIndex::load(&bucket.dir().join("w")).unwrap();
+    let files = std::fs::read_dir(bucket.dir().join("w")).unwrap().count();
+    assert_eq!(files, index.file_names().len());
+    verify_all(&bucket, "w", &records);
+    // A later run finishes the job.
+    let rest = bucket
+        .compress_blocks(&all, 0, u64::MAX, Codec::Zstd(3), &pool, &never)
+        .unwrap();
+    assert_eq!(rest.blocks + stats.blocks, tiers.len() as u64);
+}
+
+#[test]
+fn concurrent_writers_and_readers_never_see_wrong_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = fixtures::flights(&fixtures::fixtures_dir(), Some(20_000)).unwrap();
+    let store = store_with(dir.path(), 16 * 1024, 100, &[("f", &records)]);
+    let bucket = store.bucket("b").unwrap();
+    let records = Arc::new(records);
+    let done = Arc::new(AtomicBool::new(false));
+    let mut readers = Vec::new();
+    for seed in 0..2usize {
+        let (bucket, records, done) = (bucket.clone(), records.clone(), done.clone());
+        readers.push(std::thread::spawn(move || {
+            let mut i = seed * 7919;
+            let mut reads = 0;
+            while !done.load(Ordering::Acquire) || reads < 100 {
+                i = (i + 7919) % records.len();
+                let r = bucket.read("f", Some(records[i].timestamp)).unwrap();
+                assert_eq!(r.payload.unwrap().as_slice(), records[i].payload);
+                reads += 1;
+            }
+        }));
+    }
+    let writer = {
+        let (bucket, records, done) = (bucket.clone(), records.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut written = Vec::new();
+            let mut i = 0;
+            while !done.load(Ordering::Acquire) || written.len() < 20 {
+                // Belated writes land in blocks being compressed.
+                i = (i + 997) % (records.len() - 1);
+                let ts = records[i].timestamp + 1;
+                if records[i + 1].timestamp == ts {
+                    continue;
+                }
+                let meta = RecordMeta {
+                    timestamp: ts,
+                    labels: Default::default(),
+                    content_type: "text/plain".into(),
+                    size: 0,
+                };
+                if bucket
+                    .write("f", meta, format!("late {ts}").as_bytes())
+                    .is_ok()
+                {
+                    written.push(ts);
+                }
+            }
+            written
+        })
+    };
+    let pool = CompressPool::new(2).unwrap();
+    let stats = bucket
+        .compress_blocks(
+            &["f".to_string()],
+            0,
+            u64::MAX,
+            Codec::Zstd(3),
+            &pool,
+            &never,
+        )
+        .unwrap();
+    done.store(true, Ordering::Release);
+    for r in readers {
+        r.join().unwrap();
+    }
+    let written = writer.join().unwrap();
+    assert!(stats.blocks > 0);
+    for r in records.iter() {
+        assert_eq!(
+            bucket
+                .read("f", Some(r.timestamp))
+                .unwrap()
+                .payload
+                .unwrap()
+                .as_slice(),
+            r.payload
+        );
+    }
+    for ts in written {
+        let late = bucket.read("f", Some(ts)).unwrap();
+        assert_eq!(
+            late.payload.unwrap().as_slice(),
+            format!("late {ts}").as_bytes()
+        );
+    }
+}
