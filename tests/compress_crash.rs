@@ -29,7 +29,8 @@ fn config(dir: &Path) -> Config {
 /// The child: recompresses everything at the level the parent gives, then says so.
 #[test]
 fn compress_crash_child() {
-    let (Some(dir), Some(level)) = (std::env::var_os(CHILD_DIR), std::env::var_os(CHILD_LEVEL)) else {
+    let (Some(dir), Some(level)) = (std::env::var_os(CHILD_DIR), std::env::var_os(CHILD_LEVEL))
+    else {
         return;
     };
     let level: i32 = level.to_string_lossy().parse().unwrap();
@@ -44,7 +45,11 @@ fn compress_crash_child() {
 }
 
 fn seed() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1
 }
 
 #[test]
@@ -78,7 +83,12 @@ fn recompression_survives_sigkill() {
         // Levels climb so every round has work; a killed round's level is retried.
         let level = 1 + (round as i32 % 22);
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "compress_crash_child", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "compress_crash_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD_DIR, dir.path())
             .env(CHILD_LEVEL, level.to_string())
             .stdout(Stdio::piped())
@@ -101,7 +111,10 @@ fn recompression_survives_sigkill() {
         let named = EntryIndex::load(&entry_dir).unwrap().file_names();
         for item in std::fs::read_dir(&entry_dir).unwrap().flatten() {
             let name = item.file_name().to_string_lossy().into_owned();
-            assert!(named.contains(&name), "round {round}: leftover {name} survived the open");
+            assert!(
+                named.contains(&name),
+                "round {round}: leftover {name} survived the open"
+            );
         }
         let bucket = store.bucket("b").unwrap();
         let got: Vec<_> = bucket
@@ -113,9 +126,17 @@ fn recompression_survives_sigkill() {
         for (g, w) in got.iter().zip(&records) {
             assert_eq!(g.meta.timestamp, w.timestamp);
             assert_eq!(g.meta.labels, w.labels);
-            assert_eq!(g.payload.as_ref().unwrap().as_slice(), w.payload, "round {round} ts {}", w.timestamp);
+            assert_eq!(
+                g.payload.as_ref().unwrap().as_slice(),
+                w.payload,
+                "round {round} ts {}",
+                w.timestamp
+            );
         }
     }
     eprintln!("{interrupted} of {KILLS} recompression runs were killed midway");
-    assert!(interrupted >= KILLS / 2, "only {interrupted} of {KILLS} runs were interrupted");
+    assert!(
+        interrupted >= KILLS / 2,
+        "only {interrupted} of {KILLS} runs were interrupted"
+    );
 }

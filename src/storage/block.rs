@@ -4,7 +4,8 @@
 //! "HLBLK001" | frame 0 | frame 1 | … | meta | footer
 //! meta   = codec, frames [offset, stored_len, raw_len, codec, crc32],
 //!          records [timestamp, frame, offset in frame, size, content type, labels]
-//! footer = meta_offset u64 | meta_len u64 | meta_crc u32 | 0u32 | "HLBLKEND"
+//!          (stored as is, or lz4-packed; see `block_meta.rs`)
+//! footer = meta_offset u64 | meta_len u64 | meta_crc u32 | meta encoding u32 | "HLBLKEND"
 //! ```
 //!
 //! A sealed block file is written once under a fresh name and never modified; changes write
@@ -23,7 +24,9 @@ use memmap2::Mmap;
 
 use crate::error::{Error, Result};
 use crate::storage::binary::{BinaryReader, BinaryWriter};
+use crate::storage::block_meta as meta;
 use crate::storage::codec::Codec;
+use crate::storage::index::BlockEntry;
 use crate::storage::record::{Payload, RecordMeta};
 
 const BLOCK_MAGIC: &[u8; 8] = b"HLBLK001";
@@ -181,21 +184,6 @@ impl BlockWriter {
         Ok(())
     }
 
-    /// Finishes a block whose frames were appended one for one from a source block: the
-    /// source's record table (frame numbers and offsets) stays valid as it is.
-    pub fn finish_copied(mut self, records: &[BlockRecord]) -> Result<BlockSummary> {
-        let frames = self.frames.len() as u32;
-        if records.iter().any(|r| r.frame >= frames) {
-            return Err(Error::internal(format!(
-                "block {} has {frames} frames but its records name more",
-                self.path.display()
-            )));
-        }
-        self.records = records.to_vec();
-        self.payload_bytes = records.iter().map(|r| r.meta.size).sum();
-        self.finish()
-    }
-
     /// Number of records pushed so far.
     pub fn record_count(&self) -> usize {
         self.records.len()
@@ -213,15 +201,55 @@ impl BlockWriter {
             )));
         };
         let (first_ts, last_ts) = (first.meta.timestamp, last.meta.timestamp);
-        let meta = encode_meta(self.codec, &self.frames, &self.records);
+        let mut meta = meta::encode_head(self.codec, &self.frames);
+        meta::encode_records(&self.records, &mut meta);
+        let count = self.records.len() as u64;
+        let payload = self.payload_bytes;
+        self.write_tail(meta, first_ts, last_ts, count, payload)
+    }
+
+    /// Finishes a block whose frames were appended one for one from `source` (whose index
+    /// entry is `entry`): the source's record table (frame numbers and offsets) stays
+    /// valid, so its bytes are copied as they are instead of being rebuilt.
+    pub fn finish_copied(self, source: &SealedBlock, entry: &BlockEntry) -> Result<BlockSummary> {
+        if self.frames.len() != source.frames.len() {
+            return Err(Error::internal(format!(
+                "block {} has {} frames, its source {}",
+                self.path.display(),
+                self.frames.len(),
+                source.frames.len()
+            )));
+        }
+        let mut meta = meta::encode_head(self.codec, &self.frames);
+        meta.extend_from_slice(&source.records_section);
+        self.write_tail(
+            meta,
+            entry.first_ts,
+            entry.last_ts,
+            entry.record_count,
+            entry.payload_bytes,
+        )
+    }
+
+    /// Writes the metadata section (lz4-packed for compressed blocks, whose tables are
+    /// mostly repeated labels) and the footer, then fsyncs.
+    fn write_tail(
+        mut self,
+        meta_raw: Vec<u8>,
+        first_ts: u64,
+        last_ts: u64,
+        record_count: u64,
+        payload_bytes: u64,
+    ) -> Result<BlockSummary> {
+        let (stored, encoding) = meta::pack(meta_raw, self.codec != Codec::None);
         let meta_offset = self.pos;
-        let meta_crc = crc32fast::hash(&meta);
-        self.write(&meta)?;
+        let meta_crc = crc32fast::hash(&stored);
+        self.write(&stored)?;
         let mut footer = BinaryWriter::default();
         footer.u64(meta_offset);
-        footer.u64(meta.len() as u64);
+        footer.u64(stored.len() as u64);
         footer.u32(meta_crc);
-        footer.u32(0);
+        footer.u32(encoding);
         footer.buf.extend_from_slice(FOOTER_MAGIC);
         self.write(&footer.buf)?;
         let path = self.path.clone();
@@ -234,40 +262,13 @@ impl BlockWriter {
         Ok(BlockSummary {
             first_ts,
             last_ts,
-            record_count: self.records.len() as u64,
+            record_count,
             size: self.pos,
-            payload_bytes: self.payload_bytes,
+            payload_bytes,
             codec: self.codec,
             meta_crc,
         })
     }
-}
-
-fn encode_meta(codec: Codec, frames: &[FrameInfo], records: &[BlockRecord]) -> Vec<u8> {
-    let mut w = BinaryWriter::default();
-    let (id, level) = codec.to_parts();
-    w.u8(id);
-    w.u32(level as u32);
-    w.u32(frames.len() as u32);
-    for f in frames {
-        w.u64(f.offset);
-        w.u64(f.stored_len);
-        w.u64(f.raw_len);
-        let (id, level) = f.codec.to_parts();
-        w.u8(id);
-        w.u32(level as u32);
-        w.u32(f.crc);
-    }
-    w.u32(records.len() as u32);
-    for r in records {
-        w.u64(r.meta.timestamp);
-        w.u32(r.frame);
-        w.u64(r.offset);
-        w.u64(r.meta.size);
-        w.str(&r.meta.content_type);
-        w.labels(&r.meta.labels);
-    }
-    w.buf
 }
 
 /// A sealed block mapped into memory with its record table parsed.
@@ -277,6 +278,8 @@ pub struct SealedBlock {
     codec: Codec,
     frames: Vec<FrameInfo>,
     records: Vec<BlockRecord>,
+    /// The raw bytes of the record table, reused when the block is recompressed.
+    records_section: Vec<u8>,
     verified: Vec<AtomicBool>,
     last_frame: Mutex<Option<(u32, Arc<Vec<u8>>)>>,
 }
@@ -285,6 +288,26 @@ impl SealedBlock {
     /// Maps `path` and parses its table; `what` names the block in errors, and
     /// `expected_meta_crc` (from the index) proves the file is the one that was committed.
     pub fn open(path: &Path, what: String, expected_meta_crc: Option<u32>) -> Result<Self> {
+        Self::open_inner(path, what, expected_meta_crc, true)
+    }
+
+    /// Maps a block only to copy its frames (recompression): the record table is kept as
+    /// bytes and not parsed, so [`SealedBlock::records`] is empty; only the frame accessors
+    /// and [`BlockWriter::finish_copied`] may use the result.
+    pub(crate) fn open_frames(
+        path: &Path,
+        what: String,
+        expected_meta_crc: Option<u32>,
+    ) -> Result<Self> {
+        Self::open_inner(path, what, expected_meta_crc, false)
+    }
+
+    fn open_inner(
+        path: &Path,
+        what: String,
+        expected_meta_crc: Option<u32>,
+        parse_records: bool,
+    ) -> Result<Self> {
         let file = File::open(path).map_err(|e| Error::io(format!("opening {what}"), e))?;
         // SAFETY: block files are written once under a fresh name and never modified in
         // place afterwards (changes write a new file and rename the index), so the mapped
@@ -303,6 +326,7 @@ impl SealedBlock {
         let meta_offset = fr.u64()? as usize;
         let meta_len = fr.u64()? as usize;
         let meta_crc = fr.u32()?;
+        let encoding = fr.u32()?;
         let meta_end = meta_offset.checked_add(meta_len);
         if meta_end != Some(map.len() - FOOTER_LEN) {
             return Err(corrupt(
@@ -320,7 +344,14 @@ impl SealedBlock {
                 "the file is not the one the index committed".into(),
             ));
         }
-        let (codec, frames, records) = decode_meta(meta, &what, meta_offset as u64)?;
+        let meta = meta::unpack(meta, encoding, &what)?;
+        let (codec, frames, records_start) = meta::decode_frames(&meta, &what, meta_offset as u64)?;
+        let records_section = meta[records_start..].to_vec();
+        let records = if parse_records {
+            meta::decode_records(&records_section, &frames, &what)?
+        } else {
+            Vec::new()
+        };
         let verified = frames.iter().map(|_| AtomicBool::new(false)).collect();
         Ok(SealedBlock {
             what,
@@ -328,6 +359,7 @@ impl SealedBlock {
             codec,
             frames,
             records,
+            records_section,
             verified,
             last_frame: Mutex::new(None),
         })
@@ -406,72 +438,6 @@ impl SealedBlock {
         };
         Ok(Payload::Owned(decoded, start..end))
     }
-}
-
-fn decode_meta(
-    meta: &[u8],
-    what: &str,
-    meta_offset: u64,
-) -> Result<(Codec, Vec<FrameInfo>, Vec<BlockRecord>)> {
-    let corrupt = |why: &str| Error::internal(format!("{what} is corrupt: {why}"));
-    let mut r = BinaryReader::new(meta, what);
-    let codec = Codec::from_parts(r.u8()?, r.u32()? as i32)?;
-    let frame_count = r.u32()? as usize;
-    let mut frames = Vec::with_capacity(frame_count.min(r.remaining()));
-    for _ in 0..frame_count {
-        let frame = FrameInfo {
-            offset: r.u64()?,
-            stored_len: r.u64()?,
-            raw_len: r.u64()?,
-            codec: Codec::from_parts(r.u8()?, r.u32()? as i32)?,
-            crc: r.u32()?,
-        };
-        if frame
-            .offset
-            .checked_add(frame.stored_len)
-            .is_none_or(|end| end > meta_offset)
-        {
-            return Err(corrupt("a frame lies outside the data section"));
-        }
-        frames.push(frame);
-    }
-    let record_count = r.u32()? as usize;
-    let mut records: Vec<BlockRecord> = Vec::with_capacity(record_count.min(r.remaining()));
-    for _ in 0..record_count {
-        let timestamp = r.u64()?;
-        let frame = r.u32()?;
-        let offset = r.u64()?;
-        let size = r.u64()?;
-        let content_type = r.str()?;
-        let labels = r.labels()?;
-        let raw_len = frames
-            .get(frame as usize)
-            .ok_or_else(|| corrupt("a record names a missing frame"))?
-            .raw_len;
-        if offset.checked_add(size).is_none_or(|end| end > raw_len) {
-            return Err(corrupt("a record lies outside its frame"));
-        }
-        if records
-            .last()
-            .is_some_and(|p| p.meta.timestamp >= timestamp)
-        {
-            return Err(corrupt("records are not in timestamp order"));
-        }
-        records.push(BlockRecord {
-            meta: RecordMeta {
-                timestamp,
-                labels,
-                content_type,
-                size,
-            },
-            frame,
-            offset,
-        });
-    }
-    if records.is_empty() {
-        return Err(corrupt("no records"));
-    }
-    Ok((codec, frames, records))
 }
 
 #[cfg(test)]

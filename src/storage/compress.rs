@@ -3,7 +3,8 @@
 //! A block is eligible when it is sealed, all its records lie in `[start, stop)`, and its
 //! codec is weaker than the target. The work is a stream of frames over all eligible
 //! blocks: frames are decoded from the memory-mapped source and encoded on a rayon pool in
-//! windows of a few frames per thread, then written in order into the new block files. So
+//! windows of a few frames per thread, then written in order into the new block files by
+//! the calling thread while the pool already encodes the next window. So
 //! one huge block keeps every thread busy, many small blocks do too, and memory stays
 //! bounded by the window (threads × frame size), not by the data.
 //!
@@ -220,7 +221,10 @@ struct PendingCommits {
     since: Instant,
 }
 
-fn encode_task(task: &FrameTask, target: Codec) -> Result<(Codec, Vec<u8>, u64)> {
+/// An encoded frame: the codec used, the stored bytes, the raw length.
+type EncodedFrame = Result<(Codec, Vec<u8>, u64)>;
+
+fn encode_task(task: &FrameTask, target: Codec) -> EncodedFrame {
     let info = &task.block.frames()[task.frame];
     let stored = task.block.stored_frame(task.frame)?;
     let raw: Cow<[u8]> = if info.codec == Codec::None {
@@ -311,10 +315,13 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// Runs the frame stream as a two-stage pipeline: while the pool encodes one window,
+    /// this thread writes (and commits) the window before it.
     fn stream(&mut self, pool: &CompressPool, cancel: &dyn Fn() -> bool) -> Result<()> {
         let window = pool.threads() * FRAMES_PER_THREAD;
         let mut queue: VecDeque<FrameTask> = VecDeque::new();
         let mut next_job = 0;
+        let mut encoded: Option<(Vec<FrameTask>, Vec<EncodedFrame>)> = None;
         loop {
             if cancel() {
                 log::info!(
@@ -324,41 +331,60 @@ impl Run<'_> {
                 return Ok(());
             }
             while queue.len() < window && next_job < self.jobs.len() {
-                let job = &self.jobs[next_job];
-                match job.entry.block(&job.old) {
-                    Ok(block) => {
-                        for frame in 0..block.frames().len() {
-                            queue.push_back(FrameTask {
-                                job: next_job,
-                                frame,
-                                block: block.clone(),
-                            });
-                        }
-                    }
-                    Err(e) => {
-                        // A damaged or vanished block stays as it is; the rest goes on.
-                        log::warn!("not recompressing: {e}");
-                        self.stats.skipped += 1;
-                    }
-                }
+                self.enqueue(next_job, &mut queue);
                 next_job += 1;
             }
-            if queue.is_empty() {
+            let batch: Vec<FrameTask> = queue.drain(..window.min(queue.len())).collect();
+            if batch.is_empty() && encoded.is_none() {
                 return Ok(());
             }
-            let batch: Vec<FrameTask> = queue.drain(..window.min(queue.len())).collect();
             let target = self.target;
-            let encoded: Vec<Result<(Codec, Vec<u8>, u64)>> = pool
-                .pool
-                .install(|| batch.par_iter().map(|t| encode_task(t, target)).collect());
-            for (task, frame) in batch.into_iter().zip(encoded) {
-                self.write_frame(task, frame)?;
-            }
-            self.flush_due(false)?;
+            let mut next: Vec<EncodedFrame> = Vec::new();
+            let mut written = Ok(());
+            pool.pool.in_place_scope(|scope| {
+                if !batch.is_empty() {
+                    scope.spawn(|_| {
+                        next = batch.par_iter().map(|t| encode_task(t, target)).collect();
+                    });
+                }
+                if let Some((tasks, frames)) = encoded.take() {
+                    written = self.write_window(tasks, frames);
+                }
+            });
+            written?;
+            encoded = (!batch.is_empty()).then_some((batch, next));
         }
     }
 
-    fn write_frame(&mut self, task: FrameTask, frame: Result<(Codec, Vec<u8>, u64)>) -> Result<()> {
+    /// Maps the next eligible block and queues its frames; a block that cannot be read is
+    /// left as it is and counted as skipped.
+    fn enqueue(&mut self, job_index: usize, queue: &mut VecDeque<FrameTask>) {
+        let job = &self.jobs[job_index];
+        match job.entry.block_frames(&job.old) {
+            Ok(block) => {
+                for frame in 0..block.frames().len() {
+                    queue.push_back(FrameTask {
+                        job: job_index,
+                        frame,
+                        block: block.clone(),
+                    });
+                }
+            }
+            Err(e) => {
+                log::warn!("not recompressing: {e}");
+                self.stats.skipped += 1;
+            }
+        }
+    }
+
+    fn write_window(&mut self, tasks: Vec<FrameTask>, frames: Vec<EncodedFrame>) -> Result<()> {
+        for (task, frame) in tasks.into_iter().zip(frames) {
+            self.write_frame(task, frame)?;
+        }
+        self.flush_due(false)
+    }
+
+    fn write_frame(&mut self, task: FrameTask, frame: EncodedFrame) -> Result<()> {
         let job = &self.jobs[task.job];
         if self.output.as_ref().is_none_or(|o| o.job != task.job) {
             let path = block_path(job.entry.dir(), job.new_seq);
@@ -383,7 +409,7 @@ impl Run<'_> {
             .output
             .take()
             .expect("the output being finished exists");
-        let summary = out.writer.finish_copied(out.block.records())?;
+        let summary = out.writer.finish_copied(&out.block, &job.old)?;
         let finished = Finished {
             old: job.old.clone(),
             new: BlockEntry::from_summary(job.new_seq, &summary),

@@ -206,6 +206,17 @@ impl Entry {
         })
     }
 
+    /// The block behind an index entry, mapped for copying its frames only (not cached, its
+    /// record table not parsed): what recompression reads.
+    pub(crate) fn block_frames(&self, b: &BlockEntry) -> Result<Arc<SealedBlock>> {
+        let what = format!(
+            "block {} ({:016x}.blk) of entry {}/{}",
+            b.first_ts, b.seq, self.bucket, self.name
+        );
+        SealedBlock::open_frames(&block_path(&self.dir, b.seq), what, Some(b.meta_crc))
+            .map(Arc::new)
+    }
+
     /// Drops a replaced block from the cache and unlinks its file (step 4 of the protocol).
     pub(crate) fn discard_block_file(&self, seq: u64) {
         self.cache.evict((self.uid, seq));

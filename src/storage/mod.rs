@@ -11,6 +11,7 @@
 
 pub mod binary;
 pub mod block;
+pub mod block_meta;
 pub mod bucket;
 pub mod bulk;
 pub mod cache;

@@ -1,0 +1,212 @@
+//! Recompression throughput on the real fixtures, against the physical reference: plain
+//! `zstd::bulk` compressing the same frames on a rayon pool with the same thread count, in
+//! the same run. Prints, per data set and thread count: input MB/s of both, our share of
+//! the reference, the compression ratio, and the peak anonymous memory of a run.
+//!
+//! Run: `cargo bench --bench compress`
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use halflife::Config;
+use halflife::fixtures::{self, FixtureRecord};
+use halflife::storage::block::SealedBlock;
+use halflife::storage::index::{EntryIndex, block_path};
+use halflife::storage::{BucketSettings, Codec, CompressPool, RecordMeta, Store};
+use rayon::prelude::*;
+
+const TARGET: Codec = Codec::Zstd(3);
+
+struct DataSet {
+    name: &'static str,
+    template: tempfile::TempDir,
+    frames: Vec<Vec<u8>>,
+    bytes: u64,
+}
+
+fn build(name: &'static str, records: &[FixtureRecord]) -> DataSet {
+    let template = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(Config::new(template.path())).expect("store");
+    let bucket = store
+        .create_bucket("bench", BucketSettings::default())
+        .expect("bucket");
+    for r in records {
+        let meta = RecordMeta {
+            timestamp: r.timestamp,
+            labels: r.labels.clone(),
+            content_type: r.content_type.clone(),
+            size: 0,
+        };
+        bucket.write(&r.entry, meta, &r.payload).expect("write");
+    }
+    // The reference compresses exactly the frames the sealed blocks hold.
+    let mut frames = Vec::new();
+    for entry in bucket.entry_names() {
+        let dir = bucket.dir().join(&entry);
+        for b in EntryIndex::load(&dir).expect("index").blocks {
+            let block =
+                SealedBlock::open(&block_path(&dir, b.seq), entry.clone(), None).expect("block");
+            for i in 0..block.frames().len() {
+                frames.push(block.stored_frame(i).expect("frame").to_vec());
+            }
+        }
+    }
+    let bytes = frames.iter().map(|f| f.len() as u64).sum();
+    eprintln!(
+        "data set {name:<14} {:>7} records, {:>6.1} MB in {} sealed frames",
+        records.len(),
+        bytes as f64 / 1e6,
+        frames.len()
+    );
+    DataSet {
+        name,
+        template,
+        frames,
+        bytes,
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for item in std::fs::read_dir(from).expect("read_dir").flatten() {
+        let target = to.join(item.file_name());
+        if item.file_type().expect("file type").is_dir() {
+            copy_dir(&item.path(), &target);
+        } else {
+            std::fs::copy(item.path(), target).expect("copy");
+        }
+    }
+}
+
+/// One timed recompression of a fresh copy of the data set; returns (time, bytes after).
+fn ours_once(set: &DataSet, pool: &CompressPool) -> (Duration, u64) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy_dir(set.template.path(), dir.path());
+    let store = Store::open(Config::new(dir.path())).expect("store");
+    let bucket = store.bucket("bench").expect("bucket");
+    let start = Instant::now();
+    let stats = bucket
+        .compress_blocks(&[], 0, u64::MAX, TARGET, pool, &|| false)
+        .expect("compress");
+    (start.elapsed(), stats.bytes_after)
+}
+
+fn reference_once(set: &DataSet, pool: &rayon::ThreadPool) -> (Duration, u64) {
+    let start = Instant::now();
+    let out: u64 = pool.install(|| {
+        set.frames
+            .par_iter()
+            .map(|f| zstd::bulk::compress(f, 3).expect("zstd").len() as u64)
+            .sum()
+    });
+    (start.elapsed(), out)
+}
+
+fn rss_anon_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("RssAnon:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Peak anonymous memory above the starting point while `f` runs (sampled every ms).
+fn peak_extra_memory<T>(f: impl FnOnce() -> T) -> (T, u64) {
+    let base = rss_anon_kb();
+    let peak = Arc::new(AtomicU64::new(base));
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (peak, stop) = (peak.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                peak.fetch_max(rss_anon_kb(), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+    };
+    let out = f();
+    stop.store(true, Ordering::Relaxed);
+    sampler.join().expect("sampler");
+    (
+        out,
+        peak.load(Ordering::Relaxed).saturating_sub(base) * 1024,
+    )
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn benches(c: &mut Criterion) {
+    let dir = fixtures::fixtures_dir();
+    let images = fixtures::images(&dir).expect("images");
+    let frames: Vec<FixtureRecord> = (0..350)
+        .map(|i| {
+            let mut r = images[i % images.len()].clone();
+            r.timestamp = images[0].timestamp + i as u64 * 142_857;
+            r
+        })
+        .collect();
+    let sets = vec![
+        build("flights", &fixtures::flights(&dir, None).expect("flights")),
+        build("weather", &fixtures::weather(&dir).expect("weather")),
+        build("dpkg-log", &fixtures::dpkg_log(&dir).expect("dpkg")),
+        build("camera-frames", &frames),
+    ];
+    let mut thread_counts = vec![1, 2, CompressPool::default_threads()];
+    thread_counts.sort();
+    thread_counts.dedup();
+
+    let mut summary = Vec::new();
+    for set in &sets {
+        let mut group = c.benchmark_group(format!("compress/{}", set.name));
+        group
+            .sample_size(10)
+            .throughput(Throughput::Bytes(set.bytes));
+        for &threads in &thread_counts {
+            let pool = CompressPool::new(threads).expect("pool");
+            let rayon_pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("pool");
+            group.bench_function(format!("halflife_zstd3_t{threads}"), |b| {
+                b.iter_custom(|iters| (0..iters).map(|_| ours_once(set, &pool).0).sum())
+            });
+            group.bench_function(format!("zstd_bulk_t{threads}"), |b| {
+                b.iter_custom(|iters| (0..iters).map(|_| reference_once(set, &rayon_pool).0).sum())
+            });
+            let ((ours, after), peak) = peak_extra_memory(|| {
+                let runs: Vec<(Duration, u64)> = (0..5).map(|_| ours_once(set, &pool)).collect();
+                (median(runs.iter().map(|r| r.0).collect()), runs[0].1)
+            });
+            let reference = median((0..5).map(|_| reference_once(set, &rayon_pool).0).collect());
+            let mbps = |d: Duration| set.bytes as f64 / 1e6 / d.as_secs_f64();
+            summary.push(format!(
+                "{:<14} threads {threads}: halflife {:>7.1} MB/s, zstd::bulk {:>7.1} MB/s, share {:.2}, ratio {:.2}x, peak extra memory {:.1} MB",
+                set.name,
+                mbps(ours),
+                mbps(reference),
+                reference.as_secs_f64() / ours.as_secs_f64(),
+                set.bytes as f64 / after.max(1) as f64,
+                peak as f64 / 1e6,
+            ));
+        }
+        group.finish();
+    }
+    eprintln!(
+        "\nrecompression to zstd 3 (input MB/s of raw frames; share = halflife ÷ zstd::bulk):"
+    );
+    for line in summary {
+        eprintln!("  {line}");
+    }
+}
+
+criterion_group!(compress, benches);
+criterion_main!(compress);
