@@ -421,3 +421,40 @@ fn concurrent_writers_and_readers_never_see_wrong_bytes() {
         );
     }
 }
+
+#[test]
+fn a_damaged_block_is_skipped_and_the_rest_compressed() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = weather();
+    let store = store_with(dir.path(), 1 << 20, 200, &[("w", &records)]);
+    drop(store);
+    let entry_dir = dir.path().join("b").join("w");
+    let victim = EntryIndex::load(&entry_dir).unwrap().blocks[3].clone();
+    let path = entry_dir.join(format!("{:016x}.blk", victim.seq));
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[100] ^= 0x55;
+    std::fs::write(&path, bytes).unwrap();
+
+    let store = Store::open(Config::new(dir.path())).unwrap();
+    let bucket = store.bucket("b").unwrap();
+    let pool = CompressPool::new(2).unwrap();
+    let stats = bucket
+        .compress_blocks(
+            &["w".to_string()],
+            0,
+            u64::MAX,
+            Codec::Zstd(3),
+            &pool,
+            &never,
+        )
+        .unwrap();
+    assert_eq!((stats.blocks, stats.skipped), (8, 1), "{stats:?}");
+    let tiers = codecs(&bucket, "w");
+    assert_eq!(tiers[3], Codec::None);
+    assert_eq!(tiers.iter().filter(|c| **c == Codec::Zstd(3)).count(), 8);
+    let files = std::fs::read_dir(&entry_dir).unwrap().count();
+    assert_eq!(
+        files,
+        EntryIndex::load(&entry_dir).unwrap().file_names().len()
+    );
+}

@@ -201,17 +201,37 @@ impl BlockWriter {
             )));
         };
         let (first_ts, last_ts) = (first.meta.timestamp, last.meta.timestamp);
-        let mut meta = meta::encode_head(self.codec, &self.frames);
-        meta::encode_records(&self.records, &mut meta);
+        let mut head = meta::encode_head(self.codec, &self.frames);
+        let (stored, encoding) = if self.codec == Codec::None {
+            meta::encode_records(&self.records, &mut head);
+            (head, meta::META_RAW)
+        } else {
+            let mut records = Vec::new();
+            meta::encode_records(&self.records, &mut records);
+            (
+                meta::assemble_packed(&head, &meta::pack_records(&records)),
+                meta::META_PACKED,
+            )
+        };
         let count = self.records.len() as u64;
         let payload = self.payload_bytes;
-        self.write_tail(meta, first_ts, last_ts, count, payload)
+        let (summary, file) =
+            self.write_tail(stored, encoding, first_ts, last_ts, count, payload)?;
+        sync(&file, &summary, first_ts)?;
+        Ok(summary)
     }
 
     /// Finishes a block whose frames were appended one for one from `source` (whose index
     /// entry is `entry`): the source's record table (frame numbers and offsets) stays
-    /// valid, so its bytes are copied as they are instead of being rebuilt.
-    pub fn finish_copied(self, source: &SealedBlock, entry: &BlockEntry) -> Result<BlockSummary> {
+    /// valid, so its bytes are reused as `packed_records` (from
+    /// [`SealedBlock::records_section`] through `block_meta::pack_records`) instead of
+    /// being rebuilt. The file is not fsynced: the caller must sync it before committing.
+    pub fn finish_copied(
+        self,
+        source: &SealedBlock,
+        entry: &BlockEntry,
+        packed_records: &[u8],
+    ) -> Result<(BlockSummary, File)> {
         if self.frames.len() != source.frames.len() {
             return Err(Error::internal(format!(
                 "block {} has {} frames, its source {}",
@@ -220,10 +240,11 @@ impl BlockWriter {
                 source.frames.len()
             )));
         }
-        let mut meta = meta::encode_head(self.codec, &self.frames);
-        meta.extend_from_slice(&source.records_section);
+        let head = meta::encode_head(self.codec, &self.frames);
+        let stored = meta::assemble_packed(&head, packed_records);
         self.write_tail(
-            meta,
+            stored,
+            meta::META_PACKED,
             entry.first_ts,
             entry.last_ts,
             entry.record_count,
@@ -231,17 +252,16 @@ impl BlockWriter {
         )
     }
 
-    /// Writes the metadata section (lz4-packed for compressed blocks, whose tables are
-    /// mostly repeated labels) and the footer, then fsyncs.
+    /// Writes the stored metadata section and the footer, and flushes (without fsync).
     fn write_tail(
         mut self,
-        meta_raw: Vec<u8>,
+        stored: Vec<u8>,
+        encoding: u32,
         first_ts: u64,
         last_ts: u64,
         record_count: u64,
         payload_bytes: u64,
-    ) -> Result<BlockSummary> {
-        let (stored, encoding) = meta::pack(meta_raw, self.codec != Codec::None);
+    ) -> Result<(BlockSummary, File)> {
         let meta_offset = self.pos;
         let meta_crc = crc32fast::hash(&stored);
         self.write(&stored)?;
@@ -257,9 +277,7 @@ impl BlockWriter {
             .out
             .into_inner()
             .map_err(|e| Error::io(format!("flushing block {}", path.display()), e.into_error()))?;
-        file.sync_all()
-            .map_err(|e| Error::io(format!("syncing block {}", path.display()), e))?;
-        Ok(BlockSummary {
+        let summary = BlockSummary {
             first_ts,
             last_ts,
             record_count,
@@ -267,8 +285,19 @@ impl BlockWriter {
             payload_bytes,
             codec: self.codec,
             meta_crc,
-        })
+        };
+        Ok((summary, file))
     }
+}
+
+/// Makes a finished block file durable (step 1 of the commit protocol).
+pub fn sync(file: &File, summary: &BlockSummary, first_ts: u64) -> Result<()> {
+    file.sync_all().map_err(|e| {
+        Error::io(
+            format!("syncing new block {first_ts} ({} bytes)", summary.size),
+            e,
+        )
+    })
 }
 
 /// A sealed block mapped into memory with its record table parsed.
@@ -312,8 +341,16 @@ impl SealedBlock {
         // SAFETY: block files are written once under a fresh name and never modified in
         // place afterwards (changes write a new file and rename the index), so the mapped
         // bytes cannot change under us; an unlinked file stays valid while mapped.
-        let map =
-            unsafe { Mmap::map(&file) }.map_err(|e| Error::io(format!("mapping {what}"), e))?;
+        let map = unsafe {
+            let mut options = memmap2::MmapOptions::new();
+            // A block mapped for recompression is read whole; fault it in at once
+            // rather than page by page from the encoding threads.
+            if !parse_records {
+                options.populate();
+            }
+            options.map(&file)
+        }
+        .map_err(|e| Error::io(format!("mapping {what}"), e))?;
         let corrupt = |why: String| Error::internal(format!("{what} is corrupt: {why}"));
         if map.len() < BLOCK_MAGIC.len() + FOOTER_LEN || &map[..8] != BLOCK_MAGIC {
             return Err(corrupt("bad header or too short".into()));
@@ -373,6 +410,11 @@ impl SealedBlock {
     /// The records, sorted by timestamp.
     pub fn records(&self) -> &[BlockRecord] {
         &self.records
+    }
+
+    /// The raw bytes of the record table (what recompression copies).
+    pub fn records_section(&self) -> &[u8] {
+        &self.records_section
     }
 
     /// The frames.

@@ -17,8 +17,10 @@ use crate::storage::record::RecordMeta;
 
 /// Metadata stored as is.
 pub const META_RAW: u32 = 0;
-/// Metadata packed with lz4 behind its raw length.
-pub const META_LZ4: u32 = 1;
+/// Metadata stored as `head_len u32, head, records_raw_len u64, lz4(records)`: the record
+/// table is packed on its own so recompression can pack it on the pool while frames are
+/// still being encoded.
+pub const META_PACKED: u32 = 1;
 
 /// Encodes the block codec and the frame table.
 pub fn encode_head(codec: Codec, frames: &[FrameInfo]) -> Vec<u8> {
@@ -56,14 +58,20 @@ pub fn encode_records(records: &[BlockRecord], out: &mut Vec<u8>) {
     *out = w.buf;
 }
 
-/// The stored form of a raw section and its encoding id.
-pub fn pack(raw: Vec<u8>, compress: bool) -> (Vec<u8>, u32) {
-    if !compress {
-        return (raw, META_RAW);
-    }
-    let mut stored = (raw.len() as u64).to_le_bytes().to_vec();
-    stored.extend_from_slice(&lz4_flex::compress(&raw));
-    (stored, META_LZ4)
+/// Packs a record table: `raw_len u64` + lz4 bytes.
+pub fn pack_records(records: &[u8]) -> Vec<u8> {
+    let mut out = (records.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(&lz4_flex::compress(records));
+    out
+}
+
+/// The stored form of a section from its head and its packed record table.
+pub fn assemble_packed(head: &[u8], packed_records: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + head.len() + packed_records.len());
+    out.extend_from_slice(&(head.len() as u32).to_le_bytes());
+    out.extend_from_slice(head);
+    out.extend_from_slice(packed_records);
+    out
 }
 
 /// The raw section from its stored form.
@@ -71,17 +79,23 @@ pub fn unpack<'a>(stored: &'a [u8], encoding: u32, what: &str) -> Result<Cow<'a,
     let corrupt = |why: String| Error::internal(format!("{what} is corrupt: {why}"));
     match encoding {
         META_RAW => Ok(Cow::Borrowed(stored)),
-        META_LZ4 => {
+        META_PACKED => {
             let mut r = BinaryReader::new(stored, what);
+            let head_len = r.u32()? as usize;
+            let head = r.take(head_len)?;
             let raw_len = r.u64()? as usize;
-            // A table never exceeds a few hundred bytes per record of a block; refuse
-            // absurd sizes rather than allocating them.
-            if raw_len > stored.len().saturating_mul(255).max(1 << 20) {
+            let packed = r.take(r.remaining())?;
+            // A table is never more than ~255 times its lz4 form; refuse absurd sizes
+            // rather than allocating them.
+            if raw_len > packed.len().saturating_mul(255).max(1 << 20) {
                 return Err(corrupt(format!("record table claims {raw_len} bytes")));
             }
-            lz4_flex::decompress(&stored[8..], raw_len)
-                .map(Cow::Owned)
-                .map_err(|e| corrupt(format!("record table does not unpack: {e}")))
+            let records = lz4_flex::decompress(packed, raw_len)
+                .map_err(|e| corrupt(format!("record table does not unpack: {e}")))?;
+            let mut raw = Vec::with_capacity(head.len() + records.len());
+            raw.extend_from_slice(head);
+            raw.extend_from_slice(&records);
+            Ok(Cow::Owned(raw))
         }
         other => Err(corrupt(format!("unknown metadata encoding {other}"))),
     }
@@ -172,15 +186,25 @@ mod tests {
 
     #[test]
     fn pack_round_trips_and_rejects_garbage() {
-        let raw: Vec<u8> = b"label=value;".repeat(500);
-        let (stored, enc) = pack(raw.clone(), true);
-        assert_eq!(enc, META_LZ4);
-        assert!(stored.len() < raw.len() / 5);
-        assert_eq!(unpack(&stored, enc, "t").unwrap().as_ref(), raw.as_slice());
-        let (stored, enc) = pack(raw.clone(), false);
-        assert_eq!(enc, META_RAW);
-        assert_eq!(unpack(&stored, enc, "t").unwrap().as_ref(), raw.as_slice());
-        assert!(unpack(&[0xff; 16], META_LZ4, "t").is_err());
+        let head = b"head".to_vec();
+        let records: Vec<u8> = b"label=value;".repeat(500);
+        let stored = assemble_packed(&head, &pack_records(&records));
+        assert!(stored.len() < records.len() / 5);
+        let raw = unpack(&stored, META_PACKED, "t").unwrap();
+        assert_eq!(&raw[..4], b"head");
+        assert_eq!(&raw[4..], records.as_slice());
+        assert_eq!(unpack(b"as is", META_RAW, "t").unwrap().as_ref(), b"as is");
+        assert!(unpack(&[0xff; 16], META_PACKED, "t").is_err());
+        assert!(
+            unpack(
+                &[
+                    1, 0, 0, 0, 7, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f
+                ],
+                META_PACKED,
+                "t"
+            )
+            .is_err()
+        );
         assert!(unpack(b"abc", 7, "t").is_err());
     }
 }

@@ -59,8 +59,7 @@ impl Codec {
         match self {
             Codec::None => Ok(raw.to_vec()),
             Codec::Lz4 => Ok(lz4_flex::compress(raw)),
-            Codec::Zstd(level) => zstd::bulk::compress(raw, level)
-                .map_err(|e| Error::internal(format!("zstd level {level} failed: {e}"))),
+            Codec::Zstd(level) => zstd_compress(raw, level),
         }
     }
 
@@ -81,6 +80,25 @@ impl Codec {
         }
         Ok(out)
     }
+}
+
+thread_local! {
+    /// One zstd compression context per thread and level, reused across frames: creating a
+    /// context per frame costs an allocation and clearing of its tables every time.
+    static ZSTD_CONTEXT: std::cell::RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+fn zstd_compress(raw: &[u8], level: i32) -> Result<Vec<u8>> {
+    let failed = |e: std::io::Error| Error::internal(format!("zstd level {level} failed: {e}"));
+    ZSTD_CONTEXT.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.as_ref().is_none_or(|(l, _)| *l != level) {
+            *slot = Some((level, zstd::bulk::Compressor::new(level).map_err(failed)?));
+        }
+        let (_, compressor) = slot.as_mut().expect("the context was just created");
+        compressor.compress(raw).map_err(failed)
+    })
 }
 
 impl fmt::Display for Codec {

@@ -17,9 +17,10 @@
 //! block is either fully old or fully new.
 
 use std::borrow::Cow;
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
+use std::fs::File;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
@@ -27,14 +28,16 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::storage::block::{BlockWriter, SealedBlock, encode_frame};
+use crate::storage::block_meta as meta;
 use crate::storage::bucket::Bucket;
 use crate::storage::codec::Codec;
 use crate::storage::entry::Entry;
 use crate::storage::fsutil::remove_file_if_exists;
 use crate::storage::index::{BlockEntry, block_path};
 
-/// Frames encoded per window, per thread: enough to smooth out uneven frames.
-const FRAMES_PER_THREAD: usize = 4;
+/// Tasks (frames, record tables) per window, per thread: enough to smooth out uneven
+/// frames while keeping memory bounded.
+const TASKS_PER_THREAD: usize = 8;
 /// Commit an entry's finished blocks once this many are waiting…
 const COMMIT_BATCH: usize = 64;
 /// …or once the oldest has waited this long.
@@ -187,6 +190,7 @@ impl Entry {
 
 /// A recompressed block waiting for its commit.
 struct Finished {
+    job: usize,
     old: BlockEntry,
     new: BlockEntry,
     path: PathBuf,
@@ -199,18 +203,35 @@ struct Job {
     new_seq: u64,
 }
 
-/// A frame to encode: which job, which frame, and the mapped source block.
-struct FrameTask {
+/// What a pool task produces for a block.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    /// The block's record table, lz4-packed (it comes before the frames in the stream).
+    Records,
+    /// One frame, re-encoded.
+    Frame(usize),
+}
+
+/// A unit of pool work: one part of one block.
+struct Task {
     job: usize,
-    frame: usize,
+    part: Part,
     block: Arc<SealedBlock>,
+}
+
+/// The result of a task.
+enum Encoded {
+    Records(Vec<u8>),
+    /// The codec used, the stored bytes, the raw length.
+    Frame(Codec, Vec<u8>, u64),
 }
 
 /// The block file being written for the job at the head of the stream.
 struct Output {
     job: usize,
     block: Arc<SealedBlock>,
-    writer: BlockWriter,
+    packed_records: Vec<u8>,
+    writer: Option<BlockWriter>,
     path: PathBuf,
 }
 
@@ -221,19 +242,24 @@ struct PendingCommits {
     since: Instant,
 }
 
-/// An encoded frame: the codec used, the stored bytes, the raw length.
-type EncodedFrame = Result<(Codec, Vec<u8>, u64)>;
-
-fn encode_task(task: &FrameTask, target: Codec) -> EncodedFrame {
-    let info = &task.block.frames()[task.frame];
-    let stored = task.block.stored_frame(task.frame)?;
+fn run_task(task: &Task, target: Codec) -> Result<Encoded> {
+    let frame = match task.part {
+        Part::Records => {
+            return Ok(Encoded::Records(meta::pack_records(
+                task.block.records_section(),
+            )));
+        }
+        Part::Frame(frame) => frame,
+    };
+    let info = &task.block.frames()[frame];
+    let stored = task.block.stored_frame(frame)?;
     let raw: Cow<[u8]> = if info.codec == Codec::None {
         Cow::Borrowed(stored)
     } else {
         Cow::Owned(info.codec.decode(stored, info.raw_len as usize)?)
     };
     let (codec, bytes) = encode_frame(target, &raw)?;
-    Ok((codec, bytes, info.raw_len))
+    Ok(Encoded::Frame(codec, bytes, info.raw_len))
 }
 
 impl Bucket {
@@ -285,23 +311,40 @@ impl Bucket {
                 });
             }
         }
-        let mut run = Run {
-            jobs: &jobs,
-            target,
-            stats: CompressStats::default(),
-            pending: Vec::new(),
-            output: None,
-        };
-        let result = run.stream(pool, cancel);
-        // Whatever happened, commit finished blocks and discard a half-written one.
-        if let Some(out) = run.output.take() {
-            drop(out.writer);
-            let _ = remove_file_if_exists(&out.path);
-        }
-        let flushed = run.flush_all();
-        result?;
-        flushed?;
-        Ok(run.stats)
+        // New block files are fsynced by a helper thread while the stream goes on; a batch
+        // is committed only once every file in it is synced.
+        let (sync_tx, sync_rx) = mpsc::channel::<(usize, File)>();
+        let (ack_tx, ack_rx) = mpsc::channel::<(usize, std::io::Result<()>)>();
+        std::thread::scope(|scope| {
+            scope.spawn(move || {
+                for (job, file) in sync_rx {
+                    if ack_tx.send((job, file.sync_all())).is_err() {
+                        break;
+                    }
+                }
+            });
+            let mut run = Run {
+                jobs: &jobs,
+                target,
+                stats: CompressStats::default(),
+                pending: Vec::new(),
+                output: None,
+                sync_tx,
+                acks: ack_rx,
+                synced: HashSet::new(),
+                failed: HashSet::new(),
+            };
+            let result = run.stream(pool, cancel);
+            // Whatever happened, commit finished blocks and discard a half-written one.
+            if let Some(out) = run.output.take() {
+                drop(out.writer);
+                let _ = remove_file_if_exists(&out.path);
+            }
+            let flushed = run.flush_due(true);
+            result?;
+            flushed?;
+            Ok(run.stats)
+        })
     }
 }
 
@@ -312,16 +355,20 @@ struct Run<'a> {
     stats: CompressStats,
     pending: Vec<PendingCommits>,
     output: Option<Output>,
+    sync_tx: mpsc::Sender<(usize, File)>,
+    acks: mpsc::Receiver<(usize, std::io::Result<()>)>,
+    synced: HashSet<usize>,
+    failed: HashSet<usize>,
 }
 
 impl Run<'_> {
-    /// Runs the frame stream as a two-stage pipeline: while the pool encodes one window,
-    /// this thread writes (and commits) the window before it.
+    /// Runs the stream as a two-stage pipeline: while the pool works on one window of
+    /// tasks, this thread writes (and commits) the window before it.
     fn stream(&mut self, pool: &CompressPool, cancel: &dyn Fn() -> bool) -> Result<()> {
-        let window = pool.threads() * FRAMES_PER_THREAD;
-        let mut queue: VecDeque<FrameTask> = VecDeque::new();
+        let window = pool.threads() * TASKS_PER_THREAD;
+        let mut queue: VecDeque<Task> = VecDeque::new();
         let mut next_job = 0;
-        let mut encoded: Option<(Vec<FrameTask>, Vec<EncodedFrame>)> = None;
+        let mut encoded: Option<(Vec<Task>, Vec<Result<Encoded>>)> = None;
         loop {
             if cancel() {
                 log::info!(
@@ -334,21 +381,21 @@ impl Run<'_> {
                 self.enqueue(next_job, &mut queue);
                 next_job += 1;
             }
-            let batch: Vec<FrameTask> = queue.drain(..window.min(queue.len())).collect();
+            let batch: Vec<Task> = queue.drain(..window.min(queue.len())).collect();
             if batch.is_empty() && encoded.is_none() {
                 return Ok(());
             }
             let target = self.target;
-            let mut next: Vec<EncodedFrame> = Vec::new();
+            let mut next = Vec::new();
             let mut written = Ok(());
             pool.pool.in_place_scope(|scope| {
                 if !batch.is_empty() {
                     scope.spawn(|_| {
-                        next = batch.par_iter().map(|t| encode_task(t, target)).collect();
+                        next = batch.par_iter().map(|t| run_task(t, target)).collect();
                     });
                 }
-                if let Some((tasks, frames)) = encoded.take() {
-                    written = self.write_window(tasks, frames);
+                if let Some((tasks, results)) = encoded.take() {
+                    written = self.write_window(tasks, results);
                 }
             });
             written?;
@@ -356,16 +403,18 @@ impl Run<'_> {
         }
     }
 
-    /// Maps the next eligible block and queues its frames; a block that cannot be read is
+    /// Maps the next eligible block and queues its tasks; a block that cannot be read is
     /// left as it is and counted as skipped.
-    fn enqueue(&mut self, job_index: usize, queue: &mut VecDeque<FrameTask>) {
+    fn enqueue(&mut self, job_index: usize, queue: &mut VecDeque<Task>) {
         let job = &self.jobs[job_index];
         match job.entry.block_frames(&job.old) {
             Ok(block) => {
-                for frame in 0..block.frames().len() {
-                    queue.push_back(FrameTask {
+                let parts = std::iter::once(Part::Records)
+                    .chain((0..block.frames().len()).map(Part::Frame));
+                for part in parts {
+                    queue.push_back(Task {
                         job: job_index,
-                        frame,
+                        part,
                         block: block.clone(),
                     });
                 }
@@ -377,40 +426,71 @@ impl Run<'_> {
         }
     }
 
-    fn write_window(&mut self, tasks: Vec<FrameTask>, frames: Vec<EncodedFrame>) -> Result<()> {
-        for (task, frame) in tasks.into_iter().zip(frames) {
-            self.write_frame(task, frame)?;
+    fn write_window(&mut self, tasks: Vec<Task>, results: Vec<Result<Encoded>>) -> Result<()> {
+        for (task, result) in tasks.into_iter().zip(results) {
+            if self.failed.contains(&task.job) {
+                continue;
+            }
+            match result {
+                Ok(encoded) => self.write_part(task, encoded)?,
+                Err(e) => {
+                    // A damaged source frame: leave that block as it is, go on with the rest.
+                    log::warn!("not recompressing: {e}");
+                    self.stats.skipped += 1;
+                    self.failed.insert(task.job);
+                    if let Some(out) = self.output.take_if(|o| o.job == task.job) {
+                        drop(out.writer);
+                        let _ = remove_file_if_exists(&out.path);
+                    }
+                }
+            }
         }
+        self.collect_acks(false)?;
         self.flush_due(false)
     }
 
-    fn write_frame(&mut self, task: FrameTask, frame: EncodedFrame) -> Result<()> {
+    fn write_part(&mut self, task: Task, encoded: Encoded) -> Result<()> {
         let job = &self.jobs[task.job];
-        if self.output.as_ref().is_none_or(|o| o.job != task.job) {
-            let path = block_path(job.entry.dir(), job.new_seq);
-            let writer = BlockWriter::create(&path, self.target, job.entry.frame_size)?;
-            self.output = Some(Output {
-                job: task.job,
-                block: task.block.clone(),
-                writer,
-                path,
-            });
-        }
-        let out = self
-            .output
-            .as_mut()
-            .expect("an output was just opened for this job");
-        let (codec, bytes, raw_len) = frame?;
-        out.writer.append_encoded_frame(codec, &bytes, raw_len)?;
-        if task.frame + 1 < out.block.frames().len() {
+        let (codec, bytes, raw_len) = match encoded {
+            Encoded::Records(packed_records) => {
+                self.output = Some(Output {
+                    job: task.job,
+                    block: task.block,
+                    packed_records,
+                    writer: None,
+                    path: block_path(job.entry.dir(), job.new_seq),
+                });
+                return Ok(());
+            }
+            Encoded::Frame(codec, bytes, raw_len) => (codec, bytes, raw_len),
+        };
+        let out = match self.output.as_mut() {
+            Some(out) if out.job == task.job => out,
+            _ => return Err(Error::internal("recompression frames arrived out of order")),
+        };
+        let writer = match out.writer.as_mut() {
+            Some(writer) => writer,
+            None => out.writer.insert(BlockWriter::create(
+                &out.path,
+                self.target,
+                job.entry.frame_size,
+            )?),
+        };
+        writer.append_encoded_frame(codec, &bytes, raw_len)?;
+        if task.part != Part::Frame(out.block.frames().len() - 1) {
             return Ok(());
         }
         let out = self
             .output
             .take()
             .expect("the output being finished exists");
-        let summary = out.writer.finish_copied(&out.block, &job.old)?;
+        let writer = out.writer.expect("a block with frames has a writer");
+        let (summary, file) = writer.finish_copied(&out.block, &job.old, &out.packed_records)?;
+        self.sync_tx
+            .send((task.job, file))
+            .map_err(|_| Error::internal("the block sync thread stopped"))?;
         let finished = Finished {
+            job: task.job,
             old: job.old.clone(),
             new: BlockEntry::from_summary(job.new_seq, &summary),
             path: out.path,
@@ -430,22 +510,42 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Commits entries whose batch is big or old enough (or all of them with `all`).
+    /// Records sync acknowledgements: those already in, or (with `wait`) one more.
+    fn collect_acks(&mut self, wait: bool) -> Result<()> {
+        let mut next = if wait {
+            self.acks.recv().ok()
+        } else {
+            self.acks.try_recv().ok()
+        };
+        while let Some((job, synced)) = next {
+            synced.map_err(|e| Error::io("syncing a recompressed block", e))?;
+            self.synced.insert(job);
+            next = self.acks.try_recv().ok();
+        }
+        Ok(())
+    }
+
+    /// Commits entries whose batch is big or old enough (or all of them with `all`), each
+    /// once every block file in it is synced.
     fn flush_due(&mut self, all: bool) -> Result<()> {
         let mut i = 0;
         while i < self.pending.len() {
             let p = &self.pending[i];
             if all || p.done.len() >= COMMIT_BATCH || p.since.elapsed() >= COMMIT_EVERY {
                 let p = self.pending.swap_remove(i);
+                while p.done.iter().any(|f| !self.synced.contains(&f.job)) {
+                    if let Err(e) = self.collect_acks(true) {
+                        for f in &p.done {
+                            let _ = remove_file_if_exists(&f.path);
+                        }
+                        return Err(e);
+                    }
+                }
                 self.stats.add(p.entry.commit_recompressed(p.done)?);
             } else {
                 i += 1;
             }
         }
         Ok(())
-    }
-
-    fn flush_all(&mut self) -> Result<()> {
-        self.flush_due(true)
     }
 }
