@@ -1,13 +1,13 @@
 //! Recompression throughput on the real fixtures, against the physical reference: plain
 //! `zstd::bulk` compressing the same frames on a rayon pool with the same thread count, in
 //! the same run. Prints, per data set and thread count: input MB/s of both, our share of
-//! the reference, the compression ratio, and the peak anonymous memory of a run.
+//! the reference, the compression ratio, and the peak heap memory of a run.
 //!
 //! Run: `cargo bench --bench compress`
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -94,6 +94,20 @@ fn ours_once(set: &DataSet, pool: &CompressPool) -> (Duration, u64) {
     (start.elapsed(), stats.bytes_after)
 }
 
+/// Peak heap of one recompression run (store opening excluded).
+fn peak_once(set: &DataSet, pool: &CompressPool) -> u64 {
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy_dir(set.template.path(), dir.path());
+    let store = Store::open(Config::new(dir.path())).expect("store");
+    let bucket = store.bucket("bench").expect("bucket");
+    let (_, peak) = peak_extra_memory(|| {
+        bucket
+            .compress_blocks(&[], 0, u64::MAX, TARGET, pool, &|| false)
+            .expect("compress")
+    });
+    peak
+}
+
 fn reference_once(set: &DataSet, pool: &rayon::ThreadPool) -> (Duration, u64) {
     let start = Instant::now();
     let out: u64 = pool.install(|| {
@@ -105,38 +119,35 @@ fn reference_once(set: &DataSet, pool: &rayon::ThreadPool) -> (Duration, u64) {
     (start.elapsed(), out)
 }
 
-fn rss_anon_kb() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("RssAnon:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
+/// Counts heap bytes in use and their peak, so a run's memory can be measured exactly
+/// (RSS would hide reuse of memory the allocator already holds).
+struct CountingAllocator;
+static IN_USE: AtomicU64 = AtomicU64::new(0);
+static PEAK: AtomicU64 = AtomicU64::new(0);
+
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let now = IN_USE.fetch_add(layout.size() as u64, Ordering::Relaxed) + layout.size() as u64;
+        PEAK.fetch_max(now, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        IN_USE.fetch_sub(layout.size() as u64, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.dealloc(ptr, layout) }
+    }
 }
 
-/// Peak anonymous memory above the starting point while `f` runs (sampled every ms).
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+/// Peak heap bytes above the starting point while `f` runs.
 fn peak_extra_memory<T>(f: impl FnOnce() -> T) -> (T, u64) {
-    let base = rss_anon_kb();
-    let peak = Arc::new(AtomicU64::new(base));
-    let stop = Arc::new(AtomicBool::new(false));
-    let sampler = {
-        let (peak, stop) = (peak.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                peak.fetch_max(rss_anon_kb(), Ordering::Relaxed);
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        })
-    };
+    let base = IN_USE.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
     let out = f();
-    stop.store(true, Ordering::Relaxed);
-    sampler.join().expect("sampler");
-    (
-        out,
-        peak.load(Ordering::Relaxed).saturating_sub(base) * 1024,
-    )
+    (out, PEAK.load(Ordering::Relaxed).saturating_sub(base))
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -182,14 +193,13 @@ fn benches(c: &mut Criterion) {
             group.bench_function(format!("zstd_bulk_t{threads}"), |b| {
                 b.iter_custom(|iters| (0..iters).map(|_| reference_once(set, &rayon_pool).0).sum())
             });
-            let ((ours, after), peak) = peak_extra_memory(|| {
-                let runs: Vec<(Duration, u64)> = (0..5).map(|_| ours_once(set, &pool)).collect();
-                (median(runs.iter().map(|r| r.0).collect()), runs[0].1)
-            });
+            let runs: Vec<(Duration, u64)> = (0..5).map(|_| ours_once(set, &pool)).collect();
+            let (ours, after) = (median(runs.iter().map(|r| r.0).collect()), runs[0].1);
+            let peak = peak_once(set, &pool);
             let reference = median((0..5).map(|_| reference_once(set, &rayon_pool).0).collect());
             let mbps = |d: Duration| set.bytes as f64 / 1e6 / d.as_secs_f64();
             summary.push(format!(
-                "{:<14} threads {threads}: halflife {:>7.1} MB/s, zstd::bulk {:>7.1} MB/s, share {:.2}, ratio {:.2}x, peak extra memory {:.1} MB",
+                "{:<14} threads {threads}: halflife {:>7.1} MB/s, zstd::bulk {:>7.1} MB/s, share {:.2}, ratio {:.2}x, peak heap {:.1} MB",
                 set.name,
                 mbps(ours),
                 mbps(reference),

@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 
 use halflife::Config;
 use halflife::fixtures::{self, FixtureRecord};
-use halflife::storage::{BucketSettings, Labels, QueryOptions, RecordMeta, Store};
+use halflife::storage::index::EntryIndex;
+use halflife::storage::{
+    BucketSettings, Codec, CompressPool, Labels, QueryOptions, RecordMeta, Store,
+};
 
 fn golden_dir() -> PathBuf {
     fixtures::fixtures_dir().join("golden-v1")
@@ -72,6 +75,17 @@ fn generate(path: &Path) {
         .update_labels("logs/dpkg", ts[200 + 90], &unlabel)
         .unwrap();
     bucket.remove_record("logs/dpkg", ts[200 + 80]).unwrap();
+    // Every codec and both metadata forms on disk: two lz4 blocks and one uncompressed
+    // block of weather, a zstd 19 block of the log.
+    let pool = CompressPool::new(1).unwrap();
+    let weather = vec!["weather".to_string()];
+    bucket
+        .compress_blocks(&weather, 0, ts[128], Codec::Lz4, &pool, &|| false)
+        .unwrap();
+    let logs = vec!["logs/dpkg".to_string()];
+    bucket
+        .compress_blocks(&logs, 0, u64::MAX, Codec::Zstd(19), &pool, &|| false)
+        .unwrap();
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -101,6 +115,16 @@ fn golden_data_directory_reads_back_exactly() {
     assert_eq!(bucket.entry_names(), vec!["camera", "logs/dpkg", "weather"]);
     let weather = bucket.entry("weather").unwrap().info().unwrap();
     assert_eq!((weather.record_count, weather.block_count), (200, 4));
+    let codecs = |entry: &str| -> Vec<Codec> {
+        EntryIndex::load(&tmp.path().join("golden").join(entry))
+            .unwrap()
+            .blocks
+            .iter()
+            .map(|b| b.codec)
+            .collect()
+    };
+    assert_eq!(codecs("weather"), vec![Codec::Lz4, Codec::Lz4, Codec::None]);
+    assert_eq!(codecs("logs/dpkg"), vec![Codec::Zstd(19)]);
 
     let want = expected();
     let got: Vec<FixtureRecord> = bucket
