@@ -11,6 +11,7 @@ pub mod config;
 pub mod duration;
 pub mod error;
 pub mod fixtures;
+pub mod lifecycle;
 pub mod storage;
 
 pub use config::Config;

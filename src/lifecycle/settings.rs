@@ -1,0 +1,265 @@
+//! Lifecycle policy settings, with the JSON field names of the ReductStore API (plus our
+//! `compression` target), and their validation into a ready-to-run [`Policy`].
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::duration::{format_duration, parse_duration};
+use crate::error::{Error, ErrorKind, Result};
+use crate::storage::Store;
+use crate::storage::codec::Codec;
+use crate::storage::compress::validate_target;
+use crate::storage::condition::Condition;
+use crate::storage::pattern::EntryPatterns;
+
+/// Default `interval` when the field is missing or null.
+pub const DEFAULT_INTERVAL: &str = "3600s";
+
+/// What a policy does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LifecycleType {
+    /// Remove old records.
+    Delete,
+    /// Recompress old blocks.
+    Compress,
+}
+
+impl LifecycleType {
+    /// The name used in JSON and events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LifecycleType::Delete => "delete",
+            LifecycleType::Compress => "compress",
+        }
+    }
+}
+
+/// Whether a policy runs, and whether it changes anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum LifecycleMode {
+    /// Runs and changes data.
+    #[default]
+    Enabled,
+    /// Does not run.
+    Disabled,
+    /// Runs and reports what it would do, changing nothing.
+    DryRun,
+}
+
+/// The compression target of a compress policy: `{"algorithm": "zstd", "level": 3}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompressionSetting {
+    /// `zstd` or `lz4`.
+    pub algorithm: CompressionAlgorithm,
+    /// zstd level 1..=22 (default 3); ignored for lz4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<i32>,
+}
+
+/// Algorithms a compress policy can target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CompressionAlgorithm {
+    /// Zstandard.
+    Zstd,
+    /// LZ4.
+    Lz4,
+}
+
+impl CompressionSetting {
+    /// The codec this setting targets.
+    pub fn codec(&self) -> Codec {
+        match self.algorithm {
+            CompressionAlgorithm::Lz4 => Codec::Lz4,
+            CompressionAlgorithm::Zstd => Codec::Zstd(self.level.unwrap_or(3)),
+        }
+    }
+}
+
+/// Treats an explicit `null` like a missing field.
+fn null_as_default<'de, D, T>(deserializer: D) -> std::result::Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+fn default_interval() -> String {
+    DEFAULT_INTERVAL.to_string()
+}
+
+fn null_as_default_interval<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(deserializer)?.unwrap_or_else(default_interval))
+}
+
+/// A policy as users write it (`POST /api/v1/lifecycles/{name}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LifecycleSettings {
+    /// `delete` or `compress`.
+    #[serde(rename = "type")]
+    pub kind: LifecycleType,
+    /// The bucket it works on.
+    pub bucket: String,
+    /// Entry patterns; empty means every entry.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub entries: Vec<String>,
+    /// Records older than this (a duration such as `30d`) are processed.
+    pub older_than: String,
+    /// How often it runs (a duration; `3600s` when missing or null).
+    #[serde(
+        default = "default_interval",
+        deserialize_with = "null_as_default_interval"
+    )]
+    pub interval: String,
+    /// Delete only: only records matching this condition.
+    #[serde(default)]
+    pub when: Option<serde_json::Value>,
+    /// How much data one run advances through; null means 24 × interval.
+    #[serde(default)]
+    pub processing_interval: Option<String>,
+    /// enabled, disabled or dry_run.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub mode: LifecycleMode,
+    /// Compress only: the target (default zstd level 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<CompressionSetting>,
+}
+
+/// The minimums validation enforces (from [`crate::Config`], lowered in tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LifecycleLimits {
+    /// Smallest allowed `interval` in µs (default 10 minutes).
+    pub min_interval: i64,
+    /// Smallest allowed `older_than` in µs (default 1 hour).
+    pub min_older_than: i64,
+}
+
+impl Default for LifecycleLimits {
+    fn default() -> Self {
+        LifecycleLimits {
+            min_interval: 10 * 60 * 1_000_000,
+            min_older_than: 3600 * 1_000_000,
+        }
+    }
+}
+
+/// A validated policy, with everything parsed once.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// The policy name.
+    pub name: String,
+    /// The settings as given (returned by GET).
+    pub settings: LifecycleSettings,
+    /// `older_than` in µs.
+    pub older_than: u64,
+    /// `interval` in µs.
+    pub interval: u64,
+    /// Data advanced per run in µs: `processing_interval`, else 24 × interval.
+    pub window: u64,
+    /// The parsed `when` condition.
+    pub when: Option<Condition>,
+    /// The compression target of a compress policy.
+    pub target: Codec,
+}
+
+impl LifecycleSettings {
+    /// Parses a JSON body; errors are 422 `Invalid JSON: …` as the API specifies.
+    pub fn from_json(body: &[u8]) -> Result<Self> {
+        serde_json::from_slice(body).map_err(|e| Error::unprocessable(format!("Invalid JSON: {e}")))
+    }
+
+    /// Validates the settings of policy `name` in the order of the API reference and
+    /// parses them into a [`Policy`].
+    pub fn validate(&self, name: &str, store: &Store, limits: &LifecycleLimits) -> Result<Policy> {
+        if store.bucket(&self.bucket).is_err() {
+            return Err(Error::not_found(format!(
+                "Bucket '{}' for lifecycle '{name}' does not exist",
+                self.bucket
+            )));
+        }
+        let older_than = parse_duration(&self.older_than).map_err(|e| {
+            Error::unprocessable(format!(
+                "Invalid lifecycle older_than '{}': {e}",
+                self.older_than
+            ))
+        })?;
+        if older_than < limits.min_older_than {
+            return Err(Error::unprocessable(format!(
+                "Lifecycle older_than '{}' is shorter than minimum allowed value of {}",
+                self.older_than,
+                format_duration(limits.min_older_than)
+            )));
+        }
+        let interval = parse_duration(&self.interval).map_err(|e| {
+            Error::unprocessable(format!(
+                "Invalid lifecycle interval '{}': {e}",
+                self.interval
+            ))
+        })?;
+        if interval < limits.min_interval {
+            return Err(Error::unprocessable(format!(
+                "Lifecycle interval '{}' is shorter than minimum allowed value of {}",
+                self.interval,
+                format_duration(limits.min_interval)
+            )));
+        }
+        let window = match &self.processing_interval {
+            None => interval.saturating_mul(24),
+            Some(text) => {
+                let value = parse_duration(text).map_err(|e| {
+                    Error::unprocessable(format!(
+                        "Invalid lifecycle processing_interval '{text}': {e}"
+                    ))
+                })?;
+                if value <= 0 {
+                    return Err(Error::unprocessable(format!(
+                        "Lifecycle processing_interval '{text}' must be positive"
+                    )));
+                }
+                value
+            }
+        };
+        if self.kind == LifecycleType::Compress && self.when.is_some() {
+            return Err(Error::unprocessable(
+                "Lifecycle type 'compress' does not support 'when' condition",
+            ));
+        }
+        if self.kind == LifecycleType::Delete && self.compression.is_some() {
+            return Err(Error::unprocessable(
+                "Lifecycle type 'delete' does not support 'compression'",
+            ));
+        }
+        let when = match &self.when {
+            Some(json) => Some(Condition::parse(json, false).map_err(|e| {
+                Error::unprocessable(format!("Invalid lifecycle condition: {}", e.message()))
+            })?),
+            None => None,
+        };
+        EntryPatterns::parse(&self.entries).map_err(|e| {
+            Error::new(
+                ErrorKind::Unprocessable,
+                format!("Invalid lifecycle entries: {}", e.message()),
+            )
+        })?;
+        let target = self.compression.map_or(Codec::Zstd(3), |c| c.codec());
+        validate_target(target).map_err(|e| {
+            Error::unprocessable(format!("Invalid lifecycle compression: {}", e.message()))
+        })?;
+        Ok(Policy {
+            name: name.to_string(),
+            settings: self.clone(),
+            older_than: older_than as u64,
+            interval: interval as u64,
+            window: window as u64,
+            when,
+            target,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;
