@@ -20,6 +20,16 @@ pub struct Config {
     pub block_cache: usize,
     /// Threads of the recompression pool; defaults to the machine's available parallelism.
     pub compress_threads: usize,
+    /// Lifecycle worker threads (runs of different policies in parallel); default 2.
+    pub worker_threads: usize,
+    /// Smallest lifecycle `interval` accepted, in µs (default 10 minutes).
+    pub lifecycle_min_interval: i64,
+    /// Smallest lifecycle `older_than` accepted, in µs (default 1 hour).
+    pub lifecycle_min_older_than: i64,
+    /// Write a `lifecycle_run` event per run to `$system` (and keep progress there).
+    pub system_events: bool,
+    /// Name of this instance in event entries (`lifecycle/<instance>/<policy>`).
+    pub instance_name: String,
 }
 
 impl Config {
@@ -30,6 +40,11 @@ impl Config {
             frame_size: DEFAULT_FRAME_SIZE,
             block_cache: DEFAULT_BLOCK_CACHE,
             compress_threads: crate::storage::CompressPool::default_threads(),
+            worker_threads: 2,
+            lifecycle_min_interval: 10 * 60 * 1_000_000,
+            lifecycle_min_older_than: 3600 * 1_000_000,
+            system_events: true,
+            instance_name: "unknown".to_string(),
         }
     }
 }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::storage::Labels;
+use crate::timefmt::days_from_civil;
 
 /// One record of a fixture data set.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,17 +40,6 @@ fn read_zst(dir: &Path, name: &str) -> Result<String> {
     let text = zstd::decode_all(raw.as_slice())
         .map_err(|e| Error::io(format!("decoding {}", path.display()), e))?;
     String::from_utf8(text).map_err(|_| Error::internal(format!("{} is not UTF-8", path.display())))
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date.
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 /// Parses `YYYY-MM-DD?hh:mm:ss` (any separator, optional trailing `Z`) as UTC µs.

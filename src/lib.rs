@@ -5,6 +5,7 @@
 //! The crate is synchronous: threads, channels and locks, no async runtime.
 //! - [`storage`]: buckets, entries, records, crash-safe blocks.
 //! - [`duration`]: `30d`, `1h -30m` ↔ microseconds.
+//! - [`lifecycle`]: policies that recompress and delete aging data on a scheduler thread.
 //! - [`fixtures`]: real data sets as records, for benches, tests and demos.
 
 pub mod config;
@@ -13,6 +14,7 @@ pub mod error;
 pub mod fixtures;
 pub mod lifecycle;
 pub mod storage;
+pub mod timefmt;
 
 pub use config::Config;
 pub use error::{Error, ErrorKind, Result};

@@ -6,6 +6,9 @@
 //!
 //! The repository, scheduler thread and worker pool come next (issue 5).
 
+pub mod action;
 pub mod events;
 pub mod progress;
+pub mod repository;
+pub mod scheduler;
 pub mod settings;

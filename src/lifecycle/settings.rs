@@ -138,12 +138,19 @@ pub struct LifecycleLimits {
     pub min_older_than: i64,
 }
 
+impl LifecycleLimits {
+    /// The limits a configuration sets.
+    pub fn from_config(config: &crate::Config) -> Self {
+        LifecycleLimits {
+            min_interval: config.lifecycle_min_interval,
+            min_older_than: config.lifecycle_min_older_than,
+        }
+    }
+}
+
 impl Default for LifecycleLimits {
     fn default() -> Self {
-        LifecycleLimits {
-            min_interval: 10 * 60 * 1_000_000,
-            min_older_than: 3600 * 1_000_000,
-        }
+        Self::from_config(&crate::Config::default())
     }
 }
 

@@ -1,0 +1,323 @@
+//! The lifecycle repository: what should run. It validates and persists policy definitions
+//! in `.lifecycles` (crash-safe replace), reloads them at open — a definition that no longer
+//! validates is logged and kept on disk but not run — and drives the scheduler. The
+//! read-only variant (replica role) lists nothing, refuses every change and starts no thread.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::{Deserialize, Serialize};
+
+use crate::Config;
+use crate::error::{Error, Result};
+use crate::lifecycle::events::EventLog;
+use crate::lifecycle::scheduler::{RunContext, RuntimeInfo, Scheduler};
+use crate::lifecycle::settings::{
+    LifecycleLimits, LifecycleMode, LifecycleSettings, LifecycleType,
+};
+use crate::storage::fsutil::write_atomic;
+use crate::storage::{CompressPool, Store};
+use crate::timefmt::rfc3339;
+
+/// File in the data directory holding the definitions.
+pub const LIFECYCLES_FILE: &str = ".lifecycles";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Definition {
+    settings: LifecycleSettings,
+    #[serde(default)]
+    provisioned: bool,
+    /// Set when the definition failed validation at load: kept, not run.
+    #[serde(skip)]
+    invalid: bool,
+}
+
+/// A policy's info, in the API's field order, plus our runtime fields.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LifecycleInfo {
+    /// Policy name.
+    pub name: String,
+    /// Defined by the server's startup configuration.
+    pub is_provisioned: bool,
+    /// Its worker exists (true for every loaded policy on a normal server).
+    pub is_running: bool,
+    /// delete or compress.
+    #[serde(rename = "type")]
+    pub kind: LifecycleType,
+    /// enabled, disabled or dry_run.
+    pub mode: LifecycleMode,
+    /// When the last run started (RFC 3339), null before the first run.
+    pub last_run: Option<String>,
+    /// Ours: when the next run is due.
+    pub next_run: Option<String>,
+    /// Ours: `ok` or `error` for the last run.
+    pub last_status: Option<String>,
+    /// Ours: the last run's error.
+    pub last_error: Option<String>,
+    /// Ours: runs since the server started.
+    pub total_runs: u64,
+    /// Ours: failed runs since the server started.
+    pub total_failures: u64,
+    /// Ours: records processed since the server started.
+    pub processed_records_total: u64,
+    /// Ours: bytes saved by compression since the server started.
+    pub bytes_saved_total: u64,
+}
+
+struct Repo {
+    store: Arc<Store>,
+    limits: LifecycleLimits,
+    path: PathBuf,
+    definitions: Mutex<BTreeMap<String, Definition>>,
+    scheduler: Scheduler,
+}
+
+/// The lifecycle repository (normal or read-only).
+pub struct LifecycleRepository {
+    repo: Option<Repo>,
+}
+
+fn read_only(action: &str) -> Error {
+    Error::forbidden(format!("Cannot {action} in read-only mode"))
+}
+
+fn not_found(name: &str) -> Error {
+    Error::not_found(format!("Lifecycle '{name}' does not exist"))
+}
+
+impl LifecycleRepository {
+    /// Loads `.lifecycles` from the store's data directory and starts the scheduler with
+    /// `config.worker_threads` workers.
+    pub fn open(store: Arc<Store>, config: &Config) -> Result<Self> {
+        let path = store.data_path().join(LIFECYCLES_FILE);
+        let mut definitions: BTreeMap<String, Definition> = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| Error::internal(format!("{} does not parse: {e}", path.display())))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
+        };
+        let events = if config.system_events {
+            Some(Arc::new(EventLog::open(&store, &config.instance_name)?))
+        } else {
+            None
+        };
+        let context = RunContext {
+            store: store.clone(),
+            events,
+            pool: Arc::new(CompressPool::new(config.compress_threads.max(1))?),
+        };
+        let scheduler = Scheduler::start(context, config.worker_threads)?;
+        let limits = LifecycleLimits::from_config(config);
+        for (name, def) in definitions.iter_mut() {
+            match def.settings.validate(name, &store, &limits) {
+                Ok(policy) => scheduler.upsert(policy, def.settings.mode)?,
+                Err(e) => {
+                    log::error!("lifecycle '{name}' is not started: {e}");
+                    def.invalid = true;
+                }
+            }
+        }
+        log::info!("lifecycle repository: {} policies", definitions.len());
+        Ok(LifecycleRepository {
+            repo: Some(Repo {
+                store,
+                limits,
+                path,
+                definitions: Mutex::new(definitions),
+                scheduler,
+            }),
+        })
+    }
+
+    /// The repository of a replica: nothing listed, every change refused, no threads.
+    pub fn read_only() -> Self {
+        LifecycleRepository { repo: None }
+    }
+
+    fn repo(&self, action: &str) -> Result<&Repo> {
+        self.repo.as_ref().ok_or_else(|| read_only(action))
+    }
+
+    /// Creates a policy.
+    pub fn create(&self, name: &str, settings: LifecycleSettings) -> Result<()> {
+        let repo = self.repo("create lifecycle")?;
+        let policy = {
+            let mut defs = repo.lock();
+            if defs.contains_key(name) {
+                return Err(Error::conflict(format!(
+                    "Lifecycle '{name}' already exists"
+                )));
+            }
+            let policy = settings.validate(name, &repo.store, &repo.limits)?;
+            let def = Definition {
+                settings,
+                provisioned: false,
+                invalid: false,
+            };
+            repo.save_with(&mut defs, name, Some(def))?;
+            policy
+        };
+        let mode = policy.settings.mode;
+        repo.scheduler.upsert(policy, mode)
+    }
+
+    /// Replaces a policy's settings (mode included); a run in progress is cancelled and
+    /// waited for.
+    pub fn update(&self, name: &str, settings: LifecycleSettings) -> Result<()> {
+        let repo = self.repo("update lifecycle")?;
+        let policy = {
+            let mut defs = repo.lock();
+            let def = defs.get(name).ok_or_else(|| not_found(name))?;
+            if def.provisioned {
+                return Err(Error::conflict(format!(
+                    "Can't update provisioned lifecycle '{name}'"
+                )));
+            }
+            let policy = settings.validate(name, &repo.store, &repo.limits)?;
+            let def = Definition {
+                settings,
+                provisioned: false,
+                invalid: false,
+            };
+            repo.save_with(&mut defs, name, Some(def))?;
+            policy
+        };
+        let mode = policy.settings.mode;
+        repo.scheduler.upsert(policy, mode)
+    }
+
+    /// Creates or replaces a policy from the server's startup configuration and marks it
+    /// provisioned.
+    pub fn provision(&self, name: &str, settings: LifecycleSettings) -> Result<()> {
+        let repo = self.repo("provision lifecycle")?;
+        let policy = {
+            let mut defs = repo.lock();
+            let policy = settings.validate(name, &repo.store, &repo.limits)?;
+            let def = Definition {
+                settings,
+                provisioned: true,
+                invalid: false,
+            };
+            repo.save_with(&mut defs, name, Some(def))?;
+            policy
+        };
+        let mode = policy.settings.mode;
+        repo.scheduler.upsert(policy, mode)
+    }
+
+    /// A policy's info and settings.
+    pub fn get(&self, name: &str) -> Result<(LifecycleInfo, LifecycleSettings)> {
+        let repo = self.repo("get lifecycle info")?;
+        let runtime = repo.scheduler.info()?;
+        let defs = repo.lock();
+        let def = defs.get(name).ok_or_else(|| not_found(name))?;
+        Ok((info(name, def, runtime.get(name)), def.settings.clone()))
+    }
+
+    /// Info of every policy, sorted by name (a replica lists nothing).
+    pub fn list(&self) -> Result<Vec<LifecycleInfo>> {
+        let Some(repo) = &self.repo else {
+            return Ok(Vec::new());
+        };
+        let runtime = repo.scheduler.info()?;
+        let defs = repo.lock();
+        Ok(defs
+            .iter()
+            .map(|(name, def)| info(name, def, runtime.get(name)))
+            .collect())
+    }
+
+    /// Changes a policy's mode (allowed on provisioned policies too).
+    pub fn set_mode(&self, name: &str, mode: LifecycleMode) -> Result<()> {
+        let repo = self.repo("update lifecycle mode")?;
+        {
+            let mut defs = repo.lock();
+            let mut def = defs.get(name).ok_or_else(|| not_found(name))?.clone();
+            def.settings.mode = mode;
+            repo.save_with(&mut defs, name, Some(def))?;
+        }
+        repo.scheduler.set_mode(name, mode)
+    }
+
+    /// Removes a policy; a run in progress is cancelled and waited for.
+    pub fn remove(&self, name: &str) -> Result<()> {
+        let repo = self.repo("remove lifecycle")?;
+        {
+            let mut defs = repo.lock();
+            let def = defs.get(name).ok_or_else(|| not_found(name))?;
+            if def.provisioned {
+                return Err(Error::conflict(format!(
+                    "Can't remove provisioned lifecycle '{name}'"
+                )));
+            }
+            repo.save_with(&mut defs, name, None)?;
+        }
+        repo.scheduler.remove(name)
+    }
+
+    /// Runs a policy now.
+    pub fn run_now(&self, name: &str) -> Result<()> {
+        let repo = self.repo("run lifecycle")?;
+        if !repo.lock().contains_key(name) {
+            return Err(not_found(name));
+        }
+        repo.scheduler.run_now(name)
+    }
+
+    /// Cancels running policies, waits for them and stops the threads.
+    pub fn shutdown(self) {
+        if let Some(repo) = self.repo {
+            repo.scheduler.shutdown();
+        }
+    }
+}
+
+impl Repo {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Definition>> {
+        self.definitions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Applies one change to the definitions and persists them; on failure nothing
+    /// changes in memory either.
+    fn save_with(
+        &self,
+        defs: &mut BTreeMap<String, Definition>,
+        name: &str,
+        def: Option<Definition>,
+    ) -> Result<()> {
+        let mut next = defs.clone();
+        match def {
+            Some(def) => next.insert(name.to_string(), def),
+            None => next.remove(name),
+        };
+        let body = serde_json::to_vec_pretty(&next)
+            .map_err(|e| Error::internal(format!("encoding lifecycles: {e}")))?;
+        write_atomic(&self.path, &body)?;
+        *defs = next;
+        Ok(())
+    }
+}
+
+fn info(name: &str, def: &Definition, runtime: Option<&RuntimeInfo>) -> LifecycleInfo {
+    let runtime = runtime.cloned().unwrap_or_default();
+    LifecycleInfo {
+        name: name.to_string(),
+        is_provisioned: def.provisioned,
+        is_running: !def.invalid,
+        kind: def.settings.kind,
+        mode: def.settings.mode,
+        last_run: runtime.last_run.map(rfc3339),
+        next_run: runtime.next_run.map(rfc3339),
+        last_status: runtime.last_status,
+        last_error: if def.invalid {
+            Some("the policy failed validation when it was loaded; see the log".into())
+        } else {
+            runtime.last_error
+        },
+        total_runs: runtime.total_runs,
+        total_failures: runtime.total_failures,
+        processed_records_total: runtime.processed_records_total,
+        bytes_saved_total: runtime.bytes_saved_total,
+    }
+}

@@ -1,0 +1,528 @@
+//! The scheduler thread and the worker pool (DESIGN.md, "Threads and channels").
+//!
+//! One thread owns every policy's runtime state and a min-heap of `(deadline, policy,
+//! generation)`. It blocks on the command channel, the results channel and a timer for the
+//! earliest deadline — no polling, so thousands of idle policies cost nothing. A heap item
+//! whose generation is stale (the policy was updated, disabled or removed) is skipped when
+//! popped. A policy's next deadline is computed only when its run's outcome arrives, so it
+//! never overlaps itself: after `interval`, or after 100 ms when the run affected nothing and
+//! was not caught up (sparse data advances quickly).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::{Receiver, Sender, select};
+
+use crate::error::{Error, Result};
+use crate::lifecycle::action::{RunOutcome, run_policy};
+use crate::lifecycle::events::{EventLog, RunEvent};
+use crate::lifecycle::settings::{LifecycleMode, Policy};
+use crate::storage::{CompressPool, Store};
+
+/// Delay before the next run when a run affected nothing and is not caught up.
+pub const CATCH_UP_DELAY: Duration = Duration::from_millis(100);
+
+/// Runtime state of a policy, as the repository reports it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuntimeInfo {
+    /// A run is in progress now.
+    pub running_now: bool,
+    /// When the last run started.
+    pub last_run: Option<SystemTime>,
+    /// When the next run is due (`None` while disabled or running).
+    pub next_run: Option<SystemTime>,
+    /// `ok` or `error` for the last run.
+    pub last_status: Option<String>,
+    /// The last run's error message.
+    pub last_error: Option<String>,
+    /// Runs so far (since start).
+    pub total_runs: u64,
+    /// Failed runs so far.
+    pub total_failures: u64,
+    /// Records processed over all runs.
+    pub processed_records_total: u64,
+    /// Bytes saved by compression over all runs.
+    pub bytes_saved_total: u64,
+}
+
+enum Command {
+    /// Create or replace a policy; replies once a run of the old version has stopped.
+    Upsert(Arc<Policy>, LifecycleMode, Sender<()>),
+    /// Remove a policy; replies once its run (if any) has stopped.
+    Remove(String, Sender<()>),
+    SetMode(String, LifecycleMode, Sender<()>),
+    RunNow(String, Sender<Result<()>>),
+    Info(Sender<HashMap<String, RuntimeInfo>>),
+}
+
+struct Job {
+    policy: Arc<Policy>,
+    generation: u64,
+    dry_run: bool,
+    cancel: Arc<AtomicBool>,
+}
+
+struct Done {
+    name: String,
+    generation: u64,
+    started: SystemTime,
+    result: Result<RunOutcome>,
+}
+
+struct Slot {
+    policy: Arc<Policy>,
+    mode: LifecycleMode,
+    generation: u64,
+    running: Option<Arc<AtomicBool>>,
+    waiters: Vec<Sender<()>>,
+    removed: bool,
+    next_run: Option<Instant>,
+    info: RuntimeInfo,
+}
+
+/// What the workers need to run policies.
+pub struct RunContext {
+    /// The store policies work on.
+    pub store: Arc<Store>,
+    /// Where run events go (and progress comes from); `None` when system events are off.
+    pub events: Option<Arc<EventLog>>,
+    /// The shared recompression pool.
+    pub pool: Arc<CompressPool>,
+}
+
+/// Handle to the scheduler thread and its worker pool.
+pub struct Scheduler {
+    commands: Sender<Command>,
+    threads: Vec<JoinHandle<()>>,
+    shutdown: Arc<AtomicBool>,
+}
+
+fn micros(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+impl Scheduler {
+    /// Starts the scheduler thread and `workers` worker threads.
+    pub fn start(context: RunContext, workers: usize) -> Result<Scheduler> {
+        let (command_tx, command_rx) = crossbeam_channel::unbounded();
+        let (job_tx, job_rx) = crossbeam_channel::unbounded::<Job>();
+        let (done_tx, done_rx) = crossbeam_channel::unbounded::<Done>();
+        let shutdown = Arc::new(AtomicBool::new(false));
+        let context = Arc::new(context);
+        let mut threads = Vec::new();
+        for i in 0..workers.max(1) {
+            let (jobs, done, context) = (job_rx.clone(), done_tx.clone(), context.clone());
+            let thread = std::thread::Builder::new()
+                .name(format!("halflife-lifecycle-{i}"))
+                .spawn(move || worker(&context, &jobs, &done))
+                .map_err(|e| Error::internal(format!("starting a lifecycle worker: {e}")))?;
+            threads.push(thread);
+        }
+        let stop = shutdown.clone();
+        let thread = std::thread::Builder::new()
+            .name("halflife-scheduler".into())
+            .spawn(move || {
+                let mut state = State {
+                    slots: HashMap::new(),
+                    heap: BinaryHeap::new(),
+                    jobs: job_tx,
+                };
+                state.run(&command_rx, &done_rx, &stop);
+            })
+            .map_err(|e| Error::internal(format!("starting the lifecycle scheduler: {e}")))?;
+        threads.push(thread);
+        Ok(Scheduler {
+            commands: command_tx,
+            threads,
+            shutdown,
+        })
+    }
+
+    fn call<T>(&self, make: impl FnOnce(Sender<T>) -> Command) -> Result<T> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.commands
+            .send(make(tx))
+            .map_err(|_| Error::internal("the lifecycle scheduler has stopped"))?;
+        rx.recv()
+            .map_err(|_| Error::internal("the lifecycle scheduler has stopped"))
+    }
+
+    /// Creates or replaces a policy; a run of its old version is cancelled first.
+    pub fn upsert(&self, policy: Policy, mode: LifecycleMode) -> Result<()> {
+        self.call(|tx| Command::Upsert(Arc::new(policy), mode, tx))
+    }
+
+    /// Removes a policy, cancelling and waiting for its run.
+    pub fn remove(&self, name: &str) -> Result<()> {
+        self.call(|tx| Command::Remove(name.to_string(), tx))
+    }
+
+    /// Changes a policy's mode; takes effect at once.
+    pub fn set_mode(&self, name: &str, mode: LifecycleMode) -> Result<()> {
+        self.call(|tx| Command::SetMode(name.to_string(), mode, tx))
+    }
+
+    /// Runs a policy now (unless it is running or disabled).
+    pub fn run_now(&self, name: &str) -> Result<()> {
+        self.call(|tx| Command::RunNow(name.to_string(), tx))?
+    }
+
+    /// Runtime state of every policy.
+    pub fn info(&self) -> Result<HashMap<String, RuntimeInfo>> {
+        self.call(Command::Info)
+    }
+
+    /// Cancels running policies, waits for them and stops every thread.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        self.shutdown.store(true, Ordering::Release);
+        // Closing the command channel wakes the scheduler up.
+        let (closed, _) = crossbeam_channel::unbounded();
+        self.commands = closed;
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Scheduler {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn worker(context: &RunContext, jobs: &Receiver<Job>, done: &Sender<Done>) {
+    for job in jobs.iter() {
+        let started = SystemTime::now();
+        let clock = Instant::now();
+        let cancel = job.cancel.clone();
+        let result = run_policy(
+            &context.store,
+            &job.policy,
+            job.dry_run,
+            context.events.as_deref(),
+            &context.pool,
+            &|| cancel.load(Ordering::Relaxed),
+            micros(started),
+        );
+        let duration = clock.elapsed();
+        let policy = &job.policy;
+        match &result {
+            Ok(o) => log::info!(
+                "lifecycle '{}' ({}{}): {} records, {} blocks in {:?}{}",
+                policy.name,
+                policy.settings.kind.as_str(),
+                if job.dry_run { ", dry run" } else { "" },
+                o.records,
+                o.blocks,
+                duration,
+                if o.caught_up { ", caught up" } else { "" }
+            ),
+            Err(e) => log::error!("lifecycle '{}' failed after {duration:?}: {e}", policy.name),
+        }
+        if let Some(events) = &context.events {
+            let event = run_event(policy, job.dry_run, duration, &result, events);
+            if let Err(e) = events.write(micros(started), &event) {
+                log::error!("lifecycle '{}': writing its run event: {e}", policy.name);
+            }
+        }
+        let message = Done {
+            name: policy.name.clone(),
+            generation: job.generation,
+            started,
+            result,
+        };
+        if done.send(message).is_err() {
+            break;
+        }
+    }
+}
+
+fn run_event(
+    policy: &Policy,
+    dry_run: bool,
+    duration: Duration,
+    result: &Result<RunOutcome>,
+    events: &EventLog,
+) -> RunEvent {
+    let mut event = RunEvent {
+        policy_name: policy.name.clone(),
+        action_type: policy.settings.kind.as_str().to_string(),
+        bucket: policy.settings.bucket.clone(),
+        duration: duration.as_micros() as u64,
+        processed_records: 0,
+        processed_blocks: 0,
+        caught_up: false,
+        last_processed_ts: None,
+        dry_run,
+        bytes_saved: 0,
+        status: None,
+        message: None,
+    };
+    match result {
+        Ok(o) => {
+            event.processed_records = o.records;
+            event.processed_blocks = o.blocks;
+            event.caught_up = o.caught_up;
+            event.last_processed_ts = o.last_processed_ts;
+            event.bytes_saved = o.bytes_saved;
+        }
+        Err(e) => {
+            event.status = Some(e.kind().http_status());
+            event.message = Some(e.message().to_string());
+            // Keep the saved progress: an error must not send the policy back to the start.
+            event.last_processed_ts = events.last_progress(&policy.name).ok().flatten();
+        }
+    }
+    event
+}
+
+struct State {
+    slots: HashMap<String, Slot>,
+    heap: BinaryHeap<Reverse<(Instant, String, u64)>>,
+    jobs: Sender<Job>,
+}
+
+impl State {
+    fn run(&mut self, commands: &Receiver<Command>, done: &Receiver<Done>, stop: &AtomicBool) {
+        loop {
+            if stop.load(Ordering::Acquire) {
+                break;
+            }
+            let timer = match self.heap.peek() {
+                Some(Reverse((deadline, _, _))) => crossbeam_channel::at(*deadline),
+                None => crossbeam_channel::never(),
+            };
+            select! {
+                recv(commands) -> command => match command {
+                    Ok(command) => self.handle(command),
+                    Err(_) => break,
+                },
+                recv(done) -> message => {
+                    if let Ok(message) = message {
+                        self.finished(message);
+                    }
+                },
+                recv(timer) -> _ => self.dispatch_due(),
+            }
+        }
+        // Shutdown: cancel what runs, wait for the outcomes, release everyone waiting.
+        for slot in self.slots.values() {
+            if let Some(cancel) = &slot.running {
+                cancel.store(true, Ordering::Release);
+            }
+        }
+        while self.slots.values().any(|s| s.running.is_some()) {
+            match done.recv() {
+                Ok(message) => self.finished(message),
+                Err(_) => break,
+            }
+        }
+        let (closed, _) = crossbeam_channel::unbounded();
+        self.jobs = closed;
+    }
+
+    fn schedule(&mut self, name: &str, delay: Duration) {
+        let Some(slot) = self.slots.get_mut(name) else {
+            return;
+        };
+        if slot.mode == LifecycleMode::Disabled || slot.removed {
+            slot.next_run = None;
+            slot.info.next_run = None;
+            return;
+        }
+        let deadline = Instant::now() + delay;
+        slot.next_run = Some(deadline);
+        slot.info.next_run = Some(SystemTime::now() + delay);
+        self.heap
+            .push(Reverse((deadline, name.to_string(), slot.generation)));
+    }
+
+    fn handle(&mut self, command: Command) {
+        match command {
+            Command::Upsert(policy, mode, reply) => {
+                let name = policy.name.clone();
+                let interval = Duration::from_micros(policy.interval);
+                let slot = self.slots.entry(name.clone()).or_insert_with(|| Slot {
+                    policy: policy.clone(),
+                    mode,
+                    generation: 0,
+                    running: None,
+                    waiters: Vec::new(),
+                    removed: false,
+                    next_run: None,
+                    info: RuntimeInfo::default(),
+                });
+                slot.policy = policy;
+                slot.mode = mode;
+                slot.generation += 1;
+                slot.removed = false;
+                let waiting = match &slot.running {
+                    Some(cancel) => {
+                        cancel.store(true, Ordering::Release);
+                        slot.waiters.push(reply.clone());
+                        true
+                    }
+                    None => false,
+                };
+                self.schedule(&name, interval);
+                if !waiting {
+                    let _ = reply.send(());
+                }
+            }
+            Command::Remove(name, reply) => match self.slots.get_mut(&name) {
+                Some(slot) if slot.running.is_some() => {
+                    slot.removed = true;
+                    slot.generation += 1;
+                    if let Some(cancel) = &slot.running {
+                        cancel.store(true, Ordering::Release);
+                    }
+                    slot.waiters.push(reply);
+                }
+                _ => {
+                    self.slots.remove(&name);
+                    let _ = reply.send(());
+                }
+            },
+            Command::SetMode(name, mode, reply) => {
+                if let Some(slot) = self.slots.get_mut(&name) {
+                    let was_disabled = slot.mode == LifecycleMode::Disabled;
+                    slot.mode = mode;
+                    if mode == LifecycleMode::Disabled {
+                        slot.generation += 1;
+                        slot.next_run = None;
+                        slot.info.next_run = None;
+                    } else if was_disabled && slot.running.is_none() {
+                        slot.generation += 1;
+                        let interval = Duration::from_micros(slot.policy.interval);
+                        self.schedule(&name, interval);
+                    }
+                }
+                let _ = reply.send(());
+            }
+            Command::RunNow(name, reply) => {
+                let answer = match self.slots.get(&name) {
+                    None => Err(Error::not_found(format!(
+                        "Lifecycle '{name}' does not exist"
+                    ))),
+                    Some(slot) if slot.running.is_some() => Err(Error::conflict(format!(
+                        "Lifecycle '{name}' is already running"
+                    ))),
+                    Some(slot) if slot.mode == LifecycleMode::Disabled => {
+                        Err(Error::conflict(format!("Lifecycle '{name}' is disabled")))
+                    }
+                    Some(_) => {
+                        if let Some(slot) = self.slots.get_mut(&name) {
+                            // The pending deadline is replaced by this run's outcome.
+                            slot.generation += 1;
+                        }
+                        self.dispatch(&name);
+                        Ok(())
+                    }
+                };
+                let _ = reply.send(answer);
+            }
+            Command::Info(reply) => {
+                let info = self
+                    .slots
+                    .iter()
+                    .filter(|(_, s)| !s.removed)
+                    .map(|(name, s)| {
+                        let mut info = s.info.clone();
+                        info.running_now = s.running.is_some();
+                        (name.clone(), info)
+                    })
+                    .collect();
+                let _ = reply.send(info);
+            }
+        }
+    }
+
+    fn dispatch_due(&mut self) {
+        let now = Instant::now();
+        while let Some(Reverse((deadline, _, _))) = self.heap.peek() {
+            if *deadline > now {
+                break;
+            }
+            let Some(Reverse((_, name, generation))) = self.heap.pop() else {
+                break;
+            };
+            let current = self.slots.get(&name).is_some_and(|s| {
+                s.generation == generation
+                    && s.running.is_none()
+                    && s.mode != LifecycleMode::Disabled
+            });
+            if current {
+                self.dispatch(&name);
+            }
+        }
+    }
+
+    fn dispatch(&mut self, name: &str) {
+        let Some(slot) = self.slots.get_mut(name) else {
+            return;
+        };
+        let cancel = Arc::new(AtomicBool::new(false));
+        slot.running = Some(cancel.clone());
+        slot.next_run = None;
+        slot.info.next_run = None;
+        slot.info.last_run = Some(SystemTime::now());
+        let job = Job {
+            policy: slot.policy.clone(),
+            generation: slot.generation,
+            dry_run: slot.mode == LifecycleMode::DryRun,
+            cancel,
+        };
+        if self.jobs.send(job).is_err() {
+            slot.running = None;
+        }
+    }
+
+    fn finished(&mut self, done: Done) {
+        let Some(slot) = self.slots.get_mut(&done.name) else {
+            return;
+        };
+        slot.running = None;
+        slot.info.last_run = Some(done.started);
+        slot.info.total_runs += 1;
+        let delay = match &done.result {
+            Ok(o) => {
+                slot.info.last_status = Some("ok".into());
+                slot.info.last_error = None;
+                slot.info.processed_records_total += o.records;
+                slot.info.bytes_saved_total += o.bytes_saved;
+                if o.records == 0 && !o.caught_up {
+                    CATCH_UP_DELAY
+                } else {
+                    Duration::from_micros(slot.policy.interval)
+                }
+            }
+            Err(e) => {
+                slot.info.last_status = Some("error".into());
+                slot.info.last_error = Some(e.message().to_string());
+                slot.info.total_failures += 1;
+                Duration::from_micros(slot.policy.interval)
+            }
+        };
+        for waiter in slot.waiters.drain(..) {
+            let _ = waiter.send(());
+        }
+        if slot.removed {
+            self.slots.remove(&done.name);
+            return;
+        }
+        // An update during the run already scheduled the new version; otherwise (same
+        // version, or re-enabled while it ran) schedule the next run now.
+        if slot.generation == done.generation || slot.next_run.is_none() {
+            self.schedule(&done.name, delay);
+        }
+    }
+}
