@@ -102,11 +102,8 @@ impl LifecycleRepository {
         } else {
             None
         };
-        let context = RunContext {
-            store: store.clone(),
-            events,
-            pool: Arc::new(CompressPool::new(config.compress_threads.max(1))?),
-        };
+        let pool = Arc::new(CompressPool::new(config.compress_threads.max(1))?);
+        let context = RunContext::storage(store.clone(), events, pool);
         let scheduler = Scheduler::start(context, config.worker_threads)?;
         let limits = LifecycleLimits::from_config(config);
         for (name, def) in definitions.iter_mut() {

@@ -57,6 +57,7 @@ enum Command {
     SetMode(String, LifecycleMode, Sender<()>),
     RunNow(String, Sender<Result<()>>),
     Info(Sender<HashMap<String, RuntimeInfo>>),
+    Stats(Sender<SchedulerStats>),
 }
 
 struct Job {
@@ -84,15 +85,50 @@ struct Slot {
     info: RuntimeInfo,
 }
 
+/// Runs one policy: `(policy, dry_run, cancel, now_us)` → outcome. The storage action in
+/// production; benches plug in a no-op to measure the scheduler alone.
+pub type ActionFn =
+    dyn Fn(&Policy, bool, &dyn Fn() -> bool, u64) -> Result<RunOutcome> + Send + Sync;
+
 /// What the workers need to run policies.
 pub struct RunContext {
-    /// The store policies work on.
-    pub store: Arc<Store>,
+    /// The action a worker runs.
+    pub action: Arc<ActionFn>,
     /// Where run events go (and progress comes from); `None` when system events are off.
     pub events: Option<Arc<EventLog>>,
-    /// The shared recompression pool.
-    pub pool: Arc<CompressPool>,
 }
+
+impl RunContext {
+    /// The production context: runs policies against `store`, compressing on `pool`.
+    pub fn storage(
+        store: Arc<Store>,
+        events: Option<Arc<EventLog>>,
+        pool: Arc<CompressPool>,
+    ) -> Self {
+        let log = events.clone();
+        let action = move |policy: &Policy, dry_run: bool, cancel: &dyn Fn() -> bool, now: u64| {
+            run_policy(&store, policy, dry_run, log.as_deref(), &pool, cancel, now)
+        };
+        RunContext {
+            action: Arc::new(action),
+            events,
+        }
+    }
+}
+
+/// How punctual dispatching is: lateness of runs behind their deadline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SchedulerStats {
+    /// Runs dispatched on a deadline (not "run now").
+    pub dispatched: u64,
+    /// Median lateness over the last samples, in µs.
+    pub lateness_p50: u64,
+    /// 99th percentile lateness over the last samples, in µs.
+    pub lateness_p99: u64,
+}
+
+/// Lateness samples kept for the percentiles.
+const LATENESS_SAMPLES: usize = 1 << 16;
 
 /// Handle to the scheduler thread and its worker pool.
 pub struct Scheduler {
@@ -131,6 +167,8 @@ impl Scheduler {
                     slots: HashMap::new(),
                     heap: BinaryHeap::new(),
                     jobs: job_tx,
+                    lateness: Vec::new(),
+                    dispatched: 0,
                 };
                 state.run(&command_rx, &done_rx, &stop);
             })
@@ -177,6 +215,11 @@ impl Scheduler {
         self.call(Command::Info)
     }
 
+    /// Dispatch punctuality so far.
+    pub fn stats(&self) -> Result<SchedulerStats> {
+        self.call(Command::Stats)
+    }
+
     /// Cancels running policies, waits for them and stops every thread.
     pub fn shutdown(mut self) {
         self.stop();
@@ -204,12 +247,9 @@ fn worker(context: &RunContext, jobs: &Receiver<Job>, done: &Sender<Done>) {
         let started = SystemTime::now();
         let clock = Instant::now();
         let cancel = job.cancel.clone();
-        let result = run_policy(
-            &context.store,
+        let result = (context.action)(
             &job.policy,
             job.dry_run,
-            context.events.as_deref(),
-            &context.pool,
             &|| cancel.load(Ordering::Relaxed),
             micros(started),
         );
@@ -289,6 +329,9 @@ struct State {
     slots: HashMap<String, Slot>,
     heap: BinaryHeap<Reverse<(Instant, String, u64)>>,
     jobs: Sender<Job>,
+    /// Ring of recent lateness samples (µs).
+    lateness: Vec<u64>,
+    dispatched: u64,
 }
 
 impl State {
@@ -430,6 +473,21 @@ impl State {
                 };
                 let _ = reply.send(answer);
             }
+            Command::Stats(reply) => {
+                let mut samples = self.lateness.clone();
+                samples.sort_unstable();
+                let pick = |q: f64| {
+                    samples
+                        .get(((samples.len() as f64 - 1.0) * q) as usize)
+                        .copied()
+                        .unwrap_or(0)
+                };
+                let _ = reply.send(SchedulerStats {
+                    dispatched: self.dispatched,
+                    lateness_p50: pick(0.5),
+                    lateness_p99: pick(0.99),
+                });
+            }
             Command::Info(reply) => {
                 let info = self
                     .slots
@@ -448,11 +506,11 @@ impl State {
 
     fn dispatch_due(&mut self) {
         let now = Instant::now();
-        while let Some(Reverse((deadline, _, _))) = self.heap.peek() {
-            if *deadline > now {
+        while let Some(Reverse((next, _, _))) = self.heap.peek() {
+            if *next > now {
                 break;
             }
-            let Some(Reverse((_, name, generation))) = self.heap.pop() else {
+            let Some(Reverse((deadline, name, generation))) = self.heap.pop() else {
                 break;
             };
             let current = self.slots.get(&name).is_some_and(|s| {
@@ -461,6 +519,16 @@ impl State {
                     && s.mode != LifecycleMode::Disabled
             });
             if current {
+                let late = Instant::now()
+                    .saturating_duration_since(deadline)
+                    .as_micros() as u64;
+                let slot = (self.dispatched as usize) % LATENESS_SAMPLES;
+                if slot < self.lateness.len() {
+                    self.lateness[slot] = late;
+                } else {
+                    self.lateness.push(late);
+                }
+                self.dispatched += 1;
                 self.dispatch(&name);
             }
         }
