@@ -9,6 +9,7 @@
 //! - [`fixtures`]: real data sets as records, for benches, tests and demos.
 
 pub mod config;
+pub mod demo;
 pub mod duration;
 pub mod error;
 pub mod fixtures;

@@ -18,6 +18,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Show what halflife does, on real data: builds a store from the fixtures in a
+    /// temporary directory, runs a delete policy (with a `when` condition) and a compress
+    /// policy, and prints the store before and after and the event trail.
+    Demo {
+        /// Keep the store in this directory instead of a temporary one.
+        #[arg(long)]
+        keep: Option<PathBuf>,
+    },
     /// Print every bucket and entry of a data directory: records, blocks, size, time range.
     ///
     /// Opening the directory also removes leftovers of interrupted changes, so do not run
@@ -62,6 +70,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Info { data_path } => info(data_path),
+        Command::Demo { keep } => halflife::demo::run(&mut std::io::stdout(), keep.as_deref()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

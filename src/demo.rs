@@ -1,0 +1,198 @@
+//! `halflife demo`: the whole idea in one run. Builds a store from the real fixtures in a
+//! temporary directory, lets a delete policy (with a `when` condition) and a compress policy
+//! (older than one day) run, and prints the store before and after, and the event trail.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::Config;
+use crate::error::{Error, Result};
+use crate::fixtures::{self, FixtureRecord};
+use crate::lifecycle::events::{EventLog, RunEvent, SYSTEM_BUCKET};
+use crate::lifecycle::repository::LifecycleRepository;
+use crate::lifecycle::settings::LifecycleSettings;
+use crate::storage::{Bucket, BucketSettings, QueryOptions, RecordMeta, Store};
+
+const DELETE_POLICY: &str = r#"{"type":"delete","bucket":"airport","entries":["flights","logs/*"],
+  "older_than":"30d","interval":"1s","processing_interval":"1000d",
+  "when":{"$or":[{"&carrier":{"$in":["OO","HA"]}},{"&action":{"$eq":"status"}}]}}"#;
+const COMPRESS_POLICY: &str = r#"{"type":"compress","bucket":"airport","older_than":"1d",
+  "interval":"1s","processing_interval":"1000d","compression":{"algorithm":"zstd","level":9}}"#;
+
+fn io(e: std::io::Error) -> Error {
+    Error::io("writing the demo output", e)
+}
+
+/// Runs the demo, writing its report to `out`. The store lives in `dir` (created), or in a
+/// temporary directory removed at the end.
+pub fn run(out: &mut dyn Write, dir: Option<&Path>) -> Result<()> {
+    let (path, remove) = match dir {
+        Some(d) => (d.to_path_buf(), false),
+        None => (
+            std::env::temp_dir().join(format!("halflife-demo-{}", std::process::id())),
+            true,
+        ),
+    };
+    let result = run_in(out, &path);
+    if remove {
+        let _ = std::fs::remove_dir_all(&path);
+    } else {
+        writeln!(out, "\nthe store is kept in {}", path.display()).map_err(io)?;
+    }
+    result
+}
+
+fn run_in(out: &mut dyn Write, path: &PathBuf) -> Result<()> {
+    let mut config = Config::new(path);
+    config.lifecycle_min_interval = 1_000_000;
+    config.lifecycle_min_older_than = 1_000_000;
+    config.instance_name = "demo".into();
+    let store = Arc::new(Store::open(config.clone())?);
+    let bucket = store.create_bucket("airport", BucketSettings::default())?;
+
+    let src = fixtures::fixtures_dir();
+    writeln!(
+        out,
+        "halflife demo: loading the real fixtures from {}",
+        src.display()
+    )
+    .map_err(io)?;
+    let started = Instant::now();
+    let mut sets = vec![
+        fixtures::flights(&src, Some(100_000))?,
+        fixtures::weather(&src)?,
+        fixtures::dpkg_log(&src)?,
+        fixtures::images(&src)?,
+    ];
+    for set in &mut sets {
+        write_all(&bucket, set)?;
+    }
+    writeln!(
+        out,
+        "wrote {} records in {:.1?}\n",
+        sets.iter().map(Vec::len).sum::<usize>(),
+        started.elapsed()
+    )
+    .map_err(io)?;
+    let before = snapshot(&bucket)?;
+
+    let repo = LifecycleRepository::open(store.clone(), &config)?;
+    let delete = LifecycleSettings::from_json(DELETE_POLICY.as_bytes())?;
+    let compress = LifecycleSettings::from_json(COMPRESS_POLICY.as_bytes())?;
+    writeln!(out, "policy drop-noise: delete, flights and logs/*, older than 30d, when carrier is OO or HA, or the log action is 'status'").map_err(io)?;
+    writeln!(
+        out,
+        "policy squeeze:    compress to zstd 9, every entry, older than 1d\n"
+    )
+    .map_err(io)?;
+    repo.create("drop-noise", delete)?;
+    repo.create("squeeze", compress)?;
+    // Start each now, one after the other; the scheduler then walks through the years of
+    // data window by window (100 ms apart while windows are empty) until caught up.
+    let events = EventLog::open(&store, &config.instance_name)?;
+    for name in ["drop-noise", "squeeze"] {
+        repo.run_now(name)?;
+        wait_until_caught_up(&events, name)?;
+    }
+    repo.shutdown();
+    let after = snapshot(&bucket)?;
+
+    writeln!(
+        out,
+        "{:<12} {:>9} {:>9} {:>12} {:>12} {:>7}",
+        "entry", "records", "after", "bytes", "after", "ratio"
+    )
+    .map_err(io)?;
+    for ((name, records, bytes), (_, records_after, bytes_after)) in before.iter().zip(&after) {
+        writeln!(
+            out,
+            "{name:<12} {records:>9} {records_after:>9} {bytes:>12} {bytes_after:>12} {:>6.2}x",
+            *bytes as f64 / (*bytes_after).max(1) as f64
+        )
+        .map_err(io)?;
+    }
+    let (bytes, bytes_after): (u64, u64) = before
+        .iter()
+        .zip(&after)
+        .map(|(b, a)| (b.2, a.2))
+        .fold((0, 0), |s, x| (s.0 + x.0, s.1 + x.1));
+    writeln!(
+        out,
+        "{:<12} {:>9} {:>9} {bytes:>12} {bytes_after:>12} {:>6.2}x\n",
+        "total",
+        "",
+        "",
+        bytes as f64 / bytes_after.max(1) as f64
+    )
+    .map_err(io)?;
+
+    writeln!(
+        out,
+        "event trail ({SYSTEM_BUCKET}, entries lifecycle/demo/<policy>):"
+    )
+    .map_err(io)?;
+    writeln!(
+        out,
+        "{:<12} {:<9} {:>9} {:>7} {:>10} {:>9} status",
+        "policy", "action", "records", "blocks", "duration", "caught up"
+    )
+    .map_err(io)?;
+    let system = store.bucket(SYSTEM_BUCKET)?;
+    for record in system.query(&QueryOptions::default())? {
+        let record = record?;
+        let payload = record
+            .payload
+            .ok_or_else(|| Error::internal("event without payload"))?;
+        let e: RunEvent = serde_json::from_slice(payload.as_slice())
+            .map_err(|err| Error::internal(format!("event does not parse: {err}")))?;
+        writeln!(
+            out,
+            "{:<12} {:<9} {:>9} {:>7} {:>8.1}ms {:>9} {}",
+            e.policy_name,
+            e.action_type,
+            e.processed_records,
+            e.processed_blocks,
+            e.duration as f64 / 1000.0,
+            e.caught_up,
+            e.message.as_deref().unwrap_or("ok")
+        )
+        .map_err(io)?;
+    }
+    Ok(())
+}
+
+fn write_all(bucket: &Bucket, records: &mut [FixtureRecord]) -> Result<()> {
+    for r in records {
+        let meta = RecordMeta {
+            timestamp: r.timestamp,
+            labels: std::mem::take(&mut r.labels),
+            content_type: std::mem::take(&mut r.content_type),
+            size: 0,
+        };
+        bucket.write(&r.entry, meta, &r.payload)?;
+    }
+    Ok(())
+}
+
+fn snapshot(bucket: &Bucket) -> Result<Vec<(String, u64, u64)>> {
+    Ok(bucket
+        .entry_infos()?
+        .into_iter()
+        .map(|e| (e.name, e.record_count, e.size))
+        .collect())
+}
+
+fn wait_until_caught_up(events: &EventLog, name: &str) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !events.latest(name)?.is_some_and(|e| e.caught_up) {
+        if Instant::now() > deadline {
+            return Err(Error::internal(format!(
+                "policy '{name}' did not catch up in time"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
