@@ -504,10 +504,8 @@ fn update_and_remove_cancel_a_running_compression() {
         repo.list().unwrap()[0].last_run.is_some()
     });
     // A second run of the same policy never overlaps the first.
-    let overlap = repo.run_now("heavy");
-    if let Err(e) = &overlap {
-        assert_eq!(e.message(), "Lifecycle 'heavy' is already running");
-    }
+    let overlap = repo.run_now("heavy").unwrap_err();
+    assert_eq!(overlap.message(), "Lifecycle 'heavy' is already running");
     repo.update("heavy", settings(slow.replace("22", "21").as_str()))
         .unwrap();
     repo.run_now("heavy").unwrap();
@@ -521,5 +519,42 @@ fn update_and_remove_cancel_a_running_compression() {
     );
     assert!(repo.list().unwrap().is_empty());
     assert_eq!(count(&store, "b"), 20_000);
+    repo.shutdown();
+}
+
+#[test]
+fn without_system_events_a_run_covers_the_whole_eligible_range() {
+    let (dir, store) = setup();
+    let now = now_us();
+    for i in 0..20 {
+        write(&store, "b", "e", now - 30 * HOUR + i * HOUR, &[]);
+    }
+    let mut cfg = config(dir.path());
+    cfg.system_events = false;
+    let repo = LifecycleRepository::open(store.clone(), &cfg).unwrap();
+    // A one-minute window would need many runs; without events there is no saved progress
+    // and the first run takes everything older than `older_than` at once.
+    repo.create(
+        "all-at-once",
+        settings(r#"{"type":"delete","bucket":"b","older_than":"12h","interval":"1h","processing_interval":"1m"}"#),
+    )
+    .unwrap();
+    repo.run_now("all-at-once").unwrap();
+    wait_until("the run is counted", || {
+        repo.get("all-at-once").unwrap().0.total_runs == 1
+    });
+    assert_eq!(
+        count(&store, "b"),
+        1,
+        "only the record younger than 12h stays"
+    );
+    assert_eq!(
+        repo.get("all-at-once").unwrap().0.processed_records_total,
+        19
+    );
+    assert!(
+        store.bucket(SYSTEM_BUCKET).is_err(),
+        "no event bucket is created"
+    );
     repo.shutdown();
 }
