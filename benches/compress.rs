@@ -15,7 +15,7 @@ use halflife::Config;
 use halflife::fixtures::{self, FixtureRecord};
 use halflife::storage::block::SealedBlock;
 use halflife::storage::index::{EntryIndex, block_path};
-use halflife::storage::{BucketSettings, Codec, CompressPool, RecordMeta, Store};
+use halflife::storage::{BucketSettings, Codec, CompressPool, Store};
 use rayon::prelude::*;
 
 const TARGET: Codec = Codec::Zstd(3);
@@ -33,15 +33,7 @@ fn build(name: &'static str, records: &[FixtureRecord]) -> DataSet {
     let bucket = store
         .create_bucket("bench", BucketSettings::default())
         .expect("bucket");
-    for r in records {
-        let meta = RecordMeta {
-            timestamp: r.timestamp,
-            labels: r.labels.clone(),
-            content_type: r.content_type.clone(),
-            size: 0,
-        };
-        bucket.write(&r.entry, meta, &r.payload).expect("write");
-    }
+    fixtures::write_to(&bucket, records).expect("write");
     // The reference compresses exactly the frames the sealed blocks hold.
     let mut frames = Vec::new();
     for entry in bucket.entry_names() {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use halflife::Config;
 use halflife::fixtures::{self, FixtureRecord};
-use halflife::storage::{BucketSettings, QueryOptions, RecordMeta, Store};
+use halflife::storage::{BucketSettings, QueryOptions, Store};
 
 struct DataSet {
     name: &'static str,
@@ -75,15 +75,7 @@ fn fill(store: &Store, records: &[FixtureRecord]) {
             .create_bucket("bench", BucketSettings::default())
             .expect("bucket"),
     };
-    for r in records {
-        let meta = RecordMeta {
-            timestamp: r.timestamp,
-            labels: r.labels.clone(),
-            content_type: r.content_type.clone(),
-            size: 0,
-        };
-        bucket.write(&r.entry, meta, &r.payload).expect("write");
-    }
+    fixtures::write_to(&bucket, records).expect("write");
 }
 
 fn filled_store(records: &[FixtureRecord]) -> (tempfile::TempDir, Store) {

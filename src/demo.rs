@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use crate::Config;
 use crate::error::{Error, Result};
-use crate::fixtures::{self, FixtureRecord};
+use crate::fixtures;
 use crate::lifecycle::events::{EventLog, RunEvent, SYSTEM_BUCKET};
 use crate::lifecycle::repository::LifecycleRepository;
 use crate::lifecycle::settings::LifecycleSettings;
-use crate::storage::{Bucket, BucketSettings, QueryOptions, RecordMeta, Store};
+use crate::storage::{Bucket, BucketSettings, QueryOptions, Store};
 
 const DELETE_POLICY: &str = r#"{"type":"delete","bucket":"airport","entries":["flights","logs/*"],
   "older_than":"30d","interval":"1s","processing_interval":"1000d",
@@ -60,14 +60,14 @@ fn run_in(out: &mut dyn Write, path: &PathBuf) -> Result<()> {
     )
     .map_err(io)?;
     let started = Instant::now();
-    let mut sets = vec![
+    let sets = vec![
         fixtures::flights(&src, Some(100_000))?,
         fixtures::weather(&src)?,
         fixtures::dpkg_log(&src)?,
         fixtures::images(&src)?,
     ];
-    for set in &mut sets {
-        write_all(&bucket, set)?;
+    for set in &sets {
+        fixtures::write_to(&bucket, set)?;
     }
     writeln!(
         out,
@@ -159,19 +159,6 @@ fn run_in(out: &mut dyn Write, path: &PathBuf) -> Result<()> {
             e.message.as_deref().unwrap_or("ok")
         )
         .map_err(io)?;
-    }
-    Ok(())
-}
-
-fn write_all(bucket: &Bucket, records: &mut [FixtureRecord]) -> Result<()> {
-    for r in records {
-        let meta = RecordMeta {
-            timestamp: r.timestamp,
-            labels: std::mem::take(&mut r.labels),
-            content_type: std::mem::take(&mut r.content_type),
-            size: 0,
-        };
-        bucket.write(&r.entry, meta, &r.payload)?;
     }
     Ok(())
 }

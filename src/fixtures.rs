@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::storage::Labels;
+use crate::storage::{Bucket, Labels, RecordMeta};
 use crate::timefmt::days_from_civil;
 
 /// One record of a fixture data set.
@@ -23,6 +23,20 @@ pub struct FixtureRecord {
     pub content_type: String,
     /// Payload bytes.
     pub payload: Vec<u8>,
+}
+
+/// Writes fixture records into a bucket (each into its own entry).
+pub fn write_to(bucket: &Bucket, records: &[FixtureRecord]) -> Result<()> {
+    for r in records {
+        let meta = RecordMeta {
+            timestamp: r.timestamp,
+            labels: r.labels.clone(),
+            content_type: r.content_type.clone(),
+            size: 0,
+        };
+        bucket.write(&r.entry, meta, &r.payload)?;
+    }
+    Ok(())
 }
 
 /// The `data-fixtures/` directory: `HALFLIFE_FIXTURES` if set, else the one in the source

@@ -139,68 +139,32 @@ impl LifecycleRepository {
     /// Creates a policy.
     pub fn create(&self, name: &str, settings: LifecycleSettings) -> Result<()> {
         let repo = self.repo("create lifecycle")?;
-        let policy = {
-            let mut defs = repo.lock();
-            if defs.contains_key(name) {
-                return Err(Error::conflict(format!(
-                    "Lifecycle '{name}' already exists"
-                )));
-            }
-            let policy = settings.validate(name, &repo.store, &repo.limits)?;
-            let def = Definition {
-                settings,
-                provisioned: false,
-                invalid: false,
-            };
-            repo.save_with(&mut defs, name, Some(def))?;
-            policy
-        };
-        let mode = policy.settings.mode;
-        repo.scheduler.upsert(policy, mode)
+        repo.define(name, settings, false, |existing| match existing {
+            Some(_) => Err(Error::conflict(format!(
+                "Lifecycle '{name}' already exists"
+            ))),
+            None => Ok(()),
+        })
     }
 
     /// Replaces a policy's settings (mode included); a run in progress is cancelled and
     /// waited for.
     pub fn update(&self, name: &str, settings: LifecycleSettings) -> Result<()> {
         let repo = self.repo("update lifecycle")?;
-        let policy = {
-            let mut defs = repo.lock();
-            let def = defs.get(name).ok_or_else(|| not_found(name))?;
-            if def.provisioned {
-                return Err(Error::conflict(format!(
-                    "Can't update provisioned lifecycle '{name}'"
-                )));
-            }
-            let policy = settings.validate(name, &repo.store, &repo.limits)?;
-            let def = Definition {
-                settings,
-                provisioned: false,
-                invalid: false,
-            };
-            repo.save_with(&mut defs, name, Some(def))?;
-            policy
-        };
-        let mode = policy.settings.mode;
-        repo.scheduler.upsert(policy, mode)
+        repo.define(name, settings, false, |existing| match existing {
+            None => Err(not_found(name)),
+            Some(def) if def.provisioned => Err(Error::conflict(format!(
+                "Can't update provisioned lifecycle '{name}'"
+            ))),
+            Some(_) => Ok(()),
+        })
     }
 
     /// Creates or replaces a policy from the server's startup configuration and marks it
     /// provisioned.
     pub fn provision(&self, name: &str, settings: LifecycleSettings) -> Result<()> {
         let repo = self.repo("provision lifecycle")?;
-        let policy = {
-            let mut defs = repo.lock();
-            let policy = settings.validate(name, &repo.store, &repo.limits)?;
-            let def = Definition {
-                settings,
-                provisioned: true,
-                invalid: false,
-            };
-            repo.save_with(&mut defs, name, Some(def))?;
-            policy
-        };
-        let mode = policy.settings.mode;
-        repo.scheduler.upsert(policy, mode)
+        repo.define(name, settings, true, |_| Ok(()))
     }
 
     /// A policy's info and settings.
@@ -271,6 +235,32 @@ impl LifecycleRepository {
 }
 
 impl Repo {
+    /// Stores a definition: `check` sees the existing one first, then the settings are
+    /// validated, persisted, and handed to the scheduler (which cancels and waits for a run
+    /// of the old version).
+    fn define(
+        &self,
+        name: &str,
+        settings: LifecycleSettings,
+        provisioned: bool,
+        check: impl FnOnce(Option<&Definition>) -> Result<()>,
+    ) -> Result<()> {
+        let policy = {
+            let mut defs = self.lock();
+            check(defs.get(name))?;
+            let policy = settings.validate(name, &self.store, &self.limits)?;
+            let def = Definition {
+                settings,
+                provisioned,
+                invalid: false,
+            };
+            self.save_with(&mut defs, name, Some(def))?;
+            policy
+        };
+        let mode = policy.settings.mode;
+        self.scheduler.upsert(policy, mode)
+    }
+
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Definition>> {
         self.definitions.lock().unwrap_or_else(|p| p.into_inner())
     }
