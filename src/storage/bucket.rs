@@ -13,7 +13,7 @@ use crate::storage::bulk::{RecordFilter, RemoveStats};
 use crate::storage::cache::BlockCache;
 use crate::storage::condition::Condition;
 use crate::storage::entry::{Entry, EntryInfo};
-use crate::storage::fsutil::{fsync_dir, write_atomic};
+use crate::storage::fsutil::{TMP_SUFFIX, fsync_dir, remove_file_if_exists, write_atomic};
 use crate::storage::index::INDEX_FILE;
 use crate::storage::names::validate_entry_name;
 use crate::storage::pattern::EntryPatterns;
@@ -39,12 +39,19 @@ pub(crate) fn trash_name() -> String {
     )
 }
 
-/// Removes `.trash-*` leftovers of interrupted deletions in `dir`.
+/// Removes leftovers of interrupted changes in `dir`: `.trash-*` directories (deletions,
+/// bucket creations) and `*.tmp` files (atomic replaces of settings or `.lifecycles`).
 pub(crate) fn remove_trash(dir: &Path) -> Result<()> {
     let listing =
         std::fs::read_dir(dir).map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
     for item in listing.flatten() {
-        if item.file_name().to_string_lossy().starts_with(TRASH_PREFIX) {
+        let name = item.file_name().to_string_lossy().into_owned();
+        if name.ends_with(TMP_SUFFIX) && item.file_type().is_ok_and(|t| t.is_file()) {
+            log::info!("removing leftover {}", item.path().display());
+            remove_file_if_exists(&item.path())?;
+            continue;
+        }
+        if name.starts_with(TRASH_PREFIX) {
             log::info!("removing leftover {}", item.path().display());
             std::fs::remove_dir_all(item.path())
                 .map_err(|e| Error::io(format!("removing {}", item.path().display()), e))?;
