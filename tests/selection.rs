@@ -180,3 +180,25 @@ fn query_applies_patterns_and_conditions() {
         "{err}"
     );
 }
+
+#[test]
+fn bulk_removal_stops_between_entries_when_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(Config::new(dir.path())).unwrap();
+    let bucket = store.create_bucket("b", BucketSettings::default()).unwrap();
+    let flights = fixtures::flights(&fixtures::fixtures_dir(), Some(100)).unwrap();
+    for entry in ["a", "b", "c"] {
+        write_all(&bucket, &flights, entry);
+    }
+    let asked = std::sync::atomic::AtomicUsize::new(0);
+    let after_one = || asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= 1;
+    let stats = bucket
+        .remove_records_until(&[], 0, u64::MAX, None, false, &after_one)
+        .unwrap();
+    assert_eq!(stats.records, 100);
+    let left: Vec<u64> = ["a", "b", "c"]
+        .iter()
+        .map(|e| bucket.entry(e).unwrap().info().unwrap().record_count)
+        .collect();
+    assert_eq!(left, vec![0, 100, 100]);
+}

@@ -74,11 +74,14 @@ pub fn run_policy(
     match policy.settings.kind {
         LifecycleType::Delete => {
             let when = policy.when.as_ref();
-            let stats = if dry_run {
-                bucket.count_records(entries, window.start, window.stop, when)?
-            } else {
-                bucket.remove_records(entries, window.start, window.stop, when)?
-            };
+            let stats = bucket.remove_records_until(
+                entries,
+                window.start,
+                window.stop,
+                when,
+                dry_run,
+                cancel,
+            )?;
             outcome.records = stats.records;
             outcome.blocks = stats.blocks;
         }
@@ -100,12 +103,12 @@ pub fn run_policy(
             if !dry_run {
                 outcome.bytes_saved = stats.bytes_before.saturating_sub(stats.bytes_after);
             }
-            if !dry_run && cancel() {
-                // A cancelled run did not finish its window: do not claim progress past it.
-                outcome.caught_up = false;
-                outcome.last_processed_ts = progress.flatten();
-            }
         }
+    }
+    if cancel() {
+        // A cancelled run may not have finished its window: claim no progress past it.
+        outcome.caught_up = false;
+        outcome.last_processed_ts = progress.flatten();
     }
     Ok(outcome)
 }

@@ -387,7 +387,7 @@ impl Bucket {
         stop: u64,
         when: Option<&Condition>,
     ) -> Result<RemoveStats> {
-        self.bulk(entries, start, stop, when, false)
+        self.remove_records_until(entries, start, stop, when, false, &|| false)
     }
 
     /// Counts what [`Bucket::remove_records`] would remove, changing nothing.
@@ -398,21 +398,28 @@ impl Bucket {
         stop: u64,
         when: Option<&Condition>,
     ) -> Result<RemoveStats> {
-        self.bulk(entries, start, stop, when, true)
+        self.remove_records_until(entries, start, stop, when, true, &|| false)
     }
 
-    fn bulk(
+    /// [`Bucket::remove_records`] (or, with `dry_run`, [`Bucket::count_records`]) that asks
+    /// `cancel` between entries and stops early when it says yes; what was done stays done
+    /// (each entry commits on its own).
+    pub fn remove_records_until(
         &self,
         entries: &[String],
         start: u64,
         stop: u64,
         when: Option<&Condition>,
         dry_run: bool,
+        cancel: &dyn Fn() -> bool,
     ) -> Result<RemoveStats> {
         let evaluate = |meta: &RecordMeta| when.map_or(Ok(true), |c| c.evaluate(meta));
         let filter: Option<&RecordFilter> = when.map(|_| &evaluate as &RecordFilter);
         let mut stats = RemoveStats::default();
         for entry in self.select_entries(entries)? {
+            if cancel() {
+                break;
+            }
             stats.add(entry.remove_range(start, stop, filter, dry_run)?);
         }
         Ok(stats)
