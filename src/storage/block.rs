@@ -184,11 +184,6 @@ impl BlockWriter {
         Ok(())
     }
 
-    /// Number of records pushed so far.
-    pub fn record_count(&self) -> usize {
-        self.records.len()
-    }
-
     /// Writes the record table and footer and fsyncs the file.
     pub fn finish(mut self) -> Result<BlockSummary> {
         if !self.frame_raw.is_empty() || self.frames.is_empty() {

@@ -74,14 +74,4 @@ impl BlockCache {
     pub fn evict(&self, key: BlockKey) {
         self.lock().blocks.remove(&key);
     }
-
-    /// Number of cached blocks.
-    pub fn len(&self) -> usize {
-        self.lock().blocks.len()
-    }
-
-    /// True when nothing is cached.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }

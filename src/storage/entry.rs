@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::storage::block::SealedBlock;
 use crate::storage::cache::BlockCache;
 use crate::storage::fsutil::remove_file_if_exists;
-use crate::storage::index::{BlockEntry, EntryIndex, INDEX_FILE, block_path, log_path};
+use crate::storage::index::{BlockEntry, EntryIndex, block_path, log_path};
 use crate::storage::log::{LogRecord, OpenLog};
 use crate::storage::record::{Labels, Payload, Record, RecordMeta};
 
@@ -487,11 +487,6 @@ impl Entry {
             self.discard_block_file(seq);
         }
         Ok(())
-    }
-
-    /// Path of the index file (for tests and tools).
-    pub fn index_path(&self) -> PathBuf {
-        self.dir.join(INDEX_FILE)
     }
 }
 
