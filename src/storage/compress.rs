@@ -35,9 +35,11 @@ use crate::storage::entry::Entry;
 use crate::storage::fsutil::remove_file_if_exists;
 use crate::storage::index::{BlockEntry, block_path};
 
-/// Tasks (frames, record tables) per window, per thread: enough to smooth out uneven
-/// frames while keeping memory bounded.
-const TASKS_PER_THREAD: usize = 8;
+/// Input per window, per thread, in units of the configured frame size (8 MiB with the
+/// default 1 MiB frames). Windows are measured in bytes, not frames, so blocks smaller than
+/// a frame still make windows big enough to keep every thread busy; memory stays bounded by
+/// about twice this (the window being encoded and the one being written) per thread.
+const WINDOW_FRAMES_PER_THREAD: u64 = 8;
 /// Commit an entry's finished blocks once this many are waiting…
 const COMMIT_BATCH: usize = 64;
 /// …or once the oldest has waited this long.
@@ -219,6 +221,16 @@ struct Task {
     block: Arc<SealedBlock>,
 }
 
+impl Task {
+    /// Bytes the task reads: what windows are measured in.
+    fn weight(&self) -> u64 {
+        match self.part {
+            Part::Records => self.block.records_section().len() as u64,
+            Part::Frame(i) => self.block.frames()[i].raw_len,
+        }
+    }
+}
+
 /// The result of a task.
 enum Encoded {
     Records(Vec<u8>),
@@ -365,8 +377,10 @@ impl Run<'_> {
     /// Runs the stream as a two-stage pipeline: while the pool works on one window of
     /// tasks, this thread writes (and commits) the window before it.
     fn stream(&mut self, pool: &CompressPool, cancel: &dyn Fn() -> bool) -> Result<()> {
-        let window = pool.threads() * TASKS_PER_THREAD;
+        let frame_size = self.jobs.first().map_or(1 << 20, |j| j.entry.frame_size) as u64;
+        let window = pool.threads() as u64 * WINDOW_FRAMES_PER_THREAD * frame_size;
         let mut queue: VecDeque<Task> = VecDeque::new();
+        let mut queued = 0u64;
         let mut next_job = 0;
         let mut encoded: Option<(Vec<Task>, Vec<Result<Encoded>>)> = None;
         loop {
@@ -377,11 +391,19 @@ impl Run<'_> {
                 );
                 return Ok(());
             }
-            while queue.len() < window && next_job < self.jobs.len() {
-                self.enqueue(next_job, &mut queue);
+            while queued < window && next_job < self.jobs.len() {
+                queued += self.enqueue(next_job, &mut queue);
                 next_job += 1;
             }
-            let batch: Vec<Task> = queue.drain(..window.min(queue.len())).collect();
+            let mut batch = Vec::new();
+            let mut batch_bytes = 0;
+            while batch_bytes < window
+                && let Some(task) = queue.pop_front()
+            {
+                batch_bytes += task.weight();
+                batch.push(task);
+            }
+            queued -= batch_bytes;
             if batch.is_empty() && encoded.is_none() {
                 return Ok(());
             }
@@ -403,25 +425,30 @@ impl Run<'_> {
         }
     }
 
-    /// Maps the next eligible block and queues its tasks; a block that cannot be read is
-    /// left as it is and counted as skipped.
-    fn enqueue(&mut self, job_index: usize, queue: &mut VecDeque<Task>) {
+    /// Maps the next eligible block and queues its tasks, returning their weight; a block
+    /// that cannot be read is left as it is and counted as skipped.
+    fn enqueue(&mut self, job_index: usize, queue: &mut VecDeque<Task>) -> u64 {
         let job = &self.jobs[job_index];
         match job.entry.block_frames(&job.old) {
             Ok(block) => {
                 let parts = std::iter::once(Part::Records)
                     .chain((0..block.frames().len()).map(Part::Frame));
+                let mut weight = 0;
                 for part in parts {
-                    queue.push_back(Task {
+                    let task = Task {
                         job: job_index,
                         part,
                         block: block.clone(),
-                    });
+                    };
+                    weight += task.weight();
+                    queue.push_back(task);
                 }
+                weight
             }
             Err(e) => {
                 log::warn!("not recompressing: {e}");
                 self.stats.skipped += 1;
+                0
             }
         }
     }
