@@ -20,6 +20,7 @@ use std::borrow::Cow;
 use std::collections::{HashSet, VecDeque};
 use std::fs::File;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
@@ -192,7 +193,6 @@ impl Entry {
 
 /// A recompressed block waiting for its commit.
 struct Finished {
-    job: usize,
     old: BlockEntry,
     new: BlockEntry,
     path: PathBuf,
@@ -323,40 +323,106 @@ impl Bucket {
                 });
             }
         }
-        // New block files are fsynced by a helper thread while the stream goes on; a batch
-        // is committed only once every file in it is synced.
-        let (sync_tx, sync_rx) = mpsc::channel::<(usize, File)>();
-        let (ack_tx, ack_rx) = mpsc::channel::<(usize, std::io::Result<()>)>();
+        // Finished block files go to a committer thread, which fsyncs them and commits
+        // them in batches while the stream goes on.
+        let (commit_tx, commit_rx) = mpsc::channel::<(Arc<Entry>, Finished, File)>();
+        let committer_failed = AtomicBool::new(false);
         std::thread::scope(|scope| {
-            scope.spawn(move || {
-                for (job, file) in sync_rx {
-                    if ack_tx.send((job, file.sync_all())).is_err() {
-                        break;
-                    }
-                }
-            });
+            let committer = scope.spawn(|| commit_loop(commit_rx, &committer_failed));
             let mut run = Run {
                 jobs: &jobs,
                 target,
                 stats: CompressStats::default(),
-                pending: Vec::new(),
                 output: None,
-                sync_tx,
-                acks: ack_rx,
-                synced: HashSet::new(),
+                commits: commit_tx,
                 failed: HashSet::new(),
             };
-            let result = run.stream(pool, cancel);
-            // Whatever happened, commit finished blocks and discard a half-written one.
+            let cancelled = || cancel() || committer_failed.load(Ordering::Relaxed);
+            let result = run.stream(pool, &cancelled);
+            // Whatever happened, discard a half-written block and let the committer finish.
             if let Some(out) = run.output.take() {
                 drop(out.writer);
                 let _ = remove_file_if_exists(&out.path);
             }
-            let flushed = run.flush_due(true);
+            let Run {
+                mut stats, commits, ..
+            } = run;
+            drop(commits);
+            let committed = committer
+                .join()
+                .unwrap_or_else(|_| Err(Error::internal("the block committer panicked")));
             result?;
-            flushed?;
-            Ok(run.stats)
+            stats.add(committed?);
+            Ok(stats)
         })
+    }
+}
+
+/// The committer thread: fsyncs finished block files and commits them per entry in
+/// batches (64 blocks, or whatever waited a second, or all at the end). After an error it
+/// discards what still arrives, raises `failed` so the stream stops, and reports the error.
+fn commit_loop(
+    rx: mpsc::Receiver<(Arc<Entry>, Finished, File)>,
+    failed: &AtomicBool,
+) -> Result<CompressStats> {
+    let mut stats = CompressStats::default();
+    let mut pending: Vec<PendingCommits> = Vec::new();
+    let mut error: Option<Error> = None;
+    let mut flush = |pending: &mut Vec<PendingCommits>, all: bool, error: &mut Option<Error>| {
+        let mut i = 0;
+        while i < pending.len() {
+            let p = &pending[i];
+            if !(all || p.done.len() >= COMMIT_BATCH || p.since.elapsed() >= COMMIT_EVERY) {
+                i += 1;
+                continue;
+            }
+            let p = pending.swap_remove(i);
+            if error.is_some() {
+                for f in &p.done {
+                    let _ = remove_file_if_exists(&f.path);
+                }
+                continue;
+            }
+            match p.entry.commit_recompressed(p.done) {
+                Ok(committed) => stats.add(committed),
+                Err(e) => *error = Some(e),
+            }
+        }
+    };
+    loop {
+        match rx.recv_timeout(COMMIT_EVERY) {
+            Ok((entry, finished, file)) => {
+                if error.is_none()
+                    && let Err(e) = file.sync_all()
+                {
+                    error = Some(Error::io("syncing a recompressed block", e));
+                }
+                if error.is_some() {
+                    failed.store(true, Ordering::Relaxed);
+                    let _ = remove_file_if_exists(&finished.path);
+                    continue;
+                }
+                match pending.iter_mut().find(|p| Arc::ptr_eq(&p.entry, &entry)) {
+                    Some(p) => p.done.push(finished),
+                    None => pending.push(PendingCommits {
+                        entry,
+                        done: vec![finished],
+                        since: Instant::now(),
+                    }),
+                }
+                flush(&mut pending, false, &mut error);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => flush(&mut pending, false, &mut error),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        if error.is_some() {
+            failed.store(true, Ordering::Relaxed);
+        }
+    }
+    flush(&mut pending, true, &mut error);
+    match error {
+        Some(e) => Err(e),
+        None => Ok(stats),
     }
 }
 
@@ -365,17 +431,15 @@ struct Run<'a> {
     jobs: &'a [Job],
     target: Codec,
     stats: CompressStats,
-    pending: Vec<PendingCommits>,
     output: Option<Output>,
-    sync_tx: mpsc::Sender<(usize, File)>,
-    acks: mpsc::Receiver<(usize, std::io::Result<()>)>,
-    synced: HashSet<usize>,
+    commits: mpsc::Sender<(Arc<Entry>, Finished, File)>,
     failed: HashSet<usize>,
 }
 
 impl Run<'_> {
     /// Runs the stream as a two-stage pipeline: while the pool works on one window of
-    /// tasks, this thread writes (and commits) the window before it.
+    /// tasks, this thread writes the window before it (the committer thread syncs and
+    /// commits finished blocks).
     fn stream(&mut self, pool: &CompressPool, cancel: &dyn Fn() -> bool) -> Result<()> {
         let frame_size = self.jobs.first().map_or(1 << 20, |j| j.entry.frame_size) as u64;
         let window = pool.threads() as u64 * WINDOW_FRAMES_PER_THREAD * frame_size;
@@ -472,8 +536,7 @@ impl Run<'_> {
                 }
             }
         }
-        self.collect_acks(false)?;
-        self.flush_due(false)
+        Ok(())
     }
 
     fn write_part(&mut self, task: Task, encoded: Encoded) -> Result<()> {
@@ -513,66 +576,13 @@ impl Run<'_> {
             .expect("the output being finished exists");
         let writer = out.writer.expect("a block with frames has a writer");
         let (summary, file) = writer.finish_copied(&out.block, &job.old, &out.packed_records)?;
-        self.sync_tx
-            .send((task.job, file))
-            .map_err(|_| Error::internal("the block sync thread stopped"))?;
         let finished = Finished {
-            job: task.job,
             old: job.old.clone(),
             new: BlockEntry::from_summary(job.new_seq, &summary),
             path: out.path,
         };
-        match self
-            .pending
-            .iter_mut()
-            .find(|p| Arc::ptr_eq(&p.entry, &job.entry))
-        {
-            Some(p) => p.done.push(finished),
-            None => self.pending.push(PendingCommits {
-                entry: job.entry.clone(),
-                done: vec![finished],
-                since: Instant::now(),
-            }),
-        }
-        Ok(())
-    }
-
-    /// Records sync acknowledgements: those already in, or (with `wait`) one more.
-    fn collect_acks(&mut self, wait: bool) -> Result<()> {
-        let mut next = if wait {
-            self.acks.recv().ok()
-        } else {
-            self.acks.try_recv().ok()
-        };
-        while let Some((job, synced)) = next {
-            synced.map_err(|e| Error::io("syncing a recompressed block", e))?;
-            self.synced.insert(job);
-            next = self.acks.try_recv().ok();
-        }
-        Ok(())
-    }
-
-    /// Commits entries whose batch is big or old enough (or all of them with `all`), each
-    /// once every block file in it is synced.
-    fn flush_due(&mut self, all: bool) -> Result<()> {
-        let mut i = 0;
-        while i < self.pending.len() {
-            let p = &self.pending[i];
-            if all || p.done.len() >= COMMIT_BATCH || p.since.elapsed() >= COMMIT_EVERY {
-                let p = self.pending.swap_remove(i);
-                while p.done.iter().any(|f| !self.synced.contains(&f.job)) {
-                    if let Err(e) = self.collect_acks(true) {
-                        for f in &p.done {
-                            let _ = remove_file_if_exists(&f.path);
-                        }
-                        return Err(e);
-                    }
-                }
-                self.stats.add(p.entry.commit_recompressed(p.done)?);
-            } else {
-                i += 1;
-            }
-        }
-        Ok(())
+        self.commits
+            .send((job.entry.clone(), finished, file))
+            .map_err(|_| Error::internal("the block committer stopped"))
     }
 }
