@@ -1,18 +1,19 @@
 //! Parallel recompression of sealed blocks: the primitive behind the compress lifecycle.
 //!
 //! A block is eligible when it is sealed, all its records lie in `[start, stop)`, and its
-//! codec is weaker than the target. The work is a stream of frames over all eligible
-//! blocks: frames are decoded from the memory-mapped source and encoded on a rayon pool in
-//! windows of a few frames per thread, then written in order into the new block files by
-//! the calling thread while the pool already encodes the next window. So
-//! one huge block keeps every thread busy, many small blocks do too, and memory stays
-//! bounded by the window (threads × frame size), not by the data.
+//! codec is weaker than the target. The work is one stream of tasks over all eligible
+//! blocks — per block, lz4-packing its record table, and re-encoding each frame from the
+//! memory-mapped source. Tasks run on a rayon pool in windows of about eight frames' worth
+//! of input per thread, while the calling thread writes the previous window, in order, into
+//! the new block files; a committer thread fsyncs finished files and commits them. So one
+//! huge block keeps every thread busy, many small blocks do too, and memory stays bounded
+//! by two windows (threads × frame size), not by the data.
 //!
 //! Concurrency follows DESIGN.md: eligible blocks are snapshotted under a short entry lock,
 //! encoded with no lock held, and committed under a short lock only if the block's sequence
 //! number (its version) is unchanged; otherwise the new file is dropped and the block counts
 //! as skipped. Commits are batched per entry so a run over thousands of blocks does not
-//! rewrite the index thousands of times. A cancel flag is checked between frame windows; a
+//! rewrite the index thousands of times. Cancellation is checked between windows; a
 //! cancelled run commits the blocks it finished and discards the one it was writing, so every
 //! block is either fully old or fully new.
 
