@@ -1,6 +1,8 @@
-//! The on-disk format is a promise: `data-fixtures/golden-v1` was written by the first
-//! version of the format and must stay readable, record for record. Regenerate it only for
-//! a deliberate format change, with `HALFLIFE_REGENERATE_GOLDEN=1 cargo test --test golden`.
+//! The on-disk format is a promise: every `data-fixtures/golden-v*` directory was written by
+//! a version of the format and must stay readable, record for record. `golden-v1` has
+//! record tables in format 1, `golden-v2` in format 2 (dictionaries, varints). A deliberate
+//! format change adds a directory: `HALFLIFE_REGENERATE_GOLDEN=1 cargo test --test golden`
+//! writes the current one; older ones are never rewritten.
 
 use std::path::{Path, PathBuf};
 
@@ -11,8 +13,18 @@ use halflife::storage::{
     BucketSettings, Codec, CompressPool, Labels, QueryOptions, RecordMeta, Store,
 };
 
-fn golden_dir() -> PathBuf {
-    fixtures::fixtures_dir().join("golden-v1")
+/// The directory the current version writes.
+const CURRENT: &str = "golden-v2";
+
+fn golden_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(fixtures::fixtures_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("golden-v"))
+        .map(|e| e.path())
+        .collect();
+    dirs.sort();
+    dirs
 }
 
 /// The records the golden directory holds, after the operations `generate` applied.
@@ -101,15 +113,27 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 #[test]
-fn golden_data_directory_reads_back_exactly() {
+fn golden_data_directories_read_back_exactly() {
     if std::env::var_os("HALFLIFE_REGENERATE_GOLDEN").is_some() {
-        let _ = std::fs::remove_dir_all(golden_dir());
-        generate(&golden_dir());
+        let current = fixtures::fixtures_dir().join(CURRENT);
+        let _ = std::fs::remove_dir_all(&current);
+        generate(&current);
     }
+    let dirs = golden_dirs();
+    assert!(
+        dirs.len() >= 2,
+        "golden-v1 and golden-v2 are committed: {dirs:?}"
+    );
+    for dir in dirs {
+        check(&dir);
+    }
+}
+
+fn check(golden: &Path) {
     // Work on a copy: opening must not need to change an intact directory, but the
     // committed fixture must never be touched by a test either way.
     let tmp = tempfile::tempdir().unwrap();
-    copy_dir(&golden_dir(), tmp.path());
+    copy_dir(golden, tmp.path());
     let store = Store::open(Config::new(tmp.path())).unwrap();
     let bucket = store.bucket("golden").unwrap();
     assert_eq!(bucket.entry_names(), vec!["camera", "logs/dpkg", "weather"]);
@@ -145,6 +169,13 @@ fn golden_data_directory_reads_back_exactly() {
     want_sorted.sort_by(|a, b| (&a.entry, a.timestamp).cmp(&(&b.entry, b.timestamp)));
     assert_eq!(got.len(), want_sorted.len());
     for (g, w) in got.iter().zip(&want_sorted) {
-        assert_eq!(g, w, "record {} of {}", w.timestamp, w.entry);
+        assert_eq!(
+            g,
+            w,
+            "{}: record {} of {}",
+            golden.display(),
+            w.timestamp,
+            w.entry
+        );
     }
 }

@@ -29,6 +29,19 @@ impl BinaryWriter {
         self.u32(v.len() as u32);
         self.buf.extend_from_slice(v.as_bytes());
     }
+    /// Appends an unsigned LEB128 varint (1 byte for values below 128).
+    pub fn varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.buf.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.buf.push(v as u8);
+    }
+    /// Appends a string with a varint length prefix.
+    pub fn short_str(&mut self, v: &str) {
+        self.varint(v.len() as u64);
+        self.buf.extend_from_slice(v.as_bytes());
+    }
     /// Appends a label set: a count, then name/value pairs in name order.
     pub fn labels(&mut self, labels: &Labels) {
         self.u32(labels.len() as u32);
@@ -92,6 +105,29 @@ impl<'a> BinaryReader<'a> {
         a.copy_from_slice(b);
         Ok(u64::from_le_bytes(a))
     }
+    /// Reads an unsigned LEB128 varint.
+    pub fn varint(&mut self) -> Result<u64> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = self.u8()?;
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(Error::internal(format!(
+            "{} holds an overlong varint",
+            self.what
+        )))
+    }
+    /// Reads a string with a varint length prefix.
+    pub fn short_str(&mut self) -> Result<String> {
+        let len = usize::try_from(self.varint()?)
+            .map_err(|_| Error::internal(format!("{} holds an absurd length", self.what)))?;
+        let raw = self.take(len)?;
+        String::from_utf8(raw.to_vec())
+            .map_err(|_| Error::internal(format!("{} holds a string that is not UTF-8", self.what)))
+    }
     /// Reads a length-prefixed UTF-8 string.
     pub fn str(&mut self) -> Result<String> {
         let len = self.u32()? as usize;
@@ -133,6 +169,18 @@ mod tests {
         assert_eq!(r.str().unwrap(), "cam/front");
         assert_eq!(r.labels().unwrap(), labels);
         assert_eq!(r.remaining(), 0);
+
+        let mut v = BinaryWriter::default();
+        for x in [0u64, 127, 128, 300, u64::MAX] {
+            v.varint(x);
+        }
+        v.short_str("é");
+        let mut r = BinaryReader::new(&v.buf, "varints");
+        for x in [0u64, 127, 128, 300, u64::MAX] {
+            assert_eq!(r.varint().unwrap(), x);
+        }
+        assert_eq!(r.short_str().unwrap(), "é");
+        assert!(BinaryReader::new(&[0xff; 11], "x").varint().is_err());
 
         let cut = &w.buf[..w.buf.len() - 2];
         let mut r = BinaryReader::new(cut, "cut block");

@@ -4,8 +4,9 @@
 //! "HLBLK001" | frame 0 | frame 1 | … | meta | footer
 //! meta   = codec, frames [offset, stored_len, raw_len, codec, crc32],
 //!          records [timestamp, frame, offset in frame, size, content type, labels]
-//!          (stored as is, or lz4-packed; see `block_meta.rs`)
-//! footer = meta_offset u64 | meta_len u64 | meta_crc u32 | meta encoding u32 | "HLBLKEND"
+//!          (record table in format 1 or 2, stored as is or lz4-packed; see `block_meta.rs`)
+//! footer = meta_offset u64 | meta_len u64 | meta_crc u32 | encoding u32 | "HLBLKEND"
+//!          (encoding: low byte = packing, second byte = record table format)
 //! ```
 //!
 //! A sealed block file is written once under a fresh name and never modified; changes write
@@ -199,13 +200,13 @@ impl BlockWriter {
         let mut head = meta::encode_head(self.codec, &self.frames);
         let (stored, encoding) = if self.codec == Codec::None {
             meta::encode_records(&self.records, &mut head);
-            (head, meta::META_RAW)
+            (head, meta::META_RAW | meta::TABLE_V2)
         } else {
             let mut records = Vec::new();
             meta::encode_records(&self.records, &mut records);
             (
                 meta::assemble_packed(&head, &meta::pack_records(&records)),
-                meta::META_PACKED,
+                meta::META_PACKED | meta::TABLE_V2,
             )
         };
         let count = self.records.len() as u64;
@@ -239,7 +240,7 @@ impl BlockWriter {
         let stored = meta::assemble_packed(&head, packed_records);
         self.write_tail(
             stored,
-            meta::META_PACKED,
+            meta::META_PACKED | source.table_format,
             entry.first_ts,
             entry.last_ts,
             entry.record_count,
@@ -304,6 +305,8 @@ pub struct SealedBlock {
     records: Vec<BlockRecord>,
     /// The raw bytes of the record table, reused when the block is recompressed.
     records_section: Vec<u8>,
+    /// The table format of `records_section` (`block_meta::TABLE_*`).
+    table_format: u32,
     verified: Vec<AtomicBool>,
     last_frame: Mutex<Option<(u32, Arc<Vec<u8>>)>>,
 }
@@ -380,7 +383,7 @@ impl SealedBlock {
         let (codec, frames, records_start) = meta::decode_frames(&meta, &what, meta_offset as u64)?;
         let records_section = meta[records_start..].to_vec();
         let records = if parse_records {
-            meta::decode_records(&records_section, &frames, &what)?
+            meta::decode_records(&records_section, &frames, &what, encoding)?
         } else {
             Vec::new()
         };
@@ -392,6 +395,7 @@ impl SealedBlock {
             frames,
             records,
             records_section,
+            table_format: encoding & !0xff,
             verified,
             last_frame: Mutex::new(None),
         })

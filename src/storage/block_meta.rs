@@ -1,13 +1,16 @@
 //! The metadata section of a block file: the frame table and the record table.
 //!
-//! Raw layout: `codec u8, level u32, frame count u32, frames…, record count u32, records…`.
-//! The record table comes last so recompression can copy its bytes unchanged. The section
+//! Raw layout: `codec u8, level u32, frame count u32, frames…`, then the record table, last
+//! so recompression can copy its bytes unchanged. Table format 1 (read only) repeats every
+//! string per record; format 2 (written now) uses varints, timestamp deltas and
+//! dictionaries of content types, label names and values. The section
 //! is stored raw (encoding 0, the only form of format v1, still written for uncompressed
 //! blocks, which are read most) or lz4-packed (encoding 1: `raw_len u64` + lz4 bytes) for
 //! compressed blocks, whose tables — repeated labels and content types — otherwise rival
 //! the compressed payload in size.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 use crate::error::{Error, Result};
 use crate::storage::binary::{BinaryReader, BinaryWriter};
@@ -15,12 +18,23 @@ use crate::storage::block::{BlockRecord, FrameInfo};
 use crate::storage::codec::Codec;
 use crate::storage::record::RecordMeta;
 
-/// Metadata stored as is.
+/// Metadata stored as is (low byte of the footer's encoding field).
 pub const META_RAW: u32 = 0;
 /// Metadata stored as `head_len u32, head, records_raw_len u64, lz4(records)`: the record
 /// table is packed on its own so recompression can pack it on the pool while frames are
 /// still being encoded.
 pub const META_PACKED: u32 = 1;
+/// Record table format 1 (second byte of the encoding field): fixed-width fields, strings
+/// repeated per record. Read only; the first version of the format wrote it.
+pub const TABLE_V1: u32 = 0;
+/// Record table format 2: varints, timestamps as deltas, and content types, label names and
+/// label values stored once in dictionaries and referenced by index — labels repeat across
+/// records, so the table shrinks several times over.
+pub const TABLE_V2: u32 = 1 << 8;
+
+fn packing(encoding: u32) -> u32 {
+    encoding & 0xff
+}
 
 /// Encodes the block codec and the frame table.
 pub fn encode_head(codec: Codec, frames: &[FrameInfo]) -> Vec<u8> {
@@ -41,20 +55,42 @@ pub fn encode_head(codec: Codec, frames: &[FrameInfo]) -> Vec<u8> {
     w.buf
 }
 
-/// Appends the record table to `out`.
+/// Appends the record table to `out`, in format 2.
 pub fn encode_records(records: &[BlockRecord], out: &mut Vec<u8>) {
+    fn intern<'a>(dict: &mut Vec<&'a str>, index: &mut HashMap<&'a str, u64>, s: &'a str) -> u64 {
+        *index.entry(s).or_insert_with(|| {
+            dict.push(s);
+            dict.len() as u64 - 1
+        })
+    }
+    let (mut types, mut keys, mut values) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut type_ix, mut key_ix, mut value_ix) = (HashMap::new(), HashMap::new(), HashMap::new());
+    let mut body = BinaryWriter::default();
+    let mut previous = 0u64;
+    for r in records {
+        body.varint(r.meta.timestamp.wrapping_sub(previous));
+        previous = r.meta.timestamp;
+        body.varint(u64::from(r.frame));
+        body.varint(r.offset);
+        body.varint(r.meta.size);
+        body.varint(intern(&mut types, &mut type_ix, &r.meta.content_type));
+        body.varint(r.meta.labels.len() as u64);
+        for (k, v) in &r.meta.labels {
+            body.varint(intern(&mut keys, &mut key_ix, k));
+            body.varint(intern(&mut values, &mut value_ix, v));
+        }
+    }
     let mut w = BinaryWriter {
         buf: std::mem::take(out),
     };
-    w.u32(records.len() as u32);
-    for r in records {
-        w.u64(r.meta.timestamp);
-        w.u32(r.frame);
-        w.u64(r.offset);
-        w.u64(r.meta.size);
-        w.str(&r.meta.content_type);
-        w.labels(&r.meta.labels);
+    w.varint(records.len() as u64);
+    for dict in [&types, &keys, &values] {
+        w.varint(dict.len() as u64);
+        for s in dict.iter() {
+            w.short_str(s);
+        }
     }
+    w.buf.extend_from_slice(&body.buf);
     *out = w.buf;
 }
 
@@ -77,7 +113,7 @@ pub fn assemble_packed(head: &[u8], packed_records: &[u8]) -> Vec<u8> {
 /// The raw section from its stored form.
 pub fn unpack<'a>(stored: &'a [u8], encoding: u32, what: &str) -> Result<Cow<'a, [u8]>> {
     let corrupt = |why: String| Error::internal(format!("{what} is corrupt: {why}"));
-    match encoding {
+    match packing(encoding) {
         META_RAW => Ok(Cow::Borrowed(stored)),
         META_PACKED => {
             let mut r = BinaryReader::new(stored, what);
@@ -133,35 +169,60 @@ pub fn decode_frames(
     Ok((codec, frames, meta.len() - r.remaining()))
 }
 
-/// Parses a record table (the bytes from where [`decode_frames`] stopped).
+/// Parses a record table (the bytes from where [`decode_frames`] stopped) in the table
+/// format the footer's `encoding` names.
 pub fn decode_records(
     section: &[u8],
     frames: &[FrameInfo],
     what: &str,
+    encoding: u32,
 ) -> Result<Vec<BlockRecord>> {
+    let records = match encoding & !0xff {
+        TABLE_V1 => decode_records_v1(section, what)?,
+        TABLE_V2 => decode_records_v2(section, what)?,
+        other => {
+            return Err(Error::internal(format!(
+                "{what} is corrupt: unknown record table format {}",
+                other >> 8
+            )));
+        }
+    };
+    check_records(&records, frames, what)?;
+    Ok(records)
+}
+
+/// Parses a format-2 record table.
+fn decode_records_v2(section: &[u8], what: &str) -> Result<Vec<BlockRecord>> {
     let corrupt = |why: &str| Error::internal(format!("{what} is corrupt: {why}"));
     let mut r = BinaryReader::new(section, what);
-    let record_count = r.u32()? as usize;
-    let mut records: Vec<BlockRecord> = Vec::with_capacity(record_count.min(r.remaining()));
-    for _ in 0..record_count {
-        let timestamp = r.u64()?;
-        let frame = r.u32()?;
-        let offset = r.u64()?;
-        let size = r.u64()?;
-        let content_type = r.str()?;
-        let labels = r.labels()?;
-        let raw_len = frames
-            .get(frame as usize)
-            .ok_or_else(|| corrupt("a record names a missing frame"))?
-            .raw_len;
-        if offset.checked_add(size).is_none_or(|end| end > raw_len) {
-            return Err(corrupt("a record lies outside its frame"));
+    let count = r.varint()? as usize;
+    let mut dicts: [Vec<String>; 3] = Default::default();
+    for dict in dicts.iter_mut() {
+        let n = r.varint()? as usize;
+        for _ in 0..n.min(r.remaining()) {
+            dict.push(r.short_str()?);
         }
-        if records
-            .last()
-            .is_some_and(|p| p.meta.timestamp >= timestamp)
-        {
-            return Err(corrupt("records are not in timestamp order"));
+    }
+    let [types, keys, values] = &dicts;
+    let lookup = |dict: &[String], i: u64| {
+        dict.get(i as usize)
+            .cloned()
+            .ok_or_else(|| corrupt("a record names a missing dictionary entry"))
+    };
+    let mut records = Vec::with_capacity(count.min(r.remaining()));
+    let mut timestamp = 0u64;
+    for _ in 0..count {
+        timestamp = timestamp.wrapping_add(r.varint()?);
+        let frame = u32::try_from(r.varint()?).map_err(|_| corrupt("frame number out of range"))?;
+        let offset = r.varint()?;
+        let size = r.varint()?;
+        let content_type = lookup(types, r.varint()?)?;
+        let label_count = r.varint()? as usize;
+        let mut labels = crate::storage::record::Labels::new();
+        for _ in 0..label_count.min(r.remaining()) {
+            let k = lookup(keys, r.varint()?)?;
+            let v = lookup(values, r.varint()?)?;
+            labels.insert(k, v);
         }
         records.push(BlockRecord {
             meta: RecordMeta {
@@ -174,8 +235,57 @@ pub fn decode_records(
             offset,
         });
     }
+    Ok(records)
+}
+
+/// Checks what every table format must satisfy: records inside their frames, in
+/// timestamp order, at least one.
+fn check_records(records: &[BlockRecord], frames: &[FrameInfo], what: &str) -> Result<()> {
+    let corrupt = |why: &str| Error::internal(format!("{what} is corrupt: {why}"));
+    for (i, rec) in records.iter().enumerate() {
+        let raw_len = frames
+            .get(rec.frame as usize)
+            .ok_or_else(|| corrupt("a record names a missing frame"))?
+            .raw_len;
+        if rec
+            .offset
+            .checked_add(rec.meta.size)
+            .is_none_or(|end| end > raw_len)
+        {
+            return Err(corrupt("a record lies outside its frame"));
+        }
+        if i > 0 && records[i - 1].meta.timestamp >= rec.meta.timestamp {
+            return Err(corrupt("records are not in timestamp order"));
+        }
+    }
     if records.is_empty() {
         return Err(corrupt("no records"));
+    }
+    Ok(())
+}
+
+/// Parses a format-1 record table.
+fn decode_records_v1(section: &[u8], what: &str) -> Result<Vec<BlockRecord>> {
+    let mut r = BinaryReader::new(section, what);
+    let record_count = r.u32()? as usize;
+    let mut records: Vec<BlockRecord> = Vec::with_capacity(record_count.min(r.remaining()));
+    for _ in 0..record_count {
+        let timestamp = r.u64()?;
+        let frame = r.u32()?;
+        let offset = r.u64()?;
+        let size = r.u64()?;
+        let content_type = r.str()?;
+        let labels = r.labels()?;
+        records.push(BlockRecord {
+            meta: RecordMeta {
+                timestamp,
+                labels,
+                content_type,
+                size,
+            },
+            frame,
+            offset,
+        });
     }
     Ok(records)
 }
@@ -183,6 +293,70 @@ pub fn decode_records(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::codec::Codec;
+
+    fn record(ts: u64, frame: u32, offset: u64, labels: &[(&str, &str)]) -> BlockRecord {
+        BlockRecord {
+            meta: RecordMeta {
+                timestamp: ts,
+                labels: labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                content_type: if ts % 2 == 0 {
+                    "application/json"
+                } else {
+                    "text/plain"
+                }
+                .into(),
+                size: 10,
+            },
+            frame,
+            offset,
+        }
+    }
+
+    #[test]
+    fn table_v2_round_trips_and_is_compact() {
+        let frames = vec![FrameInfo {
+            offset: 8,
+            stored_len: 100_000,
+            raw_len: 100_000,
+            codec: Codec::None,
+            crc: 0,
+        }];
+        let records: Vec<BlockRecord> = (0..1000u64)
+            .map(|i| {
+                record(
+                    1_700_000_000_000_000 + i * 37,
+                    0,
+                    i * 10,
+                    &[
+                        ("carrier", ["UA", "AA", "DL"][i as usize % 3]),
+                        ("origin", "EWR"),
+                    ],
+                )
+            })
+            .collect();
+        let mut table = Vec::new();
+        encode_records(&records, &mut table);
+        assert!(table.len() < records.len() * 14, "{} bytes", table.len());
+        let back = decode_records(&table, &frames, "t", META_RAW | TABLE_V2).unwrap();
+        assert_eq!(back, records);
+        // Damage is an error, never a panic.
+        for cut in [1, table.len() / 2, table.len() - 1] {
+            assert!(decode_records(&table[..cut], &frames, "t", TABLE_V2).is_err());
+        }
+        let mut bad = table.clone();
+        bad[2] = 0x7f;
+        let _ = decode_records(&bad, &frames, "t", TABLE_V2);
+        assert!(decode_records(&table, &frames, "t", 7 << 8).is_err());
+        // Records outside their frame or out of order are refused.
+        let outside = vec![record(1, 3, 0, &[])];
+        let mut t = Vec::new();
+        encode_records(&outside, &mut t);
+        assert!(decode_records(&t, &frames, "t", TABLE_V2).is_err());
+    }
 
     #[test]
     fn pack_round_trips_and_rejects_garbage() {
