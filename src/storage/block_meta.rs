@@ -303,7 +303,7 @@ mod tests {
                     .iter()
                     .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect(),
-                content_type: if ts % 2 == 0 {
+                content_type: if ts.is_multiple_of(2) {
                     "application/json"
                 } else {
                     "text/plain"
