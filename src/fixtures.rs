@@ -25,18 +25,28 @@ pub struct FixtureRecord {
     pub payload: Vec<u8>,
 }
 
-/// Writes fixture records into a bucket (each into its own entry).
+/// Writes fixture records into a bucket, each into its own entry.
 pub fn write_to(bucket: &Bucket, records: &[FixtureRecord]) -> Result<()> {
-    for r in records {
-        let meta = RecordMeta {
-            timestamp: r.timestamp,
-            labels: r.labels.clone(),
-            content_type: r.content_type.clone(),
-            size: 0,
-        };
-        bucket.write(&r.entry, meta, &r.payload)?;
-    }
-    Ok(())
+    records
+        .iter()
+        .try_for_each(|r| write_record(bucket, &r.entry, r))
+}
+
+/// Writes fixture records into one entry of a bucket, whatever entry they name.
+pub fn write_into(bucket: &Bucket, entry: &str, records: &[FixtureRecord]) -> Result<()> {
+    records
+        .iter()
+        .try_for_each(|r| write_record(bucket, entry, r))
+}
+
+fn write_record(bucket: &Bucket, entry: &str, r: &FixtureRecord) -> Result<()> {
+    let meta = RecordMeta {
+        timestamp: r.timestamp,
+        labels: r.labels.clone(),
+        content_type: r.content_type.clone(),
+        size: 0,
+    };
+    bucket.write(entry, meta, &r.payload)
 }
 
 /// The `data-fixtures/` directory: `HALFLIFE_FIXTURES` if set, else the one in the source

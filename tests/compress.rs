@@ -14,15 +14,6 @@ fn never() -> bool {
     false
 }
 
-fn meta_of(r: &FixtureRecord) -> RecordMeta {
-    RecordMeta {
-        timestamp: r.timestamp,
-        labels: r.labels.clone(),
-        content_type: r.content_type.clone(),
-        size: 0,
-    }
-}
-
 fn store_with(
     dir: &std::path::Path,
     frame_size: usize,
@@ -42,9 +33,7 @@ fn store_with(
         )
         .unwrap();
     for (entry, records) in sets {
-        for r in records.iter() {
-            bucket.write(entry, meta_of(r), &r.payload).unwrap();
-        }
+        fixtures::write_into(&bucket, entry, records).unwrap();
     }
     store
 }

@@ -4,18 +4,10 @@
 use halflife::Config;
 use halflife::fixtures::{self, FixtureRecord};
 use halflife::storage::condition::Condition;
-use halflife::storage::{Bucket, BucketSettings, QueryOptions, RecordMeta, Store};
+use halflife::storage::{Bucket, BucketSettings, QueryOptions, Store};
 
 fn write_all(bucket: &Bucket, records: &[FixtureRecord], entry: &str) {
-    for r in records {
-        let meta = RecordMeta {
-            timestamp: r.timestamp,
-            labels: r.labels.clone(),
-            content_type: r.content_type.clone(),
-            size: 0,
-        };
-        bucket.write(entry, meta, &r.payload).unwrap();
-    }
+    fixtures::write_into(bucket, entry, records).unwrap();
 }
 
 fn timestamps(bucket: &Bucket, options: &QueryOptions) -> Vec<(String, u64)> {
