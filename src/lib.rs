@@ -6,6 +6,7 @@
 //! - [`storage`]: buckets, entries, records, crash-safe blocks.
 //! - [`duration`]: `30d`, `1h -30m` ↔ microseconds.
 //! - [`lifecycle`]: policies that recompress and delete aging data on a scheduler thread.
+//! - [`server`]: the blocking HTTP server speaking the ReductStore API.
 //! - [`fixtures`]: real data sets as records, for benches, tests and demos.
 
 pub mod config;
@@ -14,6 +15,8 @@ pub mod duration;
 pub mod error;
 pub mod fixtures;
 pub mod lifecycle;
+pub mod maintenance;
+pub mod server;
 pub mod storage;
 pub mod timefmt;
 

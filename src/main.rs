@@ -1,12 +1,16 @@
 //! The `halflife` command line.
 
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
-use halflife::storage::Store;
-use halflife::{Config, Result};
+use halflife::duration::parse_duration;
+use halflife::maintenance::{self, Action, Job};
+use halflife::server::{InstanceRole, Server, ServerConfig, provision};
+use halflife::storage::{Codec, CompressPool, Store};
+use halflife::{Config, Error, Result};
 
 /// halflife: time-stamped blob storage whose data ages under lifecycle policies.
 #[derive(Parser)]
@@ -18,6 +22,34 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the HTTP server (the ReductStore API) on a data directory.
+    ///
+    /// Every option can also be set by the environment variable shown. Lifecycle
+    /// policies can be provisioned with RS_LIFECYCLE_<ID>_NAME, _TYPE, _BUCKET, _ENTRIES
+    /// (comma-separated), _OLDER_THAN, _INTERVAL, _WHEN (JSON), _PROCESSING_INTERVAL and
+    /// _MODE; an incomplete or invalid one is logged and skipped. SIGINT or SIGTERM stop
+    /// the server gracefully. The log level is RS_LOG_LEVEL (error, warn, info, debug).
+    Serve(ServeArgs),
+    /// Recompress the sealed blocks of a bucket whose records are all older than a
+    /// duration (the server must be stopped).
+    Compress {
+        #[command(flatten)]
+        common: MaintenanceArgs,
+        /// Target codec: lz4, zstd (level 3) or zstd-<1..22>.
+        #[arg(long, default_value = "zstd")]
+        target: String,
+        /// Compression threads (default: the machine's available parallelism).
+        #[arg(long, env = "RS_COMPRESS_THREADS")]
+        threads: Option<usize>,
+    },
+    /// Delete the records of a bucket older than a duration (the server must be stopped).
+    Delete {
+        #[command(flatten)]
+        common: MaintenanceArgs,
+        /// Only records matching this condition (JSON, e.g. '{"&level": {"$eq": "debug"}}').
+        #[arg(long)]
+        when: Option<String>,
+    },
     /// Show what halflife does, on real data: builds a store from the fixtures in a
     /// temporary directory, runs a delete policy (with a `when` condition) and a compress
     /// policy, and prints the store before and after and the event trail.
@@ -28,13 +60,152 @@ enum Command {
     },
     /// Print every bucket and entry of a data directory: records, blocks, size, time range.
     ///
-    /// Opening the directory also removes leftovers of interrupted changes, so do not run
-    /// this against a directory a server is using.
+    /// Opening the directory also removes leftovers of interrupted changes, so it is
+    /// refused while a server holds the directory's lock.
     Info {
         /// The data directory.
         #[arg(long, env = "RS_DATA_PATH", default_value = "./data")]
         data_path: PathBuf,
     },
+}
+
+/// Options of `halflife serve`.
+#[derive(Args)]
+struct ServeArgs {
+    /// The data directory (created when missing).
+    #[arg(long, env = "RS_DATA_PATH", default_value = "./data")]
+    data_path: PathBuf,
+    /// Address to listen on.
+    #[arg(long, env = "RS_HOST", default_value = "127.0.0.1")]
+    host: String,
+    /// Port to listen on (0: any free port; the log says which).
+    #[arg(long, env = "RS_PORT", default_value_t = 8383)]
+    port: u16,
+    /// Name of this instance (in /info and in lifecycle event entries).
+    #[arg(long, env = "RS_INSTANCE_NAME", default_value = "unknown")]
+    instance_name: String,
+    /// STANDALONE, PRIMARY, SECONDARY or REPLICA (read-only: changes get 403).
+    #[arg(long, env = "RS_INSTANCE_ROLE", default_value = "STANDALONE")]
+    instance_role: InstanceRole,
+    /// When set, every request needs `Authorization: Bearer <token>`.
+    #[arg(long, env = "RS_API_TOKEN", hide_env_values = true)]
+    api_token: Option<String>,
+    /// HTTP handler threads (connections served at once).
+    #[arg(long, env = "RS_HTTP_THREADS", default_value_t = 8)]
+    http_threads: usize,
+    /// Lifecycle worker threads (policies running at once).
+    #[arg(long, env = "RS_LIFECYCLE_WORKERS", default_value_t = 2)]
+    lifecycle_workers: usize,
+    /// Recompression threads (default: the machine's available parallelism).
+    #[arg(long, env = "RS_COMPRESS_THREADS")]
+    compress_threads: Option<usize>,
+    /// Smallest lifecycle interval accepted (a duration such as 10m or 1s).
+    #[arg(long, env = "RS_LIFECYCLE_MIN_INTERVAL", default_value = "10m")]
+    lifecycle_min_interval: String,
+    /// Smallest lifecycle older_than accepted.
+    #[arg(long, env = "RS_LIFECYCLE_MIN_OLDER_THAN", default_value = "1h")]
+    lifecycle_min_older_than: String,
+}
+
+/// Options shared by `compress` and `delete`.
+#[derive(Args)]
+struct MaintenanceArgs {
+    /// The data directory.
+    #[arg(long, env = "RS_DATA_PATH", default_value = "./data")]
+    data_path: PathBuf,
+    /// The bucket.
+    #[arg(long)]
+    bucket: String,
+    /// Entry patterns, comma-separated (exact names, `*`, `prefix*`, `!exclude`); all
+    /// entries when omitted.
+    #[arg(long, value_delimiter = ',')]
+    entries: Vec<String>,
+    /// Process records older than this duration (e.g. 30d, 12h).
+    #[arg(long)]
+    older_than: String,
+    /// Report what would be done, change nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+fn duration_setting(name: &str, text: &str) -> Result<i64> {
+    let micros =
+        parse_duration(text).map_err(|e| Error::unprocessable(format!("{name} '{text}': {e}")))?;
+    if micros <= 0 {
+        return Err(Error::unprocessable(format!(
+            "{name} '{text}' must be positive"
+        )));
+    }
+    Ok(micros)
+}
+
+fn serve(args: ServeArgs) -> Result<()> {
+    let mut engine = Config::new(&args.data_path);
+    engine.instance_name = args.instance_name;
+    engine.worker_threads = args.lifecycle_workers.max(1);
+    engine.compress_threads = args
+        .compress_threads
+        .unwrap_or_else(CompressPool::default_threads);
+    engine.lifecycle_min_interval =
+        duration_setting("--lifecycle-min-interval", &args.lifecycle_min_interval)?;
+    engine.lifecycle_min_older_than =
+        duration_setting("--lifecycle-min-older-than", &args.lifecycle_min_older_than)?;
+    let config = ServerConfig {
+        engine,
+        host: args.host,
+        port: args.port,
+        http_threads: args.http_threads,
+        api_token: args.api_token,
+        role: args.instance_role,
+    };
+    // Handlers are installed before any thread starts, so no signal is lost; the main
+    // thread then just waits for one.
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+    ])
+    .map_err(|e| Error::io("installing signal handlers", e))?;
+    let server = Server::start(config, provision::from_env(std::env::vars()))?;
+    if let Some(signal) = signals.forever().next() {
+        log::info!("received signal {signal}");
+    }
+    server.shutdown();
+    Ok(())
+}
+
+fn maintain(job: Job) -> Result<()> {
+    let interactive = std::io::stderr().is_terminal();
+    let mut progress = |done: usize, total: usize, entry: &str| {
+        if !interactive || total == 0 {
+            return;
+        }
+        let width = 30;
+        let filled = done * width / total;
+        eprint!(
+            "\r[{}{}] {done}/{total} entries {entry:<30.30}",
+            "#".repeat(filled),
+            ".".repeat(width - filled)
+        );
+        if done == total {
+            eprintln!();
+        }
+        let _ = std::io::stderr().flush();
+    };
+    let summary = maintenance::run(&job, &mut progress)?;
+    print!("{}", maintenance::format_summary(&job, &summary));
+    Ok(())
+}
+
+fn maintenance_job(common: MaintenanceArgs, threads: usize, action: Action) -> Job {
+    Job {
+        data_path: common.data_path,
+        bucket: common.bucket,
+        entries: common.entries,
+        older_than: common.older_than,
+        threads,
+        dry_run: common.dry_run,
+        action,
+    }
 }
 
 fn info(data_path: PathBuf) -> Result<()> {
@@ -44,6 +215,7 @@ fn info(data_path: PathBuf) -> Result<()> {
             data_path.display()
         )));
     }
+    let _lock = halflife::server::lock_data_dir(&data_path)?;
     let store = Store::open(Config::new(data_path))?;
     println!(
         "{:<40} {:>10} {:>7} {:>14} {:>18} {:>18}",
@@ -70,6 +242,22 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Info { data_path } => info(data_path),
+        Command::Serve(args) => serve(args),
+        Command::Compress {
+            common,
+            target,
+            threads,
+        } => target.parse::<Codec>().and_then(|codec| {
+            let threads = threads.unwrap_or_else(CompressPool::default_threads);
+            maintain(maintenance_job(common, threads, Action::Compress(codec)))
+        }),
+        Command::Delete { common, when } => when
+            .map(|w| {
+                serde_json::from_str(&w)
+                    .map_err(|e| Error::unprocessable(format!("--when is not JSON: {e}")))
+            })
+            .transpose()
+            .and_then(|when| maintain(maintenance_job(common, 1, Action::Delete(when)))),
         Command::Demo { keep } => halflife::demo::run(&mut std::io::stdout(), keep.as_deref()),
     };
     match result {

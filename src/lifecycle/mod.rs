@@ -2,9 +2,10 @@
 //!
 //! - [`settings`]: what users write, validated into a [`settings::Policy`];
 //! - [`progress`]: which data range one run processes;
-//! - [`events`]: the `lifecycle_run` system events, which are also the saved progress.
-//!
-//! The repository, scheduler thread and worker pool come next (issue 5).
+//! - [`events`]: the `lifecycle_run` system events, which are also the saved progress;
+//! - [`action`]: what one run of a delete or compress policy does;
+//! - [`scheduler`]: the thread with the deadline heap, and the worker pool;
+//! - [`repository`]: the persisted definitions, driving the scheduler.
 
 pub mod action;
 pub mod events;
@@ -12,3 +13,6 @@ pub mod progress;
 pub mod repository;
 pub mod scheduler;
 pub mod settings;
+
+pub use repository::{LifecycleInfo, LifecycleRepository};
+pub use settings::{LifecycleMode, LifecycleSettings, LifecycleType};

@@ -111,9 +111,51 @@ impl fmt::Display for Codec {
     }
 }
 
+impl std::str::FromStr for Codec {
+    type Err = crate::Error;
+
+    /// `none`, `lz4`, `zstd` (level 3), or `zstd-N` / `zstd:N` with N in 1..=22.
+    fn from_str(text: &str) -> crate::Result<Codec> {
+        let bad = || {
+            crate::Error::unprocessable(format!(
+                "codec '{text}' is not one of none, lz4, zstd, zstd-<level 1..22>"
+            ))
+        };
+        match text.to_ascii_lowercase().as_str() {
+            "none" => Ok(Codec::None),
+            "lz4" => Ok(Codec::Lz4),
+            "zstd" => Ok(Codec::Zstd(3)),
+            other => {
+                let level = other
+                    .strip_prefix("zstd-")
+                    .or_else(|| other.strip_prefix("zstd:"))
+                    .ok_or_else(bad)?;
+                match level.parse::<i32>() {
+                    Ok(l) if (1..=22).contains(&l) => Ok(Codec::Zstd(l)),
+                    _ => Err(bad()),
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_names() {
+        assert_eq!("lz4".parse::<Codec>().unwrap(), Codec::Lz4);
+        assert_eq!("zstd".parse::<Codec>().unwrap(), Codec::Zstd(3));
+        assert_eq!("ZSTD-19".parse::<Codec>().unwrap(), Codec::Zstd(19));
+        assert_eq!("zstd:1".parse::<Codec>().unwrap(), Codec::Zstd(1));
+        let err = "zstd-23".parse::<Codec>().unwrap_err();
+        assert!(err.message().contains("'zstd-23'"), "{err}");
+        assert!("gzip".parse::<Codec>().is_err());
+        for c in [Codec::None, Codec::Lz4, Codec::Zstd(7)] {
+            assert_eq!(c.to_string().parse::<Codec>().unwrap(), c);
+        }
+    }
 
     #[test]
     fn strength_order() {

@@ -1,0 +1,205 @@
+//! The server's shared state and request routing: authentication, the replica role, and
+//! the dispatch of `/api/v1/...` paths to the handlers of each resource.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::lifecycle::LifecycleRepository;
+use crate::server::http::{Request, Response};
+use crate::server::queries::QueryRegistry;
+use crate::server::{buckets, io, lifecycles, percent, records};
+use crate::storage::Store;
+
+/// The role of this instance, as `RS_INSTANCE_ROLE` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstanceRole {
+    /// A normal server (the default).
+    Standalone,
+    /// Primary of a pair (behaves as standalone here).
+    Primary,
+    /// Secondary of a pair (behaves as standalone here).
+    Secondary,
+    /// Read-only: every change is refused with 403 and no lifecycle policy runs.
+    Replica,
+}
+
+impl InstanceRole {
+    /// The API's name of the role.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstanceRole::Standalone => "STANDALONE",
+            InstanceRole::Primary => "PRIMARY",
+            InstanceRole::Secondary => "SECONDARY",
+            InstanceRole::Replica => "REPLICA",
+        }
+    }
+}
+
+impl std::str::FromStr for InstanceRole {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.to_ascii_uppercase().as_str() {
+            "STANDALONE" => Ok(InstanceRole::Standalone),
+            "PRIMARY" => Ok(InstanceRole::Primary),
+            "SECONDARY" => Ok(InstanceRole::Secondary),
+            "REPLICA" => Ok(InstanceRole::Replica),
+            _ => Err(format!(
+                "instance role '{s}' is not one of STANDALONE, PRIMARY, SECONDARY, REPLICA"
+            )),
+        }
+    }
+}
+
+/// Everything handlers share.
+pub struct App {
+    /// The storage engine.
+    pub store: Arc<Store>,
+    /// Lifecycle policies (read-only on a replica).
+    pub lifecycles: LifecycleRepository,
+    /// Open batch queries.
+    pub queries: QueryRegistry,
+    /// The API token; `None` turns authentication off.
+    pub token: Option<String>,
+    /// This instance's role.
+    pub role: InstanceRole,
+    /// Reported by `/info`.
+    pub instance_name: String,
+    /// When the server started (for `uptime`).
+    pub started: Instant,
+}
+
+impl App {
+    /// Refuses a change on a replica, naming it (`Cannot {action} in read-only mode`).
+    pub fn writable(&self, action: &str) -> Result<()> {
+        if self.role == InstanceRole::Replica {
+            return Err(Error::forbidden(format!(
+                "Cannot {action} in read-only mode"
+            )));
+        }
+        Ok(())
+    }
+
+    fn authenticate(&self, req: &Request) -> Result<()> {
+        let Some(token) = &self.token else {
+            return Ok(());
+        };
+        let given = req
+            .head
+            .header("authorization")
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or_else(|| {
+                Error::new(
+                    crate::ErrorKind::Unauthorized,
+                    "No bearer token in request header",
+                )
+            })?;
+        if given.trim() != token {
+            return Err(Error::new(crate::ErrorKind::Unauthorized, "Invalid token"));
+        }
+        Ok(())
+    }
+
+    /// Answers one request.
+    pub fn handle(&self, req: &mut Request) -> Response {
+        let result = self.route(req);
+        match result {
+            Ok(response) => response,
+            Err(e) => {
+                let status = e.kind().http_status();
+                if status >= 500 {
+                    log::error!("{} {}: {e}", req.head.method, req.head.path);
+                } else {
+                    log::debug!("{} {}: {status} {e}", req.head.method, req.head.path);
+                }
+                Response::error(status, e.message())
+            }
+        }
+    }
+
+    fn route(&self, req: &mut Request) -> Result<Response> {
+        let path = req.head.path.clone();
+        let method = req.head.method.clone();
+        let Some(rest) = path.strip_prefix("/api/v1/") else {
+            return Err(Error::not_found(format!(
+                "'{}' is not an API path (the API lives under /api/v1)",
+                path.escape_default()
+            )));
+        };
+        if rest == "alive" && matches!(method.as_str(), "GET" | "HEAD") {
+            return Ok(Response::ok());
+        }
+        self.authenticate(req)?;
+        let (first, tail) = rest.split_once('/').unwrap_or((rest, ""));
+        match (method.as_str(), first, tail) {
+            ("GET", "info", "") => buckets::server_info(self),
+            ("GET", "list", "") => buckets::list(self),
+            (_, "b", tail) if !tail.is_empty() => {
+                let (bucket, entry) = tail.split_once('/').unwrap_or((tail, ""));
+                let bucket = percent::decode(bucket);
+                if entry.is_empty() {
+                    buckets::bucket(self, &method, &bucket, req)
+                } else {
+                    records::record(self, &method, &bucket, &percent::decode(entry), req)
+                }
+            }
+            (_, "io", tail) => match tail.split_once('/') {
+                Some((bucket, op)) => io::io(self, &method, &percent::decode(bucket), op, req),
+                None => Err(no_route(&method, &path)),
+            },
+            ("GET", "lifecycles", "") => lifecycles::list(self),
+            (_, "lifecycles", tail) if !tail.is_empty() => {
+                lifecycles::lifecycle(self, &method, tail, req)
+            }
+            _ => Err(no_route(&method, &path)),
+        }
+    }
+}
+
+/// The error for a method and path no handler serves.
+pub fn no_route(method: &str, path: &str) -> Error {
+    Error::not_found(format!(
+        "No route for {} {}",
+        method.escape_default(),
+        path.escape_default()
+    ))
+}
+
+/// Parses a JSON request body, whatever its content type; errors are 422 `Invalid JSON`.
+pub fn parse_json<T: serde::de::DeserializeOwned>(req: &mut Request) -> Result<T> {
+    let body = read_body(req)?;
+    serde_json::from_slice(&body).map_err(|e| Error::unprocessable(format!("Invalid JSON: {e}")))
+}
+
+/// Reads a (small) request body; a body that breaks off is 400.
+pub fn read_body(req: &mut Request) -> Result<Vec<u8>> {
+    const MAX_JSON: u64 = 16 << 20;
+    if req.body.remaining() > MAX_JSON {
+        return Err(Error::unprocessable(format!(
+            "request body of {} bytes is too large for a JSON document (at most {MAX_JSON})",
+            req.body.remaining()
+        )));
+    }
+    req.body
+        .read_all()
+        .map_err(|e| Error::bad_request(format!("reading the request body: {e}")))
+}
+
+/// The `ts` query parameter: `Ok(None)` when absent.
+pub fn ts_param(req: &Request) -> Result<Option<u64>> {
+    match req.head.query_param("ts") {
+        None => Ok(None),
+        Some(v) => v.parse::<u64>().map(Some).map_err(|_| {
+            Error::unprocessable(format!(
+                "'ts' must be an unix timestamp in microseconds, not '{}'",
+                v.escape_default()
+            ))
+        }),
+    }
+}
+
+/// The required `ts` query parameter.
+pub fn required_ts(req: &Request) -> Result<u64> {
+    ts_param(req)?.ok_or_else(|| Error::unprocessable("'ts' parameter is required"))
+}

@@ -1,0 +1,348 @@
+//! The headers of the multi-entry batch protocol (v2): encoding a read batch and decoding
+//! a batched write. Per record one header `x-reduct-<E>-<D>: <len>[,<ct>[,<delta>]]`, where
+//! the content type and labels are given relative to the previous record of the same entry.
+
+use std::collections::HashMap;
+
+use crate::error::{Error, Result};
+use crate::server::http::RequestHead;
+use crate::server::percent;
+use crate::storage::{DEFAULT_CONTENT_TYPE, Labels, RecordMeta};
+
+/// Headers of a read batch holding records of one entry, in timestamp order.
+pub fn encode_read_batch(entry: &str, records: &[RecordMeta]) -> Vec<(String, String)> {
+    let start = records.first().map_or(0, |r| r.timestamp);
+    let mut names: Vec<&str> = Vec::new();
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    let mut headers = Vec::with_capacity(records.len() + 4);
+    let mut prev: Option<&RecordMeta> = None;
+    for meta in records {
+        let mut value = meta.size.to_string();
+        let ct_changed = prev.is_none_or(|p| p.content_type != meta.content_type);
+        let mut ops: Vec<(usize, String)> = Vec::new();
+        for (k, v) in &meta.labels {
+            if prev.and_then(|p| p.labels.get(k)) == Some(v) {
+                continue;
+            }
+            let i = *index.entry(k).or_insert_with(|| {
+                names.push(k);
+                names.len() - 1
+            });
+            let v = if v.contains(',') {
+                format!("\"{v}\"")
+            } else {
+                v.clone()
+            };
+            ops.push((i, v));
+        }
+        if let Some(p) = prev {
+            for k in p.labels.keys() {
+                if !meta.labels.contains_key(k) {
+                    let i = *index.entry(k).or_insert_with(|| {
+                        names.push(k);
+                        names.len() - 1
+                    });
+                    ops.push((i, String::new()));
+                }
+            }
+        }
+        ops.sort();
+        if ct_changed || !ops.is_empty() {
+            value.push(',');
+            if ct_changed {
+                value.push_str(&meta.content_type);
+            }
+        }
+        if !ops.is_empty() {
+            value.push(',');
+            let delta: Vec<String> = ops.iter().map(|(i, v)| format!("{i}={v}")).collect();
+            value.push_str(&delta.join(","));
+        }
+        headers.push((format!("x-reduct-0-{}", meta.timestamp - start), value));
+        prev = Some(meta);
+    }
+    let mut out = vec![
+        ("x-reduct-entries".to_string(), percent::encode(entry)),
+        ("x-reduct-start-ts".to_string(), start.to_string()),
+    ];
+    if !names.is_empty() {
+        let encoded: Vec<String> = names.iter().map(|n| percent::encode(n)).collect();
+        out.push(("x-reduct-labels".to_string(), encoded.join(",")));
+    }
+    out.extend(headers);
+    out
+}
+
+/// One record of a batched write, resolved against the records before it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchRecord {
+    /// Index into the entry list.
+    pub entry: usize,
+    /// Delta to the batch's start timestamp (as the client sent it, for error headers).
+    pub delta: u64,
+    /// Timestamp, size, content type and labels.
+    pub meta: RecordMeta,
+}
+
+/// A decoded batched-write head: entry names, start timestamp, and the records in body
+/// order, (E, timestamp).
+#[derive(Debug)]
+pub struct WriteBatch {
+    /// Entry names (decoded), by index.
+    pub entries: Vec<String>,
+    /// `x-reduct-start-ts`.
+    pub start: u64,
+    /// The records, in the order their bytes follow in the body.
+    pub records: Vec<BatchRecord>,
+}
+
+fn split_names(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(|n| percent::decode(n.trim()))
+        .collect()
+}
+
+/// Decodes the batch headers of a batched write.
+pub fn decode_write_batch(head: &RequestHead) -> Result<WriteBatch> {
+    let entries = split_names(head.header("x-reduct-entries").ok_or_else(|| {
+        Error::unprocessable("x-reduct-entries header is required for batched writes")
+    })?);
+    let start_text = head.header("x-reduct-start-ts").ok_or_else(|| {
+        Error::unprocessable("x-reduct-start-ts header is required for batched writes")
+    })?;
+    let start: u64 = start_text.parse().map_err(|_| {
+        Error::unprocessable(format!(
+            "x-reduct-start-ts '{start_text}' must be an unix timestamp in microseconds"
+        ))
+    })?;
+    let label_names = head.header("x-reduct-labels").map(split_names);
+    let mut raw: Vec<(usize, u64, &str)> = Vec::new();
+    for (name, value) in &head.headers {
+        let Some(rest) = name.strip_prefix("x-reduct-") else {
+            continue;
+        };
+        let Some((e, d)) = rest.split_once('-') else {
+            continue;
+        };
+        let (Ok(e), Ok(d)) = (e.parse::<usize>(), d.parse::<u64>()) else {
+            continue;
+        };
+        if e >= entries.len() {
+            return Err(Error::unprocessable(format!(
+                "header '{name}' names entry index {e}, but x-reduct-entries has {}",
+                entries.len()
+            )));
+        }
+        raw.push((e, d, value.as_str()));
+    }
+    raw.sort_by_key(|&(e, d, _)| (e, d));
+    let mut records = Vec::with_capacity(raw.len());
+    let mut prev: HashMap<usize, (String, Labels)> = HashMap::new();
+    for (e, d, value) in raw {
+        let ts = start.checked_add(d).ok_or_else(|| {
+            Error::unprocessable(format!("timestamp {start} + {d} does not fit in 64 bits"))
+        })?;
+        let (len_text, rest) = match value.split_once(',') {
+            Some((l, r)) => (l, Some(r)),
+            None => (value, None),
+        };
+        let size: u64 = len_text.trim().parse().map_err(|_| {
+            Error::unprocessable(format!(
+                "record header 'x-reduct-{e}-{d}': length '{len_text}' is not a number"
+            ))
+        })?;
+        let previous = prev.get(&e);
+        let (content_type, labels) = match rest {
+            None => previous.cloned().ok_or_else(|| {
+                Error::unprocessable(format!(
+                    "record header 'x-reduct-{e}-{d}': the first record of an entry needs a content type slot"
+                ))
+            })?,
+            Some(rest) => {
+                let (ct, delta) = match rest.split_once(',') {
+                    Some((c, d)) => (c, Some(d)),
+                    None => (rest, None),
+                };
+                let ct = match (ct.trim(), previous) {
+                    ("", Some((prev_ct, _))) => prev_ct.clone(),
+                    ("", None) => DEFAULT_CONTENT_TYPE.to_string(),
+                    (ct, _) => ct.to_string(),
+                };
+                let mut labels = previous.map(|p| p.1.clone()).unwrap_or_default();
+                if let Some(delta) = delta {
+                    apply_delta(&mut labels, delta, label_names.as_deref())
+                        .map_err(|m| Error::unprocessable(format!("record header 'x-reduct-{e}-{d}': {m}")))?;
+                }
+                (ct, labels)
+            }
+        };
+        prev.insert(e, (content_type.clone(), labels.clone()));
+        records.push(BatchRecord {
+            entry: e,
+            delta: d,
+            meta: RecordMeta {
+                timestamp: ts,
+                labels,
+                content_type,
+                size,
+            },
+        });
+    }
+    Ok(WriteBatch {
+        entries,
+        start,
+        records,
+    })
+}
+
+/// Applies `k=v,k="v,w",k=` operations to `labels`.
+fn apply_delta(
+    labels: &mut Labels,
+    delta: &str,
+    names: Option<&[String]>,
+) -> std::result::Result<(), String> {
+    let mut rest = delta;
+    while !rest.is_empty() {
+        let (key, after) = rest
+            .split_once('=')
+            .ok_or_else(|| format!("label operation '{rest}' has no '='"))?;
+        let (value, next) = if let Some(quoted) = after.strip_prefix('"') {
+            let end = quoted
+                .find('"')
+                .ok_or_else(|| format!("unterminated quoted label value in '{delta}'"))?;
+            let next = &quoted[end + 1..];
+            (&quoted[..end], next.strip_prefix(',').unwrap_or(next))
+        } else {
+            match after.split_once(',') {
+                Some((v, n)) => (v, n),
+                None => (after, ""),
+            }
+        };
+        let key = key.trim();
+        let name = match (key.parse::<usize>(), names) {
+            (Ok(i), Some(names)) => names
+                .get(i)
+                .cloned()
+                .ok_or_else(|| format!("label index {i} is not in x-reduct-labels"))?,
+            _ if key.starts_with('@') => return Err(format!("label name '{key}' is reserved")),
+            _ => percent::decode(key),
+        };
+        if value.is_empty() {
+            labels.remove(&name);
+        } else {
+            labels.insert(name.to_ascii_lowercase(), value.to_string());
+        }
+        rest = next;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(ts: u64, ct: &str, labels: &[(&str, &str)]) -> RecordMeta {
+        RecordMeta {
+            timestamp: ts,
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            content_type: ct.to_string(),
+            size: 6,
+        }
+    }
+
+    #[test]
+    fn read_batch_uses_deltas() {
+        let records = vec![
+            meta(
+                1000,
+                "application/octet-stream",
+                &[("csv", "a,b"), ("idx", "0"), ("parity", "even")],
+            ),
+            meta(
+                1001,
+                "application/octet-stream",
+                &[("csv", "a,b"), ("idx", "1"), ("parity", "odd")],
+            ),
+            meta(
+                1005,
+                "application/octet-stream",
+                &[("csv", "a,b"), ("idx", "1")],
+            ),
+            meta(1006, "text/plain", &[("csv", "a,b"), ("idx", "1")]),
+            meta(1007, "text/plain", &[("csv", "a,b"), ("idx", "1")]),
+        ];
+        let h = encode_read_batch("cam/front", &records);
+        let get = |n: &str| h.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
+        assert_eq!(get("x-reduct-entries"), Some("cam%2Ffront"));
+        assert_eq!(get("x-reduct-start-ts"), Some("1000"));
+        assert_eq!(get("x-reduct-labels"), Some("csv,idx,parity"));
+        assert_eq!(
+            get("x-reduct-0-0"),
+            Some("6,application/octet-stream,0=\"a,b\",1=0,2=even")
+        );
+        assert_eq!(get("x-reduct-0-1"), Some("6,,1=1,2=odd"));
+        assert_eq!(get("x-reduct-0-5"), Some("6,,2="));
+        assert_eq!(get("x-reduct-0-6"), Some("6,text/plain"));
+        assert_eq!(get("x-reduct-0-7"), Some("6"));
+    }
+
+    #[test]
+    fn write_batch_round_trips_the_read_encoding() {
+        let records = vec![
+            meta(1000, "image/jpeg", &[("csv", "a,b"), ("idx", "0")]),
+            meta(1003, "image/jpeg", &[("idx", "1")]),
+            meta(1004, "text/plain", &[("idx", "1")]),
+        ];
+        let headers = encode_read_batch("e", &records);
+        let head = RequestHead {
+            method: "POST".into(),
+            path: "/".into(),
+            query: String::new(),
+            headers,
+            http11: true,
+        };
+        let batch = decode_write_batch(&head).unwrap();
+        assert_eq!(batch.entries, vec!["e".to_string()]);
+        let metas: Vec<RecordMeta> = batch.records.into_iter().map(|r| r.meta).collect();
+        assert_eq!(metas, records);
+    }
+
+    #[test]
+    fn write_batch_errors_name_the_header() {
+        let head = |headers: Vec<(&str, &str)>| RequestHead {
+            method: "POST".into(),
+            path: "/".into(),
+            query: String::new(),
+            headers: headers
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            http11: true,
+        };
+        let err = decode_write_batch(&head(vec![
+            ("x-reduct-entries", "a"),
+            ("x-reduct-start-ts", "1"),
+            ("x-reduct-0-0", "x"),
+        ]))
+        .unwrap_err();
+        assert!(err.message().contains("x-reduct-0-0"), "{err}");
+        let err = decode_write_batch(&head(vec![
+            ("x-reduct-entries", "a"),
+            ("x-reduct-start-ts", "1"),
+            ("x-reduct-0-0", "5"),
+        ]))
+        .unwrap_err();
+        assert!(err.message().contains("first record"), "{err}");
+        let err = decode_write_batch(&head(vec![
+            ("x-reduct-entries", "a"),
+            ("x-reduct-start-ts", "1"),
+            ("x-reduct-3-0", "5,a"),
+        ]))
+        .unwrap_err();
+        assert!(err.message().contains("index 3"), "{err}");
+    }
+}

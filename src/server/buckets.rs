@@ -1,0 +1,118 @@
+//! Server and bucket endpoints: `/info`, `/list`, and `/b/{bucket}` (GET, HEAD, POST, PUT,
+//! DELETE).
+
+use serde_json::{Value, json};
+
+use crate::error::Result;
+use crate::server::app::{App, no_route, read_body};
+use crate::server::http::{Request, Response};
+use crate::storage::{BucketInfo, BucketSettings, BucketSettingsUpdate};
+
+fn bucket_info_json(info: &BucketInfo) -> Value {
+    json!({
+        "name": info.name,
+        "entry_count": info.entry_count,
+        "size": info.size,
+        "oldest_record": info.oldest_record,
+        "latest_record": info.latest_record,
+        "is_provisioned": false,
+        "status": "READY",
+    })
+}
+
+/// `GET /info`.
+pub fn server_info(app: &App) -> Result<Response> {
+    let buckets = app.store.list_buckets()?;
+    let with_records = buckets.iter().filter(|b| b.latest_record > 0);
+    Ok(Response::json(&json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "instance_name": app.instance_name,
+        "instance_role": app.role.as_str(),
+        "bucket_count": buckets.len(),
+        "usage": buckets.iter().map(|b| b.size).sum::<u64>(),
+        "uptime": app.started.elapsed().as_secs(),
+        "oldest_record": with_records.clone().map(|b| b.oldest_record).min().unwrap_or(u64::MAX),
+        "latest_record": with_records.map(|b| b.latest_record).max().unwrap_or(0),
+        "defaults": {"bucket": BucketSettings::default()},
+        "license": null,
+    })))
+}
+
+/// `GET /list`.
+pub fn list(app: &App) -> Result<Response> {
+    let buckets: Vec<Value> = app
+        .store
+        .list_buckets()?
+        .iter()
+        .map(bucket_info_json)
+        .collect();
+    Ok(Response::json(&json!({ "buckets": buckets })))
+}
+
+/// Settings from a POST/PUT body: empty means "no change" (all defaults on create).
+fn settings_update(req: &mut Request) -> Result<BucketSettingsUpdate> {
+    if req.body.remaining() == 0 {
+        return Ok(BucketSettingsUpdate::default());
+    }
+    let body = read_body(req)?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(BucketSettingsUpdate::default());
+    }
+    serde_json::from_slice(&body)
+        .map_err(|e| crate::Error::unprocessable(format!("Invalid JSON: {e}")))
+}
+
+/// `/b/{bucket}`.
+pub fn bucket(app: &App, method: &str, name: &str, req: &mut Request) -> Result<Response> {
+    match method {
+        "GET" => {
+            let bucket = app.store.bucket(name)?;
+            let entries: Vec<Value> = bucket
+                .entry_infos()?
+                .into_iter()
+                .map(|e| {
+                    let mut v = json!(e);
+                    v["status"] = json!("READY");
+                    v
+                })
+                .collect();
+            Ok(Response::json(&json!({
+                "info": bucket_info_json(&bucket.info()?),
+                "settings": bucket.settings(),
+                "entries": entries,
+            })))
+        }
+        "HEAD" => {
+            app.store.bucket(name)?;
+            Ok(Response::ok())
+        }
+        "POST" => {
+            app.writable("create bucket")?;
+            let update = settings_update(req)?;
+            app.store
+                .create_bucket(name, BucketSettings::default().merged(&update))?;
+            log::info!("bucket '{name}' created");
+            Ok(Response::ok())
+        }
+        "PUT" => {
+            app.writable("update bucket")?;
+            let bucket = app.store.bucket(name)?;
+            let update = settings_update(req)?;
+            bucket.set_settings(bucket.settings().merged(&update))?;
+            Ok(Response::ok())
+        }
+        "DELETE" => {
+            app.writable("remove bucket")?;
+            if name.starts_with('$') {
+                return Err(crate::Error::forbidden(format!(
+                    "Bucket '{name}' belongs to the system and cannot be removed"
+                )));
+            }
+            app.store.remove_bucket(name)?;
+            app.queries.forget_bucket(name);
+            log::info!("bucket '{name}' removed");
+            Ok(Response::ok())
+        }
+        _ => Err(no_route(method, &req.head.path)),
+    }
+}

@@ -1,0 +1,165 @@
+//! The multi-entry batch protocol under `/io/{bucket}/`: `q` (create a query, or run a
+//! remove-query), `read` (next batch of a query) and `write` (a batch of records).
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+use crate::server::app::{App, no_route, parse_json};
+use crate::server::batch::{decode_write_batch, encode_read_batch};
+use crate::server::http::{Request, Response, ResponseBody};
+use crate::server::records::{check_quota, user_bucket};
+use crate::storage::QueryOptions;
+use crate::storage::condition::Condition;
+
+/// Default time a query lives after its last read.
+const DEFAULT_TTL_SECS: u64 = 60;
+
+/// The body of `POST /io/{bucket}/q`.
+#[derive(Debug, Deserialize)]
+struct QueryRequest {
+    query_type: QueryType,
+    entries: Option<Vec<String>>,
+    start: Option<u64>,
+    stop: Option<u64>,
+    ttl: Option<u64>,
+    only_metadata: Option<bool>,
+    continuous: Option<bool>,
+    when: Option<serde_json::Value>,
+    strict: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "UPPERCASE")]
+enum QueryType {
+    Query,
+    Remove,
+}
+
+/// `/io/{bucket}/{op}`.
+pub fn io(app: &App, method: &str, bucket: &str, op: &str, req: &mut Request) -> Result<Response> {
+    match (method, op) {
+        ("POST", "q") => query(app, bucket, req),
+        ("GET" | "HEAD", "read") => read(app, bucket, method == "GET", req),
+        ("POST", "write") => write(app, bucket, req),
+        _ => Err(no_route(method, &req.head.path)),
+    }
+}
+
+fn query(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
+    let q: QueryRequest = parse_json(req)?;
+    let bucket = app.store.bucket(bucket_name)?;
+    if q.start.zip(q.stop).is_some_and(|(a, b)| a > b) {
+        return Err(Error::unprocessable("Start time must be before stop time"));
+    }
+    let strict = q.strict.unwrap_or(false);
+    let when = q
+        .when
+        .as_ref()
+        .filter(|w| !w.is_null())
+        .map(|w| Condition::parse(w, strict))
+        .transpose()?;
+    let entries = q.entries.clone().unwrap_or_default();
+    match q.query_type {
+        QueryType::Query => {
+            if q.continuous == Some(true) {
+                return Err(Error::unprocessable(
+                    "continuous queries are not supported by this server",
+                ));
+            }
+            let iter = bucket.query(&QueryOptions {
+                entries,
+                start: q.start,
+                stop: q.stop,
+                only_metadata: q.only_metadata.unwrap_or(false),
+                when,
+            })?;
+            let ttl = Duration::from_secs(q.ttl.unwrap_or(DEFAULT_TTL_SECS));
+            let id = app.queries.register(bucket_name, iter, ttl);
+            Ok(Response::json(&serde_json::json!({ "id": id })))
+        }
+        QueryType::Remove => {
+            app.writable("remove records")?;
+            user_bucket(bucket_name)?;
+            if q.entries.is_none() && q.start.is_none() && q.stop.is_none() && when.is_none() {
+                return Err(Error::unprocessable(
+                    "Define at least one query parameter to delete records",
+                ));
+            }
+            let stats = bucket.remove_records(
+                &entries,
+                q.start.unwrap_or(0),
+                q.stop.unwrap_or(u64::MAX),
+                when.as_ref(),
+            )?;
+            log::info!(
+                "remove-query on '{bucket_name}' removed {} record(s)",
+                stats.records
+            );
+            Ok(Response::json(
+                &serde_json::json!({ "removed_records": stats.records }),
+            ))
+        }
+    }
+}
+
+fn read(app: &App, bucket_name: &str, with_body: bool, req: &mut Request) -> Result<Response> {
+    let id_text = req.head.header("x-reduct-query-id").ok_or_else(|| {
+        Error::unprocessable("x-reduct-query-id header is required for batched reads")
+    })?;
+    let id: u64 = id_text
+        .parse()
+        .map_err(|_| Error::unprocessable(format!("Invalid query id '{id_text}'")))?;
+    app.store.bucket(bucket_name)?;
+    let Some(batch) = app.queries.next_batch(bucket_name, id, with_body)? else {
+        return Ok(Response::status(204));
+    };
+    let total: u64 = batch.metas.iter().map(|m| m.size).sum();
+    let mut response = Response::ok();
+    response.headers = encode_read_batch(&batch.entry, &batch.metas);
+    let body = if with_body {
+        ResponseBody::Payloads(batch.payloads)
+    } else {
+        ResponseBody::Head(total)
+    };
+    Ok(response
+        .header("x-reduct-last", if batch.last { "true" } else { "false" })
+        .header("content-type", "application/octet-stream")
+        .with_body(body))
+}
+
+fn write(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
+    app.writable("write records")?;
+    user_bucket(bucket_name)?;
+    let bucket = app.store.bucket(bucket_name)?;
+    let batch = decode_write_batch(&req.head)?;
+    let total: u64 = batch.records.iter().map(|r| r.meta.size).sum();
+    if total != req.body.remaining() {
+        return Err(Error::unprocessable(format!(
+            "content-length is {} but the records add up to {total} bytes",
+            req.body.remaining()
+        )));
+    }
+    check_quota(&bucket, total)?;
+    let mut response = Response::ok()
+        .header(
+            "x-reduct-entries",
+            req.head.header("x-reduct-entries").unwrap_or_default(),
+        )
+        .header("x-reduct-start-ts", batch.start.to_string());
+    for record in &batch.records {
+        let payload = req
+            .body
+            .read_exact_vec(record.meta.size)
+            .map_err(|e| Error::bad_request(format!("reading the batch body: {e}")))?;
+        let entry = &batch.entries[record.entry];
+        if let Err(e) = bucket.write(entry, record.meta.clone(), &payload) {
+            response = response.header(
+                &format!("x-reduct-error-{}-{}", record.entry, record.delta),
+                format!("{},{}", e.kind().http_status(), e.message()),
+            );
+        }
+    }
+    Ok(response)
+}

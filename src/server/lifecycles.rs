@@ -1,0 +1,68 @@
+//! Lifecycle endpoints: `/lifecycles` (list) and `/lifecycles/{name}` (GET, POST, PUT,
+//! DELETE), `/lifecycles/{name}/mode` (PATCH), and ours, `/lifecycles/{name}/run` (POST).
+
+use serde::Deserialize;
+
+use crate::error::Result;
+use crate::lifecycle::{LifecycleMode, LifecycleSettings};
+use crate::server::app::{App, no_route, parse_json, read_body};
+use crate::server::http::{Request, Response};
+use crate::server::percent;
+
+#[derive(Deserialize)]
+struct ModeBody {
+    mode: LifecycleMode,
+}
+
+/// `GET /lifecycles`.
+pub fn list(app: &App) -> Result<Response> {
+    Ok(Response::json(
+        &serde_json::json!({ "lifecycles": app.lifecycles.list()? }),
+    ))
+}
+
+/// `/lifecycles/{name}[/mode|/run]`.
+pub fn lifecycle(app: &App, method: &str, tail: &str, req: &mut Request) -> Result<Response> {
+    let (name, action) = match tail.rsplit_once('/') {
+        Some((name, action @ ("mode" | "run"))) => (percent::decode(name), action),
+        _ => (percent::decode(tail), ""),
+    };
+    let repo = &app.lifecycles;
+    match (method, action) {
+        ("GET", "") => {
+            let (info, settings) = repo.get(&name)?;
+            Ok(Response::json(
+                &serde_json::json!({ "info": info, "settings": settings }),
+            ))
+        }
+        ("POST", "") => {
+            let settings = LifecycleSettings::from_json(&read_body(req)?)?;
+            repo.create(&name, settings)?;
+            log::info!("lifecycle '{name}' created");
+            Ok(Response::ok())
+        }
+        ("PUT", "") => {
+            let settings = LifecycleSettings::from_json(&read_body(req)?)?;
+            repo.update(&name, settings)?;
+            log::info!("lifecycle '{name}' updated");
+            Ok(Response::ok())
+        }
+        ("DELETE", "") => {
+            repo.remove(&name)?;
+            log::info!("lifecycle '{name}' removed");
+            Ok(Response::ok())
+        }
+        ("PATCH", "mode") => {
+            let body: ModeBody = parse_json(req)?;
+            repo.set_mode(&name, body.mode)?;
+            log::info!("lifecycle '{name}' mode set to {:?}", body.mode);
+            Ok(Response::ok())
+        }
+        ("POST", "run") => {
+            repo.run_now(&name)?;
+            log::info!("lifecycle '{name}' run requested");
+            Ok(Response::ok())
+        }
+        _ => Err(no_route(method, &req.head.path)),
+    }
+}

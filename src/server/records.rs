@@ -1,0 +1,136 @@
+//! Single-record endpoints under `/b/{bucket}/{entry}`: write (POST), read (GET, HEAD),
+//! label update (PATCH), record removal (DELETE with `ts`) and entry removal (DELETE with
+//! no query string).
+
+use crate::error::{Error, Result};
+use crate::server::app::{App, no_route, required_ts, ts_param};
+use crate::server::http::{Request, RequestHead, Response, ResponseBody};
+use crate::storage::names::validate_entry_name;
+use crate::storage::{Bucket, DEFAULT_CONTENT_TYPE, Labels, QuotaType, RecordMeta};
+
+const LABEL_PREFIX: &str = "x-reduct-label-";
+
+/// Labels given as `x-reduct-label-<name>` headers (names are lowercase already).
+pub fn labels_from_headers(head: &RequestHead) -> Labels {
+    head.headers
+        .iter()
+        .filter_map(|(n, v)| {
+            n.strip_prefix(LABEL_PREFIX)
+                .map(|k| (k.to_string(), v.clone()))
+        })
+        .filter(|(k, _)| !k.is_empty())
+        .collect()
+}
+
+/// Refuses writes into `$` buckets: they hold the server's own records.
+pub fn user_bucket(name: &str) -> Result<()> {
+    if name.starts_with('$') {
+        return Err(Error::forbidden(format!(
+            "Bucket '{name}' belongs to the system and is read-only"
+        )));
+    }
+    Ok(())
+}
+
+/// A HARD quota refuses a write that would take the bucket past it.
+pub fn check_quota(bucket: &Bucket, incoming: u64) -> Result<()> {
+    let settings = bucket.settings();
+    if settings.quota_type == QuotaType::Hard
+        && bucket.info()?.size.saturating_add(incoming) > settings.quota_size
+    {
+        return Err(Error::bad_request(format!(
+            "Quota of '{}' exceeded",
+            bucket.name()
+        )));
+    }
+    Ok(())
+}
+
+/// `/b/{bucket}/{entry}`.
+pub fn record(
+    app: &App,
+    method: &str,
+    bucket_name: &str,
+    entry: &str,
+    req: &mut Request,
+) -> Result<Response> {
+    match method {
+        "POST" => write(app, bucket_name, entry, req),
+        "GET" | "HEAD" => {
+            let bucket = app.store.bucket(bucket_name)?;
+            let ts = ts_param(req)?.filter(|&ts| ts != 0);
+            let record = bucket.read(entry, ts)?;
+            let mut response = Response::ok()
+                .header("x-reduct-time", record.meta.timestamp.to_string())
+                .header("content-type", record.meta.content_type.clone())
+                .header("x-reduct-entry", entry)
+                .header("content-disposition", "attachment");
+            for (k, v) in &record.meta.labels {
+                response = response.header(&format!("{LABEL_PREFIX}{k}"), v.clone());
+            }
+            let body = match (method, record.payload) {
+                ("GET", Some(payload)) => ResponseBody::Payloads(vec![payload]),
+                _ => ResponseBody::Head(record.meta.size),
+            };
+            Ok(response.with_body(body))
+        }
+        "PATCH" => {
+            app.writable("update record")?;
+            user_bucket(bucket_name)?;
+            let ts = required_ts(req)?;
+            let bucket = app.store.bucket(bucket_name)?;
+            bucket.update_labels(entry, ts, &labels_from_headers(&req.head))?;
+            Ok(Response::ok())
+        }
+        "DELETE" if req.head.query.is_empty() => {
+            app.writable("remove entry")?;
+            user_bucket(bucket_name)?;
+            let bucket = app.store.bucket(bucket_name)?;
+            bucket.remove_entry(entry)?;
+            log::info!("entry '{bucket_name}/{entry}' removed");
+            Ok(Response::ok())
+        }
+        "DELETE" => {
+            app.writable("remove record")?;
+            user_bucket(bucket_name)?;
+            let ts = required_ts(req)?;
+            app.store.bucket(bucket_name)?.remove_record(entry, ts)?;
+            Ok(Response::ok())
+        }
+        _ => Err(no_route(method, &req.head.path)),
+    }
+}
+
+fn write(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result<Response> {
+    app.writable("write record")?;
+    user_bucket(bucket_name)?;
+    // Everything that can be checked without the body is checked first, so a refused
+    // 100-continue upload is never sent at all.
+    let bucket = app.store.bucket(bucket_name)?;
+    validate_entry_name(entry)?;
+    let ts = required_ts(req)?;
+    let size: u64 = match req.head.header("content-length") {
+        Some(v) => v
+            .parse()
+            .map_err(|_| Error::unprocessable(format!("content-length '{v}' is not a number")))?,
+        None => return Err(Error::unprocessable("content-length header is required")),
+    };
+    check_quota(&bucket, size)?;
+    let meta = RecordMeta {
+        timestamp: ts,
+        labels: labels_from_headers(&req.head),
+        content_type: req
+            .head
+            .header("content-type")
+            .filter(|ct| !ct.is_empty())
+            .unwrap_or(DEFAULT_CONTENT_TYPE)
+            .to_string(),
+        size,
+    };
+    let payload = req
+        .body
+        .read_all()
+        .map_err(|e| Error::bad_request(format!("reading the record body: {e}")))?;
+    bucket.write(entry, meta, &payload)?;
+    Ok(Response::ok())
+}
