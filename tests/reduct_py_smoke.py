@@ -1,0 +1,203 @@
+"""Real-client scenario: the unmodified reduct-py 1.21.0 client against a running
+`halflife serve` (started by .ci/run with the lifecycle minimums lowered to 1s).
+
+Usage: HALFLIFE_URL=http://127.0.0.1:PORT python tests/reduct_py_smoke.py
+Exits non-zero (with the failing check) on any mismatch.
+"""
+
+import asyncio
+import json
+import os
+import sys
+import time
+
+from reduct import (
+    BucketSettings,
+    Client,
+    LifecycleMode,
+    LifecycleSettings,
+    LifecycleType,
+    ReductError,
+)
+
+URL = os.environ.get("HALFLIFE_URL", "http://127.0.0.1:8383")
+BASE_TS = 1_577_836_800_000_000  # 2020-01-01, far older than any older_than below
+DEADLINE_S = 60
+
+
+def check(condition, what):
+    if not condition:
+        raise AssertionError(what)
+    print(f"ok: {what}")
+
+
+async def count(bucket, entry, **kwargs):
+    n = 0
+    async for _ in bucket.query(entry, **kwargs):
+        n += 1
+    return n
+
+
+async def wait_for(what, probe):
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        if await probe():
+            print(f"ok: {what}")
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"timed out waiting for: {what}")
+
+
+def payload(i):
+    # Sensor-like JSON, compressible as real readings are.
+    reading = {"sensor": "t-1", "seq": i, "celsius": 20 + (i % 7) / 10, "status": "nominal"}
+    return (json.dumps(reading) * 20).encode()
+
+
+async def main():
+    client = Client(URL)
+    info = await client.info()
+    check(info.version != "", "server info answers")
+
+    bucket = await client.create_bucket(
+        "smoke", BucketSettings(max_block_records=100), exist_ok=True
+    )
+    again = await client.create_bucket("smoke", exist_ok=True)
+    check(again.name == "smoke", "create_bucket(exist_ok=True) swallows 409")
+    try:
+        await client.create_bucket("smoke")
+        raise AssertionError("duplicate bucket must fail")
+    except ReductError as e:
+        check(e.status_code == 409, "duplicate bucket is 409")
+    check("smoke" in [b.name for b in await client.list()], "list shows the bucket")
+
+    for i in range(1000):
+        labels = {"idx": i, "parity": "even" if i % 2 == 0 else "odd", "csv": "a,b"}
+        await bucket.write("sensor", payload(i), timestamp=BASE_TS + i * 1000, labels=labels)
+    for i in range(300):
+        level = "debug" if i % 3 == 0 else "info"
+        await bucket.write(
+            "logs/app", f"line {i}".encode(), timestamp=BASE_TS + i, labels={"level": level},
+            content_type="text/plain",
+        )
+
+    async with bucket.read("sensor", timestamp=BASE_TS + 7000) as record:
+        data = await record.read_all()
+        check(data == payload(7), "read returns the bytes written")
+        check(record.labels == {"idx": "7", "parity": "odd", "csv": "a,b"}, "read returns labels")
+    async with bucket.read("logs/app") as record:
+        check(record.timestamp == BASE_TS + 299, "read without ts gives the latest record")
+        check(record.content_type == "text/plain", "content type kept")
+
+    await bucket.update("sensor", BASE_TS + 7000, {"parity": "", "note": "checked"})
+    async with bucket.read("sensor", timestamp=BASE_TS + 7000, head=True) as record:
+        check(record.labels == {"idx": "7", "csv": "a,b", "note": "checked"},
+              "label update adds, removes, keeps")
+
+    await bucket.remove_record("sensor", BASE_TS + 999_000)
+    try:
+        await bucket.read("sensor", timestamp=BASE_TS + 999_000).__aenter__()
+        raise AssertionError("removed record must be gone")
+    except ReductError as e:
+        check(e.status_code == 404, "removed record is 404")
+
+    entries = {e.name: e for e in await bucket.get_entry_list()}
+    check(entries["sensor"].record_count == 999, "entry list counts records")
+    check(entries["logs/app"].record_count == 300, "nested entry listed")
+
+    n = 0
+    async for record in bucket.query("sensor"):
+        body = await record.read_all()
+        check_ok = body == payload((record.timestamp - BASE_TS) // 1000)
+        if not check_ok:
+            raise AssertionError(f"query payload mismatch at {record.timestamp}")
+        n += 1
+    check(n == 999, "query returns every record with its bytes (85-record batches)")
+
+    even = await count(bucket, "sensor", when={"&parity": {"$eq": "even"}})
+    check(even == 500, "query with when filters by label")
+    ranged = await count(bucket, "sensor", start=BASE_TS, stop=BASE_TS + 100_000)
+    check(ranged == 100, "query honours start/stop")
+
+    removed = await bucket.remove_query("sensor", when={"&idx": {"$gte": 990}})
+    check(removed == 9, "remove_query removes what matches")
+    check(await count(bucket, "sensor") == 990, "records gone after remove_query")
+
+    # Lifecycle policies: minimum interval lowered to 1s by the server's environment.
+    await client.create_lifecycle(
+        "drop-debug",
+        LifecycleSettings(
+            type=LifecycleType.DELETE, bucket="smoke", entries=["logs/*"], older_than="1h",
+            interval="1s", when={"&level": {"$eq": "debug"}},
+        ),
+    )
+    before = {e.name: e.size for e in await bucket.get_entry_list()}["sensor"]
+    await client.create_lifecycle(
+        "squeeze",
+        LifecycleSettings(type=LifecycleType.COMPRESS, bucket="smoke", entries=["sensor"],
+                          older_than="1h", mode=LifecycleMode.DISABLED),
+    )
+    names = {lc.name for lc in await client.get_lifecycles()}
+    check({"drop-debug", "squeeze"} <= names, "lifecycles listed")
+    detail = await client.get_lifecycle_detail("squeeze")
+    check(detail.settings.interval == "3600s", "interval null means the default")
+    check(detail.info.mode == LifecycleMode.DISABLED, "mode stored")
+    await client.update_lifecycle(
+        "squeeze",
+        LifecycleSettings(type=LifecycleType.COMPRESS, bucket="smoke", entries=["sensor"],
+                          older_than="1h", interval="1s", mode=LifecycleMode.DISABLED),
+    )
+    await client.set_lifecycle_mode("squeeze", LifecycleMode.ENABLED)
+    detail = await client.get_lifecycle_detail("squeeze")
+    check(detail.info.mode == LifecycleMode.ENABLED and detail.settings.interval == "1s",
+          "update and set_lifecycle_mode applied")
+    try:
+        await client.create_lifecycle(
+            "bad", LifecycleSettings(bucket="nope", older_than="1h", interval="1s"))
+        raise AssertionError("policy on a missing bucket must fail")
+    except ReductError as e:
+        check(e.status_code == 404, "policy on a missing bucket is 404")
+
+    async def debug_gone():
+        return await count(bucket, "logs/app", when={"&level": {"$eq": "debug"}}) == 0
+
+    await wait_for("delete policy removed the debug lines", debug_gone)
+    check(await count(bucket, "logs/app") == 200, "info lines kept")
+
+    async def compressed():
+        size = {e.name: e.size for e in await bucket.get_entry_list()}["sensor"]
+        return size < before / 2
+
+    await wait_for("compress policy shrank the sensor entry", compressed)
+    n = 0
+    async for record in bucket.query("sensor"):
+        if await record.read_all() != payload((record.timestamp - BASE_TS) // 1000):
+            raise AssertionError("payload changed by compression")
+        n += 1
+    check(n == 990, "every record reads back intact after compression")
+
+    system = await client.get_bucket("$system")
+    events = []
+    async for record in system.query("lifecycle/**"):
+        events.append((record.entry, record.labels, json.loads(await record.read_all())))
+    check(any(e[0].endswith("/drop-debug") for e in events), "delete run events in $system")
+    check(any(e[0].endswith("/squeeze") for e in events), "compress run events in $system")
+    check(all(e[1].get("status") in ("ok", "error") for e in events), "events carry status")
+
+    await client.delete_lifecycle("drop-debug")
+    await client.delete_lifecycle("squeeze")
+    check(await client.get_lifecycles() == [] or
+          all(lc.name not in ("drop-debug", "squeeze") for lc in await client.get_lifecycles()),
+          "lifecycles deleted")
+    await bucket.remove_entry("logs/app")
+    await bucket.remove()
+    check("smoke" not in [b.name for b in await client.list()], "bucket removed")
+    print("reduct-py smoke scenario passed")
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(main())
+    except Exception as e:  # noqa: BLE001 - report any failure as a non-zero exit
+        print(f"FAILED: {type(e).__name__}: {e}", file=sys.stderr)
+        sys.exit(1)
