@@ -1,4 +1,4 @@
-//! The binary: `halflife info` on a data directory.
+//! The binary: `info`, `demo`, `compress`, `delete` and `serve --help`.
 
 use std::process::Command;
 
@@ -105,4 +105,217 @@ fn demo_runs_both_policies_to_the_end_and_cleans_up() {
         "a run caught up: {trail:?}"
     );
     assert!(!demo_dir.exists(), "the temporary store is removed");
+}
+
+/// A stopped data directory with 2,000 compressible records in 20 sealed blocks, half of
+/// them labelled `level=debug`.
+fn maintenance_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(Config::new(dir.path())).unwrap();
+    let settings = BucketSettings {
+        max_block_records: 100,
+        ..BucketSettings::default()
+    };
+    let b = store.create_bucket("b", settings).unwrap();
+    for i in 0..2000u64 {
+        let body = format!("{{\"seq\": {i}, \"status\": \"nominal\"}}").repeat(30);
+        let level = if i % 2 == 0 { "debug" } else { "info" };
+        let meta = RecordMeta {
+            timestamp: 1_000_000 + i,
+            labels: [("level".to_string(), level.to_string())].into(),
+            content_type: "application/json".into(),
+            size: body.len() as u64,
+        };
+        b.write("sensor", meta, body.as_bytes()).unwrap();
+    }
+    dir
+}
+
+fn run_ok(args: &[&str], dir: &std::path::Path) -> String {
+    let out = halflife()
+        .args(args)
+        .arg("--data-path")
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn summary_value(text: &str, key: &str) -> u64 {
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with(key))
+        .unwrap_or_else(|| panic!("no '{key}' in {text}"));
+    line.trim_start()[key.len()..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn record_count(dir: &std::path::Path) -> u64 {
+    let store = Store::open(Config::new(dir)).unwrap();
+    store.bucket("b").unwrap().entry_infos().unwrap()[0].record_count
+}
+
+#[test]
+fn compress_command_dry_run_then_real() {
+    let dir = maintenance_dir();
+    let args = [
+        "compress",
+        "--bucket",
+        "b",
+        "--older-than",
+        "1h",
+        "--target",
+        "zstd-3",
+    ];
+    let dry = run_ok(&[&args[..], &["--dry-run"]].concat(), dir.path());
+    assert!(dry.contains("would compress to zstd-3 (dry run)"), "{dry}");
+    assert_eq!(summary_value(&dry, "records"), 1900, "{dry}");
+    assert_eq!(
+        summary_value(&dry, "blocks"),
+        19,
+        "the open block is never compressed"
+    );
+    let again = run_ok(&[&args[..], &["--dry-run"]].concat(), dir.path());
+    assert_eq!(
+        summary_value(&again, "records"),
+        1900,
+        "a dry run changes nothing"
+    );
+
+    let real = run_ok(&args, dir.path());
+    assert!(real.contains("compressed to zstd-3"), "{real}");
+    assert_eq!(summary_value(&real, "records"), 1900);
+    let before = summary_value(&real, "bytes before");
+    let after = summary_value(&real, "bytes after");
+    assert!(after * 3 < before, "{real}");
+    assert!(real.contains("throughput"), "{real}");
+    let twice = run_ok(&args, dir.path());
+    assert_eq!(summary_value(&twice, "records"), 0, "already compressed");
+    assert_eq!(record_count(dir.path()), 2000);
+}
+
+#[test]
+fn delete_command_with_when() {
+    let dir = maintenance_dir();
+    let args = [
+        "delete",
+        "--bucket",
+        "b",
+        "--entries",
+        "sensor",
+        "--older-than",
+        "1h",
+        "--when",
+        r#"{"&level": {"$eq": "debug"}}"#,
+    ];
+    let dry = run_ok(&[&args[..], &["--dry-run"]].concat(), dir.path());
+    assert_eq!(summary_value(&dry, "records"), 1000, "{dry}");
+    assert_eq!(record_count(dir.path()), 2000);
+    let real = run_ok(&args, dir.path());
+    assert!(real.contains("deleted"), "{real}");
+    assert_eq!(summary_value(&real, "records"), 1000);
+    assert_eq!(record_count(dir.path()), 1000);
+}
+
+#[test]
+fn maintenance_errors_name_the_bad_value() {
+    let dir = maintenance_dir();
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &[
+                "compress",
+                "--bucket",
+                "b",
+                "--older-than",
+                "1h",
+                "--target",
+                "gzip",
+            ],
+            "codec 'gzip'",
+        ),
+        (
+            &["compress", "--bucket", "b", "--older-than", "soon"],
+            "--older-than 'soon'",
+        ),
+        (
+            &["delete", "--bucket", "nope", "--older-than", "1h"],
+            "Bucket 'nope' is not found",
+        ),
+        (
+            &[
+                "delete",
+                "--bucket",
+                "b",
+                "--older-than",
+                "1h",
+                "--when",
+                "{",
+            ],
+            "--when is not JSON",
+        ),
+        (
+            &[
+                "delete",
+                "--bucket",
+                "b",
+                "--older-than",
+                "1h",
+                "--when",
+                r#"{"$nope": []}"#,
+            ],
+            "$nope",
+        ),
+    ];
+    for (args, expected) in cases {
+        let out = halflife()
+            .args(args)
+            .arg("--data-path")
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+    assert_eq!(record_count(dir.path()), 2000);
+}
+
+#[test]
+fn serve_help_lists_every_setting_with_defaults() {
+    let out = halflife().args(["serve", "--help"]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    for name in [
+        "RS_DATA_PATH",
+        "RS_HOST",
+        "RS_PORT",
+        "RS_INSTANCE_NAME",
+        "RS_INSTANCE_ROLE",
+        "RS_API_TOKEN",
+        "RS_HTTP_THREADS",
+        "RS_LIFECYCLE_WORKERS",
+        "RS_COMPRESS_THREADS",
+        "RS_LIFECYCLE_MIN_INTERVAL",
+        "RS_LIFECYCLE_MIN_OLDER_THAN",
+        "RS_LIFECYCLE_<ID>_NAME",
+        "RS_LOG_LEVEL",
+    ] {
+        assert!(text.contains(name), "{name} missing from:\n{text}");
+    }
+    for default in [
+        "[default: ./data]",
+        "[default: 8383]",
+        "[default: 127.0.0.1]",
+        "[default: 10m]",
+    ] {
+        assert!(text.contains(default), "{default} missing from:\n{text}");
+    }
 }

@@ -1,0 +1,253 @@
+//! Helpers for tests that run the real `halflife serve` binary and talk HTTP to it: a
+//! server process on a free port in a temporary directory, and a minimal blocking HTTP/1.1
+//! client (one request per connection unless a test drives the socket itself).
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long tests wait for anything the server does.
+pub const DEADLINE: Duration = Duration::from_secs(10);
+
+/// A running `halflife serve`.
+pub struct ServerProcess {
+    child: Child,
+    pub addr: SocketAddr,
+    pub log: Arc<Mutex<Vec<String>>>,
+    pub data: PathBuf,
+}
+
+/// Starts `halflife serve` on `data` with extra environment; waits for it to listen.
+pub fn start_server(data: &Path, env: &[(&str, &str)]) -> ServerProcess {
+    try_start_server(data, env).expect("the server starts")
+}
+
+/// Like [`start_server`], but returns the exit status and log when it fails to start.
+pub fn try_start_server(
+    data: &Path,
+    env: &[(&str, &str)],
+) -> Result<ServerProcess, (ExitStatus, Vec<String>)> {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_halflife"));
+    cmd.args(["serve", "--port", "0", "--data-path"])
+        .arg(data)
+        .env("RS_LOG_LEVEL", "info")
+        .env_remove("RS_API_TOKEN")
+        .env_remove("RS_INSTANCE_ROLE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn halflife serve");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            sink.lock().unwrap().push(line);
+        }
+    });
+    let start = Instant::now();
+    loop {
+        let found = log.lock().unwrap().iter().find_map(|l| {
+            l.split("listening on http://")
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|a| a.parse::<SocketAddr>().ok())
+        });
+        if let Some(addr) = found {
+            return Ok(ServerProcess {
+                child,
+                addr,
+                log,
+                data: data.to_path_buf(),
+            });
+        }
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            // Give the reader thread a moment to collect the last lines.
+            std::thread::sleep(Duration::from_millis(200));
+            let lines = log.lock().unwrap().clone();
+            return Err((status, lines));
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "server did not start: {:?}",
+            log.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+impl ServerProcess {
+    /// Sends a request and reads the whole response.
+    pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
+        request(self.addr, method, path, headers, body)
+    }
+
+    /// GET with no headers.
+    pub fn get(&self, path: &str) -> Resp {
+        self.request("GET", path, &[], b"")
+    }
+
+    /// Whether the log has a line containing `text`.
+    pub fn logged(&self, text: &str) -> bool {
+        self.log.lock().unwrap().iter().any(|l| l.contains(text))
+    }
+
+    /// Waits until the log has a line containing `text`.
+    pub fn wait_for_log(&self, text: &str) {
+        wait_until(&format!("log line '{text}'"), || self.logged(text));
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(mut self) -> (ExitStatus, Vec<String>) {
+        let pid = self.child.id().to_string();
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill");
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                std::thread::sleep(Duration::from_millis(100));
+                let log = self.log.lock().unwrap().clone();
+                return (status, log);
+            }
+            assert!(
+                start.elapsed() < DEADLINE * 3,
+                "server did not stop after SIGTERM: {:?}",
+                self.log.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `condition` until it holds, failing after [`DEADLINE`].
+pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !condition() {
+        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A response.
+#[derive(Debug, Clone)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    /// The first header with this (lowercase) name.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    /// The `x-reduct-error` message.
+    pub fn error(&self) -> &str {
+        self.header("x-reduct-error").unwrap_or("")
+    }
+}
+
+/// Writes a request on `stream` (with `Content-Length`).
+pub fn send(
+    stream: &mut TcpStream,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) {
+    let mut head = format!("{method} {path} HTTP/1.1\r\nhost: test\r\n");
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if !headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+    {
+        head.push_str(&format!("content-length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body).unwrap();
+}
+
+/// Reads one response from `reader` (HEAD responses have no body whatever their length).
+pub fn read_response(reader: &mut BufReader<TcpStream>, head_request: bool) -> Resp {
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    let status: u16 = line
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_else(|| panic!("bad status line {line:?}"))
+        .parse()
+        .unwrap();
+    let mut headers = Vec::new();
+    loop {
+        let mut l = String::new();
+        reader.read_line(&mut l).unwrap();
+        let l = l.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        let (k, v) = l.split_once(':').unwrap();
+        headers.push((k.to_ascii_lowercase(), v.trim().to_string()));
+    }
+    let len: usize = headers
+        .iter()
+        .find(|(k, _)| k == "content-length")
+        .map_or(0, |(_, v)| v.parse().unwrap());
+    let mut body = vec![
+        0;
+        if head_request || status == 100 {
+            0
+        } else {
+            len
+        }
+    ];
+    reader.read_exact(&mut body).unwrap();
+    Resp {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// One request on a new connection.
+pub fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Resp {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(DEADLINE)).unwrap();
+    send(&mut stream, method, path, headers, body);
+    let mut reader = BufReader::new(stream);
+    read_response(&mut reader, method == "HEAD")
+}
