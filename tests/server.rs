@@ -1008,3 +1008,55 @@ fn lock_shutdown_and_restart() {
     }
     assert_eq!(s.get("/api/v1/lifecycles/squeeze").status, 200);
 }
+
+#[test]
+fn quotas() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_server(dir.path(), &[]);
+    let r = s.request(
+        "POST",
+        "/api/v1/b/hard",
+        &[],
+        br#"{"quota_type":"HARD","quota_size":100}"#,
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(write(&s, "/api/v1/b/hard/e?ts=1", &[], &[7; 60]), 200);
+    let r = s.request("POST", "/api/v1/b/hard/e?ts=2", &[], &[7; 60]);
+    assert_eq!((r.status, r.error()), (400, "Quota of 'hard' exceeded"));
+    assert_eq!(s.get("/api/v1/b/hard/e?ts=2").status, 404);
+
+    let r = s.request(
+        "POST",
+        "/api/v1/b/fifo",
+        &[],
+        br#"{"quota_type":"FIFO","quota_size":5000,"max_block_records":10}"#,
+    );
+    assert_eq!(r.status, 200);
+    for ts in 1..=100u64 {
+        assert_eq!(
+            write(
+                &s,
+                &format!("/api/v1/b/fifo/e?ts={ts}"),
+                &[],
+                &[ts as u8; 100]
+            ),
+            200
+        );
+        let size = s.get("/api/v1/b/fifo").json()["info"]["size"]
+            .as_u64()
+            .unwrap();
+        assert!(size <= 5000, "bucket at {size} bytes after record {ts}");
+    }
+    assert_eq!(
+        s.get("/api/v1/b/fifo/e?ts=1").status,
+        404,
+        "oldest records dropped"
+    );
+    assert_eq!(s.get("/api/v1/b/fifo/e?ts=100").body, vec![100u8; 100]);
+    let info = s.get("/api/v1/b/fifo").json();
+    assert!(
+        info["info"]["oldest_record"].as_u64().unwrap() > 50,
+        "{info}"
+    );
+    assert!(s.logged("FIFO quota dropped"));
+}

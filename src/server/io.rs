@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::server::app::{App, no_route, parse_json};
 use crate::server::batch::{decode_write_batch, encode_read_batch};
 use crate::server::http::{Request, Response, ResponseBody};
-use crate::server::records::{check_quota, user_bucket};
+use crate::server::records::user_bucket;
 use crate::storage::QueryOptions;
 use crate::storage::condition::Condition;
 
@@ -141,7 +141,7 @@ fn write(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
             req.body.remaining()
         )));
     }
-    check_quota(&bucket, total)?;
+    bucket.make_room(total)?;
     let mut response = Response::ok()
         .header(
             "x-reduct-entries",

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::server::app::{App, no_route, required_ts, ts_param};
 use crate::server::http::{Request, RequestHead, Response, ResponseBody};
 use crate::storage::names::validate_entry_name;
-use crate::storage::{Bucket, DEFAULT_CONTENT_TYPE, Labels, QuotaType, RecordMeta};
+use crate::storage::{DEFAULT_CONTENT_TYPE, Labels, RecordMeta};
 
 const LABEL_PREFIX: &str = "x-reduct-label-";
 
@@ -27,20 +27,6 @@ pub fn user_bucket(name: &str) -> Result<()> {
     if name.starts_with('$') {
         return Err(Error::forbidden(format!(
             "Bucket '{name}' belongs to the system and is read-only"
-        )));
-    }
-    Ok(())
-}
-
-/// A HARD quota refuses a write that would take the bucket past it.
-pub fn check_quota(bucket: &Bucket, incoming: u64) -> Result<()> {
-    let settings = bucket.settings();
-    if settings.quota_type == QuotaType::Hard
-        && bucket.info()?.size.saturating_add(incoming) > settings.quota_size
-    {
-        return Err(Error::bad_request(format!(
-            "Quota of '{}' exceeded",
-            bucket.name()
         )));
     }
     Ok(())
@@ -115,7 +101,7 @@ fn write(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result
             .map_err(|_| Error::unprocessable(format!("content-length '{v}' is not a number")))?,
         None => return Err(Error::unprocessable("content-length header is required")),
     };
-    check_quota(&bucket, size)?;
+    bucket.make_room(size)?;
     let meta = RecordMeta {
         timestamp: ts,
         labels: labels_from_headers(&req.head),

@@ -25,6 +25,7 @@ pub mod log;
 pub mod names;
 pub mod pattern;
 pub mod query;
+pub mod quota;
 pub mod record;
 mod rewrite;
 pub mod settings;
