@@ -56,8 +56,12 @@ impl Bucket {
         let Some((first_ts, entry, last_ts)) = oldest else {
             return Ok(false);
         };
-        let stats =
-            self.remove_records(&[entry.clone()], first_ts, last_ts.saturating_add(1), None)?;
+        let stats = self.remove_records(
+            std::slice::from_ref(&entry),
+            first_ts,
+            last_ts.saturating_add(1),
+            None,
+        )?;
         log::info!(
             "bucket '{}': FIFO quota dropped {} record(s) of '{entry}' up to {last_ts}",
             self.name(),
