@@ -1060,3 +1060,39 @@ fn quotas() {
     );
     assert!(s.logged("FIFO quota dropped"));
 }
+
+#[test]
+fn damaged_block_is_a_500_naming_it_and_the_rest_still_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = start_server(dir.path(), &[]);
+        s.request("POST", "/api/v1/b/b", &[], br#"{"max_block_records": 2}"#);
+        for ts in 1..=6u64 {
+            write(
+                &s,
+                &format!("/api/v1/b/b/e?ts={ts}"),
+                &[],
+                format!("payload-{ts}").as_bytes(),
+            );
+        }
+        s.terminate();
+    }
+    // Flip a payload byte of the first sealed block (frames start at offset 0).
+    let entry = dir.path().join("b").join("e");
+    let mut blocks: Vec<_> = std::fs::read_dir(&entry)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "blk"))
+        .collect();
+    blocks.sort();
+    let mut bytes = std::fs::read(&blocks[0]).unwrap();
+    bytes[0] ^= 0xff;
+    std::fs::write(&blocks[0], bytes).unwrap();
+
+    let s = start_server(dir.path(), &[]);
+    let r = s.get("/api/v1/b/b/e?ts=1");
+    assert_eq!(r.status, 500);
+    assert!(r.error().contains("corrupt"), "{}", r.error());
+    assert_eq!(s.get("/api/v1/b/b/e?ts=5").body, b"payload-5");
+    assert!(s.logged("corrupt"), "the error is logged with its context");
+}
