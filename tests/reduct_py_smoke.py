@@ -178,11 +178,19 @@ async def main():
 
     system = await client.get_bucket("$system")
     events = []
-    async for record in system.query("lifecycle/**"):
-        events.append((record.entry, record.labels, json.loads(await record.read_all())))
-    check(any(e[0].endswith("/drop-debug") for e in events), "delete run events in $system")
-    check(any(e[0].endswith("/squeeze") for e in events), "compress run events in $system")
+
+    async def both_policies_reported():
+        # Each run writes its event just after its changes land, so poll for them.
+        events.clear()
+        async for record in system.query("lifecycle/**"):
+            events.append((record.entry, record.labels, json.loads(await record.read_all())))
+        return (any(e[0].endswith("/drop-debug") for e in events)
+                and any(e[0].endswith("/squeeze") for e in events))
+
+    await wait_for("delete and compress run events readable in $system", both_policies_reported)
     check(all(e[1].get("status") in ("ok", "error") for e in events), "events carry status")
+    check(any(e[2].get("processed_records", 0) > 0 for e in events
+              if e[0].endswith("/squeeze")), "compress event reports its records")
 
     await client.delete_lifecycle("drop-debug")
     await client.delete_lifecycle("squeeze")

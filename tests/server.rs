@@ -623,22 +623,30 @@ fn lifecycle_endpoints() {
     });
     let d = s.get("/api/v1/lifecycles/trim").json();
     assert!(d["info"]["last_run"].as_str().unwrap().ends_with('Z'));
-    // The event trail is readable through the record API.
-    let r = s.request(
-        "POST",
-        "/api/v1/io/$system/q",
-        &[],
-        br#"{"query_type":"QUERY","entries":["lifecycle/**"]}"#,
-    );
-    assert_eq!(r.status, 200, "{}", r.error());
-    let id = r.json()["id"].as_u64().unwrap().to_string();
-    let r = s.request(
-        "GET",
-        "/api/v1/io/%24system/read",
-        &[("x-reduct-query-id", &id)],
-        b"",
-    );
-    assert_eq!(r.status, 200);
+    // The event trail is readable through the record API (the event is written just
+    // after the run's changes, so wait for it).
+    let mut r = common::Resp {
+        status: 0,
+        headers: Vec::new(),
+        body: Vec::new(),
+    };
+    wait_until("the run's event in $system", || {
+        let q = s.request(
+            "POST",
+            "/api/v1/io/$system/q",
+            &[],
+            br#"{"query_type":"QUERY","entries":["lifecycle/**"]}"#,
+        );
+        assert_eq!(q.status, 200, "{}", q.error());
+        let id = q.json()["id"].as_u64().unwrap().to_string();
+        r = s.request(
+            "GET",
+            "/api/v1/io/%24system/read",
+            &[("x-reduct-query-id", &id)],
+            b"",
+        );
+        r.status == 200
+    });
     assert_eq!(
         r.header("x-reduct-entries"),
         Some("lifecycle%2Funknown%2Ftrim")
@@ -1058,7 +1066,7 @@ fn quotas() {
         info["info"]["oldest_record"].as_u64().unwrap() > 50,
         "{info}"
     );
-    assert!(s.logged("FIFO quota dropped"));
+    s.wait_for_log("FIFO quota dropped");
 }
 
 #[test]
@@ -1094,5 +1102,5 @@ fn damaged_block_is_a_500_naming_it_and_the_rest_still_serves() {
     assert_eq!(r.status, 500);
     assert!(r.error().contains("corrupt"), "{}", r.error());
     assert_eq!(s.get("/api/v1/b/b/e?ts=5").body, b"payload-5");
-    assert!(s.logged("corrupt"), "the error is logged with its context");
+    s.wait_for_log("corrupt");
 }

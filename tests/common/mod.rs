@@ -17,6 +17,7 @@ pub const DEADLINE: Duration = Duration::from_secs(10);
 /// A running `halflife serve`.
 pub struct ServerProcess {
     child: Child,
+    reader: Option<std::thread::JoinHandle<()>>,
     pub addr: SocketAddr,
     pub log: Arc<Mutex<Vec<String>>>,
     pub data: PathBuf,
@@ -47,7 +48,7 @@ pub fn try_start_server(
     let stderr = child.stderr.take().expect("piped stderr");
     let log = Arc::new(Mutex::new(Vec::new()));
     let sink = log.clone();
-    std::thread::spawn(move || {
+    let reader = std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             sink.lock().unwrap().push(line);
         }
@@ -63,14 +64,15 @@ pub fn try_start_server(
         if let Some(addr) = found {
             return Ok(ServerProcess {
                 child,
+                reader: Some(reader),
                 addr,
                 log,
                 data: data.to_path_buf(),
             });
         }
         if let Some(status) = child.try_wait().expect("try_wait") {
-            // Give the reader thread a moment to collect the last lines.
-            std::thread::sleep(Duration::from_millis(200));
+            // The pipe closed with the process: the reader ends after the last line.
+            let _ = reader.join();
             let lines = log.lock().unwrap().clone();
             return Err((status, lines));
         }
@@ -114,7 +116,9 @@ impl ServerProcess {
         let start = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
-                std::thread::sleep(Duration::from_millis(100));
+                if let Some(reader) = self.reader.take() {
+                    let _ = reader.join();
+                }
                 let log = self.log.lock().unwrap().clone();
                 return (status, log);
             }
