@@ -1,0 +1,304 @@
+//! HTTP throughput of `halflife serve` (in process, on a loopback port) on real fixtures,
+//! against the physical reference measured in the same run: the same records written to
+//! and queried from the storage engine directly. Prints records/s, MB/s and the share of
+//! the reference.
+//!
+//! Workloads: single-record writes (`POST /b/{bucket}/{entry}?ts=`, one keep-alive
+//! connection per client thread, 1 and 2 clients) and a full query read back through the
+//! batch protocol (`POST /io/{bucket}/q` + `GET /io/{bucket}/read`).
+//!
+//! Run: `cargo bench --bench server`
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::io::BufReader;
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use common::{read_response, send};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use halflife::Config;
+use halflife::fixtures::{self, FixtureRecord};
+use halflife::server::{InstanceRole, Server, ServerConfig};
+use halflife::storage::{BucketSettings, QueryOptions, RecordMeta, Store};
+
+struct Connection {
+    stream: TcpStream,
+    reader: BufReader<TcpStream>,
+}
+
+impl Connection {
+    fn open(addr: SocketAddr) -> Self {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream.set_nodelay(true).expect("nodelay");
+        let reader = BufReader::new(stream.try_clone().expect("clone"));
+        Connection { stream, reader }
+    }
+
+    fn call(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> common::Resp {
+        send(&mut self.stream, method, path, headers, body);
+        read_response(&mut self.reader, method == "HEAD")
+    }
+}
+
+fn write_over_http(
+    addr: SocketAddr,
+    bucket: &str,
+    prefix: &str,
+    records: &[FixtureRecord],
+    clients: usize,
+) {
+    let chunk = records.len().div_ceil(clients);
+    std::thread::scope(|scope| {
+        for (c, part) in records.chunks(chunk).enumerate() {
+            scope.spawn(move || {
+                let mut conn = Connection::open(addr);
+                for r in part {
+                    let mut headers: Vec<(String, String)> = r
+                        .labels
+                        .iter()
+                        .map(|(k, v)| (format!("x-reduct-label-{k}"), v.clone()))
+                        .collect();
+                    headers.push(("content-type".into(), r.content_type.clone()));
+                    let headers: Vec<(&str, &str)> = headers
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str()))
+                        .collect();
+                    let path = format!(
+                        "/api/v1/b/{bucket}/{prefix}-{c}/{}?ts={}",
+                        r.entry, r.timestamp
+                    );
+                    let resp = conn.call("POST", &path, &headers, &r.payload);
+                    assert_eq!(resp.status, 200, "{}", resp.error());
+                }
+            });
+        }
+    });
+}
+
+fn write_direct(store: &Store, bucket: &str, prefix: &str, records: &[FixtureRecord]) {
+    let bucket = store.bucket(bucket).expect("bucket");
+    for r in records {
+        let meta = RecordMeta {
+            timestamp: r.timestamp,
+            labels: r.labels.clone(),
+            content_type: r.content_type.clone(),
+            size: r.payload.len() as u64,
+        };
+        bucket
+            .write(&format!("{prefix}/{}", r.entry), meta, &r.payload)
+            .expect("write");
+    }
+}
+
+fn query_over_http(addr: SocketAddr, bucket: &str, entries: &str) -> (u64, u64) {
+    let mut conn = Connection::open(addr);
+    let body = format!(r#"{{"query_type":"QUERY","entries":["{entries}"]}}"#);
+    let id = conn
+        .call(
+            "POST",
+            &format!("/api/v1/io/{bucket}/q"),
+            &[],
+            body.as_bytes(),
+        )
+        .json()["id"]
+        .as_u64()
+        .expect("query id")
+        .to_string();
+    let (mut records, mut bytes) = (0, 0);
+    loop {
+        let r = conn.call(
+            "GET",
+            &format!("/api/v1/io/{bucket}/read"),
+            &[("x-reduct-query-id", &id)],
+            b"",
+        );
+        if r.status == 204 {
+            return (records, bytes);
+        }
+        records += r
+            .headers
+            .iter()
+            .filter(|(k, _)| k.starts_with("x-reduct-0-"))
+            .count() as u64;
+        bytes += r.body.len() as u64;
+        if r.header("x-reduct-last") == Some("true") {
+            return (records, bytes);
+        }
+    }
+}
+
+fn query_direct(store: &Store, bucket: &str, entries: &str) -> (u64, u64) {
+    let bucket = store.bucket(bucket).expect("bucket");
+    let options = QueryOptions {
+        entries: vec![entries.to_string()],
+        ..Default::default()
+    };
+    let (mut records, mut bytes) = (0, 0);
+    for r in bucket.query(&options).expect("query") {
+        let r = r.expect("record");
+        records += 1;
+        bytes += r.payload.map_or(0, |p| p.len() as u64);
+    }
+    (records, bytes)
+}
+
+fn benches(c: &mut Criterion) {
+    let dir = fixtures::fixtures_dir();
+    let flights: Vec<FixtureRecord> = fixtures::flights(&dir, Some(20_000)).expect("flights");
+    let bytes: u64 = flights.iter().map(|r| r.payload.len() as u64).sum();
+    eprintln!(
+        "data set: {} flights, {:.1} MB of JSON",
+        flights.len(),
+        bytes as f64 / 1e6
+    );
+
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(
+        ServerConfig {
+            engine: Config::new(data.path().join("http")),
+            host: "127.0.0.1".into(),
+            port: 0,
+            http_threads: 4,
+            api_token: None,
+            role: InstanceRole::Standalone,
+        },
+        Vec::new(),
+    )
+    .expect("server");
+    let addr = server.local_addr();
+    let mut conn = Connection::open(addr);
+    assert_eq!(conn.call("POST", "/api/v1/b/bench", &[], b"").status, 200);
+    let direct = Store::open(Config::new(data.path().join("direct"))).expect("store");
+    direct
+        .create_bucket("bench", BucketSettings::default())
+        .expect("bucket");
+
+    let mut summary = Vec::new();
+    let mut group = c.benchmark_group("server/flights");
+    group
+        .sample_size(10)
+        .throughput(Throughput::ElementsAndBytes {
+            elements: flights.len() as u64,
+            bytes,
+        });
+    let mut round = 0;
+    for clients in [1, 2] {
+        group.bench_function(format!("http_write_c{clients}"), |b| {
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    round += 1;
+                    write_over_http(addr, "bench", &format!("w{round}"), &flights, clients);
+                }
+                start.elapsed()
+            })
+        });
+    }
+    group.bench_function("direct_write", |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            for _ in 0..iters {
+                round += 1;
+                write_direct(&direct, "bench", &format!("w{round}"), &flights);
+            }
+            start.elapsed()
+        })
+    });
+    // Shares from medians of a few runs outside criterion, same data and process.
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let rate = |d: Duration| flights.len() as f64 / d.as_secs_f64();
+    let direct_write = median(
+        (0..3)
+            .map(|_| {
+                round += 1;
+                let s = Instant::now();
+                write_direct(&direct, "bench", &format!("m{round}"), &flights);
+                s.elapsed()
+            })
+            .collect(),
+    );
+    for clients in [1, 2] {
+        let http = median(
+            (0..3)
+                .map(|_| {
+                    round += 1;
+                    let s = Instant::now();
+                    write_over_http(addr, "bench", &format!("m{round}"), &flights, clients);
+                    s.elapsed()
+                })
+                .collect(),
+        );
+        summary.push(format!(
+            "write, {clients} client(s): HTTP {:>8.0} rec/s, direct {:>8.0} rec/s, share {:.2}",
+            rate(http),
+            rate(direct_write),
+            direct_write.as_secs_f64() / http.as_secs_f64()
+        ));
+    }
+
+    // Read back one full copy of the data set (written once more under a known prefix).
+    write_over_http(addr, "bench", "read", &flights, 1);
+    write_direct(&direct, "bench", "read-0", &flights);
+    let pattern = "read-0/**";
+    assert_eq!(
+        query_over_http(addr, "bench", pattern),
+        (flights.len() as u64, bytes)
+    );
+    assert_eq!(
+        query_direct(&direct, "bench", pattern),
+        (flights.len() as u64, bytes)
+    );
+    group.bench_function("http_query", |b| {
+        b.iter(|| query_over_http(addr, "bench", pattern))
+    });
+    group.bench_function("direct_query", |b| {
+        b.iter(|| query_direct(&direct, "bench", pattern))
+    });
+    group.finish();
+    let time = |f: &dyn Fn()| {
+        median(
+            (0..5)
+                .map(|_| {
+                    let s = Instant::now();
+                    f();
+                    s.elapsed()
+                })
+                .collect(),
+        )
+    };
+    let http = time(&|| {
+        query_over_http(addr, "bench", pattern);
+    });
+    let local = time(&|| {
+        query_direct(&direct, "bench", pattern);
+    });
+    summary.push(format!(
+        "query (85-record batches): HTTP {:>8.0} rec/s ({:.0} MB/s), direct {:>8.0} rec/s, share {:.2}",
+        rate(http),
+        bytes as f64 / 1e6 / http.as_secs_f64(),
+        rate(local),
+        local.as_secs_f64() / http.as_secs_f64()
+    ));
+    server.shutdown();
+    eprintln!(
+        "\nserver on {} flights (share = HTTP ÷ direct storage calls):",
+        flights.len()
+    );
+    for line in summary {
+        eprintln!("  {line}");
+    }
+}
+
+criterion_group!(server, benches);
+criterion_main!(server);
