@@ -1104,3 +1104,29 @@ fn damaged_block_is_a_500_naming_it_and_the_rest_still_serves() {
     assert_eq!(s.get("/api/v1/b/b/e?ts=5").body, b"payload-5");
     s.wait_for_log("corrupt");
 }
+
+#[test]
+fn an_idle_keep_alive_connection_gives_its_thread_to_a_waiting_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_server(dir.path(), &[("RS_HTTP_THREADS", "1")]);
+    // A: one request, then idle with the connection open.
+    let mut a = TcpStream::connect(s.addr).unwrap();
+    a.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut a_reader = BufReader::new(a.try_clone().unwrap());
+    send(&mut a, "GET", "/api/v1/info", &[], b"");
+    assert_eq!(read_response(&mut a_reader, false).status, 200);
+    // B is served while A stays idle, well before A's 5 s idle timeout would free the
+    // only handler thread (the deadline leaves a wide margin over the 100 ms check).
+    let mut b = TcpStream::connect(s.addr).unwrap();
+    b.set_read_timeout(Some(std::time::Duration::from_secs(3)))
+        .unwrap();
+    send(&mut b, "GET", "/api/v1/info", &[], b"");
+    let r = read_response(&mut BufReader::new(b), false);
+    assert_eq!(r.status, 200);
+    // A was closed by the server (end of stream), as HTTP allows for idle connections.
+    let mut rest = Vec::new();
+    assert_eq!(
+        std::io::Read::read_to_end(&mut a_reader, &mut rest).unwrap(),
+        0
+    );
+}

@@ -18,7 +18,7 @@ pub mod queries;
 pub mod records;
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter};
+use std::io::{BufRead, BufReader, BufWriter};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -36,6 +36,10 @@ use http::{BodyError, HeadError, Request, Response};
 
 /// How long a kept-alive connection may sit idle before the server closes it.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often an idle kept-alive connection looks up from its wait: it gives its handler
+/// thread up as soon as other connections are queued or the server is stopping, so idle
+/// clients cannot starve new ones.
+const IDLE_CHECK: Duration = Duration::from_millis(100);
 /// How long a body may stall before the request fails.
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Name of the lock file in the data directory.
@@ -138,8 +142,9 @@ impl Server {
                 std::thread::Builder::new()
                     .name(format!("halflife-http-{i}"))
                     .spawn(move || {
+                        let others_waiting = || !rx.is_empty();
                         for stream in rx.iter() {
-                            serve_connection(&app, stream, &stop);
+                            serve_connection(&app, stream, &stop, &others_waiting);
                         }
                     })
                     .map_err(|e| Error::io("starting an HTTP thread", e))?,
@@ -209,7 +214,47 @@ impl Server {
     }
 }
 
-fn serve_connection(app: &App, stream: TcpStream, stop: &AtomicBool) {
+/// Waits for the next request on a kept-alive connection; false when the connection
+/// should close instead (the peer closed or broke it, it idled out, other connections
+/// need the thread, or the server is stopping).
+fn await_request(
+    reader: &mut BufReader<TcpStream>,
+    stop: &AtomicBool,
+    others_waiting: &dyn Fn() -> bool,
+) -> bool {
+    if !reader.buffer().is_empty() {
+        return true;
+    }
+    let _ = reader.get_ref().set_read_timeout(Some(IDLE_CHECK));
+    let idle_since = Instant::now();
+    loop {
+        match reader.fill_buf() {
+            Ok(buf) => return !buf.is_empty(),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                if stop.load(Ordering::SeqCst)
+                    || others_waiting()
+                    || idle_since.elapsed() >= IDLE_TIMEOUT
+                {
+                    return false;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+fn serve_connection(
+    app: &App,
+    stream: TcpStream,
+    stop: &AtomicBool,
+    others_waiting: &dyn Fn() -> bool,
+) {
     let _ = stream.set_nodelay(true);
     let peer = stream
         .peer_addr()
@@ -219,7 +264,14 @@ fn serve_connection(app: &App, stream: TcpStream, stop: &AtomicBool) {
     };
     let mut reader = BufReader::with_capacity(64 << 10, stream);
     let mut writer = BufWriter::with_capacity(64 << 10, write_half);
+    let mut first = true;
     loop {
+        // The first request is waited for in full; between requests the connection only
+        // keeps its thread while nobody else needs it.
+        if !first && !await_request(&mut reader, stop, others_waiting) {
+            return;
+        }
+        first = false;
         let _ = reader.get_ref().set_read_timeout(Some(IDLE_TIMEOUT));
         let head = match http::read_head(&mut reader) {
             Ok(head) => head,
