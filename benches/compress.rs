@@ -3,7 +3,8 @@
 //! the same run. Prints, per data set and thread count: input MB/s of both, our share of
 //! the reference, the compression ratio, and the peak heap memory of a run.
 //!
-//! Run: `cargo bench --bench compress`
+//! Run: `cargo bench --bench compress`. `HALFLIFE_BENCH_DIR=/dev/shm` puts the stores on
+//! another filesystem (e.g. tmpfs, to separate our CPU cost from the filesystem's).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
@@ -27,8 +28,16 @@ struct DataSet {
     bytes: u64,
 }
 
+/// A temporary directory on `HALFLIFE_BENCH_DIR` if set, else the system's.
+fn scratch_dir() -> tempfile::TempDir {
+    match std::env::var_os("HALFLIFE_BENCH_DIR") {
+        Some(base) => tempfile::tempdir_in(base).expect("tempdir in HALFLIFE_BENCH_DIR"),
+        None => tempfile::tempdir().expect("tempdir"),
+    }
+}
+
 fn build(name: &'static str, records: &[FixtureRecord]) -> DataSet {
-    let template = tempfile::tempdir().expect("tempdir");
+    let template = scratch_dir();
     let store = Store::open(Config::new(template.path())).expect("store");
     let bucket = store
         .create_bucket("bench", BucketSettings::default())
@@ -75,7 +84,7 @@ fn copy_dir(from: &Path, to: &Path) {
 
 /// One timed recompression of a fresh copy of the data set; returns (time, bytes after).
 fn ours_once(set: &DataSet, pool: &CompressPool) -> (Duration, u64) {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = scratch_dir();
     copy_dir(set.template.path(), dir.path());
     let store = Store::open(Config::new(dir.path())).expect("store");
     let bucket = store.bucket("bench").expect("bucket");
@@ -88,7 +97,7 @@ fn ours_once(set: &DataSet, pool: &CompressPool) -> (Duration, u64) {
 
 /// Peak heap of one recompression run (store opening excluded).
 fn peak_once(set: &DataSet, pool: &CompressPool) -> u64 {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = scratch_dir();
     copy_dir(set.template.path(), dir.path());
     let store = Store::open(Config::new(dir.path())).expect("store");
     let bucket = store.bucket("bench").expect("bucket");

@@ -232,6 +232,96 @@ fn incompressible_frames_are_not_grown_and_tier_sticks() {
     verify_all(&bucket, "camera", &images);
 }
 
+/// Records of pseudo-random (incompressible) bytes, or of repeated text when `text`.
+fn synthetic(count: usize, text: impl Fn(usize) -> bool) -> Vec<FixtureRecord> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..count)
+        .map(|i| {
+            let payload: Vec<u8> = if text(i) {
+                format!("reading {i} nominal; ").repeat(200).into_bytes()
+            } else {
+                (0..4000)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x as u8
+                    })
+                    .collect()
+            };
+            FixtureRecord {
+                entry: "s".into(),
+                timestamp: 1_000 + i as u64,
+                labels: Default::default(),
+                content_type: "application/octet-stream".into(),
+                payload,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn blocks_with_nothing_to_gain_keep_their_file_and_take_the_tier() {
+    let dir = tempfile::tempdir().unwrap();
+    // 4 KB frames, 10 records per block: blocks 0-1 random only, block 2 random then
+    // text (the random frames before the first compressible one are copied from the
+    // source), block 3 text.
+    let records = synthetic(41, |i| (25..40).contains(&i));
+    let store = store_with(dir.path(), 4096, 10, &[("s", &records)]);
+    let bucket = store.bucket("b").unwrap();
+    let seqs = |bucket: &Bucket| -> Vec<u64> {
+        EntryIndex::load(&bucket.dir().join("s"))
+            .unwrap()
+            .blocks
+            .iter()
+            .map(|b| b.seq)
+            .collect()
+    };
+    let before = seqs(&bucket);
+    assert_eq!(before.len(), 4);
+    let pool = CompressPool::new(2).unwrap();
+    let all = vec!["s".to_string()];
+    let stats = bucket
+        .compress_blocks(&all, 0, u64::MAX, Codec::Zstd(3), &pool, &never)
+        .unwrap();
+    assert_eq!(stats.blocks, 4);
+    let after = seqs(&bucket);
+    assert_eq!(&after[..2], &before[..2], "random blocks keep their files");
+    assert_ne!(
+        after[2], before[2],
+        "a block with a compressible frame is rewritten"
+    );
+    assert_ne!(after[3], before[3]);
+    assert!(codecs(&bucket, "s").iter().all(|c| *c == Codec::Zstd(3)));
+    assert!(stats.bytes_after < stats.bytes_before, "{stats:?}");
+    verify_all(&bucket, "s", &records);
+    // The tier sticks across a reopen, and nothing is eligible any more.
+    drop(bucket);
+    drop(store);
+    let store = Store::open(Config::new(dir.path())).unwrap();
+    let bucket = store.bucket("b").unwrap();
+    assert!(codecs(&bucket, "s").iter().all(|c| *c == Codec::Zstd(3)));
+    assert_eq!(
+        bucket
+            .estimate_compress(&all, 0, u64::MAX, Codec::Zstd(3))
+            .unwrap()
+            .blocks,
+        0
+    );
+    verify_all(&bucket, "s", &records);
+    // A relabel rewrites the block uncompressed: eligible again.
+    let mut change = halflife::storage::Labels::new();
+    change.insert("k".into(), "v".into());
+    bucket.update_labels("s", 1_003, &change).unwrap();
+    assert_eq!(
+        bucket
+            .estimate_compress(&all, 0, u64::MAX, Codec::Zstd(3))
+            .unwrap()
+            .blocks,
+        1
+    );
+}
+
 #[test]
 fn writes_into_compressed_blocks_make_them_eligible_again() {
     let dir = tempfile::tempdir().unwrap();

@@ -5,7 +5,8 @@
 //! blocks — per block, lz4-packing its record table, and re-encoding each frame from the
 //! memory-mapped source. Tasks run on a rayon pool in windows of about eight frames' worth
 //! of input per thread, while the calling thread writes the previous window, in order, into
-//! the new block files; a committer thread fsyncs finished files and commits them. So one
+//! the new block files and prepares the next one (mapping, checksum verification, table
+//! packing); a committer thread fsyncs finished files and commits them. So one
 //! huge block keeps every thread busy, many small blocks do too, and memory stays bounded
 //! by two windows (threads × frame size), not by the data.
 //!
@@ -153,7 +154,7 @@ impl Entry {
             Ok(st) => st,
             Err(e) => {
                 for f in &done {
-                    let _ = remove_file_if_exists(&f.path);
+                    f.discard();
                 }
                 // The entry was removed meanwhile: nothing to commit.
                 log::info!(
@@ -168,6 +169,7 @@ impl Entry {
         let mut next = st.index.clone();
         let mut created = Vec::new();
         let mut obsolete = Vec::new();
+        let mut changed = false;
         for f in done {
             match next.blocks.iter().position(|b| b.seq == f.old.seq) {
                 Some(pos) => {
@@ -176,16 +178,19 @@ impl Entry {
                     stats.bytes_before += f.old.size;
                     stats.bytes_after += f.new.size;
                     next.blocks[pos] = f.new;
-                    obsolete.push(f.old.seq);
-                    created.push(f.path);
+                    changed = true;
+                    if let Some(path) = f.path {
+                        obsolete.push(f.old.seq);
+                        created.push(path);
+                    }
                 }
                 None => {
                     stats.skipped += 1;
-                    let _ = remove_file_if_exists(&f.path);
+                    f.discard();
                 }
             }
         }
-        if !created.is_empty() {
+        if changed {
             self.commit(&mut st, next, &created, &obsolete)?;
         }
         Ok(stats)
@@ -196,7 +201,17 @@ impl Entry {
 struct Finished {
     old: BlockEntry,
     new: BlockEntry,
-    path: PathBuf,
+    /// The new file; `None` when no frame changed (every frame was stored raw and stayed
+    /// raw): the block keeps its file and only its tier changes in the index.
+    path: Option<PathBuf>,
+}
+
+impl Finished {
+    fn discard(&self) {
+        if let Some(path) = &self.path {
+            let _ = remove_file_if_exists(path);
+        }
+    }
 }
 
 /// One eligible block in the work stream.
@@ -220,6 +235,9 @@ struct Task {
     job: usize,
     part: Part,
     block: Arc<SealedBlock>,
+    /// For [`Part::Records`]: the lz4-packed record table, made while the batch was
+    /// prepared (off the pool), so the pool threads only re-encode frames.
+    packed: Vec<u8>,
 }
 
 impl Task {
@@ -234,7 +252,8 @@ impl Task {
 
 /// The result of a task.
 enum Encoded {
-    Records(Vec<u8>),
+    /// The record table (already packed into the task).
+    Records,
     /// The codec used, the stored bytes, the raw length.
     Frame(Codec, Vec<u8>, u64),
 }
@@ -244,7 +263,11 @@ struct Output {
     job: usize,
     block: Arc<SealedBlock>,
     packed_records: Vec<u8>,
+    /// Created at the first frame that changes; until then nothing is written.
     writer: Option<BlockWriter>,
+    /// Leading frames that were stored raw and stayed raw: copied from the source when a
+    /// later frame changes, never written if none does.
+    unchanged: usize,
     path: PathBuf,
 }
 
@@ -257,11 +280,7 @@ struct PendingCommits {
 
 fn run_task(task: &Task, target: Codec) -> Result<Encoded> {
     let frame = match task.part {
-        Part::Records => {
-            return Ok(Encoded::Records(meta::pack_records(
-                task.block.records_section(),
-            )));
-        }
+        Part::Records => return Ok(Encoded::Records),
         Part::Frame(frame) => frame,
     };
     let info = &task.block.frames()[frame];
@@ -326,7 +345,7 @@ impl Bucket {
         }
         // Finished block files go to a committer thread, which fsyncs them and commits
         // them in batches while the stream goes on.
-        let (commit_tx, commit_rx) = mpsc::channel::<(Arc<Entry>, Finished, File)>();
+        let (commit_tx, commit_rx) = mpsc::channel::<(Arc<Entry>, Finished, Option<File>)>();
         let committer_failed = AtomicBool::new(false);
         std::thread::scope(|scope| {
             let committer = scope.spawn(|| commit_loop(commit_rx, &committer_failed));
@@ -363,7 +382,7 @@ impl Bucket {
 /// batches (64 blocks, or whatever waited a second, or all at the end). After an error it
 /// discards what still arrives, raises `failed` so the stream stops, and reports the error.
 fn commit_loop(
-    rx: mpsc::Receiver<(Arc<Entry>, Finished, File)>,
+    rx: mpsc::Receiver<(Arc<Entry>, Finished, Option<File>)>,
     failed: &AtomicBool,
 ) -> Result<CompressStats> {
     let mut stats = CompressStats::default();
@@ -380,7 +399,7 @@ fn commit_loop(
             let p = pending.swap_remove(i);
             if error.is_some() {
                 for f in &p.done {
-                    let _ = remove_file_if_exists(&f.path);
+                    f.discard();
                 }
                 continue;
             }
@@ -394,13 +413,14 @@ fn commit_loop(
         match rx.recv_timeout(COMMIT_EVERY) {
             Ok((entry, finished, file)) => {
                 if error.is_none()
+                    && let Some(file) = file
                     && let Err(e) = file.sync_all()
                 {
                     error = Some(Error::io("syncing a recompressed block", e));
                 }
                 if error.is_some() {
                     failed.store(true, Ordering::Relaxed);
-                    let _ = remove_file_if_exists(&finished.path);
+                    finished.discard();
                     continue;
                 }
                 match pending.iter_mut().find(|p| Arc::ptr_eq(&p.entry, &entry)) {
@@ -433,14 +453,16 @@ struct Run<'a> {
     target: Codec,
     stats: CompressStats,
     output: Option<Output>,
-    commits: mpsc::Sender<(Arc<Entry>, Finished, File)>,
+    commits: mpsc::Sender<(Arc<Entry>, Finished, Option<File>)>,
     failed: HashSet<usize>,
 }
 
 impl Run<'_> {
-    /// Runs the stream as a two-stage pipeline: while the pool works on one window of
-    /// tasks, this thread writes the window before it (the committer thread syncs and
-    /// commits finished blocks).
+    /// Runs the stream as a pipeline: while the pool encodes one batch of tasks, this
+    /// thread writes the batch before it and prepares the one after it (maps the blocks,
+    /// verifies the source frames' checksums, packs the record tables), so the pool
+    /// threads only ever re-encode frames (the committer thread syncs and commits
+    /// finished blocks).
     fn stream(&mut self, pool: &CompressPool, cancel: &dyn Fn() -> bool) -> Result<()> {
         let frame_size = self.jobs.first().map_or(1 << 20, |j| j.entry.frame_size) as u64;
         let window = pool.threads() as u64 * WINDOW_FRAMES_PER_THREAD * frame_size;
@@ -448,6 +470,7 @@ impl Run<'_> {
         let mut queued = 0u64;
         let mut next_job = 0;
         let mut encoded: Option<(Vec<Task>, Vec<Result<Encoded>>)> = None;
+        let mut batch = self.prepare_batch(window, &mut queue, &mut queued, &mut next_job);
         loop {
             if cancel() {
                 log::info!(
@@ -456,38 +479,65 @@ impl Run<'_> {
                 );
                 return Ok(());
             }
-            while queued < window && next_job < self.jobs.len() {
-                queued += self.enqueue(next_job, &mut queue);
-                next_job += 1;
-            }
-            let mut batch = Vec::new();
-            let mut batch_bytes = 0;
-            while batch_bytes < window
-                && let Some(task) = queue.pop_front()
-            {
-                batch_bytes += task.weight();
-                batch.push(task);
-            }
-            queued -= batch_bytes;
             if batch.is_empty() && encoded.is_none() {
                 return Ok(());
             }
             let target = self.target;
-            let mut next = Vec::new();
+            let mut results = Vec::new();
             let mut written = Ok(());
+            let mut following = Vec::new();
             pool.pool.in_place_scope(|scope| {
                 if !batch.is_empty() {
                     scope.spawn(|_| {
-                        next = batch.par_iter().map(|t| run_task(t, target)).collect();
+                        results = batch.par_iter().map(|t| run_task(t, target)).collect();
                     });
                 }
                 if let Some((tasks, results)) = encoded.take() {
                     written = self.write_window(tasks, results);
                 }
+                if written.is_ok() {
+                    following = self.prepare_batch(window, &mut queue, &mut queued, &mut next_job);
+                }
             });
             written?;
-            encoded = (!batch.is_empty()).then_some((batch, next));
+            encoded = (!batch.is_empty()).then_some((batch, results));
+            batch = following;
         }
+    }
+
+    /// Takes the next window's worth of tasks off the queue, mapping more blocks into it
+    /// as needed, and does the tasks' non-encoding work: frame checksums are verified
+    /// (the pool then finds them verified) and record tables packed.
+    fn prepare_batch(
+        &mut self,
+        window: u64,
+        queue: &mut VecDeque<Task>,
+        queued: &mut u64,
+        next_job: &mut usize,
+    ) -> Vec<Task> {
+        while *queued < window && *next_job < self.jobs.len() {
+            *queued += self.enqueue(*next_job, queue);
+            *next_job += 1;
+        }
+        let mut batch = Vec::new();
+        let mut batch_bytes = 0;
+        while batch_bytes < window
+            && let Some(mut task) = queue.pop_front()
+        {
+            match task.part {
+                Part::Records => {
+                    task.packed = meta::pack_records(task.block.records_section());
+                }
+                Part::Frame(i) => {
+                    // A failure shows again, as the task's error, when the pool reads it.
+                    let _ = task.block.stored_frame(i);
+                }
+            }
+            batch_bytes += task.weight();
+            batch.push(task);
+        }
+        *queued -= batch_bytes;
+        batch
     }
 
     /// Maps the next eligible block and queues its tasks, returning their weight; a block
@@ -504,6 +554,7 @@ impl Run<'_> {
                         job: job_index,
                         part,
                         block: block.clone(),
+                        packed: Vec::new(),
                     };
                     weight += task.weight();
                     queue.push_back(task);
@@ -543,12 +594,13 @@ impl Run<'_> {
     fn write_part(&mut self, task: Task, encoded: Encoded) -> Result<()> {
         let job = &self.jobs[task.job];
         let (codec, bytes, raw_len) = match encoded {
-            Encoded::Records(packed_records) => {
+            Encoded::Records => {
                 self.output = Some(Output {
                     job: task.job,
                     block: task.block,
-                    packed_records,
+                    packed_records: task.packed,
                     writer: None,
+                    unchanged: 0,
                     path: block_path(job.entry.dir(), job.new_seq),
                 });
                 return Ok(());
@@ -559,28 +611,59 @@ impl Run<'_> {
             Some(out) if out.job == task.job => out,
             _ => return Err(Error::internal("recompression frames arrived out of order")),
         };
-        let writer = match out.writer.as_mut() {
-            Some(writer) => writer,
-            None => out.writer.insert(BlockWriter::create(
-                &out.path,
-                self.target,
-                job.entry.frame_size,
-            )?),
+        let Part::Frame(index) = task.part else {
+            return Err(Error::internal("a record table arrived as a frame"));
         };
-        writer.append_encoded_frame(codec, &bytes, raw_len)?;
-        if task.part != Part::Frame(out.block.frames().len() - 1) {
+        let unchanged = codec == Codec::None && out.block.frames()[index].codec == Codec::None;
+        match out.writer.as_mut() {
+            // Incompressible data already stored raw: writing it again would change
+            // nothing but wear the disk.
+            None if unchanged => out.unchanged += 1,
+            None => {
+                let mut writer = BlockWriter::create(&out.path, self.target, job.entry.frame_size)?;
+                for i in 0..out.unchanged {
+                    let info = &out.block.frames()[i];
+                    writer.append_encoded_frame(
+                        Codec::None,
+                        out.block.stored_frame(i)?,
+                        info.raw_len,
+                    )?;
+                }
+                writer.append_encoded_frame(codec, &bytes, raw_len)?;
+                out.writer = Some(writer);
+            }
+            Some(writer) => writer.append_encoded_frame(codec, &bytes, raw_len)?,
+        }
+        if index != out.block.frames().len() - 1 {
             return Ok(());
         }
         let out = self
             .output
             .take()
             .expect("the output being finished exists");
-        let writer = out.writer.expect("a block with frames has a writer");
-        let (summary, file) = writer.finish_copied(&out.block, &job.old, &out.packed_records)?;
-        let finished = Finished {
-            old: job.old.clone(),
-            new: BlockEntry::from_summary(job.new_seq, &summary),
-            path: out.path,
+        let (finished, file) = match out.writer {
+            Some(writer) => {
+                let (summary, file) =
+                    writer.finish_copied(&out.block, &job.old, &out.packed_records)?;
+                let finished = Finished {
+                    old: job.old.clone(),
+                    new: BlockEntry::from_summary(job.new_seq, &summary),
+                    path: Some(out.path),
+                };
+                (finished, Some(file))
+            }
+            None => {
+                // No frame changed: the block keeps its file and takes the new tier, so
+                // it is not reconsidered by every run.
+                let mut new = job.old.clone();
+                new.codec = self.target;
+                let finished = Finished {
+                    old: job.old.clone(),
+                    new,
+                    path: None,
+                };
+                (finished, None)
+            }
         };
         self.commits
             .send((job.entry.clone(), finished, file))
