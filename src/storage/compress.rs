@@ -465,13 +465,17 @@ impl Run<'_> {
     /// finished blocks).
     fn stream(&mut self, pool: &CompressPool, cancel: &dyn Fn() -> bool) -> Result<()> {
         let frame_size = self.jobs.first().map_or(1 << 20, |j| j.entry.frame_size) as u64;
-        let window = pool.threads() as u64 * WINDOW_FRAMES_PER_THREAD * frame_size;
+        let max_window = pool.threads() as u64 * WINDOW_FRAMES_PER_THREAD * frame_size;
+        // Windows start at one frame per thread and double up to the full size, so the
+        // writing and syncing of the first blocks overlap encoding even in a small run.
+        let mut window = pool.threads() as u64 * frame_size;
         let mut queue: VecDeque<Task> = VecDeque::new();
         let mut queued = 0u64;
         let mut next_job = 0;
         let mut encoded: Option<(Vec<Task>, Vec<Result<Encoded>>)> = None;
         let mut batch = self.prepare_batch(window, &mut queue, &mut queued, &mut next_job);
         loop {
+            window = (window * 2).min(max_window);
             if cancel() {
                 log::info!(
                     "recompression cancelled after {} block(s)",
