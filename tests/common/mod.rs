@@ -139,6 +139,19 @@ impl Drop for ServerProcess {
     }
 }
 
+/// Writes one record with labels; returns the status.
+pub fn write_record(s: &ServerProcess, path: &str, labels: &[(&str, &str)], body: &[u8]) -> u16 {
+    let headers: Vec<(String, String)> = labels
+        .iter()
+        .map(|(k, v)| (format!("x-reduct-label-{k}"), v.to_string()))
+        .collect();
+    let headers: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    s.request("POST", path, &headers, body).status
+}
+
 /// Polls `condition` until it holds, failing after [`DEADLINE`].
 pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     let start = Instant::now();
