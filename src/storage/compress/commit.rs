@@ -1,0 +1,165 @@
+//! The committer side of recompression: finished block files are fsynced on their own
+//! thread and committed per entry in batches, each block only if it did not change
+//! meanwhile.
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use super::CompressStats;
+use crate::error::{Error, Result};
+use crate::storage::entry::Entry;
+use crate::storage::fsutil::remove_file_if_exists;
+use crate::storage::index::BlockEntry;
+
+/// Commit an entry's finished blocks once this many are waiting…
+const COMMIT_BATCH: usize = 64;
+/// …or once the oldest has waited this long.
+const COMMIT_EVERY: Duration = Duration::from_secs(1);
+
+impl Entry {
+    /// Commits recompressed blocks whose source is unchanged; returns what was committed
+    /// and how many were skipped. Files of skipped blocks are removed.
+    fn commit_recompressed(&self, done: Vec<Finished>) -> Result<CompressStats> {
+        let mut stats = CompressStats::default();
+        let mut st = match self.lock() {
+            Ok(st) => st,
+            Err(e) => {
+                for f in &done {
+                    f.discard();
+                }
+                // The entry was removed meanwhile: nothing to commit.
+                log::info!(
+                    "entry {}: {e}; dropping {} recompressed block(s)",
+                    self.name(),
+                    done.len()
+                );
+                stats.skipped += done.len() as u64;
+                return Ok(stats);
+            }
+        };
+        let mut next = st.index.clone();
+        let mut created = Vec::new();
+        let mut obsolete = Vec::new();
+        let mut changed = false;
+        for f in done {
+            match next.blocks.iter().position(|b| b.seq == f.old.seq) {
+                Some(pos) => {
+                    stats.blocks += 1;
+                    stats.records += f.old.record_count;
+                    stats.bytes_before += f.old.size;
+                    stats.bytes_after += f.new.size;
+                    next.blocks[pos] = f.new;
+                    changed = true;
+                    if let Some(path) = f.path {
+                        obsolete.push(f.old.seq);
+                        created.push(path);
+                    }
+                }
+                None => {
+                    stats.skipped += 1;
+                    f.discard();
+                }
+            }
+        }
+        if changed {
+            self.commit(&mut st, next, &created, &obsolete)?;
+        }
+        Ok(stats)
+    }
+}
+
+/// A recompressed block waiting for its commit.
+pub(super) struct Finished {
+    pub(super) old: BlockEntry,
+    pub(super) new: BlockEntry,
+    /// The new file; `None` when no frame changed (every frame was stored raw and stayed
+    /// raw): the block keeps its file and only its tier changes in the index.
+    pub(super) path: Option<PathBuf>,
+}
+
+impl Finished {
+    pub(super) fn discard(&self) {
+        if let Some(path) = &self.path {
+            let _ = remove_file_if_exists(path);
+        }
+    }
+}
+
+/// Per-entry queue of finished blocks and when the oldest one finished.
+struct PendingCommits {
+    entry: Arc<Entry>,
+    done: Vec<Finished>,
+    since: Instant,
+}
+
+/// The committer thread: fsyncs finished block files and commits them per entry in
+/// batches (64 blocks, or whatever waited a second, or all at the end). After an error it
+/// discards what still arrives, raises `failed` so the stream stops, and reports the error.
+pub(super) fn commit_loop(
+    rx: mpsc::Receiver<(Arc<Entry>, Finished, Option<File>)>,
+    failed: &AtomicBool,
+) -> Result<CompressStats> {
+    let mut stats = CompressStats::default();
+    let mut pending: Vec<PendingCommits> = Vec::new();
+    let mut error: Option<Error> = None;
+    let mut flush = |pending: &mut Vec<PendingCommits>, all: bool, error: &mut Option<Error>| {
+        let mut i = 0;
+        while i < pending.len() {
+            let p = &pending[i];
+            if !(all || p.done.len() >= COMMIT_BATCH || p.since.elapsed() >= COMMIT_EVERY) {
+                i += 1;
+                continue;
+            }
+            let p = pending.swap_remove(i);
+            if error.is_some() {
+                for f in &p.done {
+                    f.discard();
+                }
+                continue;
+            }
+            match p.entry.commit_recompressed(p.done) {
+                Ok(committed) => stats.add(committed),
+                Err(e) => *error = Some(e),
+            }
+        }
+    };
+    loop {
+        match rx.recv_timeout(COMMIT_EVERY) {
+            Ok((entry, finished, file)) => {
+                if error.is_none()
+                    && let Some(file) = file
+                    && let Err(e) = file.sync_all()
+                {
+                    error = Some(Error::io("syncing a recompressed block", e));
+                }
+                if error.is_some() {
+                    failed.store(true, Ordering::Relaxed);
+                    finished.discard();
+                    continue;
+                }
+                match pending.iter_mut().find(|p| Arc::ptr_eq(&p.entry, &entry)) {
+                    Some(p) => p.done.push(finished),
+                    None => pending.push(PendingCommits {
+                        entry,
+                        done: vec![finished],
+                        since: Instant::now(),
+                    }),
+                }
+                flush(&mut pending, false, &mut error);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => flush(&mut pending, false, &mut error),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        if error.is_some() {
+            failed.store(true, Ordering::Relaxed);
+        }
+    }
+    flush(&mut pending, true, &mut error);
+    match error {
+        Some(e) => Err(e),
+        None => Ok(stats),
+    }
+}

@@ -1,0 +1,328 @@
+//! The encoding side of recompression: the stream of tasks over the eligible blocks, cut
+//! into windows that the pool encodes while the calling thread writes the window before
+//! and prepares the window after.
+
+use std::borrow::Cow;
+use std::collections::{HashSet, VecDeque};
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::{Arc, mpsc};
+
+use rayon::prelude::*;
+
+use super::commit::Finished;
+use super::{CompressPool, CompressStats, Job};
+use crate::error::{Error, Result};
+use crate::storage::block::{BlockWriter, SealedBlock, encode_frame};
+use crate::storage::block_meta as meta;
+use crate::storage::codec::Codec;
+use crate::storage::entry::Entry;
+use crate::storage::fsutil::remove_file_if_exists;
+use crate::storage::index::{BlockEntry, block_path};
+
+/// Input per window, per thread, in units of the configured frame size (8 MiB with the
+/// default 1 MiB frames). Windows are measured in bytes, not frames, so blocks smaller than
+/// a frame still make windows big enough to keep every thread busy; memory stays bounded by
+/// about twice this (the window being encoded and the one being written) per thread.
+const WINDOW_FRAMES_PER_THREAD: u64 = 8;
+
+/// What a pool task produces for a block.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    /// The block's record table, lz4-packed (it comes before the frames in the stream).
+    Records,
+    /// One frame, re-encoded.
+    Frame(usize),
+}
+
+/// A unit of pool work: one part of one block.
+struct Task {
+    job: usize,
+    part: Part,
+    block: Arc<SealedBlock>,
+    /// For [`Part::Records`]: the lz4-packed record table, made while the batch was
+    /// prepared (off the pool), so the pool threads only re-encode frames.
+    packed: Vec<u8>,
+}
+
+impl Task {
+    /// Bytes the task reads: what windows are measured in.
+    fn weight(&self) -> u64 {
+        match self.part {
+            Part::Records => self.block.records_section().len() as u64,
+            Part::Frame(i) => self.block.frames()[i].raw_len,
+        }
+    }
+}
+
+/// The result of a task.
+enum Encoded {
+    /// The record table (already packed into the task).
+    Records,
+    /// The codec used, the stored bytes, the raw length.
+    Frame(Codec, Vec<u8>, u64),
+}
+
+/// The block file being written for the job at the head of the stream.
+pub(super) struct Output {
+    job: usize,
+    block: Arc<SealedBlock>,
+    packed_records: Vec<u8>,
+    /// Created at the first frame that changes; until then nothing is written.
+    writer: Option<BlockWriter>,
+    /// Leading frames that were stored raw and stayed raw: copied from the source when a
+    /// later frame changes, never written if none does.
+    unchanged: usize,
+    path: PathBuf,
+}
+
+impl Output {
+    /// Drops a half-written block: closes and removes its file (if one was started).
+    pub(super) fn discard(self) {
+        drop(self.writer);
+        let _ = remove_file_if_exists(&self.path);
+    }
+}
+
+fn run_task(task: &Task, target: Codec) -> Result<Encoded> {
+    let frame = match task.part {
+        Part::Records => return Ok(Encoded::Records),
+        Part::Frame(frame) => frame,
+    };
+    let info = &task.block.frames()[frame];
+    let stored = task.block.stored_frame(frame)?;
+    let raw: Cow<[u8]> = if info.codec == Codec::None {
+        Cow::Borrowed(stored)
+    } else {
+        Cow::Owned(info.codec.decode(stored, info.raw_len as usize)?)
+    };
+    let (codec, bytes) = encode_frame(target, &raw)?;
+    Ok(Encoded::Frame(codec, bytes, info.raw_len))
+}
+
+/// State of one `compress_blocks` call.
+pub(super) struct Run<'a> {
+    pub(super) jobs: &'a [Job],
+    pub(super) target: Codec,
+    pub(super) stats: CompressStats,
+    pub(super) output: Option<Output>,
+    pub(super) commits: mpsc::Sender<(Arc<Entry>, Finished, Option<File>)>,
+    pub(super) failed: HashSet<usize>,
+}
+
+impl Run<'_> {
+    /// Runs the stream as a pipeline: while the pool encodes one batch of tasks, this
+    /// thread writes the batch before it and prepares the one after it (maps the blocks,
+    /// verifies the source frames' checksums, packs the record tables), so the pool
+    /// threads only ever re-encode frames (the committer thread syncs and commits
+    /// finished blocks).
+    pub(super) fn stream(&mut self, pool: &CompressPool, cancel: &dyn Fn() -> bool) -> Result<()> {
+        let frame_size = self.jobs.first().map_or(1 << 20, |j| j.entry.frame_size) as u64;
+        let max_window = pool.threads() as u64 * WINDOW_FRAMES_PER_THREAD * frame_size;
+        // Windows start at one frame per thread and double up to the full size, so the
+        // writing and syncing of the first blocks overlap encoding even in a small run.
+        let mut window = pool.threads() as u64 * frame_size;
+        let mut queue: VecDeque<Task> = VecDeque::new();
+        let mut queued = 0u64;
+        let mut next_job = 0;
+        let mut encoded: Option<(Vec<Task>, Vec<Result<Encoded>>)> = None;
+        let mut batch = self.prepare_batch(window, &mut queue, &mut queued, &mut next_job);
+        loop {
+            window = (window * 2).min(max_window);
+            if cancel() {
+                log::info!(
+                    "recompression cancelled after {} block(s)",
+                    self.stats.blocks
+                );
+                return Ok(());
+            }
+            if batch.is_empty() && encoded.is_none() {
+                return Ok(());
+            }
+            let target = self.target;
+            let mut results = Vec::new();
+            let mut written = Ok(());
+            let mut following = Vec::new();
+            pool.pool.in_place_scope(|scope| {
+                if !batch.is_empty() {
+                    scope.spawn(|_| {
+                        results = batch.par_iter().map(|t| run_task(t, target)).collect();
+                    });
+                }
+                if let Some((tasks, results)) = encoded.take() {
+                    written = self.write_window(tasks, results);
+                }
+                if written.is_ok() {
+                    following = self.prepare_batch(window, &mut queue, &mut queued, &mut next_job);
+                }
+            });
+            written?;
+            encoded = (!batch.is_empty()).then_some((batch, results));
+            batch = following;
+        }
+    }
+
+    /// Takes the next window's worth of tasks off the queue, mapping more blocks into it
+    /// as needed, and does the tasks' non-encoding work: frame checksums are verified
+    /// (the pool then finds them verified) and record tables packed.
+    fn prepare_batch(
+        &mut self,
+        window: u64,
+        queue: &mut VecDeque<Task>,
+        queued: &mut u64,
+        next_job: &mut usize,
+    ) -> Vec<Task> {
+        while *queued < window && *next_job < self.jobs.len() {
+            *queued += self.enqueue(*next_job, queue);
+            *next_job += 1;
+        }
+        let mut batch = Vec::new();
+        let mut batch_bytes = 0;
+        while batch_bytes < window
+            && let Some(mut task) = queue.pop_front()
+        {
+            match task.part {
+                Part::Records => {
+                    task.packed = meta::pack_records(task.block.records_section());
+                }
+                Part::Frame(i) => {
+                    // A failure shows again, as the task's error, when the pool reads it.
+                    let _ = task.block.stored_frame(i);
+                }
+            }
+            batch_bytes += task.weight();
+            batch.push(task);
+        }
+        *queued -= batch_bytes;
+        batch
+    }
+
+    /// Maps the next eligible block and queues its tasks, returning their weight; a block
+    /// that cannot be read is left as it is and counted as skipped.
+    fn enqueue(&mut self, job_index: usize, queue: &mut VecDeque<Task>) -> u64 {
+        let job = &self.jobs[job_index];
+        match job.entry.block_frames(&job.old) {
+            Ok(block) => {
+                let parts = std::iter::once(Part::Records)
+                    .chain((0..block.frames().len()).map(Part::Frame));
+                let mut weight = 0;
+                for part in parts {
+                    let task = Task {
+                        job: job_index,
+                        part,
+                        block: block.clone(),
+                        packed: Vec::new(),
+                    };
+                    weight += task.weight();
+                    queue.push_back(task);
+                }
+                weight
+            }
+            Err(e) => {
+                log::warn!("not recompressing: {e}");
+                self.stats.skipped += 1;
+                0
+            }
+        }
+    }
+
+    fn write_window(&mut self, tasks: Vec<Task>, results: Vec<Result<Encoded>>) -> Result<()> {
+        for (task, result) in tasks.into_iter().zip(results) {
+            if self.failed.contains(&task.job) {
+                continue;
+            }
+            match result {
+                Ok(encoded) => self.write_part(task, encoded)?,
+                Err(e) => {
+                    // A damaged source frame: leave that block as it is, go on with the rest.
+                    log::warn!("not recompressing: {e}");
+                    self.stats.skipped += 1;
+                    self.failed.insert(task.job);
+                    if let Some(out) = self.output.take_if(|o| o.job == task.job) {
+                        out.discard();
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn write_part(&mut self, task: Task, encoded: Encoded) -> Result<()> {
+        let job = &self.jobs[task.job];
+        let (codec, bytes, raw_len) = match encoded {
+            Encoded::Records => {
+                self.output = Some(Output {
+                    job: task.job,
+                    block: task.block,
+                    packed_records: task.packed,
+                    writer: None,
+                    unchanged: 0,
+                    path: block_path(job.entry.dir(), job.new_seq),
+                });
+                return Ok(());
+            }
+            Encoded::Frame(codec, bytes, raw_len) => (codec, bytes, raw_len),
+        };
+        let out = match self.output.as_mut() {
+            Some(out) if out.job == task.job => out,
+            _ => return Err(Error::internal("recompression frames arrived out of order")),
+        };
+        let Part::Frame(index) = task.part else {
+            return Err(Error::internal("a record table arrived as a frame"));
+        };
+        let unchanged = codec == Codec::None && out.block.frames()[index].codec == Codec::None;
+        match out.writer.as_mut() {
+            // Incompressible data already stored raw: writing it again would change
+            // nothing but wear the disk.
+            None if unchanged => out.unchanged += 1,
+            None => {
+                let mut writer = BlockWriter::create(&out.path, self.target, job.entry.frame_size)?;
+                for i in 0..out.unchanged {
+                    let info = &out.block.frames()[i];
+                    writer.append_encoded_frame(
+                        Codec::None,
+                        out.block.stored_frame(i)?,
+                        info.raw_len,
+                    )?;
+                }
+                writer.append_encoded_frame(codec, &bytes, raw_len)?;
+                out.writer = Some(writer);
+            }
+            Some(writer) => writer.append_encoded_frame(codec, &bytes, raw_len)?,
+        }
+        if index != out.block.frames().len() - 1 {
+            return Ok(());
+        }
+        let out = self
+            .output
+            .take()
+            .expect("the output being finished exists");
+        let (finished, file) = match out.writer {
+            Some(writer) => {
+                let (summary, file) =
+                    writer.finish_copied(&out.block, &job.old, &out.packed_records)?;
+                let finished = Finished {
+                    old: job.old.clone(),
+                    new: BlockEntry::from_summary(job.new_seq, &summary),
+                    path: Some(out.path),
+                };
+                (finished, Some(file))
+            }
+            None => {
+                // No frame changed: the block keeps its file and takes the new tier, so
+                // it is not reconsidered by every run.
+                let mut new = job.old.clone();
+                new.codec = self.target;
+                let finished = Finished {
+                    old: job.old.clone(),
+                    new,
+                    path: None,
+                };
+                (finished, None)
+            }
+        };
+        self.commits
+            .send((job.entry.clone(), finished, file))
+            .map_err(|_| Error::internal("the block committer stopped"))
+    }
+}
