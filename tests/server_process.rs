@@ -113,6 +113,14 @@ fn http_protocol_edges() {
     send(&mut stream, "GET", "/api/v1/b/b/e?ts=1", &[], b"");
     assert_eq!(read_response(&mut reader, false).body, b"one");
 
+    // HEAD answers carry no body, errors included, so the connection stays in step.
+    send(&mut stream, "HEAD", "/api/v1/b/nope", &[], b"");
+    let r = read_response(&mut reader, true);
+    assert_eq!(r.status, 404);
+    assert!(r.error().contains("nope"));
+    send(&mut stream, "GET", "/api/v1/b/b/e?ts=1", &[], b"");
+    assert_eq!(read_response(&mut reader, false).body, b"one");
+
     // An error on a write with a body the handler never read: the body is drained and the
     // connection goes on.
     send(

@@ -259,7 +259,8 @@ pub enum ResponseBody {
 }
 
 impl ResponseBody {
-    fn len(&self) -> u64 {
+    /// The `Content-Length` this body announces.
+    pub fn content_length(&self) -> u64 {
         match self {
             ResponseBody::Empty => 0,
             ResponseBody::Bytes(b) => b.len() as u64,
@@ -378,7 +379,10 @@ pub fn write_response(
         head.push_str("\r\n");
     }
     if response.status != 204 {
-        head.push_str(&format!("content-length: {}\r\n", response.body.len()));
+        head.push_str(&format!(
+            "content-length: {}\r\n",
+            response.body.content_length()
+        ));
     }
     head.push_str(if keep_alive {
         "connection: keep-alive\r\n\r\n"

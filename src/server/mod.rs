@@ -315,6 +315,11 @@ fn serve_connection(
                 (response, keep_alive)
             }
         };
+        let mut response = response;
+        if method == "HEAD" && !matches!(response.body, http::ResponseBody::Head(_)) {
+            // A HEAD answer never carries a body, errors included: only its length.
+            response.body = http::ResponseBody::Head(response.body.content_length());
+        }
         log::debug!("{peer} {method} {path} -> {}", response.status);
         if http::write_response(&mut writer, &response, keep_alive).is_err() || !keep_alive {
             return;
