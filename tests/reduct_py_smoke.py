@@ -13,6 +13,7 @@ import time
 
 from reduct import (
     BucketSettings,
+    RecordBatch,
     Client,
     LifecycleMode,
     LifecycleSettings,
@@ -122,6 +123,28 @@ async def main():
     removed = await bucket.remove_query("sensor", when={"&idx": {"$gte": 990}})
     check(removed == 9, "remove_query removes what matches")
     check(await count(bucket, "sensor") == 990, "records gone after remove_query")
+
+    # Multi-entry batched write (with a duplicate reported per record) and removal.
+    batch = RecordBatch()
+    for i in range(10):
+        batch.add("batch/a", BASE_TS + i, f"a{i}".encode(), labels={"n": str(i), "csv": "x,y"})
+        batch.add("batch/b", BASE_TS + i, f"b{i}".encode(), content_type="text/plain")
+    batch.add("sensor", BASE_TS, b"duplicate")
+    errors = await bucket.write_record_batch(batch)
+    check(list(errors.get("sensor", {}).keys()) == [BASE_TS] and errors["sensor"][BASE_TS].status_code == 409,
+          "batched write reports the duplicate record")
+    check(len(errors) == 1, "the other batched records were written")
+    async with bucket.read("batch/a", timestamp=BASE_TS + 3) as record:
+        check(await record.read_all() == b"a3" and record.labels == {"n": "3", "csv": "x,y"},
+              "batched record reads back with its labels")
+    removal = RecordBatch()
+    for i in range(5):
+        removal.add("batch/a", BASE_TS + i)
+    removal.add("batch/b", BASE_TS + 99)
+    errors = await bucket.remove_record_batch(removal)
+    check(list(errors.get("batch/b", {}).keys()) == [BASE_TS + 99], "batched removal reports the missing record")
+    check(await count(bucket, "batch/a") == 5, "batched removal removed the records")
+    await bucket.remove_entry("batch")
 
     # Lifecycle policies: minimum interval lowered to 1s by the server's environment.
     await client.create_lifecycle(

@@ -458,6 +458,29 @@ fn batched_write_reports_failed_records() {
     assert_eq!(rec.body, b"WXYZ");
     assert_eq!(rec.header("content-type"), Some("application/octet-stream"));
     assert_eq!(rec.header("x-reduct-label-k"), Some("2"));
+    // Batched removal: the same headers, no body; a missing record is reported.
+    let r = s.request(
+        "DELETE",
+        "/api/v1/io/b/remove",
+        &[
+            ("x-reduct-entries", "a,cam%2Fb"),
+            ("x-reduct-start-ts", "100"),
+            ("x-reduct-0-0", "0,"),
+            ("x-reduct-0-7", "0"),
+            ("x-reduct-1-5", "0,application/octet-stream"),
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.error());
+    assert_eq!(
+        r.header("x-reduct-error-0-7"),
+        Some("404,Record 107 not found in entry b/a")
+    );
+    assert!(r.header("x-reduct-error-0-0").is_none());
+    assert!(r.header("x-reduct-error-1-5").is_none());
+    assert_eq!(s.get("/api/v1/b/b/a?ts=100").status, 404);
+    assert_eq!(s.get("/api/v1/b/b/cam/b?ts=105").status, 404);
+    assert_eq!(s.get("/api/v1/b/b/a?ts=101").status, 200);
     let r = s.request("POST", "/api/v1/io/b/write", &headers, b"short");
     assert_eq!(r.status, 422);
     assert!(r.error().contains("add up to 9"), "{}", r.error());

@@ -1,5 +1,6 @@
 //! The multi-entry batch protocol under `/io/{bucket}/`: `q` (create a query, or run a
-//! remove-query), `read` (next batch of a query) and `write` (a batch of records).
+//! remove-query), `read` (next batch of a query), `write` (a batch of records) and
+//! `remove` (a list of records).
 
 use std::time::Duration;
 
@@ -43,6 +44,7 @@ pub fn io(app: &App, method: &str, bucket: &str, op: &str, req: &mut Request) ->
         ("POST", "q") => query(app, bucket, req),
         ("GET" | "HEAD", "read") => read(app, bucket, method == "GET", req),
         ("POST", "write") => write(app, bucket, req),
+        ("DELETE", "remove") => remove(app, bucket, req),
         _ => Err(no_route(method, &req.head.path)),
     }
 }
@@ -155,6 +157,29 @@ fn write(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
             .map_err(|e| Error::bad_request(format!("reading the batch body: {e}")))?;
         let entry = &batch.entries[record.entry];
         if let Err(e) = bucket.write(entry, record.meta.clone(), &payload) {
+            response = response.header(
+                &format!("x-reduct-error-{}-{}", record.entry, record.delta),
+                format!("{},{}", e.kind().http_status(), e.message()),
+            );
+        }
+    }
+    Ok(response)
+}
+
+fn remove(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
+    app.writable("remove records")?;
+    user_bucket(bucket_name)?;
+    let bucket = app.store.bucket(bucket_name)?;
+    let batch = decode_write_batch(&req.head)?;
+    let mut response = Response::ok()
+        .header(
+            "x-reduct-entries",
+            req.head.header("x-reduct-entries").unwrap_or_default(),
+        )
+        .header("x-reduct-start-ts", batch.start.to_string());
+    for record in &batch.records {
+        let entry = &batch.entries[record.entry];
+        if let Err(e) = bucket.remove_record(entry, record.meta.timestamp) {
             response = response.header(
                 &format!("x-reduct-error-{}-{}", record.entry, record.delta),
                 format!("{},{}", e.kind().http_status(), e.message()),
