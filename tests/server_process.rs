@@ -180,6 +180,21 @@ fn http_protocol_edges() {
         "nothing half-written"
     );
 
+    // A body announced larger than memory is refused with an answer, not a crash.
+    let mut stream = TcpStream::connect(s.addr).unwrap();
+    stream.set_read_timeout(Some(DEADLINE)).unwrap();
+    send(
+        &mut stream,
+        "POST",
+        "/api/v1/b/b/e?ts=4",
+        &[("content-length", "1000000000000000000")],
+        b"",
+    );
+    let r = read_response(&mut BufReader::new(stream), false);
+    assert_eq!(r.status, 422);
+    assert!(r.error().contains("does not fit"), "{}", r.error());
+    assert_eq!(s.get("/api/v1/info").status, 200, "the server is still up");
+
     // Oversized and malformed heads.
     let huge = "a".repeat(2 << 20);
     let r = request(s.addr, "GET", "/api/v1/info", &[("x-big", &huge)], b"");

@@ -183,7 +183,7 @@ pub fn read_body(req: &mut Request) -> Result<Vec<u8>> {
     }
     req.body
         .read_all()
-        .map_err(|e| Error::bad_request(format!("reading the request body: {e}")))
+        .map_err(|e| crate::server::http::body_error("reading the request body", e))
 }
 
 /// The `ts` query parameter: `Ok(None)` when absent.

@@ -208,7 +208,7 @@ impl Body<'_> {
     /// Reads the whole remaining body into one buffer of exactly its size (the only copy a
     /// record's bytes make on the way in). A body shorter than announced is an error.
     pub fn read_all(&mut self) -> io::Result<Vec<u8>> {
-        let mut buf = Vec::with_capacity(self.remaining as usize);
+        let mut buf = buffer_for(self.remaining)?;
         self.read_to_end(&mut buf)?;
         Ok(buf)
     }
@@ -221,9 +221,36 @@ impl Body<'_> {
                 "the body is shorter than its records say",
             ));
         }
-        let mut buf = vec![0; n as usize];
+        let mut buf = buffer_for(n)?;
+        buf.resize(n as usize, 0);
         self.read_exact(&mut buf)?;
         Ok(buf)
+    }
+}
+
+/// An empty buffer able to hold `n` bytes; a size the machine cannot allocate is an
+/// `OutOfMemory` error rather than an abort, so a client announcing a huge body gets an
+/// answer instead of killing the server.
+fn buffer_for(n: u64) -> io::Result<Vec<u8>> {
+    let too_large = || {
+        io::Error::new(
+            io::ErrorKind::OutOfMemory,
+            format!("a body of {n} bytes does not fit in this server's memory"),
+        )
+    };
+    let n = usize::try_from(n).map_err(|_| too_large())?;
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(n).map_err(|_| too_large())?;
+    Ok(buf)
+}
+
+/// The API error for a request body that could not be read: too large to hold is 422,
+/// a body that broke off or stalled is 400.
+pub fn body_error(what: &str, e: io::Error) -> crate::Error {
+    if e.kind() == io::ErrorKind::OutOfMemory {
+        crate::Error::unprocessable(format!("{what}: {e}"))
+    } else {
+        crate::Error::bad_request(format!("{what}: {e}"))
     }
 }
 

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use crate::error::{Error, Result};
 use crate::server::app::{App, no_route, parse_json};
 use crate::server::batch::{decode_write_batch, encode_read_batch};
-use crate::server::http::{Request, Response, ResponseBody};
+use crate::server::http::{Request, Response, ResponseBody, body_error};
 use crate::server::records::user_bucket;
 use crate::storage::QueryOptions;
 use crate::storage::condition::Condition;
@@ -154,7 +154,7 @@ fn write(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
         let payload = req
             .body
             .read_exact_vec(record.meta.size)
-            .map_err(|e| Error::bad_request(format!("reading the batch body: {e}")))?;
+            .map_err(|e| body_error("reading the batch body", e))?;
         let entry = &batch.entries[record.entry];
         if let Err(e) = bucket.write(entry, record.meta.clone(), &payload) {
             response = response.header(

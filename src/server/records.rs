@@ -4,7 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::server::app::{App, no_route, required_ts, ts_param};
-use crate::server::http::{Request, RequestHead, Response, ResponseBody};
+use crate::server::http::{Request, RequestHead, Response, ResponseBody, body_error};
 use crate::storage::names::validate_entry_name;
 use crate::storage::{DEFAULT_CONTENT_TYPE, Labels, RecordMeta};
 
@@ -116,7 +116,7 @@ fn write(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result
     let payload = req
         .body
         .read_all()
-        .map_err(|e| Error::bad_request(format!("reading the record body: {e}")))?;
+        .map_err(|e| body_error("reading the record body", e))?;
     bucket.write(entry, meta, &payload)?;
     Ok(Response::ok())
 }
