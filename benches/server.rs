@@ -167,6 +167,7 @@ fn benches(c: &mut Criterion) {
             host: "127.0.0.1".into(),
             port: 0,
             http_threads: 4,
+            idle_timeout: halflife::server::DEFAULT_IDLE_TIMEOUT,
             api_token: None,
             role: InstanceRole::Standalone,
         },

@@ -93,6 +93,9 @@ struct ServeArgs {
     /// HTTP handler threads (connections served at once).
     #[arg(long, env = "RS_HTTP_THREADS", default_value_t = 8)]
     http_threads: usize,
+    /// How long a connection may wait for its next request before it is closed.
+    #[arg(long, env = "RS_HTTP_IDLE_TIMEOUT", default_value = "5s")]
+    http_idle_timeout: String,
     /// Lifecycle worker threads (policies running at once).
     #[arg(long, env = "RS_LIFECYCLE_WORKERS", default_value_t = 2)]
     lifecycle_workers: usize,
@@ -155,6 +158,10 @@ fn serve(args: ServeArgs) -> Result<()> {
         host: args.host,
         port: args.port,
         http_threads: args.http_threads,
+        idle_timeout: std::time::Duration::from_micros(duration_setting(
+            "--http-idle-timeout",
+            &args.http_idle_timeout,
+        )? as u64),
         api_token: args.api_token,
         role: args.instance_role,
     };

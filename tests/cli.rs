@@ -25,17 +25,7 @@ fn info_lists_entries_with_counts() {
             b.write("cam/front", meta, b"x").unwrap();
         }
     }
-    let out = halflife()
-        .args(["info", "--data-path"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = run_ok(&["info"], dir.path());
     let line = text.lines().find(|l| l.starts_with("b/cam/front")).unwrap();
     let cols: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(&cols[1..3], &["3", "1"], "{line}");
@@ -301,6 +291,7 @@ fn serve_help_lists_every_setting_with_defaults() {
         "RS_INSTANCE_ROLE",
         "RS_API_TOKEN",
         "RS_HTTP_THREADS",
+        "RS_HTTP_IDLE_TIMEOUT",
         "RS_LIFECYCLE_WORKERS",
         "RS_COMPRESS_THREADS",
         "RS_LIFECYCLE_MIN_INTERVAL",

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::server::app::{App, no_route, parse_json};
-use crate::server::batch::{decode_write_batch, encode_read_batch};
+use crate::server::batch::{BatchRecord, WriteBatch, decode_write_batch, encode_read_batch};
 use crate::server::http::{Request, Response, ResponseBody, body_error};
 use crate::server::records::user_bucket;
 use crate::storage::QueryOptions;
@@ -144,24 +144,15 @@ fn write(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
         )));
     }
     bucket.make_room(total)?;
-    let mut response = Response::ok()
-        .header(
-            "x-reduct-entries",
-            req.head.header("x-reduct-entries").unwrap_or_default(),
-        )
-        .header("x-reduct-start-ts", batch.start.to_string());
+    let mut response = batch_response(req, &batch);
     for record in &batch.records {
         let payload = req
             .body
             .read_exact_vec(record.meta.size)
             .map_err(|e| body_error("reading the batch body", e))?;
         let entry = &batch.entries[record.entry];
-        if let Err(e) = bucket.write(entry, record.meta.clone(), &payload) {
-            response = response.header(
-                &format!("x-reduct-error-{}-{}", record.entry, record.delta),
-                format!("{},{}", e.kind().http_status(), e.message()),
-            );
-        }
+        let result = bucket.write(entry, record.meta.clone(), &payload);
+        response = with_record_error(response, record, result);
     }
     Ok(response)
 }
@@ -171,20 +162,33 @@ fn remove(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
     user_bucket(bucket_name)?;
     let bucket = app.store.bucket(bucket_name)?;
     let batch = decode_write_batch(&req.head)?;
-    let mut response = Response::ok()
+    let mut response = batch_response(req, &batch);
+    for record in &batch.records {
+        let entry = &batch.entries[record.entry];
+        let result = bucket.remove_record(entry, record.meta.timestamp);
+        response = with_record_error(response, record, result);
+    }
+    Ok(response)
+}
+
+/// The answer to a batched change: it echoes the entries and the start timestamp, which
+/// clients need to map the per-record error headers back to records.
+fn batch_response(req: &Request, batch: &WriteBatch) -> Response {
+    Response::ok()
         .header(
             "x-reduct-entries",
             req.head.header("x-reduct-entries").unwrap_or_default(),
         )
-        .header("x-reduct-start-ts", batch.start.to_string());
-    for record in &batch.records {
-        let entry = &batch.entries[record.entry];
-        if let Err(e) = bucket.remove_record(entry, record.meta.timestamp) {
-            response = response.header(
-                &format!("x-reduct-error-{}-{}", record.entry, record.delta),
-                format!("{},{}", e.kind().http_status(), e.message()),
-            );
-        }
+        .header("x-reduct-start-ts", batch.start.to_string())
+}
+
+/// Adds `x-reduct-error-E-D: <status>,<message>` when a record of a batch failed.
+fn with_record_error(response: Response, record: &BatchRecord, result: Result<()>) -> Response {
+    match result {
+        Ok(()) => response,
+        Err(e) => response.header(
+            &format!("x-reduct-error-{}-{}", record.entry, record.delta),
+            format!("{},{}", e.kind().http_status(), e.message()),
+        ),
     }
-    Ok(response)
 }

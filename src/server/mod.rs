@@ -34,8 +34,8 @@ use crate::storage::Store;
 pub use app::{App, InstanceRole};
 use http::{BodyError, HeadError, Request, Response};
 
-/// How long a kept-alive connection may sit idle before the server closes it.
-const IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default of [`ServerConfig::idle_timeout`].
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often an idle kept-alive connection looks up from its wait: it gives its handler
 /// thread up as soon as other connections are queued or the server is stopping, so idle
 /// clients cannot starve new ones.
@@ -56,6 +56,9 @@ pub struct ServerConfig {
     pub port: u16,
     /// Handler threads (connections served at once).
     pub http_threads: usize,
+    /// How long a connection may wait for its next request head before the server closes
+    /// it (a kept-alive connection gives its thread up earlier when others are waiting).
+    pub idle_timeout: Duration,
     /// When set, every request needs `Authorization: Bearer <token>`.
     pub api_token: Option<String>,
     /// The instance role; `REPLICA` is read-only.
@@ -138,13 +141,14 @@ impl Server {
         let mut handlers = Vec::new();
         for i in 0..config.http_threads {
             let (rx, app, stop) = (rx.clone(), app.clone(), stop.clone());
+            let idle_timeout = config.idle_timeout;
             handlers.push(
                 std::thread::Builder::new()
                     .name(format!("halflife-http-{i}"))
                     .spawn(move || {
                         let others_waiting = || !rx.is_empty();
                         for stream in rx.iter() {
-                            serve_connection(&app, stream, &stop, &others_waiting);
+                            serve_connection(&app, stream, idle_timeout, &stop, &others_waiting);
                         }
                     })
                     .map_err(|e| Error::io("starting an HTTP thread", e))?,
@@ -219,6 +223,7 @@ impl Server {
 /// need the thread, or the server is stopping).
 fn await_request(
     reader: &mut BufReader<TcpStream>,
+    idle_timeout: Duration,
     stop: &AtomicBool,
     others_waiting: &dyn Fn() -> bool,
 ) -> bool {
@@ -238,7 +243,7 @@ fn await_request(
             {
                 if stop.load(Ordering::SeqCst)
                     || others_waiting()
-                    || idle_since.elapsed() >= IDLE_TIMEOUT
+                    || idle_since.elapsed() >= idle_timeout
                 {
                     return false;
                 }
@@ -252,6 +257,7 @@ fn await_request(
 fn serve_connection(
     app: &App,
     stream: TcpStream,
+    idle_timeout: Duration,
     stop: &AtomicBool,
     others_waiting: &dyn Fn() -> bool,
 ) {
@@ -268,11 +274,11 @@ fn serve_connection(
     loop {
         // The first request is waited for in full; between requests the connection only
         // keeps its thread while nobody else needs it.
-        if !first && !await_request(&mut reader, stop, others_waiting) {
+        if !first && !await_request(&mut reader, idle_timeout, stop, others_waiting) {
             return;
         }
         first = false;
-        let _ = reader.get_ref().set_read_timeout(Some(IDLE_TIMEOUT));
+        let _ = reader.get_ref().set_read_timeout(Some(idle_timeout));
         let head = match http::read_head(&mut reader) {
             Ok(head) => head,
             Err(HeadError::Closed) => return,
