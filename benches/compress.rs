@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use halflife::Config;
 use halflife::fixtures::{self, FixtureRecord};
-use halflife::storage::block::SealedBlock;
-use halflife::storage::index::{EntryIndex, block_path};
+use halflife::storage::format::block::SealedBlock;
+use halflife::storage::format::index::{EntryIndex, block_path};
 use halflife::storage::{BucketSettings, Codec, CompressPool, Store};
 use rayon::prelude::*;
 

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use halflife::Config;
 use halflife::fixtures::{self, FixtureRecord};
-use halflife::storage::index::EntryIndex;
+use halflife::storage::format::index::EntryIndex;
 use halflife::storage::{
     Bucket, BucketSettings, Codec, CompressPool, QueryOptions, RecordMeta, Store,
 };

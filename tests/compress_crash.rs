@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use halflife::Config;
 use halflife::fixtures::{self, FixtureRecord};
-use halflife::storage::index::EntryIndex;
+use halflife::storage::format::index::EntryIndex;
 use halflife::storage::{BucketSettings, Codec, CompressPool, QueryOptions, RecordMeta, Store};
 
 const CHILD_DIR: &str = "HALFLIFE_COMPRESS_CRASH_DIR";

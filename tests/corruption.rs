@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use halflife::storage::index::EntryIndex;
+use halflife::storage::format::index::EntryIndex;
 use halflife::storage::{BucketSettings, QueryOptions, RecordMeta, Store};
 use halflife::{Config, ErrorKind};
 

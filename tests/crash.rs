@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use halflife::storage::index::EntryIndex;
+use halflife::storage::format::index::EntryIndex;
 use halflife::storage::{BucketSettings, Labels, RecordMeta, Store};
 use halflife::{Config, ErrorKind};
 

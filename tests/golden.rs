@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use halflife::Config;
 use halflife::fixtures::{self, FixtureRecord};
-use halflife::storage::index::EntryIndex;
+use halflife::storage::format::index::EntryIndex;
 use halflife::storage::{
     BucketSettings, Codec, CompressPool, Labels, QueryOptions, RecordMeta, Store,
 };

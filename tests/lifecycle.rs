@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use halflife::lifecycle::events::{EventLog, RunEvent, SYSTEM_BUCKET};
 use halflife::lifecycle::repository::LifecycleRepository;
 use halflife::lifecycle::settings::{LifecycleMode, LifecycleSettings};
-use halflife::storage::index::EntryIndex;
+use halflife::storage::format::index::EntryIndex;
 use halflife::storage::{BucketSettings, Codec, QueryOptions, RecordMeta, Store};
 use halflife::{Config, ErrorKind};
 

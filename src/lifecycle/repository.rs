@@ -16,7 +16,7 @@ use crate::lifecycle::scheduler::{RunContext, RuntimeInfo, Scheduler};
 use crate::lifecycle::settings::{
     LifecycleLimits, LifecycleMode, LifecycleSettings, LifecycleType,
 };
-use crate::storage::fsutil::write_atomic;
+use crate::storage::format::fsutil::write_atomic;
 use crate::storage::{CompressPool, Store};
 use crate::timefmt::rfc3339;
 

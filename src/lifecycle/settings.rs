@@ -6,9 +6,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::duration::{format_duration, parse_duration};
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::Store;
-use crate::storage::codec::Codec;
 use crate::storage::compress::validate_target;
 use crate::storage::condition::Condition;
+use crate::storage::format::codec::Codec;
 use crate::storage::pattern::EntryPatterns;
 
 /// Default `interval` when the field is missing or null.

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
-use crate::storage::block::SealedBlock;
+use crate::storage::format::block::SealedBlock;
 
 /// Identifies a block file: the entry instance's unique id and the file's sequence number.
 /// Sequence numbers are never reused within an entry instance, so a key never names two

@@ -9,33 +9,26 @@
 //! <data>/<bucket>/<entry…>/<seq>.log        the open block (append-only log)
 //! ```
 
-pub mod binary;
-pub mod block;
-pub mod block_meta;
 pub mod bucket;
 pub mod bulk;
 pub mod cache;
-pub mod codec;
 pub mod compress;
 pub mod condition;
 pub mod entry;
-pub mod fsutil;
-pub mod index;
-pub mod log;
+pub mod format;
 pub mod names;
 pub mod pattern;
 pub mod query;
 pub mod quota;
 pub mod record;
-mod rewrite;
 pub mod settings;
 pub mod store;
 
 pub use bucket::{Bucket, BucketInfo};
 pub use bulk::{RecordFilter, RemoveStats};
-pub use codec::Codec;
 pub use compress::{CompressPool, CompressStats};
 pub use entry::{Entry, EntryInfo};
+pub use format::codec::Codec;
 pub use query::{QueryIter, QueryOptions};
 pub use record::{DEFAULT_CONTENT_TYPE, Labels, Payload, Record, RecordMeta};
 pub use settings::{BucketSettings, BucketSettingsUpdate, QuotaType};

@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::storage::bucket::{Bucket, BucketInfo, remove_trash, trash_name};
-use crate::storage::fsutil::fsync_dir;
+use crate::storage::format::fsutil::fsync_dir;
 use crate::storage::names::{validate_bucket_name, validate_system_bucket_name};
 use crate::storage::settings::BucketSettings;
 

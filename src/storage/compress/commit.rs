@@ -10,65 +10,39 @@ use std::time::{Duration, Instant};
 
 use super::CompressStats;
 use crate::error::{Error, Result};
-use crate::storage::entry::Entry;
-use crate::storage::fsutil::remove_file_if_exists;
-use crate::storage::index::BlockEntry;
+use crate::storage::entry::{Entry, Replacement};
+use crate::storage::format::fsutil::remove_file_if_exists;
+use crate::storage::format::index::BlockEntry;
 
 /// Commit an entry's finished blocks once this many are waiting…
 const COMMIT_BATCH: usize = 64;
 /// …or once the oldest has waited this long.
 const COMMIT_EVERY: Duration = Duration::from_secs(1);
 
-impl Entry {
-    /// Commits recompressed blocks whose source is unchanged; returns what was committed
-    /// and how many were skipped. Files of skipped blocks are removed.
-    fn commit_recompressed(&self, done: Vec<Finished>) -> Result<CompressStats> {
-        let mut stats = CompressStats::default();
-        let mut st = match self.lock() {
-            Ok(st) => st,
-            Err(e) => {
-                for f in &done {
-                    f.discard();
-                }
-                // The entry was removed meanwhile: nothing to commit.
-                log::info!(
-                    "entry {}: {e}; dropping {} recompressed block(s)",
-                    self.name(),
-                    done.len()
-                );
-                stats.skipped += done.len() as u64;
-                return Ok(stats);
-            }
-        };
-        let mut next = st.index.clone();
-        let mut created = Vec::new();
-        let mut obsolete = Vec::new();
-        let mut changed = false;
-        for f in done {
-            match next.blocks.iter().position(|b| b.seq == f.old.seq) {
-                Some(pos) => {
-                    stats.blocks += 1;
-                    stats.records += f.old.record_count;
-                    stats.bytes_before += f.old.size;
-                    stats.bytes_after += f.new.size;
-                    next.blocks[pos] = f.new;
-                    changed = true;
-                    if let Some(path) = f.path {
-                        obsolete.push(f.old.seq);
-                        created.push(path);
-                    }
-                }
-                None => {
-                    stats.skipped += 1;
-                    f.discard();
-                }
-            }
+/// Commits recompressed blocks whose source is unchanged; returns what was committed and
+/// how many were skipped. Files of skipped blocks are removed.
+fn commit_recompressed(entry: &Entry, done: Vec<Finished>) -> Result<CompressStats> {
+    let mut stats = CompressStats::default();
+    let replacements = done
+        .iter()
+        .map(|f| Replacement {
+            old: vec![f.old.seq],
+            new: vec![f.new.clone()],
+            files: f.path.iter().cloned().collect(),
+        })
+        .collect();
+    let applied = entry.replace_blocks(replacements)?;
+    for (f, applied) in done.iter().zip(applied) {
+        if applied {
+            stats.blocks += 1;
+            stats.records += f.old.record_count;
+            stats.bytes_before += f.old.size;
+            stats.bytes_after += f.new.size;
+        } else {
+            stats.skipped += 1;
         }
-        if changed {
-            self.commit(&mut st, next, &created, &obsolete)?;
-        }
-        Ok(stats)
     }
+    Ok(stats)
 }
 
 /// A recompressed block waiting for its commit.
@@ -120,7 +94,7 @@ pub(super) fn commit_loop(
                 }
                 continue;
             }
-            match p.entry.commit_recompressed(p.done) {
+            match commit_recompressed(&p.entry, p.done) {
                 Ok(committed) => stats.add(committed),
                 Err(e) => *error = Some(e),
             }

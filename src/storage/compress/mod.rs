@@ -30,9 +30,9 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::storage::bucket::Bucket;
-use crate::storage::codec::Codec;
 use crate::storage::entry::Entry;
-use crate::storage::index::BlockEntry;
+use crate::storage::format::codec::Codec;
+use crate::storage::format::index::BlockEntry;
 
 use commit::{Finished, commit_loop};
 use stream::Run;
@@ -107,35 +107,6 @@ pub fn validate_target(target: Codec) -> Result<()> {
     }
 }
 
-impl Entry {
-    /// Snapshot of the blocks a compression to `target` over `[start, stop)` would rewrite,
-    /// each with a reserved sequence number for its new file.
-    fn compress_candidates(
-        &self,
-        start: u64,
-        stop: u64,
-        target: Codec,
-    ) -> Result<Vec<(BlockEntry, u64)>> {
-        let mut st = self.lock()?;
-        let eligible: Vec<BlockEntry> = st
-            .index
-            .blocks
-            .iter()
-            .filter(|b| b.first_ts >= start && b.last_ts < stop && b.codec.is_weaker_than(target))
-            .cloned()
-            .collect();
-        // Reserving only bumps the in-memory counter; it is persisted with the next commit,
-        // and a file written under a number that never got committed is removed at open.
-        Ok(eligible
-            .into_iter()
-            .map(|b| {
-                let seq = st.index.take_seq();
-                (b, seq)
-            })
-            .collect())
-    }
-}
-
 /// One eligible block in the work stream.
 struct Job {
     entry: Arc<Entry>,
@@ -184,7 +155,10 @@ impl Bucket {
         validate_target(target)?;
         let mut jobs = Vec::new();
         for entry in self.select_entries(entries)? {
-            for (old, new_seq) in entry.compress_candidates(start, stop, target)? {
+            let eligible = |b: &BlockEntry| {
+                b.first_ts >= start && b.last_ts < stop && b.codec.is_weaker_than(target)
+            };
+            for (old, new_seq) in entry.select_blocks(eligible)? {
                 jobs.push(Job {
                     entry: entry.clone(),
                     old,

@@ -13,12 +13,12 @@ use rayon::prelude::*;
 use super::commit::Finished;
 use super::{CompressPool, CompressStats, Job};
 use crate::error::{Error, Result};
-use crate::storage::block::{BlockWriter, SealedBlock, encode_frame};
-use crate::storage::block_meta as meta;
-use crate::storage::codec::Codec;
 use crate::storage::entry::Entry;
-use crate::storage::fsutil::remove_file_if_exists;
-use crate::storage::index::{BlockEntry, block_path};
+use crate::storage::format::block::{BlockWriter, SealedBlock, encode_frame};
+use crate::storage::format::block_meta as meta;
+use crate::storage::format::codec::Codec;
+use crate::storage::format::fsutil::remove_file_if_exists;
+use crate::storage::format::index::{BlockEntry, block_path};
 
 /// Input per window, per thread, in units of the configured frame size (8 MiB with the
 /// default 1 MiB frames). Windows are measured in bytes, not frames, so blocks smaller than
@@ -300,7 +300,7 @@ impl Run<'_> {
         let (finished, file) = match out.writer {
             Some(writer) => {
                 let (summary, file) =
-                    writer.finish_copied(&out.block, &job.old, &out.packed_records)?;
+                    writer.finish_copied(&out.block, &job.old.summary(), &out.packed_records)?;
                 let finished = Finished {
                     old: job.old.clone(),
                     new: BlockEntry::from_summary(job.new_seq, &summary),

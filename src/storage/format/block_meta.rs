@@ -13,10 +13,54 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::error::{Error, Result};
-use crate::storage::binary::{BinaryReader, BinaryWriter};
-use crate::storage::block::{BlockRecord, FrameInfo};
-use crate::storage::codec::Codec;
+use crate::storage::format::binary::{BinaryReader, BinaryWriter};
+use crate::storage::format::codec::Codec;
 use crate::storage::record::RecordMeta;
+
+/// Where one frame sits in the file and how to decode it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameInfo {
+    /// Byte offset of the stored frame in the file.
+    pub offset: u64,
+    /// Stored (possibly compressed) length.
+    pub stored_len: u64,
+    /// Length once decoded.
+    pub raw_len: u64,
+    /// Codec of this frame; `None` when compression would have grown it.
+    pub codec: Codec,
+    /// CRC32 of the stored bytes.
+    pub crc: u32,
+}
+
+/// One record of a sealed block: its metadata and where its payload is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockRecord {
+    /// Timestamp, labels, content type and size.
+    pub meta: RecordMeta,
+    /// Index of the frame holding the payload.
+    pub frame: u32,
+    /// Offset of the payload inside the decoded frame.
+    pub offset: u64,
+}
+
+/// What a finished block file holds; becomes the block's entry in the index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockSummary {
+    /// Timestamp of the first record (the block id).
+    pub first_ts: u64,
+    /// Timestamp of the last record.
+    pub last_ts: u64,
+    /// Number of records.
+    pub record_count: u64,
+    /// File size in bytes.
+    pub size: u64,
+    /// Sum of the payload sizes.
+    pub payload_bytes: u64,
+    /// The block's codec tier.
+    pub codec: Codec,
+    /// CRC of the metadata section, repeated in the index to tie the two together.
+    pub meta_crc: u32,
+}
 
 /// Metadata stored as is (low byte of the footer's encoding field).
 pub const META_RAW: u32 = 0;
@@ -293,7 +337,7 @@ fn decode_records_v1(section: &[u8], what: &str) -> Result<Vec<BlockRecord>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::codec::Codec;
+    use crate::storage::format::codec::Codec;
 
     fn record(ts: u64, frame: u32, offset: u64, labels: &[(&str, &str)]) -> BlockRecord {
         BlockRecord {

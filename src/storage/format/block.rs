@@ -24,60 +24,14 @@ use std::sync::{Arc, Mutex};
 use memmap2::Mmap;
 
 use crate::error::{Error, Result};
-use crate::storage::binary::{BinaryReader, BinaryWriter};
-use crate::storage::block_meta as meta;
-use crate::storage::codec::Codec;
-use crate::storage::index::BlockEntry;
+use crate::storage::format::binary::{BinaryReader, BinaryWriter};
+use crate::storage::format::block_meta::{self as meta, BlockRecord, BlockSummary, FrameInfo};
+use crate::storage::format::codec::Codec;
 use crate::storage::record::{Payload, RecordMeta};
 
 const BLOCK_MAGIC: &[u8; 8] = b"HLBLK001";
 const FOOTER_MAGIC: &[u8; 8] = b"HLBLKEND";
 const FOOTER_LEN: usize = 32;
-
-/// Where one frame sits in the file and how to decode it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FrameInfo {
-    /// Byte offset of the stored frame in the file.
-    pub offset: u64,
-    /// Stored (possibly compressed) length.
-    pub stored_len: u64,
-    /// Length once decoded.
-    pub raw_len: u64,
-    /// Codec of this frame; `None` when compression would have grown it.
-    pub codec: Codec,
-    /// CRC32 of the stored bytes.
-    pub crc: u32,
-}
-
-/// One record of a sealed block: its metadata and where its payload is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BlockRecord {
-    /// Timestamp, labels, content type and size.
-    pub meta: RecordMeta,
-    /// Index of the frame holding the payload.
-    pub frame: u32,
-    /// Offset of the payload inside the decoded frame.
-    pub offset: u64,
-}
-
-/// What a finished block file holds; becomes the block's entry in the index.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BlockSummary {
-    /// Timestamp of the first record (the block id).
-    pub first_ts: u64,
-    /// Timestamp of the last record.
-    pub last_ts: u64,
-    /// Number of records.
-    pub record_count: u64,
-    /// File size in bytes.
-    pub size: u64,
-    /// Sum of the payload sizes.
-    pub payload_bytes: u64,
-    /// The block's codec tier.
-    pub codec: Codec,
-    /// CRC of the metadata section, repeated in the index to tie the two together.
-    pub meta_crc: u32,
-}
 
 /// Compresses one frame with `codec`, keeping it as stored when compression would not make
 /// it smaller (JPEG or PNG payloads); returns the codec actually used and the bytes.
@@ -217,15 +171,15 @@ impl BlockWriter {
         Ok(summary)
     }
 
-    /// Finishes a block whose frames were appended one for one from `source` (whose index
-    /// entry is `entry`): the source's record table (frame numbers and offsets) stays
+    /// Finishes a block whose frames were appended one for one from `source` (described by
+    /// `entry`): the source's record table (frame numbers and offsets) stays
     /// valid, so its bytes are reused as `packed_records` (from
     /// [`SealedBlock::records_section`] through `block_meta::pack_records`) instead of
     /// being rebuilt. The file is not fsynced: the caller must sync it before committing.
     pub fn finish_copied(
         self,
         source: &SealedBlock,
-        entry: &BlockEntry,
+        entry: &BlockSummary,
         packed_records: &[u8],
     ) -> Result<(BlockSummary, File)> {
         if self.frames.len() != source.frames.len() {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use memmap2::Mmap;
 
 use crate::error::{Error, Result};
-use crate::storage::binary::{BinaryReader, BinaryWriter};
+use crate::storage::format::binary::{BinaryReader, BinaryWriter};
 use crate::storage::record::{Labels, Payload, RecordMeta};
 
 const LOG_MAGIC: &[u8; 8] = b"HLLOG001";

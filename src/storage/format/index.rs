@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::storage::block::BlockSummary;
-use crate::storage::codec::Codec;
-use crate::storage::fsutil::{strip_crc_trailer, with_crc_trailer, write_atomic};
+use crate::storage::format::block_meta::BlockSummary;
+use crate::storage::format::codec::Codec;
+use crate::storage::format::fsutil::{strip_crc_trailer, with_crc_trailer, write_atomic};
 
 /// File name of the index inside an entry directory.
 pub const INDEX_FILE: &str = ".index";
@@ -48,6 +48,19 @@ impl BlockEntry {
             payload_bytes: s.payload_bytes,
             codec: s.codec,
             meta_crc: s.meta_crc,
+        }
+    }
+
+    /// What the block file holds, as its writer reported it.
+    pub fn summary(&self) -> BlockSummary {
+        BlockSummary {
+            first_ts: self.first_ts,
+            last_ts: self.last_ts,
+            record_count: self.record_count,
+            size: self.size,
+            payload_bytes: self.payload_bytes,
+            codec: self.codec,
+            meta_crc: self.meta_crc,
         }
     }
 }

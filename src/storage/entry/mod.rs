@@ -6,19 +6,25 @@
 //! every sealed block, otherwise the sealed block with the greatest first timestamp ≤ `ts`
 //! (or the first block, for a `ts` older than everything).
 
-use std::fs::File;
-use std::ops::Range;
+mod read;
+
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
-use crate::storage::block::SealedBlock;
+use crate::storage::bulk::{BlockPlan, RecordFilter, RemoveStats, plan_removal};
 use crate::storage::cache::BlockCache;
-use crate::storage::fsutil::remove_file_if_exists;
-use crate::storage::index::{BlockEntry, EntryIndex, block_path, log_path};
-use crate::storage::log::{LogRecord, OpenLog};
-use crate::storage::record::{Labels, Payload, Record, RecordMeta};
+use crate::storage::format::block::SealedBlock;
+use crate::storage::format::fsutil::remove_file_if_exists;
+use crate::storage::format::index::{BlockEntry, EntryIndex, block_path, log_path};
+use crate::storage::format::log::OpenLog;
+use crate::storage::format::rewrite::{BlockEdit, write_edited, write_log_block};
+use crate::storage::record::{Labels, RecordMeta};
+
+pub use read::Chunk;
+pub(crate) use read::{chunk_len, chunk_meta, chunk_record};
 
 /// Gives every entry instance a unique id so cached blocks of a removed and re-created
 /// entry can never be confused with the new one's.
@@ -50,20 +56,32 @@ pub struct EntryInfo {
     pub latest_record: u64,
 }
 
+/// Blocks written without the entry lock, to be swapped in for the blocks they replace
+/// (see [`Entry::replace_blocks`]).
+pub(crate) struct Replacement {
+    /// Sequence numbers of the blocks replaced.
+    pub old: Vec<u64>,
+    /// Their replacements (none when every record is gone).
+    pub new: Vec<BlockEntry>,
+    /// The new files, removed if the replacement does not take effect.
+    pub files: Vec<PathBuf>,
+}
+
+impl Replacement {
+    /// Removes the new files of a replacement that will not be committed.
+    pub(crate) fn discard(&self) {
+        for path in &self.files {
+            let _ = remove_file_if_exists(path);
+        }
+    }
+}
+
 /// Where a timestamp belongs.
-enum Slot {
+pub(super) enum Slot {
     Open,
     Sealed(usize),
     /// Past every sealed block with no open block: a new open block must start.
     NewOpen,
-}
-
-/// A run of records a reader takes from one block without holding the entry lock.
-pub enum Chunk {
-    /// Records `range` of a mapped sealed block.
-    Sealed(Arc<SealedBlock>, Range<usize>),
-    /// Records of the open block, with the log file they live in.
-    Open(Arc<File>, Vec<LogRecord>),
 }
 
 pub(crate) struct EntryState {
@@ -226,7 +244,7 @@ impl Entry {
         }
     }
 
-    fn slot_for(st: &EntryState, ts: u64) -> Slot {
+    pub(super) fn slot_for(st: &EntryState, ts: u64) -> Slot {
         let past_sealed = st.index.blocks.last().is_none_or(|b| ts > b.last_ts);
         if past_sealed {
             return if st.open.is_some() {
@@ -265,7 +283,7 @@ impl Entry {
                 if block.find(ts).is_some() {
                     return Err(conflict());
                 }
-                let edit = super::rewrite::BlockEdit {
+                let edit = BlockEdit {
                     insert: Some((&meta, payload)),
                     ..Default::default()
                 };
@@ -292,50 +310,6 @@ impl Entry {
         st.index = next;
         st.open = Some(log);
         Ok(())
-    }
-
-    /// The record with timestamp `ts`, or the latest one when `ts` is `None`.
-    pub fn read(&self, ts: Option<u64>) -> Result<Record> {
-        let chunk = {
-            let st = self.lock()?;
-            let ts = match ts {
-                Some(ts) => ts,
-                None => Self::latest_of(&st).unwrap_or(0),
-            };
-            self.locate(&st, ts)?.ok_or_else(|| self.not_found(ts))?
-        };
-        let (meta, payload) = match chunk {
-            Chunk::Sealed(block, range) => (
-                block.records()[range.start].meta.clone(),
-                block.payload(range.start)?,
-            ),
-            Chunk::Open(file, records) => {
-                let rec = &records[0];
-                (rec.meta.clone(), OpenLog::read_payload(&file, rec)?)
-            }
-        };
-        Ok(Record {
-            entry: self.name.clone(),
-            meta,
-            payload: Some(payload),
-        })
-    }
-
-    /// The one-record chunk holding `ts`, if the record exists.
-    fn locate(&self, st: &EntryState, ts: u64) -> Result<Option<Chunk>> {
-        Ok(match Self::slot_for(st, ts) {
-            Slot::Open => {
-                let open = st.open.as_ref().expect("Slot::Open implies an open block");
-                open.records()
-                    .get(&ts)
-                    .map(|rec| Chunk::Open(open.file(), vec![rec.clone()]))
-            }
-            Slot::NewOpen => None,
-            Slot::Sealed(pos) => {
-                let block = self.block(&st.index.blocks[pos])?;
-                block.find(ts).map(|i| Chunk::Sealed(block, i..i + 1))
-            }
-        })
     }
 
     /// Changes labels: a non-empty value sets the label, an empty value removes it.
@@ -370,7 +344,7 @@ impl Entry {
                 if labels == block.records()[i].meta.labels {
                     return Ok(());
                 }
-                let edit = super::rewrite::BlockEdit {
+                let edit = BlockEdit {
                     relabel: Some((ts, labels)),
                     ..Default::default()
                 };
@@ -394,8 +368,8 @@ impl Entry {
             Slot::Sealed(pos) => {
                 let block = self.block(&st.index.blocks[pos])?;
                 block.find(ts).ok_or_else(|| self.not_found(ts))?;
-                let doomed = std::collections::HashSet::from([ts]);
-                let edit = super::rewrite::BlockEdit {
+                let doomed = HashSet::from([ts]);
+                let edit = BlockEdit {
                     remove: Some(&doomed),
                     ..Default::default()
                 };
@@ -404,72 +378,212 @@ impl Entry {
         }
     }
 
-    fn oldest_of(st: &EntryState) -> Option<u64> {
-        st.index
-            .blocks
-            .first()
-            .map(|b| b.first_ts)
-            .or_else(|| st.open.as_ref()?.records().keys().next().copied())
-    }
-
-    fn latest_of(st: &EntryState) -> Option<u64> {
-        st.open
-            .as_ref()
-            .and_then(|o| o.records().keys().next_back().copied())
-            .or_else(|| st.index.blocks.last().map(|b| b.last_ts))
-    }
-
-    /// Size, counts and time range of the entry.
-    pub fn info(&self) -> Result<EntryInfo> {
-        let st = self.lock()?;
-        let open_records = st.open.as_ref().map_or(0, |o| o.records().len() as u64);
-        Ok(EntryInfo {
-            name: self.name.clone(),
-            size: st.index.blocks.iter().map(|b| b.size).sum::<u64>()
-                + st.open.as_ref().map_or(0, |o| o.file_len()),
-            record_count: st.index.blocks.iter().map(|b| b.record_count).sum::<u64>()
-                + open_records,
-            block_count: st.index.blocks.len() as u64 + u64::from(open_records > 0),
-            oldest_record: Self::oldest_of(&st).unwrap_or(0),
-            latest_record: Self::latest_of(&st).unwrap_or(0),
-        })
-    }
-
-    /// The next run of records with `from <= ts < stop`, and where the run after it starts.
-    /// Readers call this repeatedly; each call takes the lock only briefly, so writers and
-    /// compaction keep going while a long query streams. A block that cannot be opened
-    /// comes back as an inner error with the position after it, so readers can skip it.
-    pub fn next_chunk(&self, from: u64, stop: u64) -> Result<Option<(Result<Chunk>, u64)>> {
-        let st = self.lock()?;
-        let first = st.index.blocks.partition_point(|b| b.last_ts < from);
-        for b in &st.index.blocks[first..] {
-            if b.first_ts >= stop {
-                return Ok(None);
+    /// Replaces sealed block `pos` by an edited copy (or drops it when nothing remains).
+    fn rewrite_one(
+        &self,
+        st: &mut EntryState,
+        pos: usize,
+        block: &SealedBlock,
+        edit: &BlockEdit,
+    ) -> Result<()> {
+        let mut next = st.index.clone();
+        let old_seq = next.blocks[pos].seq;
+        let seq = next.take_seq();
+        let path = block_path(&self.dir, seq);
+        let mut created = Vec::new();
+        match write_edited(block, edit, &path, self.frame_size)? {
+            Some(summary) => {
+                next.blocks[pos] = BlockEntry::from_summary(seq, &summary);
+                created.push(path);
             }
-            let after = b.last_ts.saturating_add(1);
-            let block = match self.block(b) {
-                Ok(block) => block,
-                Err(e) => return Ok(Some((Err(e), after))),
-            };
-            let range = block.range(from, stop);
-            if !range.is_empty() {
-                return Ok(Some((Ok(Chunk::Sealed(block, range)), after)));
+            None => {
+                next.blocks.remove(pos);
             }
         }
-        let Some(open) = st.open.as_ref() else {
-            return Ok(None);
+        self.commit(st, next, &created, &[old_seq])
+    }
+
+    /// Turns the open block into a sealed block file and commits it; the entry then has no
+    /// open block until the next write starts one.
+    fn seal(&self, st: &mut EntryState) -> Result<()> {
+        let open = st
+            .open
+            .as_ref()
+            .expect("seal is only called with an open block");
+        let mut next = st.index.clone();
+        let old_log = next.open_log.take();
+        let mut created = Vec::new();
+        if !open.records().is_empty() {
+            let seq = next.take_seq();
+            let path = block_path(&self.dir, seq);
+            let summary = write_log_block(open, &path, self.frame_size)?;
+            next.blocks.push(BlockEntry::from_summary(seq, &summary));
+            created.push(path);
+        }
+        self.commit(st, next, &created, &[])?;
+        st.open = None;
+        if let Some(seq) = old_log {
+            let _ = remove_file_if_exists(&log_path(&self.dir, seq));
+        }
+        Ok(())
+    }
+
+    /// Removes every record with `start <= ts < stop` that passes `filter`; with `dry_run`
+    /// only counts them. Sealed-block changes commit in one index update.
+    pub fn remove_range(
+        &self,
+        start: u64,
+        stop: u64,
+        filter: Option<&RecordFilter>,
+        dry_run: bool,
+    ) -> Result<RemoveStats> {
+        let mut st = self.lock()?;
+        // Plan first, so a failing filter aborts before anything is written.
+        let plan = plan_removal(self, &st, start, stop, filter)?;
+        if dry_run {
+            return Ok(plan.stats);
+        }
+        let mut next = st.index.clone();
+        let mut kept = Vec::with_capacity(next.blocks.len());
+        let mut created = Vec::new();
+        let mut obsolete = Vec::new();
+        for (b, action) in std::mem::take(&mut next.blocks)
+            .into_iter()
+            .zip(plan.blocks)
+        {
+            match action {
+                BlockPlan::Keep => kept.push(b),
+                BlockPlan::Drop => obsolete.push(b.seq),
+                BlockPlan::Trim(block, doomed) => {
+                    let seq = next.take_seq();
+                    let path = block_path(&self.dir, seq);
+                    let edit = BlockEdit {
+                        remove: Some(&doomed),
+                        ..Default::default()
+                    };
+                    match write_edited(&block, &edit, &path, self.frame_size) {
+                        Ok(Some(summary)) => {
+                            kept.push(BlockEntry::from_summary(seq, &summary));
+                            created.push(path);
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            for path in &created {
+                                let _ = remove_file_if_exists(path);
+                            }
+                            return Err(e);
+                        }
+                    }
+                    obsolete.push(b.seq);
+                }
+            }
+        }
+        next.blocks = kept;
+
+        let open_doomed = plan.open;
+        let drop_open = st
+            .open
+            .as_ref()
+            .is_some_and(|o| !open_doomed.is_empty() && open_doomed.len() == o.records().len());
+        let dropped_log = if drop_open {
+            next.open_log.take()
+        } else {
+            None
         };
-        let records: Vec<LogRecord> = open
-            .records()
-            .range(from..stop.max(from))
-            .map(|(_, r)| r.clone())
+        if next != st.index {
+            self.commit(&mut st, next, &created, &obsolete)?;
+        }
+        if let Some(seq) = dropped_log {
+            st.open = None;
+            let _ = remove_file_if_exists(&log_path(&self.dir, seq));
+        } else if let Some(open) = st.open.as_mut() {
+            for ts in open_doomed {
+                open.append_remove(ts)?;
+            }
+        }
+        Ok(plan.stats)
+    }
+
+    /// Reserves a fresh sequence number for the new file of each of `blocks`, so that
+    /// work done without the lock can be committed later. Reserving only bumps the
+    /// in-memory counter; it is persisted with the next commit, and a file written under a
+    /// number that never got committed is removed at open.
+    pub(crate) fn select_blocks(
+        &self,
+        keep: impl Fn(&BlockEntry) -> bool,
+    ) -> Result<Vec<(BlockEntry, u64)>> {
+        let mut st = self.lock()?;
+        let chosen: Vec<BlockEntry> = st
+            .index
+            .blocks
+            .iter()
+            .filter(|b| keep(b))
+            .cloned()
             .collect();
-        Ok((!records.is_empty()).then(|| (Ok(Chunk::Open(open.file(), records)), stop)))
+        Ok(chosen
+            .into_iter()
+            .map(|b| {
+                let seq = st.index.take_seq();
+                (b, seq)
+            })
+            .collect())
+    }
+
+    /// Commits blocks written without the lock: each replacement swaps its `old` blocks
+    /// for its `new` ones, but only if every old block is still in the index (a writer or
+    /// another run that changed one meanwhile wins, and the replacement's files are
+    /// removed). One index commit for all; returns which replacements took effect.
+    pub(crate) fn replace_blocks(&self, replacements: Vec<Replacement>) -> Result<Vec<bool>> {
+        let mut st = match self.lock() {
+            Ok(st) => st,
+            Err(e) => {
+                // The entry was removed meanwhile: nothing to commit.
+                log::info!(
+                    "entry {}: {e}; dropping {} rewritten block set(s)",
+                    self.name,
+                    replacements.len()
+                );
+                for r in &replacements {
+                    r.discard();
+                }
+                return Ok(vec![false; replacements.len()]);
+            }
+        };
+        let mut next = st.index.clone();
+        let mut created = Vec::new();
+        let mut obsolete = Vec::new();
+        let mut applied = Vec::with_capacity(replacements.len());
+        for r in replacements {
+            let present = r
+                .old
+                .iter()
+                .all(|seq| next.blocks.iter().any(|b| b.seq == *seq));
+            if !present {
+                r.discard();
+                applied.push(false);
+                continue;
+            }
+            next.blocks.retain(|b| !r.old.contains(&b.seq));
+            for seq in &r.old {
+                // A block that keeps its file (a tier-only change) is not obsolete.
+                if !r.new.iter().any(|b| b.seq == *seq) {
+                    obsolete.push(*seq);
+                }
+            }
+            next.blocks.extend(r.new);
+            created.extend(r.files);
+            applied.push(true);
+        }
+        if applied.iter().any(|a| *a) {
+            next.blocks.sort_by_key(|b| b.first_ts);
+            self.commit(&mut st, next, &created, &obsolete)?;
+        }
+        Ok(applied)
     }
 
     /// Commit helper shared by rewrites and bulk removal: saves `next` as the new index,
     /// then unlinks the files it replaced.
-    pub(crate) fn commit(
+    fn commit(
         &self,
         st: &mut EntryState,
         next: EntryIndex,
@@ -487,50 +601,5 @@ impl Entry {
             self.discard_block_file(seq);
         }
         Ok(())
-    }
-}
-
-/// Reads the payload a chunk holds at position `i` (for query iterators).
-pub(crate) fn chunk_record(
-    chunk: &Chunk,
-    i: usize,
-    with_payload: bool,
-) -> Result<(RecordMeta, Option<Payload>)> {
-    match chunk {
-        Chunk::Sealed(block, range) => {
-            let idx = range.start + i;
-            let meta = block.records()[idx].meta.clone();
-            let payload = if with_payload {
-                Some(block.payload(idx)?)
-            } else {
-                None
-            };
-            Ok((meta, payload))
-        }
-        Chunk::Open(file, records) => {
-            let rec = &records[i];
-            let payload = if with_payload {
-                Some(OpenLog::read_payload(file, rec)?)
-            } else {
-                None
-            };
-            Ok((rec.meta.clone(), payload))
-        }
-    }
-}
-
-/// Metadata of the record at position `i` of a chunk, without copying it.
-pub(crate) fn chunk_meta(chunk: &Chunk, i: usize) -> &RecordMeta {
-    match chunk {
-        Chunk::Sealed(block, range) => &block.records()[range.start + i].meta,
-        Chunk::Open(_, records) => &records[i].meta,
-    }
-}
-
-/// Number of records in a chunk.
-pub(crate) fn chunk_len(chunk: &Chunk) -> usize {
-    match chunk {
-        Chunk::Sealed(_, range) => range.len(),
-        Chunk::Open(_, records) => records.len(),
     }
 }
