@@ -9,6 +9,9 @@ pub const DEFAULT_FRAME_SIZE: usize = 1 << 20;
 /// Default number of sealed blocks kept memory-mapped with their record tables parsed.
 pub const DEFAULT_BLOCK_CACHE: usize = 256;
 
+/// Default bound on how many sealed blocks may overlap one instant before a merge runs.
+pub const DEFAULT_MAX_BLOCK_OVERLAP: usize = 4;
+
 /// Configuration of a [`crate::storage::Store`].
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -30,6 +33,9 @@ pub struct Config {
     pub system_events: bool,
     /// Name of this instance in event entries (`lifecycle/<instance>/<policy>`).
     pub instance_name: String,
+    /// When more sealed blocks than this overlap one instant (belated writes seal into
+    /// blocks that overlap others), a background merge makes them disjoint (default 4).
+    pub max_block_overlap: usize,
 }
 
 impl Config {
@@ -45,6 +51,7 @@ impl Config {
             lifecycle_min_older_than: 3600 * 1_000_000,
             system_events: true,
             instance_name: "unknown".to_string(),
+            max_block_overlap: DEFAULT_MAX_BLOCK_OVERLAP,
         }
     }
 }

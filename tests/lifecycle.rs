@@ -320,14 +320,19 @@ fn compress_policy_recompresses_and_reprocesses_rewritten_blocks() {
         repo.get("squeeze").unwrap().0.total_runs == 1
     });
     assert!(repo.get("squeeze").unwrap().0.bytes_saved_total > 0);
-    // A belated write decompresses one block; the next run compresses it again.
-    write(&store, "b", "e", now - 3 * HOUR + 500, &[]);
+    // A label change rewrites one block uncompressed; the next run compresses it again.
+    let changes = [("checked".to_string(), "yes".to_string())].into();
+    store
+        .bucket("b")
+        .unwrap()
+        .update_labels("e", now - 3 * HOUR + 5000, &changes)
+        .unwrap();
     assert_eq!(compressed(), 3);
     repo.run_now("squeeze").unwrap();
     wait_until("the rewritten block is compressed again", || {
         compressed() == 4
     });
-    assert_eq!(count(&store, "b"), 101);
+    assert_eq!(count(&store, "b"), 100);
     repo.shutdown();
 }
 

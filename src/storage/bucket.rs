@@ -10,11 +10,11 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::storage::bulk::{RecordFilter, RemoveStats};
-use crate::storage::cache::BlockCache;
 use crate::storage::condition::Condition;
-use crate::storage::entry::{Entry, EntryInfo};
+use crate::storage::entry::{Entry, EntryContext, EntryInfo};
 use crate::storage::format::fsutil::{TMP_SUFFIX, fsync_dir, remove_file_if_exists, write_atomic};
 use crate::storage::format::index::INDEX_FILE;
+use crate::storage::merge::MergeQueue;
 use crate::storage::names::validate_entry_name;
 use crate::storage::pattern::EntryPatterns;
 use crate::storage::query::{QueryIter, QueryOptions};
@@ -81,8 +81,8 @@ pub struct Bucket {
     dir: PathBuf,
     settings: RwLock<BucketSettings>,
     entries: RwLock<BTreeMap<String, Arc<Entry>>>,
-    cache: Arc<BlockCache>,
-    frame_size: usize,
+    ctx: EntryContext,
+    merges: MergeQueue,
 }
 
 impl Bucket {
@@ -91,8 +91,8 @@ impl Bucket {
         data: &Path,
         name: &str,
         settings: BucketSettings,
-        cache: usize,
-        frame_size: usize,
+        ctx: EntryContext,
+        merges: MergeQueue,
     ) -> Result<Bucket> {
         let dir = data.join(name);
         let staging = data.join(trash_name());
@@ -112,13 +112,18 @@ impl Bucket {
             dir,
             settings: RwLock::new(settings),
             entries: RwLock::new(BTreeMap::new()),
-            cache: Arc::new(BlockCache::new(cache)),
-            frame_size,
+            ctx,
+            merges,
         })
     }
 
     /// Opens a bucket directory and every entry under it.
-    pub(crate) fn open(dir: &Path, name: &str, cache: usize, frame_size: usize) -> Result<Bucket> {
+    pub(crate) fn open(
+        dir: &Path,
+        name: &str,
+        ctx: EntryContext,
+        merges: MergeQueue,
+    ) -> Result<Bucket> {
         let path = dir.join(SETTINGS_FILE);
         let raw = std::fs::read(&path)
             .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
@@ -130,11 +135,16 @@ impl Bucket {
             dir: dir.to_path_buf(),
             settings: RwLock::new(settings),
             entries: RwLock::new(BTreeMap::new()),
-            cache: Arc::new(BlockCache::new(cache)),
-            frame_size,
+            ctx,
+            merges,
         };
         let mut found = BTreeMap::new();
         bucket.discover(dir, "", &mut found)?;
+        // A merge interrupted by a crash (or never started) is asked for again.
+        let limits = bucket.settings().block_limits();
+        for entry in found.values() {
+            bucket.merges.request_if_needed(entry, limits);
+        }
         *bucket.entries_mut() = found;
         Ok(bucket)
     }
@@ -169,13 +179,7 @@ impl Bucket {
             if path.join(INDEX_FILE).exists() {
                 // A damaged entry is left alone on disk (see `entry_or_create`) and the rest
                 // of the bucket keeps working.
-                match Entry::open(
-                    &self.name,
-                    &name,
-                    &path,
-                    self.cache.clone(),
-                    self.frame_size,
-                ) {
+                match Entry::open(&self.name, &name, &path, self.ctx.clone()) {
                     Ok(entry) => {
                         found.insert(name.clone(), Arc::new(entry));
                     }
@@ -277,13 +281,7 @@ impl Bucket {
                 self.name
             )));
         }
-        let entry = Arc::new(Entry::create(
-            &self.name,
-            name,
-            &dir,
-            self.cache.clone(),
-            self.frame_size,
-        )?);
+        let entry = Arc::new(Entry::create(&self.name, name, &dir, self.ctx.clone())?);
         entries.insert(name.to_string(), entry.clone());
         Ok(entry)
     }
@@ -291,7 +289,10 @@ impl Bucket {
     /// Writes a record; the entry is created on its first write.
     pub fn write(&self, entry: &str, meta: RecordMeta, payload: &[u8]) -> Result<()> {
         let limits = self.settings().block_limits();
-        self.entry_or_create(entry)?.write(meta, payload, limits)
+        let entry = self.entry_or_create(entry)?;
+        entry.write(meta, payload, limits)?;
+        self.merges.request_if_needed(&entry, limits);
+        Ok(())
     }
 
     /// Reads the record at `ts`, or the latest one when `ts` is `None`.

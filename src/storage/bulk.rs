@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::storage::entry::{Entry, EntryState};
+use crate::storage::entry::{Entry, EntryState, LogKind};
 use crate::storage::format::block::SealedBlock;
 use crate::storage::record::RecordMeta;
 
@@ -24,8 +24,8 @@ pub(crate) enum BlockPlan {
 pub(crate) struct RemovalPlan {
     /// One action per sealed block, in index order.
     pub blocks: Vec<BlockPlan>,
-    /// Timestamps to remove from the open block.
-    pub open: Vec<u64>,
+    /// Timestamps to remove from each log that loses records.
+    pub logs: Vec<(LogKind, Vec<u64>)>,
     /// What the removal removes.
     pub stats: RemoveStats,
 }
@@ -39,7 +39,7 @@ pub type RecordFilter<'a> = dyn Fn(&RecordMeta) -> Result<bool> + 'a;
 pub struct RemoveStats {
     /// Records removed.
     pub records: u64,
-    /// Blocks affected: dropped whole or rewritten (the open block counts too).
+    /// Blocks affected: dropped whole or rewritten (each log counts too).
     pub blocks: u64,
 }
 
@@ -88,21 +88,23 @@ pub(crate) fn plan_removal(
         }
         blocks.push(plan);
     }
-    let mut open = Vec::new();
-    if let Some(log) = st.open.as_ref() {
+    let mut logs = Vec::new();
+    for (kind, log) in st.logs() {
+        let mut doomed = Vec::new();
         for (ts, rec) in log.records().range(start..stop.max(start)) {
             if filter.map_or(Ok(true), |f| f(&rec.meta))? {
-                open.push(*ts);
+                doomed.push(*ts);
             }
         }
-        if !open.is_empty() {
-            stats.records += open.len() as u64;
+        if !doomed.is_empty() {
+            stats.records += doomed.len() as u64;
             stats.blocks += 1;
+            logs.push((kind, doomed));
         }
     }
     Ok(RemovalPlan {
         blocks,
-        open,
+        logs,
         stats,
     })
 }

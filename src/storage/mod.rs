@@ -16,6 +16,7 @@ pub mod compress;
 pub mod condition;
 pub mod entry;
 pub mod format;
+pub mod merge;
 pub mod names;
 pub mod pattern;
 pub mod query;

@@ -2,7 +2,7 @@
 //! order), each entry's in timestamp order, one block at a time, so a query over a whole
 //! bucket never holds more than one block's record table and one frame in memory.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
@@ -41,6 +41,8 @@ struct Cursor {
     entry: Arc<Entry>,
     next_from: u64,
     chunk: Option<(Chunk, usize)>,
+    /// Blocks that failed to open: reported once, then read around.
+    broken: HashSet<u64>,
 }
 
 impl QueryIter {
@@ -73,6 +75,7 @@ impl QueryIter {
                     entry,
                     next_from: self.start,
                     chunk: None,
+                    broken: HashSet::new(),
                 });
                 continue;
             };
@@ -99,7 +102,10 @@ impl QueryIter {
                 self.current = None;
                 continue;
             }
-            match cursor.entry.next_chunk(cursor.next_from, self.stop) {
+            match cursor
+                .entry
+                .next_chunk(cursor.next_from, self.stop, &mut cursor.broken)
+            {
                 Ok(Some((chunk, next_from))) => {
                     // A block that cannot be opened yields its error once and is skipped.
                     cursor.next_from = next_from;

@@ -2,8 +2,11 @@
 //! by dropping the oldest sealed blocks of the bucket (whole files, through the same bulk
 //! removal every other delete uses).
 
+use std::sync::Arc;
+
 use crate::error::{Error, Result};
 use crate::storage::bucket::Bucket;
+use crate::storage::entry::Entry;
 use crate::storage::settings::QuotaType;
 
 impl Bucket {
@@ -39,34 +42,34 @@ impl Bucket {
         }
     }
 
-    /// Removes the sealed block holding the bucket's oldest record; false when there is
-    /// no sealed block (the blocks being written are never dropped).
+    /// Removes the sealed block with the oldest first record in the bucket (blocks may
+    /// overlap, so exactly that block's file goes, not a time range); false when there is
+    /// no sealed block (the logs being written are never dropped).
     fn drop_oldest_block(&self) -> Result<bool> {
-        let mut oldest: Option<(u64, String, u64)> = None;
+        let mut oldest: Option<(u64, Arc<Entry>, u64)> = None;
         for entry in self.entries() {
-            let st = entry.lock()?;
-            if let Some(first) = st.index.blocks.first()
-                && oldest
-                    .as_ref()
-                    .is_none_or(|(ts, _, _)| first.first_ts < *ts)
+            let first = entry
+                .lock()?
+                .index
+                .blocks
+                .first()
+                .map(|b| (b.first_ts, b.seq));
+            if let Some((first_ts, seq)) = first
+                && oldest.as_ref().is_none_or(|(ts, _, _)| first_ts < *ts)
             {
-                oldest = Some((first.first_ts, entry.name().to_string(), first.last_ts));
+                oldest = Some((first_ts, entry, seq));
             }
         }
-        let Some((first_ts, entry, last_ts)) = oldest else {
+        let Some((first_ts, entry, seq)) = oldest else {
             return Ok(false);
         };
-        let stats = self.remove_records(
-            std::slice::from_ref(&entry),
-            first_ts,
-            last_ts.saturating_add(1),
-            None,
-        )?;
+        let records = entry.drop_block(seq)?;
         log::info!(
-            "bucket '{}': FIFO quota dropped {} record(s) of '{entry}' up to {last_ts}",
+            "bucket '{}': FIFO quota dropped {records} record(s) of '{}' from {first_ts}",
             self.name(),
-            stats.records
+            entry.name()
         );
-        Ok(stats.records > 0)
+        // A block removed meanwhile by someone else still made room: look again.
+        Ok(true)
     }
 }

@@ -7,14 +7,29 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::storage::bucket::{Bucket, BucketInfo, remove_trash, trash_name};
+use crate::storage::cache::BlockCache;
+use crate::storage::entry::EntryContext;
 use crate::storage::format::fsutil::fsync_dir;
+use crate::storage::merge::Merger;
 use crate::storage::names::{validate_bucket_name, validate_system_bucket_name};
 use crate::storage::settings::BucketSettings;
+
+/// What the entries of one bucket share: a block cache of their own, the frame size, the
+/// overlap bound.
+fn entry_context(config: &Config) -> EntryContext {
+    EntryContext {
+        cache: Arc::new(BlockCache::new(config.block_cache)),
+        frame_size: config.frame_size,
+        max_overlap: config.max_block_overlap,
+    }
+}
 
 /// A thread-safe handle to a data directory of buckets.
 pub struct Store {
     config: Config,
     buckets: RwLock<BTreeMap<String, Arc<Bucket>>>,
+    /// The background merge thread; stopped (and joined) when the store is dropped.
+    merger: Merger,
 }
 
 impl Store {
@@ -26,6 +41,7 @@ impl Store {
         std::fs::create_dir_all(data)
             .map_err(|e| Error::io(format!("creating data directory {}", data.display()), e))?;
         remove_trash(data)?;
+        let merger = Merger::start()?;
         let mut buckets = BTreeMap::new();
         let listing = std::fs::read_dir(data)
             .map_err(|e| Error::io(format!("listing {}", data.display()), e))?;
@@ -36,7 +52,7 @@ impl Store {
             if !valid || !item.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
-            match Bucket::open(&item.path(), &name, config.block_cache, config.frame_size) {
+            match Bucket::open(&item.path(), &name, entry_context(&config), merger.queue()) {
                 Ok(bucket) => {
                     buckets.insert(name, Arc::new(bucket));
                 }
@@ -47,6 +63,7 @@ impl Store {
         Ok(Store {
             config,
             buckets: RwLock::new(buckets),
+            merger,
         })
     }
 
@@ -93,8 +110,8 @@ impl Store {
             &self.config.data_path,
             name,
             settings,
-            self.config.block_cache,
-            self.config.frame_size,
+            entry_context(&self.config),
+            self.merger.queue(),
         )?);
         buckets.insert(name.to_string(), bucket.clone());
         Ok(bucket)

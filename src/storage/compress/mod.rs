@@ -30,9 +30,10 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::storage::bucket::Bucket;
-use crate::storage::entry::Entry;
+use crate::storage::entry::{BlockLimits, Entry};
 use crate::storage::format::codec::Codec;
 use crate::storage::format::index::BlockEntry;
+use crate::storage::merge::{merge_blocks, overlap_groups};
 
 use commit::{Finished, commit_loop};
 use stream::Run;
@@ -107,6 +108,75 @@ pub fn validate_target(target: Codec) -> Result<()> {
     }
 }
 
+/// What a compression over a window does to an entry's sealed blocks: those fully inside
+/// the window form groups of overlapping ranges; a group of several is merged (whatever
+/// its codecs), a block that overlaps nothing is recompressed if its codec is weaker.
+struct CompressPlan {
+    recompress: Vec<BlockEntry>,
+    merge: Vec<Vec<BlockEntry>>,
+}
+
+impl CompressPlan {
+    fn new(blocks: &[BlockEntry], start: u64, stop: u64, target: Codec) -> Self {
+        let in_window: Vec<BlockEntry> = blocks
+            .iter()
+            .filter(|b| b.first_ts >= start && b.last_ts < stop)
+            .cloned()
+            .collect();
+        let mut plan = CompressPlan {
+            recompress: Vec::new(),
+            merge: Vec::new(),
+        };
+        for mut group in overlap_groups(&in_window) {
+            if group.len() > 1 {
+                plan.merge.push(group);
+            } else if let Some(b) = group.pop()
+                && b.codec.is_weaker_than(target)
+            {
+                plan.recompress.push(b);
+            }
+        }
+        plan
+    }
+}
+
+/// Merges one group of overlapping blocks into disjoint blocks and commits them. A group
+/// that cannot be read, or that changed meanwhile, is left as it was and counted skipped.
+fn compact(
+    entry: &Entry,
+    group: &[BlockEntry],
+    target: Codec,
+    limits: BlockLimits,
+    pool: &CompressPool,
+) -> Result<CompressStats> {
+    let codec = group.iter().map(|b| b.codec).fold(target, |strongest, c| {
+        if strongest.is_weaker_than(c) {
+            c
+        } else {
+            strongest
+        }
+    });
+    let mut stats = CompressStats::default();
+    let replacement = match merge_blocks(entry, group, codec, limits, Some(&pool.pool)) {
+        Ok(r) => r,
+        Err(e) => {
+            log::warn!("entry {}: not compacting: {e}", entry.name());
+            stats.skipped += group.len() as u64;
+            return Ok(stats);
+        }
+    };
+    let bytes_after: u64 = replacement.new.iter().map(|b| b.size).sum();
+    if entry.replace_blocks(vec![replacement])?[0] {
+        stats.blocks += group.len() as u64;
+        stats.records += group.iter().map(|b| b.record_count).sum::<u64>();
+        stats.bytes_before += group.iter().map(|b| b.size).sum::<u64>();
+        stats.bytes_after += bytes_after;
+    } else {
+        stats.skipped += group.len() as u64;
+    }
+    Ok(stats)
+}
+
 /// One eligible block in the work stream.
 struct Job {
     entry: Arc<Entry>,
@@ -127,13 +197,11 @@ impl Bucket {
         validate_target(target)?;
         let mut stats = CompressStats::default();
         for entry in self.select_entries(entries)? {
-            let st = entry.lock()?;
-            for b in &st.index.blocks {
-                if b.first_ts >= start && b.last_ts < stop && b.codec.is_weaker_than(target) {
-                    stats.blocks += 1;
-                    stats.records += b.record_count;
-                    stats.bytes_before += b.size;
-                }
+            let plan = CompressPlan::new(&entry.sealed_blocks()?, start, stop, target);
+            for b in plan.recompress.iter().chain(plan.merge.iter().flatten()) {
+                stats.blocks += 1;
+                stats.records += b.record_count;
+                stats.bytes_before += b.size;
             }
         }
         Ok(stats)
@@ -153,18 +221,29 @@ impl Bucket {
         cancel: &dyn Fn() -> bool,
     ) -> Result<CompressStats> {
         validate_target(target)?;
+        let limits = self.settings().block_limits();
         let mut jobs = Vec::new();
+        let mut merges = Vec::new();
         for entry in self.select_entries(entries)? {
-            let eligible = |b: &BlockEntry| {
-                b.first_ts >= start && b.last_ts < stop && b.codec.is_weaker_than(target)
-            };
-            for (old, new_seq) in entry.select_blocks(eligible)? {
+            let plan = CompressPlan::new(&entry.sealed_blocks()?, start, stop, target);
+            let seqs = entry.reserve_seqs(plan.recompress.len())?;
+            for (old, new_seq) in plan.recompress.into_iter().zip(seqs) {
                 jobs.push(Job {
                     entry: entry.clone(),
                     old,
                     new_seq,
                 });
             }
+            merges.extend(plan.merge.into_iter().map(|group| (entry.clone(), group)));
+        }
+        // Compaction: overlapping blocks are merged into disjoint ones with the target
+        // codec (or a stronger one a source already had), output blocks in parallel.
+        let mut compacted = CompressStats::default();
+        for (entry, group) in merges {
+            if cancel() {
+                break;
+            }
+            compacted.add(compact(&entry, &group, target, limits, pool)?);
         }
         // Finished block files go to a committer thread, which fsyncs them and commits
         // them in batches while the stream goes on.
@@ -195,6 +274,7 @@ impl Bucket {
                 .unwrap_or_else(|_| Err(Error::internal("the block committer panicked")));
             result?;
             stats.add(committed?);
+            stats.add(compacted);
             Ok(stats)
         })
     }

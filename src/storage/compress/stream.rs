@@ -117,7 +117,7 @@ impl Run<'_> {
     /// threads only ever re-encode frames (the committer thread syncs and commits
     /// finished blocks).
     pub(super) fn stream(&mut self, pool: &CompressPool, cancel: &dyn Fn() -> bool) -> Result<()> {
-        let frame_size = self.jobs.first().map_or(1 << 20, |j| j.entry.frame_size) as u64;
+        let frame_size = self.jobs.first().map_or(1 << 20, |j| j.entry.frame_size()) as u64;
         let max_window = pool.threads() as u64 * WINDOW_FRAMES_PER_THREAD * frame_size;
         // Windows start at one frame per thread and double up to the full size, so the
         // writing and syncing of the first blocks overlap encoding even in a small run.
@@ -276,7 +276,8 @@ impl Run<'_> {
             // nothing but wear the disk.
             None if unchanged => out.unchanged += 1,
             None => {
-                let mut writer = BlockWriter::create(&out.path, self.target, job.entry.frame_size)?;
+                let mut writer =
+                    BlockWriter::create(&out.path, self.target, job.entry.frame_size())?;
                 for i in 0..out.unchanged {
                     let info = &out.block.frames()[i];
                     writer.append_encoded_frame(

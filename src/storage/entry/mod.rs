@@ -1,16 +1,23 @@
-//! An entry: one time series of records, stored as sealed blocks plus an open block.
+//! An entry: one time series of records, stored as sealed blocks plus two logs.
 //!
-//! Invariant: sealed blocks are sorted by first timestamp and cover disjoint time ranges;
-//! the open block (a log) holds only timestamps after the last sealed one. A record with
-//! timestamp `ts` therefore belongs to exactly one block: the open block when `ts` is past
-//! every sealed block, otherwise the sealed block with the greatest first timestamp ≤ `ts`
-//! (or the first block, for a `ts` older than everything).
+//! Data arrives out of order, so sealed blocks may overlap in time. A write at or after the
+//! open block's first record (or past every sealed block when there is no open block)
+//! appends to the **open log**; an older, belated write appends to the **late log**. Both
+//! are the same append-only format (one `pwrite` per write) and both seal into a block file
+//! when they reach the bucket's block limits — so no write ever copies a block's payload.
+//! The blocks are kept sorted by first timestamp together with `reach`, the running maximum
+//! of their last timestamps: the blocks that can hold `ts` are found by a binary search on
+//! first timestamps and a walk back that stops as soon as `reach` falls below `ts`, without
+//! scanning the blocks before it (see [`EntryState::covering`]).
+//!
+//! This file is the only place that changes an entry's state; `read.rs` reads it, and the
+//! rewrites it commits are written by functions of `storage::format` and `storage::merge`.
 
 mod read;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
@@ -21,16 +28,29 @@ use crate::storage::format::fsutil::remove_file_if_exists;
 use crate::storage::format::index::{BlockEntry, EntryIndex, block_path, log_path};
 use crate::storage::format::log::OpenLog;
 use crate::storage::format::rewrite::{BlockEdit, write_edited, write_log_block};
+use crate::storage::merge::max_overlap;
 use crate::storage::record::{Labels, RecordMeta};
 
 pub use read::Chunk;
 pub(crate) use read::{chunk_len, chunk_meta, chunk_record};
 
+/// What every entry of a bucket shares: the block cache, the frame size, and the overlap
+/// bound past which a background merge is asked for.
+#[derive(Clone)]
+pub(crate) struct EntryContext {
+    /// Mapped, parsed blocks of the bucket.
+    pub cache: Arc<BlockCache>,
+    /// Target raw size of a payload frame.
+    pub frame_size: usize,
+    /// More sealed blocks than this overlapping one instant asks for a merge.
+    pub max_overlap: usize,
+}
+
 /// Gives every entry instance a unique id so cached blocks of a removed and re-created
 /// entry can never be confused with the new one's.
 static NEXT_ENTRY_UID: AtomicU64 = AtomicU64::new(1);
 
-/// When the open block is sealed and a new one starts (from the bucket settings).
+/// When a log is sealed and a new one starts (from the bucket settings).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockLimits {
     /// Seal before a record would take the block's payload past this many bytes.
@@ -44,11 +64,11 @@ pub struct BlockLimits {
 pub struct EntryInfo {
     /// Entry name.
     pub name: String,
-    /// Bytes on disk: block files plus the open log.
+    /// Bytes on disk: block files plus the logs.
     pub size: u64,
     /// Number of records.
     pub record_count: u64,
-    /// Number of blocks holding records (the open block counts once it has one).
+    /// Number of blocks holding records (each log counts once it has one).
     pub block_count: u64,
     /// Oldest timestamp, 0 when empty.
     pub oldest_record: u64,
@@ -76,18 +96,119 @@ impl Replacement {
     }
 }
 
-/// Where a timestamp belongs.
-pub(super) enum Slot {
+/// The two append-only logs of an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LogKind {
+    /// The open block: writes at or after its first record.
     Open,
-    Sealed(usize),
-    /// Past every sealed block with no open block: a new open block must start.
-    NewOpen,
+    /// Belated writes, older than the open block.
+    Late,
 }
 
+/// Where an existing record lives.
+pub(crate) enum Place {
+    /// In one of the logs.
+    Log(LogKind),
+    /// At position `record` of sealed block `pos` (index order), mapped as `block`.
+    Sealed {
+        pos: usize,
+        block: Arc<SealedBlock>,
+        record: usize,
+    },
+}
+
+/// The mutable state of an entry, behind its lock.
 pub(crate) struct EntryState {
     pub(crate) index: EntryIndex,
     pub(crate) open: Option<OpenLog>,
+    pub(crate) late: Option<OpenLog>,
+    /// `reach[i]` = the greatest `last_ts` of `index.blocks[..=i]`.
+    reach: Vec<u64>,
     removed: bool,
+}
+
+impl EntryState {
+    fn new(index: EntryIndex, open: Option<OpenLog>, late: Option<OpenLog>) -> Self {
+        let mut st = EntryState {
+            index,
+            open,
+            late,
+            reach: Vec::new(),
+            removed: false,
+        };
+        st.refresh_reach();
+        st
+    }
+
+    fn refresh_reach(&mut self) {
+        let mut max = 0;
+        self.reach = self
+            .index
+            .blocks
+            .iter()
+            .map(|b| {
+                max = max.max(b.last_ts);
+                max
+            })
+            .collect();
+    }
+
+    /// Positions of the sealed blocks whose time range contains `ts`, newest first.
+    pub(crate) fn covering(&self, ts: u64) -> impl Iterator<Item = usize> + '_ {
+        let hi = self.index.blocks.partition_point(|b| b.first_ts <= ts);
+        (0..hi)
+            .rev()
+            .take_while(move |&i| self.reach[i] >= ts)
+            .filter(move |&i| self.index.blocks[i].last_ts >= ts)
+    }
+
+    /// Position of the first block that can hold a record at or after `ts`.
+    pub(crate) fn first_reaching(&self, ts: u64) -> usize {
+        self.reach.partition_point(|&r| r < ts)
+    }
+
+    /// The greatest last timestamp of the sealed blocks.
+    pub(crate) fn sealed_latest(&self) -> Option<u64> {
+        self.reach.last().copied()
+    }
+
+    pub(crate) fn log(&self, kind: LogKind) -> Option<&OpenLog> {
+        match kind {
+            LogKind::Open => self.open.as_ref(),
+            LogKind::Late => self.late.as_ref(),
+        }
+    }
+
+    fn log_slot(&mut self, kind: LogKind) -> &mut Option<OpenLog> {
+        match kind {
+            LogKind::Open => &mut self.open,
+            LogKind::Late => &mut self.late,
+        }
+    }
+
+    /// The logs that exist, with their kind.
+    pub(crate) fn logs(&self) -> impl Iterator<Item = (LogKind, &OpenLog)> {
+        [LogKind::Open, LogKind::Late]
+            .into_iter()
+            .filter_map(|k| self.log(k).map(|l| (k, l)))
+    }
+
+    /// True when a write at `ts` is belated: older than the open block's first record, or,
+    /// with no record in the open block, not past every sealed block.
+    fn is_belated(&self, ts: u64) -> bool {
+        match self.open.as_ref().and_then(|o| o.records().keys().next()) {
+            Some(&first) => ts < first,
+            None => self.sealed_latest().is_some_and(|last| ts <= last),
+        }
+    }
+}
+
+/// The index field naming a log.
+fn index_log(index: &mut EntryIndex, kind: LogKind) -> &mut Option<u64> {
+    match kind {
+        LogKind::Open => &mut index.open_log,
+        LogKind::Late => &mut index.late_log,
+    }
 }
 
 /// One entry of a bucket.
@@ -96,38 +217,31 @@ pub struct Entry {
     bucket: String,
     dir: PathBuf,
     uid: u64,
-    pub(crate) cache: Arc<BlockCache>,
-    pub(crate) frame_size: usize,
+    pub(crate) ctx: EntryContext,
+    /// Set while a background merge of this entry is queued, so it is queued once.
+    merge_queued: AtomicBool,
     state: Mutex<EntryState>,
 }
 
 impl Entry {
     /// Creates a new, empty entry directory.
-    pub(crate) fn create(
-        bucket: &str,
-        name: &str,
-        dir: &Path,
-        cache: Arc<BlockCache>,
-        frame_size: usize,
-    ) -> Result<Entry> {
+    pub(crate) fn create(bucket: &str, name: &str, dir: &Path, ctx: EntryContext) -> Result<Entry> {
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::io(format!("creating entry {}", dir.display()), e))?;
         let index = EntryIndex::new();
         index.save(dir)?;
         Ok(Self::with_state(
-            bucket, name, dir, cache, frame_size, index, None,
+            bucket,
+            name,
+            dir,
+            ctx,
+            EntryState::new(index, None, None),
         ))
     }
 
     /// Opens an entry directory: loads the index, removes files of interrupted changes
-    /// (anything the index does not name), and replays the open log.
-    pub(crate) fn open(
-        bucket: &str,
-        name: &str,
-        dir: &Path,
-        cache: Arc<BlockCache>,
-        frame_size: usize,
-    ) -> Result<Entry> {
+    /// (anything the index does not name), and replays the logs.
+    pub(crate) fn open(bucket: &str, name: &str, dir: &Path, ctx: EntryContext) -> Result<Entry> {
         let index = EntryIndex::load(dir)?;
         let named = index.file_names();
         let listing = std::fs::read_dir(dir)
@@ -141,12 +255,18 @@ impl Entry {
                 remove_file_if_exists(&item.path())?;
             }
         }
-        let open = match index.open_log {
-            Some(seq) => Some(OpenLog::open(&log_path(dir, seq))?),
-            None => None,
+        let replay = |seq: Option<u64>| -> Result<Option<OpenLog>> {
+            seq.map(|seq| OpenLog::open(&log_path(dir, seq)))
+                .transpose()
         };
+        let open = replay(index.open_log)?;
+        let late = replay(index.late_log)?;
         Ok(Self::with_state(
-            bucket, name, dir, cache, frame_size, index, open,
+            bucket,
+            name,
+            dir,
+            ctx,
+            EntryState::new(index, open, late),
         ))
     }
 
@@ -154,23 +274,17 @@ impl Entry {
         bucket: &str,
         name: &str,
         dir: &Path,
-        cache: Arc<BlockCache>,
-        frame_size: usize,
-        index: EntryIndex,
-        open: Option<OpenLog>,
+        ctx: EntryContext,
+        state: EntryState,
     ) -> Entry {
         Entry {
             name: name.to_string(),
             bucket: bucket.to_string(),
             dir: dir.to_path_buf(),
             uid: NEXT_ENTRY_UID.fetch_add(1, Ordering::Relaxed),
-            cache,
-            frame_size,
-            state: Mutex::new(EntryState {
-                index,
-                open,
-                removed: false,
-            }),
+            ctx,
+            merge_queued: AtomicBool::new(false),
+            state: Mutex::new(state),
         }
     }
 
@@ -182,6 +296,11 @@ impl Entry {
     /// The entry directory.
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The configured frame size of new block files.
+    pub(crate) fn frame_size(&self) -> usize {
+        self.ctx.frame_size
     }
 
     pub(crate) fn lock(&self) -> Result<MutexGuard<'_, EntryState>> {
@@ -202,7 +321,7 @@ impl Entry {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         st.removed = true;
         for b in &st.index.blocks {
-            self.cache.evict((self.uid, b.seq));
+            self.ctx.cache.evict((self.uid, b.seq));
         }
     }
 
@@ -215,92 +334,100 @@ impl Entry {
 
     /// The mapped block behind an index entry.
     pub(crate) fn block(&self, b: &BlockEntry) -> Result<Arc<SealedBlock>> {
-        self.cache.get_or_open((self.uid, b.seq), || {
-            let what = format!(
-                "block {} ({:016x}.blk) of entry {}/{}",
-                b.first_ts, b.seq, self.bucket, self.name
-            );
-            SealedBlock::open(&block_path(&self.dir, b.seq), what, Some(b.meta_crc))
+        self.ctx.cache.get_or_open((self.uid, b.seq), || {
+            SealedBlock::open(
+                &block_path(&self.dir, b.seq),
+                self.describe(b),
+                Some(b.meta_crc),
+            )
         })
     }
 
     /// The block behind an index entry, mapped for copying its frames only (not cached, its
     /// record table not parsed): what recompression reads.
     pub(crate) fn block_frames(&self, b: &BlockEntry) -> Result<Arc<SealedBlock>> {
-        let what = format!(
+        SealedBlock::open_frames(
+            &block_path(&self.dir, b.seq),
+            self.describe(b),
+            Some(b.meta_crc),
+        )
+        .map(Arc::new)
+    }
+
+    fn describe(&self, b: &BlockEntry) -> String {
+        format!(
             "block {} ({:016x}.blk) of entry {}/{}",
             b.first_ts, b.seq, self.bucket, self.name
-        );
-        SealedBlock::open_frames(&block_path(&self.dir, b.seq), what, Some(b.meta_crc))
-            .map(Arc::new)
+        )
     }
 
     /// Drops a replaced block from the cache and unlinks its file (step 4 of the protocol).
-    pub(crate) fn discard_block_file(&self, seq: u64) {
-        self.cache.evict((self.uid, seq));
+    fn discard_block_file(&self, seq: u64) {
+        self.ctx.cache.evict((self.uid, seq));
         if let Err(e) = remove_file_if_exists(&block_path(&self.dir, seq)) {
             // The index no longer names it: the next open removes it.
             log::warn!("{e}");
         }
     }
 
-    pub(super) fn slot_for(st: &EntryState, ts: u64) -> Slot {
-        let past_sealed = st.index.blocks.last().is_none_or(|b| ts > b.last_ts);
-        if past_sealed {
-            return if st.open.is_some() {
-                Slot::Open
-            } else {
-                Slot::NewOpen
-            };
+    /// Where the record with timestamp `ts` lives, if it exists: the logs are asked first,
+    /// then the few sealed blocks whose range contains `ts`.
+    pub(crate) fn place(&self, st: &EntryState, ts: u64) -> Result<Option<Place>> {
+        for (kind, log) in st.logs() {
+            if log.records().contains_key(&ts) {
+                return Ok(Some(Place::Log(kind)));
+            }
         }
-        let after = st.index.blocks.partition_point(|b| b.first_ts <= ts);
-        Slot::Sealed(after.saturating_sub(1))
+        for pos in st.covering(ts) {
+            let block = self.block(&st.index.blocks[pos])?;
+            if let Some(record) = block.find(ts) {
+                return Ok(Some(Place::Sealed { pos, block, record }));
+            }
+        }
+        Ok(None)
     }
 
-    /// Writes a record. Any timestamp order works; an existing timestamp is a conflict.
+    /// Writes a record. Any timestamp order works and costs one append: a belated record
+    /// goes to the late log. An existing timestamp is a conflict.
     pub fn write(&self, meta: RecordMeta, payload: &[u8], limits: BlockLimits) -> Result<()> {
         let ts = meta.timestamp;
-        let conflict = || Error::conflict(format!("A record with timestamp {ts} already exists"));
         let mut st = self.lock()?;
-        match Self::slot_for(&st, ts) {
-            Slot::Open => {
-                let open = st.open.as_ref().expect("Slot::Open implies an open block");
-                if open.records().contains_key(&ts) {
-                    return Err(conflict());
+        if self.place(&st, ts)?.is_some() {
+            return Err(Error::conflict(format!(
+                "A record with timestamp {ts} already exists"
+            )));
+        }
+        let kind = if st.is_belated(ts) {
+            LogKind::Late
+        } else {
+            LogKind::Open
+        };
+        match st.log(kind) {
+            None => self.start_log(&mut st, kind)?,
+            Some(log) => {
+                // The open block seals only when the write extends it, so that its records
+                // stay newer than every sealed block; the late log seals whenever it is full.
+                let extends = kind == LogKind::Late
+                    || log.records().keys().next_back().is_none_or(|&l| ts > l);
+                let full = log.records().len() as u64 >= limits.max_block_records
+                    || log.payload_bytes() + payload.len() as u64 > limits.max_block_size;
+                if extends && full && !log.records().is_empty() {
+                    self.seal(&mut st, kind)?;
+                    self.start_log(&mut st, kind)?;
                 }
-                let at_tail = open.records().keys().next_back().is_none_or(|&l| ts > l);
-                let full = open.records().len() as u64 >= limits.max_block_records
-                    || open.payload_bytes() + payload.len() as u64 > limits.max_block_size;
-                if at_tail && full && !open.records().is_empty() {
-                    self.seal(&mut st)?;
-                    self.start_open(&mut st)?;
-                }
-            }
-            Slot::NewOpen => self.start_open(&mut st)?,
-            Slot::Sealed(pos) => {
-                let entry = st.index.blocks[pos].clone();
-                let block = self.block(&entry)?;
-                if block.find(ts).is_some() {
-                    return Err(conflict());
-                }
-                let edit = BlockEdit {
-                    insert: Some((&meta, payload)),
-                    ..Default::default()
-                };
-                return self.rewrite_one(&mut st, pos, &block, &edit);
             }
         }
-        st.open
+        st.log_slot(kind)
             .as_mut()
-            .expect("an open block exists after start_open")
+            .expect("a log exists after start_log")
             .append_record(meta, payload)
     }
 
-    /// Starts a new open block and commits the index naming it.
-    fn start_open(&self, st: &mut EntryState) -> Result<()> {
+    /// Starts a new, empty log of `kind` and commits the index naming it.
+    fn start_log(&self, st: &mut EntryState, kind: LogKind) -> Result<()> {
         let mut next = st.index.clone();
         let seq = next.take_seq();
-        next.open_log = Some(seq);
+        *index_log(&mut next, kind) = Some(seq);
         let path = log_path(&self.dir, seq);
         let log = OpenLog::create(&path)?;
         if let Err(e) = next.save(&self.dir) {
@@ -308,7 +435,7 @@ impl Entry {
             return Err(e);
         }
         st.index = next;
-        st.open = Some(log);
+        *st.log_slot(kind) = Some(log);
         Ok(())
     }
 
@@ -326,22 +453,22 @@ impl Entry {
             }
             out
         };
-        match Self::slot_for(&st, ts) {
-            Slot::Open => {
-                let open = st.open.as_mut().expect("Slot::Open implies an open block");
-                let rec = open.records().get(&ts).ok_or_else(|| self.not_found(ts))?;
-                let labels = apply(&rec.meta.labels);
-                if labels != rec.meta.labels {
-                    open.append_labels(ts, &labels)?;
+        match self.place(&st, ts)?.ok_or_else(|| self.not_found(ts))? {
+            Place::Log(kind) => {
+                let log = st
+                    .log_slot(kind)
+                    .as_mut()
+                    .expect("a record was found in this log");
+                let current = &log.records()[&ts].meta.labels;
+                let labels = apply(current);
+                if &labels != current {
+                    log.append_labels(ts, &labels)?;
                 }
                 Ok(())
             }
-            Slot::NewOpen => Err(self.not_found(ts)),
-            Slot::Sealed(pos) => {
-                let block = self.block(&st.index.blocks[pos])?;
-                let i = block.find(ts).ok_or_else(|| self.not_found(ts))?;
-                let labels = apply(&block.records()[i].meta.labels);
-                if labels == block.records()[i].meta.labels {
+            Place::Sealed { pos, block, record } => {
+                let labels = apply(&block.records()[record].meta.labels);
+                if labels == block.records()[record].meta.labels {
                     return Ok(());
                 }
                 let edit = BlockEdit {
@@ -356,18 +483,13 @@ impl Entry {
     /// Removes one record.
     pub fn remove_record(&self, ts: u64) -> Result<()> {
         let mut st = self.lock()?;
-        match Self::slot_for(&st, ts) {
-            Slot::Open => {
-                let open = st.open.as_mut().expect("Slot::Open implies an open block");
-                if !open.records().contains_key(&ts) {
-                    return Err(self.not_found(ts));
-                }
-                open.append_remove(ts)
-            }
-            Slot::NewOpen => Err(self.not_found(ts)),
-            Slot::Sealed(pos) => {
-                let block = self.block(&st.index.blocks[pos])?;
-                block.find(ts).ok_or_else(|| self.not_found(ts))?;
+        match self.place(&st, ts)?.ok_or_else(|| self.not_found(ts))? {
+            Place::Log(kind) => st
+                .log_slot(kind)
+                .as_mut()
+                .expect("a record was found in this log")
+                .append_remove(ts),
+            Place::Sealed { pos, block, .. } => {
                 let doomed = HashSet::from([ts]);
                 let edit = BlockEdit {
                     remove: Some(&doomed),
@@ -391,7 +513,7 @@ impl Entry {
         let seq = next.take_seq();
         let path = block_path(&self.dir, seq);
         let mut created = Vec::new();
-        match write_edited(block, edit, &path, self.frame_size)? {
+        match write_edited(block, edit, &path, self.ctx.frame_size)? {
             Some(summary) => {
                 next.blocks[pos] = BlockEntry::from_summary(seq, &summary);
                 created.push(path);
@@ -403,25 +525,22 @@ impl Entry {
         self.commit(st, next, &created, &[old_seq])
     }
 
-    /// Turns the open block into a sealed block file and commits it; the entry then has no
-    /// open block until the next write starts one.
-    fn seal(&self, st: &mut EntryState) -> Result<()> {
-        let open = st
-            .open
-            .as_ref()
-            .expect("seal is only called with an open block");
+    /// Turns a log into a sealed block file and commits it; the entry then has no log of
+    /// that kind until the next write that needs one starts it.
+    fn seal(&self, st: &mut EntryState, kind: LogKind) -> Result<()> {
+        let log = st.log(kind).expect("seal is only called with a log");
         let mut next = st.index.clone();
-        let old_log = next.open_log.take();
+        let old_log = index_log(&mut next, kind).take();
         let mut created = Vec::new();
-        if !open.records().is_empty() {
+        if !log.records().is_empty() {
             let seq = next.take_seq();
             let path = block_path(&self.dir, seq);
-            let summary = write_log_block(open, &path, self.frame_size)?;
+            let summary = write_log_block(log, &path, self.ctx.frame_size)?;
             next.blocks.push(BlockEntry::from_summary(seq, &summary));
             created.push(path);
         }
         self.commit(st, next, &created, &[])?;
-        st.open = None;
+        *st.log_slot(kind) = None;
         if let Some(seq) = old_log {
             let _ = remove_file_if_exists(&log_path(&self.dir, seq));
         }
@@ -461,7 +580,7 @@ impl Entry {
                         remove: Some(&doomed),
                         ..Default::default()
                     };
-                    match write_edited(&block, &edit, &path, self.frame_size) {
+                    match write_edited(&block, &edit, &path, self.ctx.frame_size) {
                         Ok(Some(summary)) => {
                             kept.push(BlockEntry::from_summary(seq, &summary));
                             created.push(path);
@@ -480,53 +599,76 @@ impl Entry {
         }
         next.blocks = kept;
 
-        let open_doomed = plan.open;
-        let drop_open = st
-            .open
-            .as_ref()
-            .is_some_and(|o| !open_doomed.is_empty() && open_doomed.len() == o.records().len());
-        let dropped_log = if drop_open {
-            next.open_log.take()
-        } else {
-            None
-        };
+        // A log whose every record goes is dropped with the commit; others get removals.
+        let mut dropped_logs = Vec::new();
+        for (kind, doomed) in &plan.logs {
+            let log = st.log(*kind).expect("the plan names only existing logs");
+            if doomed.len() == log.records().len()
+                && let Some(seq) = index_log(&mut next, *kind).take()
+            {
+                dropped_logs.push((*kind, seq));
+            }
+        }
         if next != st.index {
             self.commit(&mut st, next, &created, &obsolete)?;
         }
-        if let Some(seq) = dropped_log {
-            st.open = None;
-            let _ = remove_file_if_exists(&log_path(&self.dir, seq));
-        } else if let Some(open) = st.open.as_mut() {
-            for ts in open_doomed {
-                open.append_remove(ts)?;
+        for (kind, doomed) in plan.logs {
+            if let Some((_, seq)) = dropped_logs.iter().find(|(k, _)| *k == kind) {
+                *st.log_slot(kind) = None;
+                let _ = remove_file_if_exists(&log_path(&self.dir, *seq));
+            } else if let Some(log) = st.log_slot(kind).as_mut() {
+                for ts in doomed {
+                    log.append_remove(ts)?;
+                }
             }
         }
         Ok(plan.stats)
     }
 
-    /// Reserves a fresh sequence number for the new file of each of `blocks`, so that
-    /// work done without the lock can be committed later. Reserving only bumps the
-    /// in-memory counter; it is persisted with the next commit, and a file written under a
-    /// number that never got committed is removed at open.
-    pub(crate) fn select_blocks(
-        &self,
-        keep: impl Fn(&BlockEntry) -> bool,
-    ) -> Result<Vec<(BlockEntry, u64)>> {
+    /// Removes sealed block `seq` as a whole (the FIFO quota); returns its record count, 0
+    /// when it is no longer there.
+    pub(crate) fn drop_block(&self, seq: u64) -> Result<u64> {
         let mut st = self.lock()?;
-        let chosen: Vec<BlockEntry> = st
-            .index
-            .blocks
-            .iter()
-            .filter(|b| keep(b))
-            .cloned()
-            .collect();
-        Ok(chosen
-            .into_iter()
-            .map(|b| {
-                let seq = st.index.take_seq();
-                (b, seq)
-            })
-            .collect())
+        let Some(pos) = st.index.blocks.iter().position(|b| b.seq == seq) else {
+            return Ok(0);
+        };
+        let mut next = st.index.clone();
+        let gone = next.blocks.remove(pos);
+        self.commit(&mut st, next, &[], &[seq])?;
+        Ok(gone.record_count)
+    }
+
+    /// A snapshot of the sealed blocks, sorted by first timestamp.
+    pub(crate) fn sealed_blocks(&self) -> Result<Vec<BlockEntry>> {
+        Ok(self.lock()?.index.blocks.clone())
+    }
+
+    /// Reserves `n` fresh sequence numbers for files written without the lock. Reserving
+    /// only bumps the in-memory counter; it is persisted with the next commit, and a file
+    /// written under a number that never got committed is removed at open.
+    pub(crate) fn reserve_seqs(&self, n: usize) -> Result<Vec<u64>> {
+        let mut st = self.lock()?;
+        Ok((0..n).map(|_| st.index.take_seq()).collect())
+    }
+
+    /// True when more sealed blocks than the overlap bound cover one instant and no merge
+    /// is queued yet; marks the merge queued.
+    pub(crate) fn take_merge_request(&self) -> bool {
+        if self.merge_queued.load(Ordering::Relaxed) {
+            return false;
+        }
+        let Ok(st) = self.lock() else {
+            return false;
+        };
+        if max_overlap(&st.index.blocks).0 <= self.ctx.max_overlap {
+            return false;
+        }
+        !self.merge_queued.swap(true, Ordering::AcqRel)
+    }
+
+    /// Clears the queued mark (the merger took the request).
+    pub(crate) fn merge_started(&self) {
+        self.merge_queued.store(false, Ordering::Release);
     }
 
     /// Commits blocks written without the lock: each replacement swaps its `old` blocks
@@ -575,21 +717,23 @@ impl Entry {
             applied.push(true);
         }
         if applied.iter().any(|a| *a) {
-            next.blocks.sort_by_key(|b| b.first_ts);
             self.commit(&mut st, next, &created, &obsolete)?;
         }
         Ok(applied)
     }
 
-    /// Commit helper shared by rewrites and bulk removal: saves `next` as the new index,
-    /// then unlinks the files it replaced.
+    /// The commit of every change to sealed blocks: saves `next` (its blocks sorted by first
+    /// timestamp) as the new index, then unlinks the files it replaced.
     fn commit(
         &self,
         st: &mut EntryState,
-        next: EntryIndex,
+        mut next: EntryIndex,
         created: &[PathBuf],
         obsolete_blocks: &[u64],
     ) -> Result<()> {
+        // Edits can move a block's first timestamp (its first record removed), and sealed
+        // or merged blocks are appended: restore the order the lookups rely on.
+        next.blocks.sort_by_key(|b| b.first_ts);
         if let Err(e) = next.save(&self.dir) {
             for path in created {
                 let _ = remove_file_if_exists(path);
@@ -597,6 +741,7 @@ impl Entry {
             return Err(e);
         }
         st.index = next;
+        st.refresh_reach();
         for &seq in obsolete_blocks {
             self.discard_block_file(seq);
         }

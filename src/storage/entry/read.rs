@@ -1,43 +1,79 @@
 //! The read side of an entry: records by timestamp, the latest one, entry info, and the
 //! chunks queries stream. Nothing here changes the entry's state.
+//!
+//! Blocks may overlap in time, so a query walks the entry in stretches: where one block
+//! (or log) alone covers a stretch, its records stream straight from it; where several
+//! overlap, their records in the stretch are merged into timestamp order (a k-way merge
+//! over the few sources that overlap, done by sorting that stretch's records).
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::{Entry, EntryInfo, EntryState, Slot};
+use super::{Entry, EntryInfo, EntryState, LogKind, Place};
 use crate::error::Result;
 use crate::storage::format::block::SealedBlock;
 use crate::storage::format::log::{LogRecord, OpenLog};
 use crate::storage::record::{Payload, Record, RecordMeta};
 
-/// A run of records a reader takes from one block without holding the entry lock.
+/// A run of records, in timestamp order, that a reader takes without holding the entry lock.
 pub enum Chunk {
     /// Records `range` of a mapped sealed block.
     Sealed(Arc<SealedBlock>, Range<usize>),
-    /// Records of the open block, with the log file they live in.
+    /// Records of a log, with the log file they live in.
     Open(Arc<File>, Vec<LogRecord>),
+    /// Records of overlapping blocks and logs, merged into timestamp order.
+    Merged(Vec<MergedRecord>),
+}
+
+/// One record of a [`Chunk::Merged`] and the source it comes from.
+pub enum MergedRecord {
+    /// Record `.1` of a sealed block.
+    Sealed(Arc<SealedBlock>, usize),
+    /// A record of a log.
+    Log(Arc<File>, LogRecord),
+}
+
+impl MergedRecord {
+    fn meta(&self) -> &RecordMeta {
+        match self {
+            MergedRecord::Sealed(block, i) => &block.records()[*i].meta,
+            MergedRecord::Log(_, rec) => &rec.meta,
+        }
+    }
+}
+
+/// A source of records that overlaps the stretch being read.
+#[derive(Clone, Copy)]
+enum Source {
+    /// Sealed block at this position of the index.
+    Sealed(usize),
+    Log(LogKind),
 }
 
 impl Entry {
     /// The record with timestamp `ts`, or the latest one when `ts` is `None`.
     pub fn read(&self, ts: Option<u64>) -> Result<Record> {
-        let chunk = {
+        let (meta, payload) = {
             let st = self.lock()?;
             let ts = match ts {
                 Some(ts) => ts,
                 None => Self::latest_of(&st).unwrap_or(0),
             };
-            self.locate(&st, ts)?.ok_or_else(|| self.not_found(ts))?
-        };
-        let (meta, payload) = match chunk {
-            Chunk::Sealed(block, range) => (
-                block.records()[range.start].meta.clone(),
-                block.payload(range.start)?,
-            ),
-            Chunk::Open(file, records) => {
-                let rec = &records[0];
-                (rec.meta.clone(), OpenLog::read_payload(&file, rec)?)
+            match self.place(&st, ts)?.ok_or_else(|| self.not_found(ts))? {
+                Place::Log(kind) => {
+                    let log = st.log(kind).expect("a record was found in this log");
+                    let rec = log.records()[&ts].clone();
+                    let file = log.file();
+                    drop(st);
+                    let payload = OpenLog::read_payload(&file, &rec)?;
+                    (rec.meta, payload)
+                }
+                Place::Sealed { block, record, .. } => {
+                    drop(st);
+                    (block.records()[record].meta.clone(), block.payload(record)?)
+                }
             }
         };
         Ok(Record {
@@ -47,84 +83,191 @@ impl Entry {
         })
     }
 
-    /// The one-record chunk holding `ts`, if the record exists.
-    fn locate(&self, st: &EntryState, ts: u64) -> Result<Option<Chunk>> {
-        Ok(match Self::slot_for(st, ts) {
-            Slot::Open => {
-                let open = st.open.as_ref().expect("Slot::Open implies an open block");
-                open.records()
-                    .get(&ts)
-                    .map(|rec| Chunk::Open(open.file(), vec![rec.clone()]))
-            }
-            Slot::NewOpen => None,
-            Slot::Sealed(pos) => {
-                let block = self.block(&st.index.blocks[pos])?;
-                block.find(ts).map(|i| Chunk::Sealed(block, i..i + 1))
-            }
-        })
+    /// How many sealed blocks a read of `ts` may have to search: those whose time range
+    /// contains it (the read amplification overlap causes; 1 or 0 without overlap).
+    pub fn blocks_covering(&self, ts: u64) -> Result<usize> {
+        Ok(self.lock()?.covering(ts).count())
     }
 
     pub(super) fn oldest_of(st: &EntryState) -> Option<u64> {
+        let logs = st
+            .logs()
+            .filter_map(|(_, l)| l.records().keys().next().copied());
         st.index
             .blocks
             .first()
             .map(|b| b.first_ts)
-            .or_else(|| st.open.as_ref()?.records().keys().next().copied())
+            .into_iter()
+            .chain(logs)
+            .min()
     }
 
     pub(super) fn latest_of(st: &EntryState) -> Option<u64> {
-        st.open
-            .as_ref()
-            .and_then(|o| o.records().keys().next_back().copied())
-            .or_else(|| st.index.blocks.last().map(|b| b.last_ts))
+        let logs = st
+            .logs()
+            .filter_map(|(_, l)| l.records().keys().next_back().copied());
+        st.sealed_latest().into_iter().chain(logs).max()
     }
 
     /// Size, counts and time range of the entry.
     pub fn info(&self) -> Result<EntryInfo> {
         let st = self.lock()?;
-        let open_records = st.open.as_ref().map_or(0, |o| o.records().len() as u64);
+        let log_records = st.logs().map(|(_, l)| l.records().len() as u64);
+        let logs_in_use = st.logs().filter(|(_, l)| !l.records().is_empty()).count() as u64;
         Ok(EntryInfo {
             name: self.name.clone(),
             size: st.index.blocks.iter().map(|b| b.size).sum::<u64>()
-                + st.open.as_ref().map_or(0, |o| o.file_len()),
+                + st.logs().map(|(_, l)| l.file_len()).sum::<u64>(),
             record_count: st.index.blocks.iter().map(|b| b.record_count).sum::<u64>()
-                + open_records,
-            block_count: st.index.blocks.len() as u64 + u64::from(open_records > 0),
+                + log_records.sum::<u64>(),
+            block_count: st.index.blocks.len() as u64 + logs_in_use,
             oldest_record: Self::oldest_of(&st).unwrap_or(0),
             latest_record: Self::latest_of(&st).unwrap_or(0),
         })
     }
 
-    /// The next run of records with `from <= ts < stop`, and where the run after it starts.
-    /// Readers call this repeatedly; each call takes the lock only briefly, so writers and
-    /// compaction keep going while a long query streams. A block that cannot be opened
-    /// comes back as an inner error with the position after it, so readers can skip it.
-    pub fn next_chunk(&self, from: u64, stop: u64) -> Result<Option<(Result<Chunk>, u64)>> {
+    /// The next run of records with `from <= ts < stop`, in timestamp order, and where the
+    /// run after it starts. Readers call this repeatedly; each call takes the lock only
+    /// briefly, so writers and compaction keep going while a long query streams. A block
+    /// that cannot be opened comes back as an inner error (with `from` unchanged) and its
+    /// sequence number in `broken`, so the next call goes on without it.
+    pub fn next_chunk(
+        &self,
+        mut from: u64,
+        stop: u64,
+        broken: &mut HashSet<u64>,
+    ) -> Result<Option<(Result<Chunk>, u64)>> {
         let st = self.lock()?;
-        let first = st.index.blocks.partition_point(|b| b.last_ts < from);
-        for b in &st.index.blocks[first..] {
-            if b.first_ts >= stop {
+        loop {
+            if from >= stop {
                 return Ok(None);
             }
-            let after = b.last_ts.saturating_add(1);
-            let block = match self.block(b) {
-                Ok(block) => block,
-                Err(e) => return Ok(Some((Err(e), after))),
+            let Some((lo, end, active)) = Self::stretch(&st, from, stop, broken) else {
+                return Ok(None);
             };
-            let range = block.range(from, stop);
-            if !range.is_empty() {
-                return Ok(Some((Ok(Chunk::Sealed(block, range)), after)));
+            match self.read_stretch(&st, lo, end, &active) {
+                Ok(Some(chunk)) => return Ok(Some((Ok(chunk), end))),
+                Ok(None) => from = end,
+                Err((seq, e)) => {
+                    broken.insert(seq);
+                    return Ok(Some((Err(e), from)));
+                }
             }
         }
-        let Some(open) = st.open.as_ref() else {
-            return Ok(None);
+    }
+
+    /// The next stretch `[lo, end)` at or after `from` and the sources active in it: those
+    /// that start at `lo`. The stretch ends where one of them ends or another starts, so no
+    /// other source has records in it.
+    fn stretch(
+        st: &EntryState,
+        from: u64,
+        stop: u64,
+        broken: &HashSet<u64>,
+    ) -> Option<(u64, u64, Vec<Source>)> {
+        // Each candidate as (start at or after `from`, last timestamp, source).
+        let mut candidates: Vec<(u64, u64, Source)> = Vec::new();
+        for (kind, log) in st.logs() {
+            let mut range = log.records().range(from..stop);
+            if let Some((&first, _)) = range.next() {
+                let last = range.next_back().map_or(first, |(&l, _)| l);
+                candidates.push((first, last, Source::Log(kind)));
+            }
+        }
+        let mut lo = candidates.iter().map(|c| c.0).min().unwrap_or(u64::MAX);
+        let mut end = stop;
+        // Blocks are sorted by first timestamp, so the first one that starts after `lo`
+        // bounds the stretch and no block after it can start earlier.
+        for pos in st.first_reaching(from)..st.index.blocks.len() {
+            let b = &st.index.blocks[pos];
+            if b.first_ts >= stop {
+                break;
+            }
+            if b.last_ts < from || broken.contains(&b.seq) {
+                continue;
+            }
+            let start = b.first_ts.max(from);
+            if start > lo {
+                end = end.min(start);
+                break;
+            }
+            lo = start;
+            candidates.push((start, b.last_ts, Source::Sealed(pos)));
+        }
+        if lo >= stop {
+            return None;
+        }
+        let mut active = Vec::new();
+        for &(start, last, source) in &candidates {
+            if start == lo {
+                end = end.min(last.saturating_add(1));
+                active.push(source);
+            } else {
+                end = end.min(start);
+            }
+        }
+        Some((lo, end.max(lo.saturating_add(1)), active))
+    }
+
+    /// The records of `active` in `[lo, end)`, as one chunk; `None` when there are none. A
+    /// block that cannot be opened is reported with its sequence number.
+    fn read_stretch(
+        &self,
+        st: &EntryState,
+        lo: u64,
+        end: u64,
+        active: &[Source],
+    ) -> std::result::Result<Option<Chunk>, (u64, crate::error::Error)> {
+        let open_block = |pos: usize| {
+            let b = &st.index.blocks[pos];
+            self.block(b).map_err(|e| (b.seq, e))
         };
-        let records: Vec<LogRecord> = open
-            .records()
-            .range(from..stop.max(from))
-            .map(|(_, r)| r.clone())
-            .collect();
-        Ok((!records.is_empty()).then(|| (Ok(Chunk::Open(open.file(), records)), stop)))
+        let log_records = |kind: LogKind| {
+            let log = st.log(kind).expect("an active log exists");
+            let records: Vec<LogRecord> = log
+                .records()
+                .range(lo..end)
+                .map(|(_, r)| r.clone())
+                .collect();
+            (log.file(), records)
+        };
+        if let [only] = active {
+            let chunk = match *only {
+                Source::Sealed(pos) => {
+                    let block = open_block(pos)?;
+                    let range = block.range(lo, end);
+                    (!range.is_empty()).then(|| Chunk::Sealed(block, range))
+                }
+                Source::Log(kind) => {
+                    let (file, records) = log_records(kind);
+                    (!records.is_empty()).then(|| Chunk::Open(file, records))
+                }
+            };
+            return Ok(chunk);
+        }
+        let mut merged = Vec::new();
+        for source in active {
+            match *source {
+                Source::Sealed(pos) => {
+                    let block = open_block(pos)?;
+                    for i in block.range(lo, end) {
+                        merged.push(MergedRecord::Sealed(block.clone(), i));
+                    }
+                }
+                Source::Log(kind) => {
+                    let (file, records) = log_records(kind);
+                    merged.extend(
+                        records
+                            .into_iter()
+                            .map(|r| MergedRecord::Log(file.clone(), r)),
+                    );
+                }
+            }
+        }
+        // Each source is sorted already; a sort of the concatenation is the k-way merge
+        // (runs are detected, so this costs about n log k).
+        merged.sort_by_key(|r| r.meta().timestamp);
+        Ok((!merged.is_empty()).then_some(Chunk::Merged(merged)))
     }
 }
 
@@ -154,6 +297,14 @@ pub(crate) fn chunk_record(
             };
             Ok((rec.meta.clone(), payload))
         }
+        Chunk::Merged(records) => {
+            let payload = match &records[i] {
+                _ if !with_payload => None,
+                MergedRecord::Sealed(block, idx) => Some(block.payload(*idx)?),
+                MergedRecord::Log(file, rec) => Some(OpenLog::read_payload(file, rec)?),
+            };
+            Ok((records[i].meta().clone(), payload))
+        }
     }
 }
 
@@ -162,6 +313,7 @@ pub(crate) fn chunk_meta(chunk: &Chunk, i: usize) -> &RecordMeta {
     match chunk {
         Chunk::Sealed(block, range) => &block.records()[range.start + i].meta,
         Chunk::Open(_, records) => &records[i].meta,
+        Chunk::Merged(records) => records[i].meta(),
     }
 }
 
@@ -170,5 +322,6 @@ pub(crate) fn chunk_len(chunk: &Chunk) -> usize {
     match chunk {
         Chunk::Sealed(_, range) => range.len(),
         Chunk::Open(_, records) => records.len(),
+        Chunk::Merged(records) => records.len(),
     }
 }

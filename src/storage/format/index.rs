@@ -1,5 +1,11 @@
-//! The entry index: which block files make up an entry, and which log is its open block.
-//! Replacing this file atomically is the commit point of every change to an entry.
+//! The entry index: which block files make up an entry, and which logs are its open block
+//! and its late block. Replacing this file atomically is the commit point of every change
+//! to an entry.
+//!
+//! Format 1 (read only) required sealed blocks to cover disjoint time ranges and had no late
+//! log. Format 2 (written now) lets blocks overlap in time — a belated write appends to the
+//! late log, which seals into a block whose range may overlap others — and names the late
+//! log. A format-1 index is a valid format-2 index without a late log.
 
 use std::path::{Path, PathBuf};
 
@@ -12,7 +18,10 @@ use crate::storage::format::fsutil::{strip_crc_trailer, with_crc_trailer, write_
 
 /// File name of the index inside an entry directory.
 pub const INDEX_FILE: &str = ".index";
-const INDEX_FORMAT: u32 = 1;
+/// The format this version writes.
+pub const INDEX_FORMAT: u32 = 2;
+/// The oldest format this version still reads.
+const OLDEST_READABLE_FORMAT: u32 = 1;
 
 /// One sealed block as the index knows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,10 +81,13 @@ pub struct EntryIndex {
     pub format: u32,
     /// Next file sequence number to hand out.
     pub next_seq: u64,
-    /// Sealed blocks, sorted by `first_ts`, with disjoint time ranges.
+    /// Sealed blocks, sorted by `first_ts`; their time ranges may overlap.
     pub blocks: Vec<BlockEntry>,
     /// Sequence number of the open block's log, if there is one.
     pub open_log: Option<u64>,
+    /// Sequence number of the late log (writes older than the open block), if there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_log: Option<u64>,
 }
 
 /// Path of block file `seq` in an entry directory.
@@ -111,7 +123,7 @@ impl EntryIndex {
             .iter()
             .map(|b| format!("{:016x}.blk", b.seq))
             .collect();
-        if let Some(seq) = self.open_log {
+        for seq in self.open_log.iter().chain(&self.late_log) {
             names.push(format!("{seq:016x}.log"));
         }
         names.push(INDEX_FILE.to_string());
@@ -126,9 +138,9 @@ impl EntryIndex {
         let body = strip_crc_trailer(&bytes, &path)?;
         let index: EntryIndex = serde_json::from_slice(body)
             .map_err(|e| Error::internal(format!("{} does not parse: {e}", path.display())))?;
-        if index.format != INDEX_FORMAT {
+        if !(OLDEST_READABLE_FORMAT..=INDEX_FORMAT).contains(&index.format) {
             return Err(Error::internal(format!(
-                "{} has format {}, this version reads {INDEX_FORMAT}",
+                "{} has format {}, this version reads {OLDEST_READABLE_FORMAT} to {INDEX_FORMAT}",
                 path.display(),
                 index.format
             )));
@@ -138,7 +150,12 @@ impl EntryIndex {
 
     /// Commits the index: atomic replace, the moment a change happens.
     pub fn save(&self, dir: &Path) -> Result<()> {
-        let body = serde_json::to_vec(self)
+        let mut current = std::borrow::Cow::Borrowed(self);
+        if self.format != INDEX_FORMAT {
+            // An index loaded in an older format is written in the current one.
+            current.to_mut().format = INDEX_FORMAT;
+        }
+        let body = serde_json::to_vec(&*current)
             .map_err(|e| Error::internal(format!("encoding index: {e}")))?;
         write_atomic(&dir.join(INDEX_FILE), &with_crc_trailer(body))
     }
@@ -164,11 +181,17 @@ mod tests {
             meta_crc: 7,
         });
         index.open_log = Some(index.take_seq());
+        index.late_log = Some(index.take_seq());
         index.save(dir.path()).unwrap();
         assert_eq!(EntryIndex::load(dir.path()).unwrap(), index);
         assert_eq!(
             index.file_names(),
-            vec!["0000000000000000.blk", "0000000000000001.log", ".index"]
+            vec![
+                "0000000000000000.blk",
+                "0000000000000001.log",
+                "0000000000000002.log",
+                ".index"
+            ]
         );
 
         let path = dir.path().join(INDEX_FILE);
