@@ -39,6 +39,65 @@ pub fn write_into(bucket: &Bucket, entry: &str, records: &[FixtureRecord]) -> Re
         .try_for_each(|r| write_record(bucket, entry, r))
 }
 
+/// Writes fixture records into their entries in a shuffled order (see [`shuffled`]): what
+/// several producers, uploads after an outage, or an unsorted import look like. The stored
+/// data must be the same as with [`write_to`].
+pub fn write_to_shuffled(bucket: &Bucket, records: &[FixtureRecord], seed: u64) -> Result<()> {
+    write_to(bucket, &shuffled(records, seed))
+}
+
+/// [`write_into`] in a shuffled order.
+pub fn write_into_shuffled(
+    bucket: &Bucket,
+    entry: &str,
+    records: &[FixtureRecord],
+    seed: u64,
+) -> Result<()> {
+    write_into(bucket, entry, &shuffled(records, seed))
+}
+
+/// A small deterministic generator (xorshift64), so shuffled tests and benches repeat.
+struct XorShift(u64);
+
+impl XorShift {
+    fn new(seed: u64) -> Self {
+        XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// The records in a random order given by `seed` (Fisher–Yates).
+pub fn shuffled(records: &[FixtureRecord], seed: u64) -> Vec<FixtureRecord> {
+    let mut out = records.to_vec();
+    let mut rng = XorShift::new(seed);
+    for i in (1..out.len()).rev() {
+        out.swap(i, rng.below(i + 1));
+    }
+    out
+}
+
+/// The records in timestamp order except `percent` % of them, picked at random, which come
+/// at the end in random order: a backfill of belated records falling between existing ones.
+pub fn with_backfill(records: &[FixtureRecord], percent: u32, seed: u64) -> Vec<FixtureRecord> {
+    let mut rng = XorShift::new(seed);
+    let (mut in_order, mut late) = (Vec::new(), Vec::new());
+    for r in records {
+        if rng.below(100) < percent as usize {
+            late.push(r.clone());
+        } else {
+            in_order.push(r.clone());
+        }
+    }
+    let seed = rng.0;
+    in_order.extend(shuffled(&late, seed));
+    in_order
+}
+
 fn write_record(bucket: &Bucket, entry: &str, r: &FixtureRecord) -> Result<()> {
     let meta = RecordMeta {
         timestamp: r.timestamp,
@@ -132,6 +191,7 @@ fn csv_records(
     entry: &str,
     label_columns: &[&str],
     limit: Option<usize>,
+    file_order: bool,
 ) -> Result<Vec<FixtureRecord>> {
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
@@ -139,19 +199,19 @@ fn csv_records(
         .iter()
         .position(|c| *c == "time_hour")
         .ok_or_else(|| Error::internal(format!("{entry}: no time_hour column")))?;
-    let mut rows: Vec<(u64, Vec<&str>)> = Vec::new();
-    for line in lines.take(limit.unwrap_or(usize::MAX)) {
+    let mut rows: Vec<(u64, usize, Vec<&str>)> = Vec::new();
+    for (row, line) in lines.take(limit.unwrap_or(usize::MAX)).enumerate() {
         let cells: Vec<&str> = line.split(',').collect();
         if cells.len() != header.len() {
             return Err(Error::internal(format!("{entry}: malformed row '{line}'")));
         }
-        rows.push((parse_utc(cells[time_col])?, cells));
+        rows.push((parse_utc(cells[time_col])?, row, cells));
     }
-    rows.sort_by_key(|(ts, _)| *ts);
+    rows.sort_by_key(|(ts, _, _)| *ts);
     let mut unique = UniqueTimestamps::new();
-    let records = rows
+    let mut records: Vec<(usize, FixtureRecord)> = rows
         .into_iter()
-        .map(|(base, cells)| {
+        .map(|(base, row, cells)| {
             let mut labels = Labels::new();
             let mut object = serde_json::Map::new();
             for (name, cell) in header.iter().zip(&cells) {
@@ -160,16 +220,20 @@ fn csv_records(
                 }
                 object.insert(name.to_string(), json_value(cell));
             }
-            FixtureRecord {
+            let record = FixtureRecord {
                 entry: entry.to_string(),
                 timestamp: unique.next(base),
                 labels,
                 content_type: "application/json".into(),
                 payload: serde_json::Value::Object(object).to_string().into_bytes(),
-            }
+            };
+            (row, record)
         })
         .collect();
-    Ok(records)
+    if file_order {
+        records.sort_by_key(|(row, _)| *row);
+    }
+    Ok(records.into_iter().map(|(_, r)| r).collect())
 }
 
 /// Flights leaving New York in 2013 (336,776 rows; `limit` takes the first rows of the
@@ -180,6 +244,20 @@ pub fn flights(dir: &Path, limit: Option<usize>) -> Result<Vec<FixtureRecord>> {
         "flights",
         &["carrier", "origin"],
         limit,
+        false,
+    )
+}
+
+/// The same records as [`flights`], in the order the file holds them: January, then
+/// October, November, December, then February to September — so two thirds of them arrive
+/// after later ones, as in an import of the file as it is.
+pub fn flights_in_file_order(dir: &Path, limit: Option<usize>) -> Result<Vec<FixtureRecord>> {
+    csv_records(
+        &read_zst(dir, "flights.csv.zst")?,
+        "flights",
+        &["carrier", "origin"],
+        limit,
+        true,
     )
 }
 
@@ -191,6 +269,7 @@ pub fn weather(dir: &Path) -> Result<Vec<FixtureRecord>> {
         "weather",
         &["origin"],
         None,
+        false,
     )
 }
 
@@ -292,5 +371,29 @@ mod tests {
         let json: serde_json::Value = serde_json::from_slice(&first.payload).unwrap();
         assert_eq!(json["flight"], 1545);
         assert_eq!(sets[2][0].labels["action"], "startup");
+    }
+
+    #[test]
+    fn file_order_and_shuffles_hold_the_same_records() {
+        let dir = fixtures_dir();
+        let sorted = flights(&dir, Some(3000)).unwrap();
+        let by_ts = |set: &[FixtureRecord]| {
+            let mut set = set.to_vec();
+            set.sort_by_key(|r| r.timestamp);
+            set
+        };
+        let file = flights_in_file_order(&dir, Some(3000)).unwrap();
+        assert_eq!(by_ts(&file), sorted);
+        let shuffled_set = shuffled(&sorted, 7);
+        assert_ne!(shuffled_set, sorted);
+        assert_eq!(shuffled_set, shuffled(&sorted, 7), "a seed repeats");
+        assert_eq!(by_ts(&shuffled_set), sorted);
+        let backfill = with_backfill(&sorted, 10, 7);
+        assert_eq!(by_ts(&backfill), sorted);
+        let belated = backfill
+            .windows(2)
+            .filter(|w| w[1].timestamp < w[0].timestamp)
+            .count();
+        assert!((50..=600).contains(&belated), "{belated}");
     }
 }

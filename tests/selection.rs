@@ -1,5 +1,7 @@
 //! `when` conditions and entry patterns through the bucket API: queries, bulk removal and
-//! its count-only twin select exactly the matching records across blocks and entries.
+//! its count-only twin select exactly the matching records across blocks and entries. The
+//! entries are written in shuffled order, so their blocks overlap (and merge in the
+//! background meanwhile): results must be the same as for data written in order.
 
 use halflife::Config;
 use halflife::fixtures::{self, FixtureRecord};
@@ -7,7 +9,8 @@ use halflife::storage::condition::Condition;
 use halflife::storage::{Bucket, BucketSettings, QueryOptions, Store};
 
 fn write_all(bucket: &Bucket, records: &[FixtureRecord], entry: &str) {
-    fixtures::write_into(bucket, entry, records).unwrap();
+    let seed = entry.len() as u64;
+    fixtures::write_into_shuffled(bucket, entry, records, seed).unwrap();
 }
 
 fn timestamps(bucket: &Bucket, options: &QueryOptions) -> Vec<(String, u64)> {
@@ -77,7 +80,8 @@ fn remove_with_when_removes_exactly_the_matching_records() {
     let removed = bucket
         .remove_records(&patterns, start, stop, Some(&when))
         .unwrap();
-    assert_eq!(removed, counted);
+    // Block counts may differ: a background merge can run between the two.
+    assert_eq!(removed.records, counted.records);
 
     for entry in ["airports/ewr", "airports/jfk"] {
         let left: Vec<u64> = timestamps(
