@@ -16,6 +16,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
@@ -232,6 +233,7 @@ impl MergeQueue {
 /// The merger thread of a store: merges the entries writers queue, one at a time.
 pub(crate) struct Merger {
     tx: Sender<MergeJob>,
+    stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
 }
 
@@ -239,12 +241,15 @@ impl Merger {
     /// Starts the thread.
     pub(crate) fn start() -> Result<Merger> {
         let (tx, rx) = crossbeam_channel::unbounded();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop_flag = stop.clone();
         let handle = std::thread::Builder::new()
             .name("halflife-merge".into())
-            .spawn(move || merge_loop(rx))
+            .spawn(move || merge_loop(rx, &stop_flag))
             .map_err(|e| Error::io("starting the merge thread", e))?;
         Ok(Merger {
             tx,
+            stop,
             handle: Some(handle),
         })
     }
@@ -259,6 +264,7 @@ impl Merger {
 
 impl Drop for Merger {
     fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
         let _ = self.tx.send(MergeJob::Stop);
         if let Some(handle) = self.handle.take() {
             let _ = handle.join();
@@ -266,7 +272,7 @@ impl Drop for Merger {
     }
 }
 
-fn merge_loop(rx: Receiver<MergeJob>) {
+fn merge_loop(rx: Receiver<MergeJob>, stop: &AtomicBool) {
     while let Ok(job) = rx.recv() {
         let (entry, limits) = match job {
             MergeJob::Stop => return,
@@ -276,7 +282,7 @@ fn merge_loop(rx: Receiver<MergeJob>) {
         // Merge until the bound holds; stop early when asked to, or when a round did not
         // take effect (a concurrent change: the next write asks again).
         loop {
-            if matches!(rx.try_recv(), Ok(MergeJob::Stop)) {
+            if stop.load(Ordering::Acquire) {
                 return;
             }
             match merge_overlapping(&entry, limits) {
