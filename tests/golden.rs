@@ -1,6 +1,8 @@
 //! The on-disk format is a promise: every `data-fixtures/golden-v*` directory was written by
 //! a version of the format and must stay readable, record for record. `golden-v1` has
-//! record tables in format 1, `golden-v2` in format 2 (dictionaries, varints). A deliberate
+//! record tables in format 1, `golden-v2` in format 2 (dictionaries, varints), `golden-v3`
+//! entry index format 2: an entry written in shuffled order, whose sealed blocks overlap
+//! and whose belated records sit in a late log. A deliberate
 //! format change adds a directory: `HALFLIFE_REGENERATE_GOLDEN=1 cargo test --test golden`
 //! writes the current one; older ones are never rewritten.
 
@@ -14,7 +16,9 @@ use halflife::storage::{
 };
 
 /// The directory the current version writes.
-const CURRENT: &str = "golden-v2";
+const CURRENT: &str = "golden-v3";
+/// The records of the entry written in shuffled order (golden-v3 on).
+const SHUFFLED: std::ops::Range<usize> = 200..400;
 
 fn golden_dirs() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(fixtures::fixtures_dir())
@@ -27,8 +31,29 @@ fn golden_dirs() -> Vec<PathBuf> {
     dirs
 }
 
+/// The format version a golden directory was written by (`golden-vN`).
+fn version(dir: &Path) -> u32 {
+    let name = dir.file_name().unwrap().to_string_lossy();
+    name.trim_start_matches("golden-v").parse().unwrap()
+}
+
+/// The records of the shuffled entry, after the relabel `generate` applied.
+fn shuffled_records() -> Vec<FixtureRecord> {
+    let mut records: Vec<FixtureRecord> = fixtures::weather(&fixtures::fixtures_dir()).unwrap()
+        [SHUFFLED]
+        .iter()
+        .cloned()
+        .map(|mut r| {
+            r.entry = "shuffled".into();
+            r
+        })
+        .collect();
+    records[100].labels.insert("checked".into(), "late".into());
+    records
+}
+
 /// The records the golden directory holds, after the operations `generate` applied.
-fn expected() -> Vec<FixtureRecord> {
+fn expected(version: u32) -> Vec<FixtureRecord> {
     let dir = fixtures::fixtures_dir();
     let mut weather: Vec<FixtureRecord> = fixtures::weather(&dir)
         .unwrap()
@@ -48,12 +73,25 @@ fn expected() -> Vec<FixtureRecord> {
         .into_iter()
         .filter(|r| ["camera", "coins"].contains(&r.labels["name"].as_str()))
         .collect();
-    weather.into_iter().chain(logs).chain(images).collect()
+    let shuffled = if version >= 3 {
+        shuffled_records()
+    } else {
+        Vec::new()
+    };
+    weather
+        .into_iter()
+        .chain(logs)
+        .chain(images)
+        .chain(shuffled)
+        .collect()
 }
 
 fn generate(path: &Path) {
     let dir = fixtures::fixtures_dir();
-    let store = Store::open(Config::new(path)).unwrap();
+    let mut config = Config::new(path);
+    // Keep the overlap on disk: no background merge.
+    config.max_block_overlap = usize::MAX;
+    let store = Store::open(config).unwrap();
     let bucket = store
         .create_bucket(
             "golden",
@@ -98,6 +136,13 @@ fn generate(path: &Path) {
     bucket
         .compress_blocks(&logs, 0, u64::MAX, Codec::Zstd(19), &pool, &|| false)
         .unwrap();
+    // Written in shuffled order: overlapping sealed blocks and a late log.
+    let shuffled: Vec<FixtureRecord> = fixtures::weather(&dir).unwrap()[SHUFFLED].to_vec();
+    fixtures::write_into_shuffled(&bucket, "shuffled", &shuffled, 3).unwrap();
+    let late: Labels = [("checked".to_string(), "late".to_string())].into();
+    bucket
+        .update_labels("shuffled", shuffled[100].timestamp, &late)
+        .unwrap();
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -121,8 +166,8 @@ fn golden_data_directories_read_back_exactly() {
     }
     let dirs = golden_dirs();
     assert!(
-        dirs.len() >= 2,
-        "golden-v1 and golden-v2 are committed: {dirs:?}"
+        dirs.len() >= 3,
+        "golden-v1, golden-v2 and golden-v3 are committed: {dirs:?}"
     );
     for dir in dirs {
         check(&dir);
@@ -136,7 +181,18 @@ fn check(golden: &Path) {
     copy_dir(golden, tmp.path());
     let store = Store::open(Config::new(tmp.path())).unwrap();
     let bucket = store.bucket("golden").unwrap();
-    assert_eq!(bucket.entry_names(), vec!["camera", "logs/dpkg", "weather"]);
+    let version = version(golden);
+    let mut names = vec!["camera", "logs/dpkg", "weather"];
+    if version >= 3 {
+        names.insert(2, "shuffled");
+        let index = EntryIndex::load(&tmp.path().join("golden").join("shuffled")).unwrap();
+        assert!(index.late_log.is_some(), "the late log is on disk");
+        assert!(
+            halflife::storage::merge::max_overlap(&index.blocks).0 > 1,
+            "overlapping blocks are on disk"
+        );
+    }
+    assert_eq!(bucket.entry_names(), names);
     let weather = bucket.entry("weather").unwrap().info().unwrap();
     assert_eq!((weather.record_count, weather.block_count), (200, 4));
     let codecs = |entry: &str| -> Vec<Codec> {
@@ -150,7 +206,7 @@ fn check(golden: &Path) {
     assert_eq!(codecs("weather"), vec![Codec::Lz4, Codec::Lz4, Codec::None]);
     assert_eq!(codecs("logs/dpkg"), vec![Codec::Zstd(19)]);
 
-    let want = expected();
+    let want = expected(version);
     let got: Vec<FixtureRecord> = bucket
         .query(&QueryOptions::default())
         .unwrap()

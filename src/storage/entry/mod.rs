@@ -397,25 +397,32 @@ impl Entry {
                 "A record with timestamp {ts} already exists"
             )));
         }
-        let kind = if st.is_belated(ts) {
+        let full = |log: &OpenLog| {
+            log.records().len() as u64 >= limits.max_block_records
+                || log.payload_bytes() + payload.len() as u64 > limits.max_block_size
+        };
+        let mut kind = if st.is_belated(ts) {
             LogKind::Late
         } else {
             LogKind::Open
         };
+        if kind == LogKind::Open
+            && let Some(open) = st.open.as_ref()
+            && full(open)
+            && open.records().keys().next_back().is_some_and(|&l| ts < l)
+        {
+            // A full open block seals only when a write extends it (so its records stay
+            // newer than every sealed block); a write inside its range goes to the late
+            // log instead of growing it past the limits.
+            kind = LogKind::Late;
+        }
         match st.log(kind) {
             None => self.start_log(&mut st, kind)?,
-            Some(log) => {
-                // The open block seals only when the write extends it, so that its records
-                // stay newer than every sealed block; the late log seals whenever it is full.
-                let extends = kind == LogKind::Late
-                    || log.records().keys().next_back().is_none_or(|&l| ts > l);
-                let full = log.records().len() as u64 >= limits.max_block_records
-                    || log.payload_bytes() + payload.len() as u64 > limits.max_block_size;
-                if extends && full && !log.records().is_empty() {
-                    self.seal(&mut st, kind)?;
-                    self.start_log(&mut st, kind)?;
-                }
+            Some(log) if full(log) && !log.records().is_empty() => {
+                self.seal(&mut st, kind)?;
+                self.start_log(&mut st, kind)?;
             }
+            Some(_) => {}
         }
         st.log_slot(kind)
             .as_mut()
