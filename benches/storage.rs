@@ -2,6 +2,12 @@
 //! and bulk removal of whole blocks. Each benchmark prints the data size it used; criterion
 //! reports records/s and MB/s.
 //!
+//! Out-of-order writes: the flights written in timestamp order, in the order the file holds
+//! them (two thirds belated), and with a backfill of 10 % random belated records; the run
+//! prints each rate and its ratio to the in-order rate measured in the same run
+//! (alternating, median of 3), the read amplification (sealed blocks covering a timestamp)
+//! before and after compaction, and the size on disk after `compress` to zstd 3.
+//!
 //! Run: `cargo bench --bench storage`
 
 use std::time::Duration;
@@ -163,8 +169,119 @@ fn bench_bulk_remove(c: &mut Criterion, flights: &DataSet) {
     group.finish();
 }
 
+/// The three write orders of the flights.
+fn write_orders(flights: &DataSet) -> Vec<(&'static str, Vec<FixtureRecord>)> {
+    let dir = fixtures::fixtures_dir();
+    vec![
+        ("in-order", flights.records.clone()),
+        (
+            "file-order",
+            fixtures::flights_in_file_order(&dir, None).expect("flights fixture"),
+        ),
+        (
+            "backfill-10pct",
+            fixtures::with_backfill(&flights.records, 10, 42),
+        ),
+    ]
+}
+
+/// Average number of sealed blocks covering a timestamp, over every 97th record.
+fn read_amplification(store: &Store, records: &[FixtureRecord]) -> f64 {
+    let entry = store
+        .bucket("bench")
+        .expect("bucket")
+        .entry("flights")
+        .expect("entry");
+    let sample: Vec<u64> = records.iter().step_by(97).map(|r| r.timestamp).collect();
+    let touched: usize = sample
+        .iter()
+        .map(|ts| entry.blocks_covering(*ts).expect("lookup"))
+        .sum();
+    touched as f64 / sample.len() as f64
+}
+
+fn bench_write_orders(c: &mut Criterion, flights: &DataSet) {
+    let orders = write_orders(flights);
+    // Same-run comparison: alternate the orders, three rounds, median rate of each.
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); orders.len()];
+    for _round in 0..3 {
+        for (i, (_, records)) in orders.iter().enumerate() {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let store = Store::open(Config::new(dir.path())).expect("store");
+            let started = std::time::Instant::now();
+            fill(&store, records);
+            rates[i].push(records.len() as f64 / started.elapsed().as_secs_f64());
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let in_order = median(&mut rates[0].clone());
+    for (i, (name, _)) in orders.iter().enumerate() {
+        let rate = median(&mut rates[i]);
+        eprintln!(
+            "write order {name:<15} {:>9.0} records/s   {:.2}x the in-order rate",
+            rate,
+            rate / in_order
+        );
+    }
+    for (name, records) in &orders[1..] {
+        let (_dir, store) = filled_store(records);
+        let before = read_amplification(&store, records);
+        let bucket = store.bucket("bench").expect("bucket");
+        let pool = halflife::storage::CompressPool::new(
+            halflife::storage::CompressPool::default_threads(),
+        )
+        .expect("pool");
+        let stats = bucket
+            .compress_blocks(
+                &[],
+                0,
+                u64::MAX,
+                halflife::storage::Codec::Zstd(3),
+                &pool,
+                &|| false,
+            )
+            .expect("compress");
+        let after = read_amplification(&store, records);
+        eprintln!(
+            "{name}: blocks covering a timestamp {before:.2} before, {after:.2} after compress; \
+             {} blocks compacted/compressed, {:.1} MB -> {:.1} MB on disk (bucket {:.1} MB)",
+            stats.blocks,
+            stats.bytes_before as f64 / 1e6,
+            stats.bytes_after as f64 / 1e6,
+            bucket.info().expect("info").size as f64 / 1e6
+        );
+    }
+
+    let mut group = c.benchmark_group("write_order");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(20));
+    group.throughput(flights.throughput());
+    for (name, records) in &orders {
+        group.bench_function(*name, |b| {
+            b.iter_batched(
+                || {
+                    let dir = tempfile::tempdir().expect("tempdir");
+                    let store = Store::open(Config::new(dir.path())).expect("store");
+                    (dir, store)
+                },
+                |(dir, store)| {
+                    fill(&store, records);
+                    (dir, store)
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    group.finish();
+}
+
 fn benches(c: &mut Criterion) {
     let sets = data_sets();
+    bench_write_orders(c, &sets[0]);
     bench_write_read(c, &sets);
     bench_bulk_remove(c, &sets[0]);
 }

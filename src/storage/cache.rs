@@ -1,7 +1,13 @@
-//! A small cache of mapped, parsed sealed blocks, shared by the entries of a bucket, so
-//! repeated reads of the same block do not re-map the file and re-parse its table.
+//! Caches shared by the entries of a bucket:
+//! - mapped, parsed sealed blocks, so repeated reads of a block do not re-map the file and
+//!   re-parse its table;
+//! - the bare timestamps of many more blocks (8 bytes per record), which is all a write
+//!   needs to refuse a duplicate. Out-of-order writes land anywhere in an entry's history,
+//!   so their duplicate checks touch blocks at random; keeping only timestamps lets the
+//!   cache cover sixteen times as many blocks for the memory of a few parsed ones.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
@@ -12,24 +18,71 @@ use crate::storage::format::block::SealedBlock;
 /// different files.
 pub type BlockKey = (u64, u64);
 
-/// Least-recently-used cache of [`SealedBlock`]s.
-pub struct BlockCache {
+/// How many blocks' timestamps are kept per parsed block the cache holds.
+const TIMESTAMPS_PER_BLOCK_SLOT: usize = 16;
+
+/// A least-recently-used map; eviction drops the oldest eighth at once, so an insert into
+/// a full map costs O(1) amortized instead of a scan per insert.
+struct Lru<K, V> {
     capacity: usize,
+    tick: u64,
+    items: HashMap<K, (V, u64)>,
+}
+
+impl<K: Hash + Eq + Copy, V: Clone> Lru<K, V> {
+    fn new(capacity: usize) -> Self {
+        Lru {
+            capacity: capacity.max(1),
+            tick: 0,
+            items: HashMap::new(),
+        }
+    }
+
+    fn get(&mut self, key: &K) -> Option<V> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.items.get_mut(key).map(|(v, used)| {
+            *used = tick;
+            v.clone()
+        })
+    }
+
+    fn insert(&mut self, key: K, value: V) {
+        if self.items.len() >= self.capacity && !self.items.contains_key(&key) {
+            let mut ticks: Vec<u64> = self.items.values().map(|(_, t)| *t).collect();
+            let drop = (self.capacity / 8).max(1).min(ticks.len() - 1);
+            let (_, cutoff, _) = ticks.select_nth_unstable(drop);
+            let cutoff = *cutoff;
+            self.items.retain(|_, (_, t)| *t > cutoff);
+        }
+        self.tick += 1;
+        self.items.insert(key, (value, self.tick));
+    }
+
+    fn remove(&mut self, key: &K) {
+        self.items.remove(key);
+    }
+}
+
+/// The caches of one bucket.
+pub struct BlockCache {
     inner: Mutex<CacheInner>,
 }
 
-#[derive(Default)]
 struct CacheInner {
-    tick: u64,
-    blocks: HashMap<BlockKey, (Arc<SealedBlock>, u64)>,
+    blocks: Lru<BlockKey, Arc<SealedBlock>>,
+    timestamps: Lru<BlockKey, Arc<[u64]>>,
 }
 
 impl BlockCache {
-    /// A cache holding at most `capacity` blocks (at least one).
+    /// A cache holding at most `capacity` parsed blocks (at least one), and the
+    /// timestamps of sixteen times as many.
     pub fn new(capacity: usize) -> Self {
         BlockCache {
-            capacity: capacity.max(1),
-            inner: Mutex::new(CacheInner::default()),
+            inner: Mutex::new(CacheInner {
+                blocks: Lru::new(capacity),
+                timestamps: Lru::new(capacity.max(1) * TIMESTAMPS_PER_BLOCK_SLOT),
+            }),
         }
     }
 
@@ -44,34 +97,71 @@ impl BlockCache {
         key: BlockKey,
         open: impl FnOnce() -> Result<SealedBlock>,
     ) -> Result<Arc<SealedBlock>> {
-        {
-            let mut inner = self.lock();
-            inner.tick += 1;
-            let tick = inner.tick;
-            if let Some((block, used)) = inner.blocks.get_mut(&key) {
-                *used = tick;
-                return Ok(block.clone());
-            }
+        if let Some(block) = self.lock().blocks.get(&key) {
+            return Ok(block);
         }
         // Map and parse without holding the lock; a racing opener just wins or loses.
         let block = Arc::new(open()?);
         let mut inner = self.lock();
-        if inner.blocks.len() >= self.capacity
-            && let Some(oldest) = inner
-                .blocks
-                .iter()
-                .min_by_key(|(_, (_, used))| *used)
-                .map(|(k, _)| *k)
-        {
-            inner.blocks.remove(&oldest);
-        }
-        let tick = inner.tick;
-        inner.blocks.insert(key, (block.clone(), tick));
+        inner.blocks.insert(key, block.clone());
+        inner.timestamps.insert(key, timestamps_of(&block));
         Ok(block)
+    }
+
+    /// Whether the block holds a record at `ts`, from its cached timestamps, the cached
+    /// block, or else the block opened with `open` (and then cached).
+    pub fn contains(
+        &self,
+        key: BlockKey,
+        ts: u64,
+        open: impl FnOnce() -> Result<SealedBlock>,
+    ) -> Result<bool> {
+        let cached = self.lock().timestamps.get(&key);
+        let stamps = match cached {
+            Some(stamps) => stamps,
+            None => {
+                let stamps = timestamps_of(&*self.get_or_open(key, open)?);
+                self.lock().timestamps.insert(key, stamps.clone());
+                stamps
+            }
+        };
+        Ok(stamps.binary_search(&ts).is_ok())
     }
 
     /// Forgets a block whose file was replaced or removed.
     pub fn evict(&self, key: BlockKey) {
-        self.lock().blocks.remove(&key);
+        let mut inner = self.lock();
+        inner.blocks.remove(&key);
+        inner.timestamps.remove(&key);
+    }
+}
+
+fn timestamps_of(block: &SealedBlock) -> Arc<[u64]> {
+    block.records().iter().map(|r| r.meta.timestamp).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lru_evicts_the_least_recently_used_in_batches() {
+        let mut lru: Lru<u64, u64> = Lru::new(16);
+        for k in 0..16 {
+            lru.insert(k, k);
+        }
+        // Touch the first half: the second half is now the oldest.
+        for k in 0..8 {
+            assert_eq!(lru.get(&k), Some(k));
+        }
+        lru.insert(100, 100);
+        assert!(lru.items.len() <= 16);
+        assert_eq!(lru.get(&100), Some(100));
+        for k in 0..8 {
+            assert_eq!(lru.get(&k), Some(k), "recently used {k} was kept");
+        }
+        assert!(lru.get(&8).is_none(), "the oldest went first");
+        lru.remove(&100);
+        assert!(lru.get(&100).is_none());
     }
 }

@@ -124,6 +124,8 @@ pub(crate) struct EntryState {
     pub(crate) late: Option<OpenLog>,
     /// `reach[i]` = the greatest `last_ts` of `index.blocks[..=i]`.
     reach: Vec<u64>,
+    /// The most sealed blocks covering one instant (kept with `reach`, at each commit).
+    depth: usize,
     removed: bool,
 }
 
@@ -134,6 +136,7 @@ impl EntryState {
             open,
             late,
             reach: Vec::new(),
+            depth: 0,
             removed: false,
         };
         st.refresh_reach();
@@ -151,6 +154,7 @@ impl EntryState {
                 max
             })
             .collect();
+        self.depth = max_overlap(&self.index.blocks).0;
     }
 
     /// Positions of the sealed blocks whose time range contains `ts`, newest first.
@@ -334,13 +338,9 @@ impl Entry {
 
     /// The mapped block behind an index entry.
     pub(crate) fn block(&self, b: &BlockEntry) -> Result<Arc<SealedBlock>> {
-        self.ctx.cache.get_or_open((self.uid, b.seq), || {
-            SealedBlock::open(
-                &block_path(&self.dir, b.seq),
-                self.describe(b),
-                Some(b.meta_crc),
-            )
-        })
+        self.ctx
+            .cache
+            .get_or_open((self.uid, b.seq), || self.open_block(b))
     }
 
     /// The block behind an index entry, mapped for copying its frames only (not cached, its
@@ -352,6 +352,14 @@ impl Entry {
             Some(b.meta_crc),
         )
         .map(Arc::new)
+    }
+
+    fn open_block(&self, b: &BlockEntry) -> Result<SealedBlock> {
+        SealedBlock::open(
+            &block_path(&self.dir, b.seq),
+            self.describe(b),
+            Some(b.meta_crc),
+        )
     }
 
     fn describe(&self, b: &BlockEntry) -> String {
@@ -387,12 +395,31 @@ impl Entry {
         Ok(None)
     }
 
+    /// Whether a record with timestamp `ts` exists: the duplicate check of a write, which
+    /// needs only the covering blocks' timestamps (see `storage::cache`).
+    fn has_record(&self, st: &EntryState, ts: u64) -> Result<bool> {
+        if st.logs().any(|(_, log)| log.records().contains_key(&ts)) {
+            return Ok(true);
+        }
+        for pos in st.covering(ts) {
+            let b = &st.index.blocks[pos];
+            let found = self
+                .ctx
+                .cache
+                .contains((self.uid, b.seq), ts, || self.open_block(b))?;
+            if found {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// Writes a record. Any timestamp order works and costs one append: a belated record
     /// goes to the late log. An existing timestamp is a conflict.
     pub fn write(&self, meta: RecordMeta, payload: &[u8], limits: BlockLimits) -> Result<()> {
         let ts = meta.timestamp;
         let mut st = self.lock()?;
-        if self.place(&st, ts)?.is_some() {
+        if self.has_record(&st, ts)? {
             return Err(Error::conflict(format!(
                 "A record with timestamp {ts} already exists"
             )));
@@ -667,7 +694,7 @@ impl Entry {
         let Ok(st) = self.lock() else {
             return false;
         };
-        if max_overlap(&st.index.blocks).0 <= self.ctx.max_overlap {
+        if st.depth <= self.ctx.max_overlap {
             return false;
         }
         !self.merge_queued.swap(true, Ordering::AcqRel)
