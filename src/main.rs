@@ -58,7 +58,9 @@ enum Command {
         #[arg(long)]
         keep: Option<PathBuf>,
     },
-    /// Print every bucket and entry of a data directory: records, blocks, size, time range.
+    /// Print every bucket and entry of a data directory: records, blocks, overlap (the most
+    /// sealed blocks covering one instant: 1 when disjoint; belated writes raise it,
+    /// `compress` brings it back to 1), size, time range.
     ///
     /// Opening the directory also removes leftovers of interrupted changes, so it is
     /// refused while a server holds the directory's lock.
@@ -108,6 +110,11 @@ struct ServeArgs {
     /// Smallest lifecycle older_than accepted.
     #[arg(long, env = "RS_LIFECYCLE_MIN_OLDER_THAN", default_value = "1h")]
     lifecycle_min_older_than: String,
+    /// Belated writes seal into blocks that overlap others; when more than this many
+    /// blocks cover one instant, a background merge makes them disjoint (reads search
+    /// every block covering a timestamp, so this bounds their cost).
+    #[arg(long, env = "RS_MAX_BLOCK_OVERLAP", default_value_t = halflife::config::DEFAULT_MAX_BLOCK_OVERLAP as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    max_block_overlap: u64,
 }
 
 /// Options shared by `compress` and `delete`.
@@ -153,6 +160,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         duration_setting("--lifecycle-min-interval", &args.lifecycle_min_interval)?;
     engine.lifecycle_min_older_than =
         duration_setting("--lifecycle-min-older-than", &args.lifecycle_min_older_than)?;
+    engine.max_block_overlap = usize::try_from(args.max_block_overlap).unwrap_or(usize::MAX);
     let config = ServerConfig {
         engine,
         host: args.host,
@@ -223,18 +231,23 @@ fn info(data_path: PathBuf) -> Result<()> {
         )));
     }
     let _lock = halflife::server::lock_data_dir(&data_path)?;
-    let store = Store::open(Config::new(data_path))?;
+    let mut config = Config::new(data_path);
+    // Looking changes nothing: no background merge of overlapping blocks here.
+    config.max_block_overlap = usize::MAX;
+    let store = Store::open(config)?;
     println!(
-        "{:<40} {:>10} {:>7} {:>14} {:>18} {:>18}",
-        "bucket/entry", "records", "blocks", "bytes", "oldest (µs)", "latest (µs)"
+        "{:<40} {:>10} {:>7} {:>8} {:>14} {:>18} {:>18}",
+        "bucket/entry", "records", "blocks", "overlap", "bytes", "oldest (µs)", "latest (µs)"
     );
     for bucket in store.buckets() {
-        for e in bucket.entry_infos()? {
+        for entry in bucket.entries() {
+            let e = entry.info()?;
             println!(
-                "{:<40} {:>10} {:>7} {:>14} {:>18} {:>18}",
+                "{:<40} {:>10} {:>7} {:>8} {:>14} {:>18} {:>18}",
                 format!("{}/{}", bucket.name(), e.name),
                 e.record_count,
                 e.block_count,
+                entry.max_overlap()?,
                 e.size,
                 e.oldest_record,
                 e.latest_record

@@ -31,6 +31,48 @@ fn info_lists_entries_with_counts() {
     assert_eq!(&cols[1..3], &["3", "1"], "{line}");
 }
 
+/// The `overlap` column of `halflife info` for `b/sensor`.
+fn overlap_column(dir: &std::path::Path) -> usize {
+    let text = run_ok(&["info"], dir);
+    assert!(text.lines().next().unwrap().contains("overlap"), "{text}");
+    let line = text.lines().find(|l| l.starts_with("b/sensor")).unwrap();
+    line.split_whitespace().nth(3).unwrap().parse().unwrap()
+}
+
+#[test]
+fn compress_leaves_no_overlapping_blocks_after_shuffled_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut config = Config::new(dir.path());
+        config.max_block_overlap = usize::MAX;
+        let store = Store::open(config).unwrap();
+        let settings = BucketSettings {
+            max_block_records: 100,
+            ..BucketSettings::default()
+        };
+        let b = store.create_bucket("b", settings).unwrap();
+        // 2,000 records in a scrambled order (7,919 is prime to 2,000).
+        for i in 0..2000u64 {
+            let ts = 1_000_000 + (i * 7919) % 2000;
+            let body = format!("{{\"seq\": {ts}, \"status\": \"nominal\"}}").repeat(30);
+            let meta = RecordMeta {
+                timestamp: ts,
+                labels: Default::default(),
+                content_type: "application/json".into(),
+                size: 0,
+            };
+            b.write("sensor", meta, body.as_bytes()).unwrap();
+        }
+    }
+    let before = overlap_column(dir.path());
+    assert!(before > 4, "shuffled writes overlap: {before}");
+    let args = ["compress", "--bucket", "b", "--older-than", "1h"];
+    let out = run_ok(&args, dir.path());
+    assert!(out.contains("compressed to zstd-3"), "{out}");
+    assert_eq!(overlap_column(dir.path()), 1);
+    assert_eq!(record_count(dir.path()), 2000);
+}
+
 #[test]
 fn missing_directory_is_a_clear_error() {
     let out = halflife()
@@ -296,6 +338,7 @@ fn serve_help_lists_every_setting_with_defaults() {
         "RS_COMPRESS_THREADS",
         "RS_LIFECYCLE_MIN_INTERVAL",
         "RS_LIFECYCLE_MIN_OLDER_THAN",
+        "RS_MAX_BLOCK_OVERLAP",
         "RS_LIFECYCLE_<ID>_NAME",
         "RS_LOG_LEVEL",
     ] {

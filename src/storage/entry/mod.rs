@@ -125,7 +125,7 @@ pub(crate) struct EntryState {
     /// `reach[i]` = the greatest `last_ts` of `index.blocks[..=i]`.
     reach: Vec<u64>,
     /// The most sealed blocks covering one instant (kept with `reach`, at each commit).
-    depth: usize,
+    pub(super) depth: usize,
     removed: bool,
 }
 

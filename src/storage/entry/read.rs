@@ -89,6 +89,12 @@ impl Entry {
         Ok(self.lock()?.covering(ts).count())
     }
 
+    /// The most sealed blocks whose time ranges contain one instant: 1 when the blocks are
+    /// disjoint (0 without blocks); belated writes raise it, merges and compaction lower it.
+    pub fn max_overlap(&self) -> Result<usize> {
+        Ok(self.lock()?.depth)
+    }
+
     pub(super) fn oldest_of(st: &EntryState) -> Option<u64> {
         let logs = st
             .logs()
