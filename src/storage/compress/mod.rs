@@ -223,9 +223,25 @@ impl Bucket {
         validate_target(target)?;
         let limits = self.settings().block_limits();
         let mut jobs = Vec::new();
-        let mut merges = Vec::new();
+        let mut compacted = CompressStats::default();
         for entry in self.select_entries(entries)? {
+            if cancel() {
+                break;
+            }
+            // Plan and compact under the entry's merge guard, so a background merge
+            // neither changes the blocks between planning and commit nor races the
+            // compaction for them.
+            let merging = entry.merge_guard();
             let plan = CompressPlan::new(&entry.sealed_blocks()?, start, stop, target);
+            // Compaction: overlapping blocks are merged into disjoint ones with the target
+            // codec (or a stronger one a source already had), output blocks in parallel.
+            for group in &plan.merge {
+                if cancel() {
+                    break;
+                }
+                compacted.add(compact(&entry, group, target, limits, pool)?);
+            }
+            drop(merging);
             let seqs = entry.reserve_seqs(plan.recompress.len())?;
             for (old, new_seq) in plan.recompress.into_iter().zip(seqs) {
                 jobs.push(Job {
@@ -234,16 +250,6 @@ impl Bucket {
                     new_seq,
                 });
             }
-            merges.extend(plan.merge.into_iter().map(|group| (entry.clone(), group)));
-        }
-        // Compaction: overlapping blocks are merged into disjoint ones with the target
-        // codec (or a stronger one a source already had), output blocks in parallel.
-        let mut compacted = CompressStats::default();
-        for (entry, group) in merges {
-            if cancel() {
-                break;
-            }
-            compacted.add(compact(&entry, &group, target, limits, pool)?);
         }
         // Finished block files go to a committer thread, which fsyncs them and commits
         // them in batches while the stream goes on.

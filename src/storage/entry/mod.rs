@@ -224,6 +224,10 @@ pub struct Entry {
     pub(crate) ctx: EntryContext,
     /// Set while a background merge of this entry is queued, so it is queued once.
     merge_queued: AtomicBool,
+    /// Held by whoever merges this entry's blocks (the background merge, compaction), over
+    /// the I/O but apart from the state lock: two merges of the same blocks would only make
+    /// one of them wasted work.
+    merging: Mutex<()>,
     state: Mutex<EntryState>,
 }
 
@@ -288,6 +292,7 @@ impl Entry {
             uid: NEXT_ENTRY_UID.fetch_add(1, Ordering::Relaxed),
             ctx,
             merge_queued: AtomicBool::new(false),
+            merging: Mutex::new(()),
             state: Mutex::new(state),
         }
     }
@@ -698,6 +703,11 @@ impl Entry {
             return false;
         }
         !self.merge_queued.swap(true, Ordering::AcqRel)
+    }
+
+    /// Excludes other merges of this entry's blocks while the guard lives.
+    pub(crate) fn merge_guard(&self) -> MutexGuard<'_, ()> {
+        self.merging.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Clears the queued mark (the merger took the request).
