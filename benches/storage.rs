@@ -246,8 +246,8 @@ fn bench_write_orders(c: &mut Criterion, flights: &DataSet) {
             .expect("compress");
         let after = read_amplification(&store, records);
         eprintln!(
-            "{name}: blocks covering a timestamp {before:.2} before, {after:.2} after compress; \
-             {} blocks compacted/compressed, {:.1} MB -> {:.1} MB on disk (bucket {:.1} MB)",
+            "{name}: blocks covering a timestamp {before:.2} before, {after:.2} after compress \
+             ({} skipped); {} blocks compacted/compressed, {:.1} MB -> {:.1} MB on disk (bucket {:.1} MB)",
             stats.skipped,
             stats.blocks,
             stats.bytes_before as f64 / 1e6,
