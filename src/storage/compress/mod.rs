@@ -1,7 +1,11 @@
 //! Parallel recompression of sealed blocks: the primitive behind the compress lifecycle.
 //!
-//! A block is eligible when it is sealed, all its records lie in `[start, stop)`, and its
-//! codec is weaker than the target. The work is one stream of tasks over all eligible
+//! The sealed blocks whose records all lie in `[start, stop)` form groups of overlapping
+//! time ranges (belated writes make blocks overlap). A group of several is compacted: its
+//! blocks are merged into disjoint ones with the target codec (`storage::merge`), so the
+//! data a compress run rewrites ends up sorted, compressed and without overlap. A block
+//! that overlaps nothing is eligible for recompression when its codec is weaker than the
+//! target; those take the frame-parallel path below. The work is one stream of tasks over all eligible
 //! blocks — per block, its record table and each frame of the memory-mapped source
 //! ([`stream`]). Frames are re-encoded on a rayon pool in windows of up to eight frames'
 //! worth of input per thread, while the calling thread writes the previous window, in
