@@ -330,3 +330,77 @@ fn fifo_quota_drops_exactly_the_oldest_block_when_blocks_overlap() {
         left.len() as u64
     );
 }
+
+#[test]
+fn a_damaged_block_stops_its_merge_but_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (_store, bucket) = store(dir.path(), 100, 50);
+        write_interleaved(&bucket);
+    }
+    // Flip a payload byte of the first sealed block: its frame fails its checksum.
+    let damaged = index_at(dir.path()).blocks[0].clone();
+    let path = dir
+        .path()
+        .join("b")
+        .join("e")
+        .join(format!("{:016x}.blk", damaged.seq));
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[20] ^= 0xff;
+    std::fs::write(&path, bytes).unwrap();
+
+    // Reopened with a bound of 3, the merge that needs the damaged block fails; writes,
+    // reads and queries of everything else go on.
+    let (_store, bucket) = reopen(dir.path(), 3);
+    bucket.write("e", meta(1_250_000, 0), b"later").unwrap();
+    bucket.write("e", meta(999, 0), b"belated").unwrap();
+    assert_eq!(
+        bucket
+            .read("e", Some(999))
+            .unwrap()
+            .payload
+            .unwrap()
+            .as_slice(),
+        b"belated"
+    );
+    let first_series = damaged.first_ts - 1000;
+    let other = 1000 + (first_series + 1) % 10;
+    assert_eq!(
+        bucket
+            .read("e", Some(other))
+            .unwrap()
+            .payload
+            .unwrap()
+            .as_slice(),
+        payload(other)
+    );
+    let results: Vec<_> = bucket
+        .query(&QueryOptions {
+            entries: vec!["e".into()],
+            ..Default::default()
+        })
+        .unwrap()
+        .collect();
+    let errors = results.iter().filter(|r| r.is_err()).count();
+    assert!(errors >= 1, "the damaged frame is reported");
+    let ok: Vec<u64> = results
+        .iter()
+        .filter_map(|r| r.as_ref().ok().map(|r| r.meta.timestamp))
+        .collect();
+    assert!(
+        ok.windows(2).all(|w| w[0] < w[1]),
+        "the rest comes in order"
+    );
+    assert!(ok.len() >= 500 - 50, "{}", ok.len());
+    // The damaged block is still named by the index: nothing was dropped.
+    assert!(
+        index_at(dir.path())
+            .blocks
+            .iter()
+            .any(|b| b.seq == damaged.seq)
+    );
+}
+
+fn index_at(dir: &std::path::Path) -> EntryIndex {
+    EntryIndex::load(&dir.join("b").join("e")).unwrap()
+}

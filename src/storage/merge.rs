@@ -290,7 +290,11 @@ fn merge_loop(rx: Receiver<MergeJob>, stop: &AtomicBool) {
                 Ok(true) => continue,
                 Ok(false) => break,
                 Err(e) => {
-                    log::warn!("entry {}: background merge failed: {e}", entry.name());
+                    log::warn!(
+                        "entry {}: background merge failed: {e}; retried when its blocks change",
+                        entry.name()
+                    );
+                    entry.merge_failed();
                     break;
                 }
             }

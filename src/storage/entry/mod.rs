@@ -17,7 +17,7 @@ mod read;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
@@ -224,6 +224,12 @@ pub struct Entry {
     pub(crate) ctx: EntryContext,
     /// Set while a background merge of this entry is queued, so it is queued once.
     merge_queued: AtomicBool,
+    /// The overlap depth as of the last commit, readable without the state lock (every
+    /// write asks whether a merge is due).
+    depth: AtomicUsize,
+    /// Set when a background merge failed (a damaged block, a full disk); cleared by the
+    /// next commit, so a failing merge is retried once the blocks change, not per write.
+    merge_failed: AtomicBool,
     /// Held by whoever merges this entry's blocks (the background merge, compaction), over
     /// the I/O but apart from the state lock: two merges of the same blocks would only make
     /// one of them wasted work.
@@ -292,6 +298,8 @@ impl Entry {
             uid: NEXT_ENTRY_UID.fetch_add(1, Ordering::Relaxed),
             ctx,
             merge_queued: AtomicBool::new(false),
+            depth: AtomicUsize::new(state.depth),
+            merge_failed: AtomicBool::new(false),
             merging: Mutex::new(()),
             state: Mutex::new(state),
         }
@@ -693,16 +701,18 @@ impl Entry {
     /// True when more sealed blocks than the overlap bound cover one instant and no merge
     /// is queued yet; marks the merge queued.
     pub(crate) fn take_merge_request(&self) -> bool {
-        if self.merge_queued.load(Ordering::Relaxed) {
-            return false;
-        }
-        let Ok(st) = self.lock() else {
-            return false;
-        };
-        if st.depth <= self.ctx.max_overlap {
+        if self.merge_queued.load(Ordering::Relaxed)
+            || self.merge_failed.load(Ordering::Relaxed)
+            || self.depth.load(Ordering::Relaxed) <= self.ctx.max_overlap
+        {
             return false;
         }
         !self.merge_queued.swap(true, Ordering::AcqRel)
+    }
+
+    /// Records that a background merge failed: no new request until the blocks change.
+    pub(crate) fn merge_failed(&self) {
+        self.merge_failed.store(true, Ordering::Release);
     }
 
     /// Excludes other merges of this entry's blocks while the guard lives.
@@ -786,6 +796,8 @@ impl Entry {
         }
         st.index = next;
         st.refresh_reach();
+        self.depth.store(st.depth, Ordering::Relaxed);
+        self.merge_failed.store(false, Ordering::Release);
         for &seq in obsolete_blocks {
             self.discard_block_file(seq);
         }
