@@ -20,6 +20,18 @@ fn store_with(
     block_records: u64,
     sets: &[(&str, &[FixtureRecord])],
 ) -> Store {
+    store_in_order(dir, frame_size, block_records, sets, None)
+}
+
+/// [`store_with`], the records written in timestamp order or, with a seed, shuffled (their
+/// blocks then overlap, and compress compacts them).
+fn store_in_order(
+    dir: &std::path::Path,
+    frame_size: usize,
+    block_records: u64,
+    sets: &[(&str, &[FixtureRecord])],
+    shuffle_seed: Option<u64>,
+) -> Store {
     let mut config = Config::new(dir);
     config.frame_size = frame_size;
     let store = Store::open(config).unwrap();
@@ -33,7 +45,10 @@ fn store_with(
         )
         .unwrap();
     for (entry, records) in sets {
-        fixtures::write_into(&bucket, entry, records).unwrap();
+        match shuffle_seed {
+            Some(seed) => fixtures::write_into_shuffled(&bucket, entry, records, seed).unwrap(),
+            None => fixtures::write_into(&bucket, entry, records).unwrap(),
+        }
     }
     store
 }
@@ -143,6 +158,31 @@ fn round_trip_through_every_tier_keeps_every_record() {
     let bucket = store.bucket("b").unwrap();
     check_random(&bucket);
     verify_all(&bucket, "w", &records);
+}
+
+#[test]
+fn shuffled_data_round_trips_through_every_tier_without_overlap() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = weather();
+    let store = store_in_order(dir.path(), 8192, 200, &[("w", &records)], Some(9));
+    let bucket = store.bucket("b").unwrap();
+    let pool = CompressPool::new(2).unwrap();
+    let all = vec!["w".to_string()];
+    verify_all(&bucket, "w", &records);
+    for target in [Codec::Lz4, Codec::Zstd(3), Codec::Zstd(19)] {
+        let stats = bucket
+            .compress_blocks(&all, 0, u64::MAX, target, &pool, &never)
+            .unwrap();
+        assert!(stats.blocks > 0, "{target}: {stats:?}");
+        let index = EntryIndex::load(&bucket.dir().join("w")).unwrap();
+        assert!(index.blocks.iter().all(|b| b.codec == target), "{target}");
+        assert_eq!(halflife::storage::merge::max_overlap(&index.blocks).0, 1);
+        verify_all(&bucket, "w", &records);
+    }
+    for i in (0..records.len()).step_by(41) {
+        let r = bucket.read("w", Some(records[i].timestamp)).unwrap();
+        assert_eq!(r.payload.unwrap().as_slice(), records[i].payload);
+    }
 }
 
 #[test]
@@ -419,7 +459,9 @@ fn cancellation_midway_leaves_blocks_whole() {
 fn concurrent_writers_and_readers_never_see_wrong_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let records = fixtures::flights(&fixtures::fixtures_dir(), Some(20_000)).unwrap();
-    let store = store_with(dir.path(), 16 * 1024, 100, &[("f", &records)]);
+    // Shuffled: compress compacts overlapping blocks while writers add belated records,
+    // the background merge runs and readers read.
+    let store = store_in_order(dir.path(), 16 * 1024, 100, &[("f", &records)], Some(5));
     let bucket = store.bucket("b").unwrap();
     let records = Arc::new(records);
     let done = Arc::new(AtomicBool::new(false));
