@@ -15,6 +15,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -24,10 +25,11 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::storage::entry::{BlockLimits, Entry, Replacement};
-use crate::storage::format::block::{BlockWriter, SealedBlock};
+use crate::storage::format::block::SealedBlock;
 use crate::storage::format::codec::Codec;
 use crate::storage::format::fsutil::remove_file_if_exists;
 use crate::storage::format::index::{BlockEntry, block_path};
+use crate::storage::format::rewrite::write_new_block;
 
 /// The largest number of blocks whose time ranges contain one instant, and the first
 /// instant where that many do (0 and 0 for no blocks).
@@ -104,30 +106,38 @@ pub(crate) fn merge_blocks(
         .collect::<Result<_>>()?;
     let outputs = plan_outputs(&sources, limits)?;
     let seqs = entry.reserve_seqs(outputs.len())?;
-    let write = |(plan, seq): (&OutputPlan, &u64)| -> Result<BlockEntry> {
+    let frame_size = entry.frame_size();
+    let write = |(plan, seq): (&OutputPlan, &u64)| -> Result<(BlockEntry, PathBuf)> {
         let path = block_path(entry.dir(), *seq);
-        write_output(&sources, plan, &path, codec, entry.frame_size())
-            .map(|summary| BlockEntry::from_summary(*seq, &summary))
-            .inspect_err(|_| {
-                let _ = remove_file_if_exists(&path);
-            })
+        let summary = write_new_block(&path, codec, frame_size, |writer| {
+            for &(src, idx) in plan {
+                let payload = sources[src].payload(idx)?;
+                writer.push(&sources[src].records()[idx].meta, payload.as_slice())?;
+            }
+            Ok(())
+        })?;
+        Ok((BlockEntry::from_summary(*seq, &summary), path))
     };
-    let written: Vec<Result<BlockEntry>> = match pool {
+    let written: Vec<Result<(BlockEntry, PathBuf)>> = match pool {
         Some(pool) => pool.install(|| outputs.par_iter().zip(&seqs).map(write).collect()),
         None => outputs.iter().zip(&seqs).map(write).collect(),
     };
-    let files: Vec<_> = seqs.iter().map(|s| block_path(entry.dir(), *s)).collect();
-    let mut new = Vec::with_capacity(written.len());
+    let (mut new, mut files, mut failure) = (Vec::new(), Vec::new(), None);
     for result in written {
         match result {
-            Ok(b) => new.push(b),
-            Err(e) => {
-                for path in &files {
-                    let _ = remove_file_if_exists(path);
-                }
-                return Err(e);
+            Ok((b, path)) => {
+                new.push(b);
+                files.push(path);
             }
+            Err(e) => failure = failure.or(Some(e)),
         }
+    }
+    if let Some(e) = failure {
+        // Only the files this merge wrote are removed; a failed one cleaned up after itself.
+        for path in &files {
+            let _ = remove_file_if_exists(path);
+        }
+        return Err(e);
     }
     Ok(Replacement {
         old: group.iter().map(|b| b.seq).collect(),
@@ -171,21 +181,6 @@ fn plan_outputs(sources: &[Arc<SealedBlock>], limits: BlockLimits) -> Result<Vec
         outputs.push(current);
     }
     Ok(outputs)
-}
-
-fn write_output(
-    sources: &[Arc<SealedBlock>],
-    plan: &OutputPlan,
-    path: &std::path::Path,
-    codec: Codec,
-    frame_size: usize,
-) -> Result<crate::storage::format::block_meta::BlockSummary> {
-    let mut writer = BlockWriter::create(path, codec, frame_size)?;
-    for &(src, idx) in plan {
-        let payload = sources[src].payload(idx)?;
-        writer.push(&sources[src].records()[idx].meta, payload.as_slice())?;
-    }
-    writer.finish()
 }
 
 /// One background merge round for `entry`: if more than its overlap bound of blocks cover

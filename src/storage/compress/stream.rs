@@ -77,10 +77,13 @@ pub(super) struct Output {
 }
 
 impl Output {
-    /// Drops a half-written block: closes and removes its file (if one was started).
+    /// Drops a half-written block: closes and removes its file, if this run created one
+    /// (a path it could not create is not its file to remove).
     pub(super) fn discard(self) {
-        drop(self.writer);
-        let _ = remove_file_if_exists(&self.path);
+        if let Some(writer) = self.writer {
+            drop(writer);
+            let _ = remove_file_if_exists(&self.path);
+        }
     }
 }
 

@@ -733,15 +733,16 @@ impl Entry {
         let mut st = match self.lock() {
             Ok(st) => st,
             Err(e) => {
-                // The entry was removed meanwhile: nothing to commit.
+                // The entry was removed meanwhile: nothing to commit. Its directory was
+                // renamed away with the files written into it; the paths may now name
+                // files of an entry re-created under the same name, so nothing is removed
+                // by path (a file that landed in a new directory is a leftover its next
+                // open removes).
                 log::info!(
                     "entry {}: {e}; dropping {} rewritten block set(s)",
                     self.name,
                     replacements.len()
                 );
-                for r in &replacements {
-                    r.discard();
-                }
                 return Ok(vec![false; replacements.len()]);
             }
         };

@@ -61,9 +61,14 @@ pub struct BlockWriter {
 }
 
 impl BlockWriter {
-    /// Creates the file; it is named by nothing until the caller commits the index.
+    /// Creates the file; it is named by nothing until the caller commits the index. The
+    /// file must not exist: an existing file is never truncated (it could belong to an
+    /// entry re-created under the same name while a stale writer ran).
     pub fn create(path: &Path, codec: Codec, frame_size: usize) -> Result<Self> {
-        let file = File::create(path)
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
             .map_err(|e| Error::io(format!("creating block {}", path.display()), e))?;
         let mut writer = BlockWriter {
             path: path.to_path_buf(),

@@ -46,13 +46,13 @@ pub struct OpenLog {
 }
 
 impl OpenLog {
-    /// Creates an empty log; it only counts once the index names it.
+    /// Creates an empty log; it only counts once the index names it. The file must not
+    /// exist (an existing file is never truncated).
     pub fn create(path: &Path) -> Result<Self> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .open(path)
             .map_err(|e| Error::io(format!("creating log {}", path.display()), e))?;
         file.write_all_at(LOG_MAGIC, 0)

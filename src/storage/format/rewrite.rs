@@ -25,14 +25,21 @@ pub struct BlockEdit<'a> {
     pub remove: Option<&'a HashSet<u64>>,
 }
 
-/// Runs `write` against a new block file at `path`; a failure removes the partial file.
-fn write_or_remove(
+/// Creates block file `path` with `codec`, lets `write` push its records, and finishes
+/// (fsyncs) it. A failure after the file was created removes it; a file that could not be
+/// created (it exists) is not ours to remove.
+pub fn write_new_block(
     path: &Path,
-    write: impl FnOnce() -> Result<BlockSummary>,
+    codec: Codec,
+    frame_size: usize,
+    write: impl FnOnce(&mut BlockWriter) -> Result<()>,
 ) -> Result<BlockSummary> {
-    write().inspect_err(|_| {
-        let _ = remove_file_if_exists(path);
-    })
+    let mut writer = BlockWriter::create(path, codec, frame_size)?;
+    write(&mut writer)
+        .and_then(|()| writer.finish())
+        .inspect_err(|_| {
+            let _ = remove_file_if_exists(path);
+        })
 }
 
 /// Writes block file `path`: the records of `block` with `edit` applied, uncompressed (a
@@ -54,8 +61,7 @@ pub fn write_edited(
     if block.records().len() - removed + usize::from(edit.insert.is_some()) == 0 {
         return Ok(None);
     }
-    write_or_remove(path, || {
-        let mut writer = BlockWriter::create(path, Codec::None, frame_size)?;
+    write_new_block(path, Codec::None, frame_size, |writer| {
         let mut pending = edit.insert;
         for (i, rec) in block.records().iter().enumerate() {
             let ts = rec.meta.timestamp;
@@ -81,19 +87,18 @@ pub fn write_edited(
         if let Some((meta, payload)) = pending {
             writer.push(meta, payload)?;
         }
-        writer.finish()
+        Ok(())
     })
     .map(Some)
 }
 
 /// Writes the live records of a log (which must hold at least one) into block file `path`.
 pub fn write_log_block(log: &OpenLog, path: &Path, frame_size: usize) -> Result<BlockSummary> {
-    write_or_remove(path, || {
+    write_new_block(path, Codec::None, frame_size, |writer| {
         let map = log.map()?;
-        let mut writer = BlockWriter::create(path, Codec::None, frame_size)?;
         for rec in log.records().values() {
             writer.push(&rec.meta, log.payload_in(&map, rec)?)?;
         }
-        writer.finish()
+        Ok(())
     })
 }

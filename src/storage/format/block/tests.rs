@@ -131,3 +131,26 @@ fn out_of_order_pushes_are_refused() {
     assert!(w.push(&meta(5, 0), b"b").is_err());
     assert!(w.push(&meta(4, 0), b"b").is_err());
 }
+
+#[test]
+fn an_existing_file_is_never_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("0000000000000001.blk");
+    let summary = build(&path, Codec::None, 1024, 10);
+    let before = std::fs::read(&path).unwrap();
+    // A stale writer (an entry removed and re-created meanwhile) must fail, not truncate.
+    assert!(BlockWriter::create(&path, Codec::None, 1024).is_err());
+    let written =
+        crate::storage::format::rewrite::write_new_block(&path, Codec::None, 1024, |_| Ok(()));
+    assert!(written.is_err());
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "the file is untouched"
+    );
+    let log = dir.path().join("0000000000000002.log");
+    std::fs::write(&log, b"someone else's").unwrap();
+    assert!(crate::storage::format::log::OpenLog::create(&log).is_err());
+    assert_eq!(std::fs::read(&log).unwrap(), b"someone else's");
+    assert_eq!(summary.record_count, 10);
+}
