@@ -575,3 +575,72 @@ fn damaged_block_is_a_500_naming_it_and_the_rest_still_serves() {
     assert_eq!(s.get("/api/v1/b/b/e?ts=5").body, b"payload-5");
     s.wait_for_log("corrupt");
 }
+
+/// Sends raw request bytes and returns the raw response head (up to the blank line).
+fn raw_head(addr: std::net::SocketAddr, request: &[u8]) -> Vec<u8> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    stream.write_all(request).unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if stream.read(&mut byte).unwrap() == 0 {
+            break;
+        }
+        head.push(byte[0]);
+    }
+    head
+}
+
+/// Every CR is part of a CRLF, every LF ends a CRLF, no NUL, and no line is a header the
+/// input tried to inject.
+fn assert_well_formed(head: &[u8], case: &str) {
+    assert!(head.ends_with(b"\r\n\r\n"), "{case}: no complete head");
+    for (i, b) in head.iter().enumerate() {
+        match b {
+            b'\r' => assert_eq!(head.get(i + 1), Some(&b'\n'), "{case}: bare CR"),
+            b'\n' => assert_eq!(head[i - 1], b'\r', "{case}: bare LF"),
+            0 => panic!("{case}: NUL in the response head"),
+            _ => {}
+        }
+    }
+    let text = String::from_utf8_lossy(head).to_ascii_lowercase();
+    for line in text.split("\r\n") {
+        assert!(
+            !line.starts_with("x-injected") && !line.starts_with("set-cookie"),
+            "{case}: injected header line {line:?}"
+        );
+    }
+}
+
+#[test]
+fn nothing_from_a_request_breaks_out_of_a_response_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_server(dir.path(), &[]);
+    s.request("POST", "/api/v1/b/b", &[], b"");
+    // A batch whose entries header carries a bare CR is echoed in the answer.
+    let echo = b"POST /api/v1/io/b/write HTTP/1.1\r\nhost: t\r\n\
+        x-reduct-entries: e\rX-Injected: yes\r\nx-reduct-start-ts: 100\r\n\
+        x-reduct-0-0: 1,text/plain\r\ncontent-length: 1\r\nconnection: close\r\n\r\nx";
+    assert_well_formed(&raw_head(s.addr, echo), "echoed entries");
+    // An entry name with an encoded line break comes back in a per-record error.
+    let error = b"POST /api/v1/io/b/write HTTP/1.1\r\nhost: t\r\n\
+        x-reduct-entries: x%0D%0AX-Injected: yes\r\nx-reduct-start-ts: 100\r\n\
+        x-reduct-0-0: 1,text/plain\r\ncontent-length: 1\r\nconnection: close\r\n\r\nx";
+    assert_well_formed(&raw_head(s.addr, error), "per-record error");
+    // A label value with a bare CR is stored; every later read of the record echoes it.
+    let write = b"POST /api/v1/b/b/evil?ts=7 HTTP/1.1\r\nhost: t\r\n\
+        x-reduct-label-evil: a\rset-cookie: pwn\r\ncontent-length: 1\r\nconnection: close\r\n\r\nx";
+    raw_head(s.addr, write);
+    let read = b"GET /api/v1/b/b/evil?ts=7 HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n";
+    let head = raw_head(s.addr, read);
+    assert_well_formed(&head, "stored label");
+    assert!(
+        String::from_utf8_lossy(&head).contains("x-reduct-label-evil: a\\x0dset-cookie: pwn"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+}

@@ -382,6 +382,44 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
+/// Appends `name: value\r\n` to a response head — the one place header lines are made,
+/// so nothing a request or a stored record carries can break out of its header: bytes of
+/// the name that are not HTTP token characters are percent-encoded, and control
+/// characters in the value (CR, LF, NUL and the rest, except tab) are written as `\xNN`.
+pub fn push_header(head: &mut String, name: &str, value: &str) {
+    let start = head.len();
+    for c in name.chars() {
+        if c.is_ascii() && is_token_byte(c as u8) {
+            head.push(c);
+        } else {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                head.push_str(&format!("%{b:02X}"));
+            }
+        }
+    }
+    head.push_str(": ");
+    for c in value.chars() {
+        if c.is_control() && c != '\t' {
+            for b in c.to_string().bytes() {
+                head.push_str(&format!("\\x{b:02x}"));
+            }
+        } else {
+            head.push(c);
+        }
+    }
+    debug_assert!(
+        !head[start..].contains(['\r', '\n', '\0']),
+        "a header line must not carry CR, LF or NUL"
+    );
+    head.push_str("\r\n");
+}
+
+/// HTTP token characters (RFC 9110 `tchar`), the only ones a header name may hold.
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
 /// Writes a response; `keep_alive` chooses the `Connection` header.
 pub fn write_response(
     out: &mut impl Write,
@@ -400,10 +438,7 @@ pub fn write_response(
         "\r\n"
     ));
     for (name, value) in &response.headers {
-        head.push_str(name);
-        head.push_str(": ");
-        head.push_str(value);
-        head.push_str("\r\n");
+        push_header(&mut head, name, value);
     }
     if response.status != 204 {
         head.push_str(&format!(
@@ -501,6 +536,23 @@ pub fn wants_keep_alive(head: &RequestHead) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn header_lines_never_carry_input_line_breaks() {
+        let mut head = String::new();
+        push_header(
+            &mut head,
+            "x-reduct-label-a\r\nset-cookie",
+            "v\rset-cookie: pwn\n\0x",
+        );
+        assert_eq!(
+            head,
+            "x-reduct-label-a%0D%0Aset-cookie: v\\x0dset-cookie: pwn\\x0a\\x00x\r\n"
+        );
+        let mut plain = String::new();
+        push_header(&mut plain, "x-reduct-label-city", "Zürich, \"a,b\"\tok");
+        assert_eq!(plain, "x-reduct-label-city: Zürich, \"a,b\"\tok\r\n");
+    }
 
     #[test]
     fn parses_a_head() {
