@@ -644,3 +644,49 @@ fn nothing_from_a_request_breaks_out_of_a_response_header() {
         String::from_utf8_lossy(&head)
     );
 }
+
+#[test]
+fn numbers_are_digits_only_and_every_stored_timestamp_is_queryable() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_server(dir.path(), &[]);
+    s.request("POST", "/api/v1/b/b", &[], b"");
+    let r = s.request("POST", "/api/v1/b/b/e?ts=+5", &[], b"x");
+    assert_eq!(r.status, 422, "{}", r.error());
+    assert!(r.error().contains("'+5'"), "{}", r.error());
+    let r = s.request(
+        "POST",
+        "/api/v1/b/b/e?ts=5",
+        &[("content-length", "+1")],
+        b"x",
+    );
+    assert_eq!(r.status, 400, "{}", r.error());
+    // The largest timestamp would be written but never returned by a query (stops are
+    // exclusive): it is refused, naming the limit.
+    let r = s.request("POST", "/api/v1/b/b/e?ts=18446744073709551615", &[], b"x");
+    assert_eq!(r.status, 422);
+    assert!(r.error().contains("18446744073709551614"), "{}", r.error());
+    assert_eq!(
+        write(&s, "/api/v1/b/b/e?ts=18446744073709551614", &[], b"x"),
+        200
+    );
+    let r = s.request(
+        "POST",
+        "/api/v1/io/b/q",
+        &[("content-type", "application/json")],
+        br#"{"query_type":"QUERY","entries":["e"]}"#,
+    );
+    let id = r.json()["id"].as_u64().unwrap();
+    let read = s.request(
+        "GET",
+        "/api/v1/io/b/read",
+        &[("x-reduct-query-id", &id.to_string())],
+        b"",
+    );
+    assert_eq!(
+        read.header("x-reduct-start-ts"),
+        Some("18446744073709551614")
+    );
+    // The system bucket's settings are not the API's to change.
+    let r = s.request("PUT", "/api/v1/b/$system", &[], br#"{"quota_type":"FIFO"}"#);
+    assert_eq!(r.status, 403, "{}", r.error());
+}

@@ -346,3 +346,13 @@ fn lock_shutdown_and_restart() {
     }
     assert_eq!(s.get("/api/v1/lifecycles/squeeze").status, 200);
 }
+
+#[test]
+fn an_empty_token_means_no_authentication_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_server(dir.path(), &[("RS_API_TOKEN", "")]);
+    assert_eq!(s.get("/api/v1/info").status, 200);
+    common::wait_until("the warning is logged", || {
+        s.logged("RS_API_TOKEN is set but empty: authentication is OFF")
+    });
+}

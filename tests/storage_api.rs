@@ -495,3 +495,15 @@ fn the_store_reopens_with_everything_intact() {
     b.write("e", meta(50, &[]), &payload(50)).unwrap();
     assert_eq!(b.entry("e").unwrap().info().unwrap().record_count, 51);
 }
+
+#[test]
+fn the_largest_timestamp_is_refused_and_the_one_below_is_queryable() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let b = store.create_bucket("b", BucketSettings::default()).unwrap();
+    let err = b.write("e", meta(u64::MAX, &[]), b"x").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unprocessable);
+    assert!(err.message().contains(&(u64::MAX - 1).to_string()), "{err}");
+    b.write("e", meta(u64::MAX - 1, &[]), b"x").unwrap();
+    assert_eq!(read_ts(&store, "b", "e"), vec![u64::MAX - 1]);
+}

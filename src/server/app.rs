@@ -95,7 +95,7 @@ impl App {
                     "No bearer token in request header",
                 )
             })?;
-        if given.trim() != token {
+        if !constant_time_eq(given.trim().as_bytes(), token.as_bytes()) {
             return Err(Error::new(crate::ErrorKind::Unauthorized, "Invalid token"));
         }
         Ok(())
@@ -186,20 +186,46 @@ pub fn read_body(req: &mut Request) -> Result<Vec<u8>> {
         .map_err(|e| crate::server::http::body_error("reading the request body", e))
 }
 
+/// Compares two secrets in time that depends only on their lengths, not on where they
+/// first differ, so a client cannot find a token byte by byte from response times.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = u8::from(a.len() != b.len());
+    for i in 0..a.len().max(b.len()) {
+        diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0);
+    }
+    std::hint::black_box(diff) == 0
+}
+
 /// The `ts` query parameter: `Ok(None)` when absent.
 pub fn ts_param(req: &Request) -> Result<Option<u64>> {
     match req.head.query_param("ts") {
         None => Ok(None),
-        Some(v) => v.parse::<u64>().map(Some).map_err(|_| {
-            Error::unprocessable(format!(
-                "'ts' must be an unix timestamp in microseconds, not '{}'",
-                v.escape_default()
-            ))
-        }),
+        Some(v) => crate::server::http::parse_decimal(&v)
+            .map(Some)
+            .ok_or_else(|| {
+                Error::unprocessable(format!(
+                    "'ts' must be an unix timestamp in microseconds, not '{}'",
+                    v.escape_default()
+                ))
+            }),
     }
 }
 
 /// The required `ts` query parameter.
 pub fn required_ts(req: &Request) -> Result<u64> {
     ts_param(req)?.ok_or_else(|| Error::unprocessable("'ts' parameter is required"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::constant_time_eq;
+
+    #[test]
+    fn secrets_compare_by_content_and_length() {
+        assert!(constant_time_eq(b"s3cret", b"s3cret"));
+        assert!(!constant_time_eq(b"s3cret", b"s3creT"));
+        assert!(!constant_time_eq(b"s3cret", b"s3cret2"));
+        assert!(!constant_time_eq(b"", b"x"));
+        assert!(constant_time_eq(b"", b""));
+    }
 }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use crate::error::{Error, Result};
-use crate::server::http::RequestHead;
+use crate::server::http::{RequestHead, parse_decimal};
 use crate::server::percent;
 use crate::storage::{DEFAULT_CONTENT_TYPE, Labels, RecordMeta};
 
@@ -111,7 +111,7 @@ pub fn decode_write_batch(head: &RequestHead) -> Result<WriteBatch> {
     let start_text = head.header("x-reduct-start-ts").ok_or_else(|| {
         Error::unprocessable("x-reduct-start-ts header is required for batched writes")
     })?;
-    let start: u64 = start_text.parse().map_err(|_| {
+    let start: u64 = parse_decimal(start_text).ok_or_else(|| {
         Error::unprocessable(format!(
             "x-reduct-start-ts '{start_text}' must be an unix timestamp in microseconds"
         ))
@@ -125,7 +125,10 @@ pub fn decode_write_batch(head: &RequestHead) -> Result<WriteBatch> {
         let Some((e, d)) = rest.split_once('-') else {
             continue;
         };
-        let (Ok(e), Ok(d)) = (e.parse::<usize>(), d.parse::<u64>()) else {
+        let (Some(e), Some(d)) = (parse_decimal(e), parse_decimal(d)) else {
+            continue;
+        };
+        let Ok(e) = usize::try_from(e) else {
             continue;
         };
         if e >= entries.len() {
@@ -147,7 +150,7 @@ pub fn decode_write_batch(head: &RequestHead) -> Result<WriteBatch> {
             Some((l, r)) => (l, Some(r)),
             None => (value, None),
         };
-        let size: u64 = len_text.trim().parse().map_err(|_| {
+        let size: u64 = parse_decimal(len_text.trim()).ok_or_else(|| {
             Error::unprocessable(format!(
                 "record header 'x-reduct-{e}-{d}': length '{len_text}' is not a number"
             ))

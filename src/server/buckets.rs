@@ -96,6 +96,12 @@ pub fn bucket(app: &App, method: &str, name: &str, req: &mut Request) -> Result<
         }
         "PUT" => {
             app.writable("update bucket")?;
+            if name.starts_with('$') {
+                // A quota there would erase lifecycle progress.
+                return Err(crate::Error::forbidden(format!(
+                    "Bucket '{name}' belongs to the system and its settings cannot be changed"
+                )));
+            }
             let bucket = app.store.bucket(name)?;
             let update = settings_update(req)?;
             bucket.set_settings(bucket.settings().merged(&update))?;

@@ -382,6 +382,15 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
+/// A decimal number as HTTP and the API write them: ASCII digits only (no sign, no spaces,
+/// no `0x`), which `str::parse` alone would not enforce (it takes `+5`).
+pub fn parse_decimal(text: &str) -> Option<u64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
 /// Appends `name: value\r\n` to a response head — the one place header lines are made,
 /// so nothing a request or a stored record carries can break out of its header: bytes of
 /// the name that are not HTTP token characters are percent-encoded, and control
@@ -496,7 +505,7 @@ pub fn body_for<'a>(
     }
     let remaining = match head.header("content-length") {
         None => 0,
-        Some(v) => v.parse::<u64>().map_err(|_| {
+        Some(v) => parse_decimal(v).ok_or_else(|| {
             BodyError::Reject(Response::error(
                 400,
                 &format!("content-length '{}' is not a number", v.escape_default()),

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use crate::error::{Error, Result};
 use crate::server::app::{App, no_route, parse_json};
 use crate::server::batch::{BatchRecord, WriteBatch, decode_write_batch, encode_read_batch};
-use crate::server::http::{Request, Response, ResponseBody, body_error};
+use crate::server::http::{Request, Response, ResponseBody, body_error, parse_decimal};
 use crate::server::records::user_bucket;
 use crate::storage::QueryOptions;
 use crate::storage::condition::Condition;
@@ -110,9 +110,8 @@ fn read(app: &App, bucket_name: &str, with_body: bool, req: &mut Request) -> Res
     let id_text = req.head.header("x-reduct-query-id").ok_or_else(|| {
         Error::unprocessable("x-reduct-query-id header is required for batched reads")
     })?;
-    let id: u64 = id_text
-        .parse()
-        .map_err(|_| Error::unprocessable(format!("Invalid query id '{id_text}'")))?;
+    let id: u64 = parse_decimal(id_text)
+        .ok_or_else(|| Error::unprocessable(format!("Invalid query id '{id_text}'")))?;
     app.store.bucket(bucket_name)?;
     let Some(batch) = app.queries.next_batch(bucket_name, id, with_body)? else {
         return Ok(Response::status(204));

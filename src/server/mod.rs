@@ -127,11 +127,20 @@ impl Server {
         let addr = listener
             .local_addr()
             .map_err(|e| Error::io("reading the listening address", e))?;
+        if config
+            .api_token
+            .as_deref()
+            .is_some_and(|t| t.trim().is_empty())
+        {
+            // As in ReductStore, an empty token means no authentication; say so, since
+            // an empty variable is easy to set by mistake.
+            log::warn!("RS_API_TOKEN is set but empty: authentication is OFF");
+        }
         let app = Arc::new(App {
             store,
             lifecycles,
             queries: Default::default(),
-            token: config.api_token.clone().filter(|t| !t.is_empty()),
+            token: config.api_token.clone().filter(|t| !t.trim().is_empty()),
             role: config.role,
             instance_name: config.engine.instance_name.clone(),
             started: Instant::now(),

@@ -4,7 +4,9 @@
 
 use crate::error::{Error, Result};
 use crate::server::app::{App, no_route, required_ts, ts_param};
-use crate::server::http::{Request, RequestHead, Response, ResponseBody, body_error};
+use crate::server::http::{
+    Request, RequestHead, Response, ResponseBody, body_error, parse_decimal,
+};
 use crate::storage::names::validate_entry_name;
 use crate::storage::{DEFAULT_CONTENT_TYPE, Labels, RecordMeta};
 
@@ -96,9 +98,8 @@ fn write(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result
     validate_entry_name(entry)?;
     let ts = required_ts(req)?;
     let size: u64 = match req.head.header("content-length") {
-        Some(v) => v
-            .parse()
-            .map_err(|_| Error::unprocessable(format!("content-length '{v}' is not a number")))?,
+        Some(v) => parse_decimal(v)
+            .ok_or_else(|| Error::unprocessable(format!("content-length '{v}' is not a number")))?,
         None => return Err(Error::unprocessable("content-length header is required")),
     };
     bucket.make_room(size)?;

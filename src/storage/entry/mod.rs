@@ -431,6 +431,13 @@ impl Entry {
     /// goes to the late log. An existing timestamp is a conflict.
     pub fn write(&self, meta: RecordMeta, payload: &[u8], limits: BlockLimits) -> Result<()> {
         let ts = meta.timestamp;
+        if ts == u64::MAX {
+            // Query stops are exclusive: a record here could be written but never queried.
+            return Err(Error::unprocessable(format!(
+                "Timestamp {ts} is out of range: the largest accepted is {}",
+                u64::MAX - 1
+            )));
+        }
         let mut st = self.lock()?;
         if self.has_record(&st, ts)? {
             return Err(Error::conflict(format!(
