@@ -230,7 +230,6 @@ fn info(data_path: PathBuf) -> Result<()> {
             data_path.display()
         )));
     }
-    let _lock = halflife::server::lock_data_dir(&data_path)?;
     let mut config = Config::new(data_path);
     // Looking changes nothing: no background merge of overlapping blocks here.
     config.max_block_overlap = usize::MAX;

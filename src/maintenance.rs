@@ -8,7 +8,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::Config;
 use crate::duration::parse_duration;
 use crate::error::{Error, Result};
-use crate::server::lock_data_dir;
 use crate::storage::condition::Condition;
 use crate::storage::{Codec, CompressPool, Store};
 
@@ -85,7 +84,6 @@ pub fn run(job: &Job, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<Su
         }
         Action::Delete(_) => None,
     };
-    let _lock = lock_data_dir(&job.data_path)?;
     let mut config = Config::new(&job.data_path);
     config.compress_threads = job.threads;
     let store = Store::open(config)?;

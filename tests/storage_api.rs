@@ -104,11 +104,12 @@ fn buckets_create_get_list_update_remove() {
     let store = open(dir.path());
     assert!(!dir.path().join("a0").join(".settings.tmp").exists());
     assert!(store.bucket("a0").is_ok());
-    // Only the bucket directory is left in the data directory.
+    // Only the bucket directory (and the lock of the open store) is left.
     let left: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .flatten()
         .map(|e| e.file_name())
+        .filter(|n| n != ".lock")
         .collect();
     assert_eq!(left, vec!["a0"]);
 }
@@ -139,6 +140,7 @@ fn bad_names_are_rejected_without_touching_the_disk() {
         .unwrap()
         .flatten()
         .map(|e| e.file_name())
+        .filter(|n| n != ".lock")
         .collect();
     on_disk.sort();
     assert_eq!(on_disk, vec!["$system", "b"]);
@@ -506,4 +508,15 @@ fn the_largest_timestamp_is_refused_and_the_one_below_is_queryable() {
     assert!(err.message().contains(&(u64::MAX - 1).to_string()), "{err}");
     b.write("e", meta(u64::MAX - 1, &[]), b"x").unwrap();
     assert_eq!(read_ts(&store, "b", "e"), vec![u64::MAX - 1]);
+}
+
+#[test]
+fn a_second_open_of_the_same_directory_is_refused_until_the_first_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let err = Store::open(Config::new(dir.path())).err().unwrap();
+    assert_eq!(err.kind(), ErrorKind::Conflict);
+    assert!(err.message().contains(".lock"), "{err}");
+    drop(store);
+    open(dir.path());
 }

@@ -17,7 +17,6 @@ pub mod provision;
 pub mod queries;
 pub mod records;
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -42,8 +41,6 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 const IDLE_CHECK: Duration = Duration::from_millis(100);
 /// How long a body may stall before the request fails.
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
-/// Name of the lock file in the data directory.
-pub const LOCK_FILE: &str = ".lock";
 
 /// Everything the server needs to start.
 #[derive(Debug, Clone)]
@@ -72,31 +69,6 @@ pub struct Server {
     acceptor: Option<JoinHandle<()>>,
     handlers: Vec<JoinHandle<()>>,
     app: Arc<App>,
-    _lock: File,
-}
-
-/// Takes the data directory's lock file, refusing a second server on the same directory.
-pub fn lock_data_dir(path: &std::path::Path) -> Result<File> {
-    std::fs::create_dir_all(path)
-        .map_err(|e| Error::io(format!("creating data directory {}", path.display()), e))?;
-    let lock_path = path.join(LOCK_FILE);
-    let file = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| Error::io(format!("opening {}", lock_path.display()), e))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::conflict(format!(
-            "data directory {} is in use by another halflife process (it holds {}); stop it first",
-            path.display(),
-            lock_path.display()
-        ))),
-        Err(std::fs::TryLockError::Error(e)) => {
-            Err(Error::io(format!("locking {}", lock_path.display()), e))
-        }
-    }
 }
 
 impl Server {
@@ -106,7 +78,7 @@ impl Server {
         if config.http_threads == 0 {
             return Err(Error::unprocessable("http_threads must be at least 1"));
         }
-        let lock = lock_data_dir(&config.engine.data_path)?;
+        // Opening the store takes the data directory's lock.
         let store = Arc::new(Store::open(config.engine.clone())?);
         let lifecycles = if config.role == InstanceRole::Replica {
             LifecycleRepository::read_only()
@@ -196,7 +168,6 @@ impl Server {
             acceptor: Some(acceptor),
             handlers,
             app,
-            _lock: lock,
         })
     }
 

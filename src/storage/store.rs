@@ -1,6 +1,7 @@
 //! The store: a data directory of buckets.
 
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::path::Path;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -13,6 +14,33 @@ use crate::storage::format::fsutil::fsync_dir;
 use crate::storage::merge::Merger;
 use crate::storage::names::{validate_bucket_name, validate_system_bucket_name};
 use crate::storage::settings::BucketSettings;
+
+/// Name of the lock file in the data directory.
+pub const LOCK_FILE: &str = ".lock";
+
+/// Takes the data directory's lock file, refusing a second opener (a server, a maintenance command, a library user) of the same directory.
+fn lock_data_dir(path: &std::path::Path) -> Result<File> {
+    std::fs::create_dir_all(path)
+        .map_err(|e| Error::io(format!("creating data directory {}", path.display()), e))?;
+    let lock_path = path.join(LOCK_FILE);
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| Error::io(format!("opening {}", lock_path.display()), e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::conflict(format!(
+            "data directory {} is in use by another halflife process (it holds {}); stop it first",
+            path.display(),
+            lock_path.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(Error::io(format!("locking {}", lock_path.display()), e))
+        }
+    }
+}
 
 /// What the entries of one bucket share: a block cache of their own, the frame size, the
 /// overlap bound.
@@ -30,16 +58,21 @@ pub struct Store {
     buckets: RwLock<BTreeMap<String, Arc<Bucket>>>,
     /// The background merge thread; stopped (and joined) when the store is dropped.
     merger: Merger,
+    /// The data directory's lock, held while the store is open: opening removes files of
+    /// interrupted changes, which must never happen under another process's feet.
+    _lock: File,
 }
 
 impl Store {
-    /// Opens (creating if needed) the data directory: removes leftovers of interrupted
-    /// changes and opens every bucket. A bucket that fails to open is logged and skipped so
+    /// Opens (creating if needed) the data directory: takes its lock (a second opener,
+    /// in this process or another, gets a conflict naming the lock file), removes
+    /// leftovers of interrupted changes and opens every bucket. A bucket that fails to open is logged and skipped so
     /// that one damaged bucket does not take the others down.
     pub fn open(config: Config) -> Result<Store> {
         let data = &config.data_path;
         std::fs::create_dir_all(data)
             .map_err(|e| Error::io(format!("creating data directory {}", data.display()), e))?;
+        let lock = lock_data_dir(data)?;
         remove_trash(data)?;
         let merger = Merger::start()?;
         let mut buckets = BTreeMap::new();
@@ -64,6 +97,7 @@ impl Store {
             config,
             buckets: RwLock::new(buckets),
             merger,
+            _lock: lock,
         })
     }
 
