@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::storage::bulk::{BlockPlan, RecordFilter, RemoveStats, plan_removal};
 use crate::storage::cache::BlockCache;
 use crate::storage::format::block::SealedBlock;
-use crate::storage::format::fsutil::remove_file_if_exists;
+use crate::storage::format::fsutil::{create_dirs_durably, remove_file_if_exists};
 use crate::storage::format::index::{BlockEntry, EntryIndex, block_path, log_path};
 use crate::storage::format::log::OpenLog;
 use crate::storage::format::rewrite::{BlockEdit, write_edited, write_log_block};
@@ -240,8 +240,7 @@ pub struct Entry {
 impl Entry {
     /// Creates a new, empty entry directory.
     pub(crate) fn create(bucket: &str, name: &str, dir: &Path, ctx: EntryContext) -> Result<Entry> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::io(format!("creating entry {}", dir.display()), e))?;
+        create_dirs_durably(dir)?;
         let index = EntryIndex::new();
         index.save(dir)?;
         Ok(Self::with_state(

@@ -17,6 +17,30 @@ pub fn fsync_dir(dir: &Path) -> Result<()> {
         .map_err(|e| Error::io(format!("syncing {}", dir.display()), e))
 }
 
+/// Creates `dir` and any missing parents, fsyncing each parent after a child is created
+/// in it, so a directory that exists after this call also exists after a power loss.
+pub fn create_dirs_durably(dir: &Path) -> Result<()> {
+    let mut missing = Vec::new();
+    let mut at = dir;
+    while !at.exists() {
+        missing.push(at);
+        match at.parent() {
+            Some(parent) => at = parent,
+            None => break,
+        }
+    }
+    for path in missing.into_iter().rev() {
+        match fs::create_dir(path) {
+            Ok(()) => {}
+            // A racing creator made it first: fine, it is there.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(Error::io(format!("creating {}", path.display()), e)),
+        }
+        fsync_dir(parent_of(path))?;
+    }
+    Ok(())
+}
+
 /// The parent of a path we built ourselves; every such path has one.
 pub fn parent_of(path: &Path) -> &Path {
     path.parent()
@@ -96,6 +120,19 @@ mod tests {
         write_atomic(&path, b"two").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"two");
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn nested_directories_are_created_and_existing_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let nested = dir.path().join("a").join("b").join("c");
+        create_dirs_durably(&nested).unwrap();
+        assert!(nested.is_dir());
+        fs::write(nested.join("f"), b"x").unwrap();
+        create_dirs_durably(&nested).unwrap();
+        create_dirs_durably(&dir.path().join("a").join("d")).unwrap();
+        assert_eq!(fs::read(nested.join("f")).unwrap(), b"x");
+        assert!(dir.path().join("a").join("d").is_dir());
     }
 
     #[test]
