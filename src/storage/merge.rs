@@ -110,8 +110,11 @@ pub(crate) fn merge_blocks(
     let write = |(plan, seq): (&OutputPlan, &u64)| -> Result<(BlockEntry, PathBuf)> {
         let path = block_path(entry.dir(), *seq);
         let summary = write_new_block(&path, codec, frame_size, |writer| {
+            // One decoded frame per source for this output alone: parallel outputs reading
+            // the same compressed source do not evict each other's frame.
+            let mut frames = vec![None; sources.len()];
             for &(src, idx) in plan {
-                let payload = sources[src].payload(idx)?;
+                let payload = sources[src].payload_with(idx, &mut frames[src])?;
                 writer.push(&sources[src].records()[idx].meta, payload.as_slice())?;
             }
             Ok(())

@@ -410,8 +410,21 @@ impl SealedBlock {
         Ok(bytes)
     }
 
-    /// The payload of record `index`; decodes only the frame that holds it.
+    /// The payload of record `index`; decodes only the frame that holds it (the last
+    /// decoded frame is kept for the next record of the same frame).
     pub fn payload(&self, index: usize) -> Result<Payload> {
+        let mut cached = self.last_frame.lock().unwrap_or_else(|p| p.into_inner());
+        self.payload_with(index, &mut cached)
+    }
+
+    /// [`SealedBlock::payload`] with a frame cache of the caller's own: a reader that walks
+    /// the block from several threads at once (a merge writing several output blocks in
+    /// parallel) would otherwise make them evict each other's decoded frame per record.
+    pub fn payload_with(
+        &self,
+        index: usize,
+        cache: &mut Option<(u32, Arc<Vec<u8>>)>,
+    ) -> Result<Payload> {
         let record = &self.records[index];
         let frame_index = record.frame as usize;
         let frame = &self.frames[frame_index];
@@ -422,8 +435,7 @@ impl SealedBlock {
             let base = frame.offset as usize;
             return Ok(Payload::Mapped(self.map.clone(), base + start..base + end));
         }
-        let mut cached = self.last_frame.lock().unwrap_or_else(|p| p.into_inner());
-        let decoded = match cached.as_ref() {
+        let decoded = match cache.as_ref() {
             Some((i, buf)) if *i == record.frame => buf.clone(),
             _ => {
                 let buf = Arc::new(
@@ -432,7 +444,7 @@ impl SealedBlock {
                         .decode(stored, frame.raw_len as usize)
                         .map_err(|e| Error::internal(format!("{}: {e}", self.what)))?,
                 );
-                *cached = Some((record.frame, buf.clone()));
+                *cache = Some((record.frame, buf.clone()));
                 buf
             }
         };
