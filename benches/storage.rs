@@ -91,6 +91,22 @@ fn filled_store(records: &[FixtureRecord]) -> (tempfile::TempDir, Store) {
     (dir, store)
 }
 
+/// Times writing `records` into a fresh store (created and removed outside the timing).
+fn time_fill(b: &mut criterion::Bencher, records: &[FixtureRecord]) {
+    b.iter_batched(
+        || {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let store = Store::open(Config::new(dir.path())).expect("store");
+            (dir, store)
+        },
+        |(dir, store)| {
+            fill(&store, records);
+            (dir, store)
+        },
+        BatchSize::PerIteration,
+    )
+}
+
 fn bench_write_read(c: &mut Criterion, sets: &[DataSet]) {
     let mut group = c.benchmark_group("write");
     group
@@ -98,20 +114,7 @@ fn bench_write_read(c: &mut Criterion, sets: &[DataSet]) {
         .measurement_time(Duration::from_secs(20));
     for set in sets {
         group.throughput(set.throughput());
-        group.bench_function(set.name, |b| {
-            b.iter_batched(
-                || {
-                    let dir = tempfile::tempdir().expect("tempdir");
-                    let store = Store::open(Config::new(dir.path())).expect("store");
-                    (dir, store)
-                },
-                |(dir, store)| {
-                    fill(&store, &set.records);
-                    (dir, store)
-                },
-                BatchSize::PerIteration,
-            )
-        });
+        group.bench_function(set.name, |b| time_fill(b, &set.records));
     }
     group.finish();
 
@@ -274,20 +277,7 @@ fn bench_write_orders(c: &mut Criterion, flights: &DataSet) {
         .measurement_time(Duration::from_secs(20));
     group.throughput(flights.throughput());
     for (name, records) in &orders {
-        group.bench_function(*name, |b| {
-            b.iter_batched(
-                || {
-                    let dir = tempfile::tempdir().expect("tempdir");
-                    let store = Store::open(Config::new(dir.path())).expect("store");
-                    (dir, store)
-                },
-                |(dir, store)| {
-                    fill(&store, records);
-                    (dir, store)
-                },
-                BatchSize::PerIteration,
-            )
-        });
+        group.bench_function(*name, |b| time_fill(b, records));
     }
     group.finish();
 }

@@ -16,6 +16,7 @@ pub mod percent;
 pub mod provision;
 pub mod queries;
 pub mod records;
+pub mod response;
 
 use std::io::{BufRead, BufReader, BufWriter};
 use std::net::{SocketAddr, TcpListener, TcpStream};

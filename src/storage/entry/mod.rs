@@ -14,6 +14,7 @@
 //! rewrites it commits are written by functions of `storage::format` and `storage::merge`.
 
 mod read;
+mod state;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -31,8 +32,10 @@ use crate::storage::format::rewrite::{BlockEdit, write_edited, write_log_block};
 use crate::storage::merge::max_overlap;
 use crate::storage::record::{Labels, RecordMeta};
 
-pub use read::Chunk;
+pub use read::{Chunk, EntryInfo};
 pub(crate) use read::{chunk_len, chunk_meta, chunk_record};
+use state::index_log;
+pub(crate) use state::{EntryState, LogKind, Place};
 
 /// What every entry of a bucket shares: the block cache, the frame size, and the overlap
 /// bound past which a background merge is asked for.
@@ -59,23 +62,6 @@ pub struct BlockLimits {
     pub max_block_records: u64,
 }
 
-/// Statistics of an entry, as `GET /b/{bucket}` reports them.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct EntryInfo {
-    /// Entry name.
-    pub name: String,
-    /// Bytes on disk: block files plus the logs.
-    pub size: u64,
-    /// Number of records.
-    pub record_count: u64,
-    /// Number of blocks holding records (each log counts once it has one).
-    pub block_count: u64,
-    /// Oldest timestamp, 0 when empty.
-    pub oldest_record: u64,
-    /// Latest timestamp, 0 when empty.
-    pub latest_record: u64,
-}
-
 /// Blocks written without the entry lock, to be swapped in for the blocks they replace
 /// (see [`Entry::replace_blocks`]).
 pub(crate) struct Replacement {
@@ -96,125 +82,6 @@ impl Replacement {
     }
 }
 
-/// The two append-only logs of an entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LogKind {
-    /// The open block: writes at or after its first record.
-    Open,
-    /// Belated writes, older than the open block.
-    Late,
-}
-
-/// Where an existing record lives.
-pub(crate) enum Place {
-    /// In one of the logs.
-    Log(LogKind),
-    /// At position `record` of sealed block `pos` (index order), mapped as `block`.
-    Sealed {
-        pos: usize,
-        block: Arc<SealedBlock>,
-        record: usize,
-    },
-}
-
-/// The mutable state of an entry, behind its lock.
-pub(crate) struct EntryState {
-    pub(crate) index: EntryIndex,
-    pub(crate) open: Option<OpenLog>,
-    pub(crate) late: Option<OpenLog>,
-    /// `reach[i]` = the greatest `last_ts` of `index.blocks[..=i]`.
-    reach: Vec<u64>,
-    /// The most sealed blocks covering one instant (kept with `reach`, at each commit).
-    pub(super) depth: usize,
-    removed: bool,
-}
-
-impl EntryState {
-    fn new(index: EntryIndex, open: Option<OpenLog>, late: Option<OpenLog>) -> Self {
-        let mut st = EntryState {
-            index,
-            open,
-            late,
-            reach: Vec::new(),
-            depth: 0,
-            removed: false,
-        };
-        st.refresh_reach();
-        st
-    }
-
-    fn refresh_reach(&mut self) {
-        let mut max = 0;
-        self.reach = self
-            .index
-            .blocks
-            .iter()
-            .map(|b| {
-                max = max.max(b.last_ts);
-                max
-            })
-            .collect();
-        self.depth = max_overlap(&self.index.blocks).0;
-    }
-
-    /// Positions of the sealed blocks whose time range contains `ts`, newest first.
-    pub(crate) fn covering(&self, ts: u64) -> impl Iterator<Item = usize> + '_ {
-        let hi = self.index.blocks.partition_point(|b| b.first_ts <= ts);
-        (0..hi)
-            .rev()
-            .take_while(move |&i| self.reach[i] >= ts)
-            .filter(move |&i| self.index.blocks[i].last_ts >= ts)
-    }
-
-    /// Position of the first block that can hold a record at or after `ts`.
-    pub(crate) fn first_reaching(&self, ts: u64) -> usize {
-        self.reach.partition_point(|&r| r < ts)
-    }
-
-    /// The greatest last timestamp of the sealed blocks.
-    pub(crate) fn sealed_latest(&self) -> Option<u64> {
-        self.reach.last().copied()
-    }
-
-    pub(crate) fn log(&self, kind: LogKind) -> Option<&OpenLog> {
-        match kind {
-            LogKind::Open => self.open.as_ref(),
-            LogKind::Late => self.late.as_ref(),
-        }
-    }
-
-    fn log_slot(&mut self, kind: LogKind) -> &mut Option<OpenLog> {
-        match kind {
-            LogKind::Open => &mut self.open,
-            LogKind::Late => &mut self.late,
-        }
-    }
-
-    /// The logs that exist, with their kind.
-    pub(crate) fn logs(&self) -> impl Iterator<Item = (LogKind, &OpenLog)> {
-        [LogKind::Open, LogKind::Late]
-            .into_iter()
-            .filter_map(|k| self.log(k).map(|l| (k, l)))
-    }
-
-    /// True when a write at `ts` is belated: older than the open block's first record, or,
-    /// with no record in the open block, not past every sealed block.
-    fn is_belated(&self, ts: u64) -> bool {
-        match self.open.as_ref().and_then(|o| o.records().keys().next()) {
-            Some(&first) => ts < first,
-            None => self.sealed_latest().is_some_and(|last| ts <= last),
-        }
-    }
-}
-
-/// The index field naming a log.
-fn index_log(index: &mut EntryIndex, kind: LogKind) -> &mut Option<u64> {
-    match kind {
-        LogKind::Open => &mut index.open_log,
-        LogKind::Late => &mut index.late_log,
-    }
-}
-
 /// One entry of a bucket.
 pub struct Entry {
     name: String,
@@ -224,8 +91,8 @@ pub struct Entry {
     pub(crate) ctx: EntryContext,
     /// Set while a background merge of this entry is queued, so it is queued once.
     merge_queued: AtomicBool,
-    /// The overlap depth as of the last commit, readable without the state lock (every
-    /// write asks whether a merge is due).
+    /// The most sealed blocks covering one instant, as of the last commit; atomic so every
+    /// write can ask whether a merge is due without taking the state lock again.
     depth: AtomicUsize,
     /// Set when a background merge failed (a damaged block, a full disk); cleared by the
     /// next commit, so a failing merge is retried once the blocks change, not per write.
@@ -297,7 +164,7 @@ impl Entry {
             uid: NEXT_ENTRY_UID.fetch_add(1, Ordering::Relaxed),
             ctx,
             merge_queued: AtomicBool::new(false),
-            depth: AtomicUsize::new(state.depth),
+            depth: AtomicUsize::new(max_overlap(&state.index.blocks).0),
             merge_failed: AtomicBool::new(false),
             merging: Mutex::new(()),
             state: Mutex::new(state),
@@ -348,39 +215,6 @@ impl Entry {
         ))
     }
 
-    /// The mapped block behind an index entry.
-    pub(crate) fn block(&self, b: &BlockEntry) -> Result<Arc<SealedBlock>> {
-        self.ctx
-            .cache
-            .get_or_open((self.uid, b.seq), || self.open_block(b))
-    }
-
-    /// The block behind an index entry, mapped for copying its frames only (not cached, its
-    /// record table not parsed): what recompression reads.
-    pub(crate) fn block_frames(&self, b: &BlockEntry) -> Result<Arc<SealedBlock>> {
-        SealedBlock::open_frames(
-            &block_path(&self.dir, b.seq),
-            self.describe(b),
-            Some(b.meta_crc),
-        )
-        .map(Arc::new)
-    }
-
-    fn open_block(&self, b: &BlockEntry) -> Result<SealedBlock> {
-        SealedBlock::open(
-            &block_path(&self.dir, b.seq),
-            self.describe(b),
-            Some(b.meta_crc),
-        )
-    }
-
-    fn describe(&self, b: &BlockEntry) -> String {
-        format!(
-            "block {} ({:016x}.blk) of entry {}/{}",
-            b.first_ts, b.seq, self.bucket, self.name
-        )
-    }
-
     /// Drops a replaced block from the cache and unlinks its file (step 4 of the protocol).
     fn discard_block_file(&self, seq: u64) {
         self.ctx.cache.evict((self.uid, seq));
@@ -388,42 +222,6 @@ impl Entry {
             // The index no longer names it: the next open removes it.
             log::warn!("{e}");
         }
-    }
-
-    /// Where the record with timestamp `ts` lives, if it exists: the logs are asked first,
-    /// then the few sealed blocks whose range contains `ts`.
-    pub(crate) fn place(&self, st: &EntryState, ts: u64) -> Result<Option<Place>> {
-        for (kind, log) in st.logs() {
-            if log.records().contains_key(&ts) {
-                return Ok(Some(Place::Log(kind)));
-            }
-        }
-        for pos in st.covering(ts) {
-            let block = self.block(&st.index.blocks[pos])?;
-            if let Some(record) = block.find(ts) {
-                return Ok(Some(Place::Sealed { pos, block, record }));
-            }
-        }
-        Ok(None)
-    }
-
-    /// Whether a record with timestamp `ts` exists: the duplicate check of a write, which
-    /// needs only the covering blocks' timestamps (see `storage::cache`).
-    fn has_record(&self, st: &EntryState, ts: u64) -> Result<bool> {
-        if st.logs().any(|(_, log)| log.records().contains_key(&ts)) {
-            return Ok(true);
-        }
-        for pos in st.covering(ts) {
-            let b = &st.index.blocks[pos];
-            let found = self
-                .ctx
-                .cache
-                .contains((self.uid, b.seq), ts, || self.open_block(b))?;
-            if found {
-                return Ok(true);
-            }
-        }
-        Ok(false)
     }
 
     /// Writes a record. Any timestamp order works and costs one append: a belated record
@@ -803,7 +601,8 @@ impl Entry {
         }
         st.index = next;
         st.refresh_reach();
-        self.depth.store(st.depth, Ordering::Relaxed);
+        self.depth
+            .store(max_overlap(&st.index.blocks).0, Ordering::Relaxed);
         self.merge_failed.store(false, Ordering::Release);
         for &seq in obsolete_blocks {
             self.discard_block_file(seq);

@@ -11,11 +11,29 @@ use std::fs::File;
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::{Entry, EntryInfo, EntryState, LogKind, Place};
+use super::{Entry, EntryState, LogKind, Place};
 use crate::error::Result;
 use crate::storage::format::block::SealedBlock;
+use crate::storage::format::index::{BlockEntry, block_path};
 use crate::storage::format::log::{LogRecord, OpenLog};
 use crate::storage::record::{Payload, Record, RecordMeta};
+
+/// Statistics of an entry, as `GET /b/{bucket}` reports them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct EntryInfo {
+    /// Entry name.
+    pub name: String,
+    /// Bytes on disk: block files plus the logs.
+    pub size: u64,
+    /// Number of records.
+    pub record_count: u64,
+    /// Number of blocks holding records (each log counts once it has one).
+    pub block_count: u64,
+    /// Oldest timestamp, 0 when empty.
+    pub oldest_record: u64,
+    /// Latest timestamp, 0 when empty.
+    pub latest_record: u64,
+}
 
 /// A run of records, in timestamp order, that a reader takes without holding the entry lock.
 pub enum Chunk {
@@ -53,6 +71,75 @@ enum Source {
 }
 
 impl Entry {
+    /// The mapped block behind an index entry.
+    pub(crate) fn block(&self, b: &BlockEntry) -> Result<Arc<SealedBlock>> {
+        self.ctx
+            .cache
+            .get_or_open((self.uid, b.seq), || self.open_block(b))
+    }
+
+    /// The block behind an index entry, mapped for copying its frames only (not cached, its
+    /// record table not parsed): what recompression reads.
+    pub(crate) fn block_frames(&self, b: &BlockEntry) -> Result<Arc<SealedBlock>> {
+        SealedBlock::open_frames(
+            &block_path(&self.dir, b.seq),
+            self.describe(b),
+            Some(b.meta_crc),
+        )
+        .map(Arc::new)
+    }
+
+    fn open_block(&self, b: &BlockEntry) -> Result<SealedBlock> {
+        SealedBlock::open(
+            &block_path(&self.dir, b.seq),
+            self.describe(b),
+            Some(b.meta_crc),
+        )
+    }
+
+    fn describe(&self, b: &BlockEntry) -> String {
+        format!(
+            "block {} ({:016x}.blk) of entry {}/{}",
+            b.first_ts, b.seq, self.bucket, self.name
+        )
+    }
+
+    /// Where the record with timestamp `ts` lives, if it exists: the logs are asked first,
+    /// then the few sealed blocks whose range contains `ts`.
+    pub(crate) fn place(&self, st: &EntryState, ts: u64) -> Result<Option<Place>> {
+        for (kind, log) in st.logs() {
+            if log.records().contains_key(&ts) {
+                return Ok(Some(Place::Log(kind)));
+            }
+        }
+        for pos in st.covering(ts) {
+            let block = self.block(&st.index.blocks[pos])?;
+            if let Some(record) = block.find(ts) {
+                return Ok(Some(Place::Sealed { pos, block, record }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether a record with timestamp `ts` exists: the duplicate check of a write, which
+    /// needs only the covering blocks' timestamps (see `storage::cache`).
+    pub(super) fn has_record(&self, st: &EntryState, ts: u64) -> Result<bool> {
+        if st.logs().any(|(_, log)| log.records().contains_key(&ts)) {
+            return Ok(true);
+        }
+        for pos in st.covering(ts) {
+            let b = &st.index.blocks[pos];
+            let found = self
+                .ctx
+                .cache
+                .contains((self.uid, b.seq), ts, || self.open_block(b))?;
+            if found {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// The record with timestamp `ts`, or the latest one when `ts` is `None`.
     pub fn read(&self, ts: Option<u64>) -> Result<Record> {
         let (meta, payload) = {
@@ -92,7 +179,9 @@ impl Entry {
     /// The most sealed blocks whose time ranges contain one instant: 1 when the blocks are
     /// disjoint (0 without blocks); belated writes raise it, merges and compaction lower it.
     pub fn max_overlap(&self) -> Result<usize> {
-        Ok(self.lock()?.depth)
+        // Taking the lock answers NotFound for a removed entry, as every other call does.
+        drop(self.lock()?);
+        Ok(self.depth.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     pub(super) fn oldest_of(st: &EntryState) -> Option<u64> {
