@@ -20,6 +20,8 @@ pub enum ErrorKind {
     Unprocessable,
     /// The record is still being written (HTTP 425).
     TooEarly,
+    /// A server-wide limit is reached, such as the number of open queries (HTTP 429).
+    TooManyRequests,
     /// Something broke inside: I/O, a corrupt block, a broken invariant (HTTP 500).
     Internal,
 }
@@ -35,6 +37,7 @@ impl ErrorKind {
             ErrorKind::Conflict => 409,
             ErrorKind::Unprocessable => 422,
             ErrorKind::TooEarly => 425,
+            ErrorKind::TooManyRequests => 429,
             ErrorKind::Internal => 500,
         }
     }
@@ -103,6 +106,21 @@ impl Error {
     pub fn message(&self) -> &str {
         &self.message
     }
+}
+
+/// Input quoted in an error message, with control characters escaped (`\n`, `\r`,
+/// `\0`, `\u{1b}`): messages travel in headers and logs, where a raw line break from a
+/// client could forge a line of its own.
+pub fn quoted(input: &str) -> String {
+    let mut out = String::with_capacity(input.len());
+    for c in input.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 impl fmt::Display for Error {

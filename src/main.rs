@@ -8,7 +8,8 @@ use clap::{Args, Parser, Subcommand};
 
 use halflife::duration::parse_duration;
 use halflife::maintenance::{self, Action, Job};
-use halflife::server::{InstanceRole, Server, ServerConfig, provision};
+use halflife::server::queries::QueryLimits;
+use halflife::server::{InstanceRole, Limits, Server, ServerConfig, provision};
 use halflife::storage::{Codec, CompressPool, Store};
 use halflife::{Config, Error, Result};
 
@@ -95,9 +96,34 @@ struct ServeArgs {
     /// HTTP handler threads (connections served at once).
     #[arg(long, env = "RS_HTTP_THREADS", default_value_t = 8)]
     http_threads: usize,
-    /// How long a connection may wait for its next request before it is closed.
-    #[arg(long, env = "RS_HTTP_IDLE_TIMEOUT", default_value = "5s")]
+    /// How long a kept-alive connection may wait for its next request before it is
+    /// closed. Idle connections cost no thread (they wait in the poller), so they are kept
+    /// for minutes, as ReductStore keeps them.
+    #[arg(long, env = "RS_HTTP_IDLE_TIMEOUT", default_value = "5m")]
     http_idle_timeout: String,
+    /// How long the whole head of a request (request line and headers) may take to
+    /// arrive, from its first byte; slower clients get 408 and are disconnected.
+    #[arg(long, env = "RS_HTTP_HEAD_TIMEOUT", default_value = "10s")]
+    http_head_timeout: String,
+    /// How long a request body may stall (no bytes arriving) before the request fails
+    /// with 400 and the connection closes.
+    #[arg(long, env = "RS_HTTP_BODY_TIMEOUT", default_value = "30s")]
+    http_body_timeout: String,
+    /// Open connections at most; when reached, the connection idle the longest is closed
+    /// to admit a new one (503 when none is idle).
+    #[arg(long, env = "RS_HTTP_MAX_CONNECTIONS", default_value_t = halflife::server::http::DEFAULT_MAX_CONNECTIONS as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    http_max_connections: u64,
+    /// Largest request body in bytes (a record, a batch, a chunked upload); larger ones
+    /// get 413 before any byte of them is read.
+    #[arg(long, env = "RS_MAX_BODY_SIZE", default_value_t = halflife::server::http::DEFAULT_MAX_BODY_SIZE, value_parser = clap::value_parser!(u64).range(1..))]
+    max_body_size: u64,
+    /// Queries open at once at most (each holds an iterator and the blocks it reads until
+    /// it is read to the end or expires); past it, new queries get 429.
+    #[arg(long, env = "RS_MAX_OPEN_QUERIES", default_value_t = halflife::server::queries::DEFAULT_MAX_OPEN_QUERIES as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    max_open_queries: u64,
+    /// Longest TTL a query may ask for; longer ones are cut to it.
+    #[arg(long, env = "RS_MAX_QUERY_TTL", default_value = "1h")]
+    max_query_ttl: String,
     /// Lifecycle worker threads (policies running at once).
     #[arg(long, env = "RS_LIFECYCLE_WORKERS", default_value_t = 2)]
     lifecycle_workers: usize,
@@ -149,6 +175,11 @@ fn duration_setting(name: &str, text: &str) -> Result<i64> {
     Ok(micros)
 }
 
+/// A positive duration setting as a `std::time::Duration`.
+fn std_duration(name: &str, text: &str) -> Result<std::time::Duration> {
+    duration_setting(name, text).map(|micros| std::time::Duration::from_micros(micros as u64))
+}
+
 fn serve(args: ServeArgs) -> Result<()> {
     let mut engine = Config::new(&args.data_path);
     engine.instance_name = args.instance_name;
@@ -166,10 +197,17 @@ fn serve(args: ServeArgs) -> Result<()> {
         host: args.host,
         port: args.port,
         http_threads: args.http_threads,
-        idle_timeout: std::time::Duration::from_micros(duration_setting(
-            "--http-idle-timeout",
-            &args.http_idle_timeout,
-        )? as u64),
+        limits: Limits {
+            idle_timeout: std_duration("--http-idle-timeout", &args.http_idle_timeout)?,
+            head_timeout: std_duration("--http-head-timeout", &args.http_head_timeout)?,
+            body_timeout: std_duration("--http-body-timeout", &args.http_body_timeout)?,
+            max_connections: usize::try_from(args.http_max_connections).unwrap_or(usize::MAX),
+            max_body_size: args.max_body_size,
+        },
+        queries: QueryLimits {
+            max_open: usize::try_from(args.max_open_queries).unwrap_or(usize::MAX),
+            max_ttl: std_duration("--max-query-ttl", &args.max_query_ttl)?,
+        },
         api_token: args.api_token,
         role: args.instance_role,
     };

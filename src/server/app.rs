@@ -6,8 +6,9 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::lifecycle::LifecycleRepository;
-use crate::server::http::{Request, Response};
+use crate::server::http::Response;
 use crate::server::queries::QueryRegistry;
+use crate::server::request::{Request, no_route};
 use crate::server::{buckets, io, lifecycles, percent, records};
 use crate::storage::Store;
 
@@ -157,35 +158,6 @@ impl App {
     }
 }
 
-/// The error for a method and path no handler serves.
-pub fn no_route(method: &str, path: &str) -> Error {
-    Error::not_found(format!(
-        "No route for {} {}",
-        method.escape_default(),
-        path.escape_default()
-    ))
-}
-
-/// Parses a JSON request body, whatever its content type; errors are 422 `Invalid JSON`.
-pub fn parse_json<T: serde::de::DeserializeOwned>(req: &mut Request) -> Result<T> {
-    let body = read_body(req)?;
-    serde_json::from_slice(&body).map_err(|e| Error::unprocessable(format!("Invalid JSON: {e}")))
-}
-
-/// Reads a (small) request body; a body that breaks off is 400.
-pub fn read_body(req: &mut Request) -> Result<Vec<u8>> {
-    const MAX_JSON: u64 = 16 << 20;
-    if req.body.remaining() > MAX_JSON {
-        return Err(Error::unprocessable(format!(
-            "request body of {} bytes is too large for a JSON document (at most {MAX_JSON})",
-            req.body.remaining()
-        )));
-    }
-    req.body
-        .read_all()
-        .map_err(|e| crate::server::http::body_error("reading the request body", e))
-}
-
 /// Compares two secrets in time that depends only on their lengths, not on where they
 /// first differ, so a client cannot find a token byte by byte from response times.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -194,26 +166,6 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
         diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0);
     }
     std::hint::black_box(diff) == 0
-}
-
-/// The `ts` query parameter: `Ok(None)` when absent.
-pub fn ts_param(req: &Request) -> Result<Option<u64>> {
-    match req.head.query_param("ts") {
-        None => Ok(None),
-        Some(v) => crate::server::http::parse_decimal(&v)
-            .map(Some)
-            .ok_or_else(|| {
-                Error::unprocessable(format!(
-                    "'ts' must be an unix timestamp in microseconds, not '{}'",
-                    v.escape_default()
-                ))
-            }),
-    }
-}
-
-/// The required `ts` query parameter.
-pub fn required_ts(req: &Request) -> Result<u64> {
-    ts_param(req)?.ok_or_else(|| Error::unprocessable("'ts' parameter is required"))
 }
 
 #[cfg(test)]

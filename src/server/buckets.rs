@@ -4,8 +4,9 @@
 use serde_json::{Value, json};
 
 use crate::error::Result;
-use crate::server::app::{App, no_route, read_body};
-use crate::server::http::{Request, Response};
+use crate::server::app::App;
+use crate::server::http::Response;
+use crate::server::request::{Request, no_route, read_body};
 use crate::storage::{BucketInfo, BucketSettings, BucketSettingsUpdate};
 
 fn bucket_info_json(info: &BucketInfo) -> Value {

@@ -7,10 +7,12 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::server::app::{App, no_route, parse_json};
+use crate::server::app::App;
 use crate::server::batch::{BatchRecord, WriteBatch, decode_write_batch, encode_read_batch};
-use crate::server::http::{Request, Response, ResponseBody, body_error, parse_decimal};
+use crate::server::body::body_error;
+use crate::server::http::{Response, ResponseBody};
 use crate::server::records::user_bucket;
+use crate::server::request::{Request, no_route, parse_decimal, parse_json};
 use crate::storage::QueryOptions;
 use crate::storage::condition::Condition;
 
@@ -78,7 +80,7 @@ fn query(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
                 when,
             })?;
             let ttl = Duration::from_secs(q.ttl.unwrap_or(DEFAULT_TTL_SECS));
-            let id = app.queries.register(bucket_name, iter, ttl);
+            let id = app.queries.register(bucket_name, iter, ttl)?;
             Ok(Response::json(&serde_json::json!({ "id": id })))
         }
         QueryType::Remove => {
@@ -110,8 +112,9 @@ fn read(app: &App, bucket_name: &str, with_body: bool, req: &mut Request) -> Res
     let id_text = req.head.header("x-reduct-query-id").ok_or_else(|| {
         Error::unprocessable("x-reduct-query-id header is required for batched reads")
     })?;
-    let id: u64 = parse_decimal(id_text)
-        .ok_or_else(|| Error::unprocessable(format!("Invalid query id '{id_text}'")))?;
+    let id: u64 = parse_decimal(id_text).ok_or_else(|| {
+        Error::unprocessable(format!("Invalid query id '{}'", id_text.escape_default()))
+    })?;
     app.store.bucket(bucket_name)?;
     let Some(batch) = app.queries.next_batch(bucket_name, id, with_body)? else {
         return Ok(Response::status(204));

@@ -5,9 +5,10 @@ use serde::Deserialize;
 
 use crate::error::Result;
 use crate::lifecycle::{LifecycleMode, LifecycleSettings};
-use crate::server::app::{App, no_route, parse_json, read_body};
-use crate::server::http::{Request, Response};
+use crate::server::app::App;
+use crate::server::http::Response;
 use crate::server::percent;
+use crate::server::request::{Request, no_route, parse_json, read_body};
 
 #[derive(Deserialize)]
 struct ModeBody {

@@ -1,30 +1,35 @@
 //! The blocking HTTP server: the ReductStore API subset over the storage engine and the
 //! lifecycle repository.
 //!
-//! One acceptor thread hands connections over a channel to `http_threads` handler threads;
-//! each serves one connection at a time, request after request (keep-alive), reading
-//! bodies from the socket as handlers need them and writing payloads straight from the
-//! mapped blocks. A lock file keeps a second server off the same data directory.
+//! One poller thread (`reactor`) accepts connections and keeps every connection between
+//! requests, reading request heads as they arrive; a connection with a whole head goes
+//! over a channel to one of `http_threads` handler threads, which serves that request
+//! (reading the body from the socket as the handler needs it, writing payloads straight
+//! from the mapped blocks) and gives the connection back. Idle and slow clients cost no
+//! thread, and every connection waits its turn per request.
 
 pub mod app;
 pub mod batch;
+pub mod body;
 pub mod buckets;
+pub mod connection;
+pub mod head;
 pub mod http;
 pub mod io;
 pub mod lifecycles;
 pub mod percent;
 pub mod provision;
 pub mod queries;
+pub mod reactor;
 pub mod records;
+pub mod request;
 pub mod response;
 
-use std::io::{BufRead, BufReader, BufWriter};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::Config;
 use crate::error::{Error, Result};
@@ -32,16 +37,12 @@ use crate::lifecycle::LifecycleRepository;
 use crate::storage::Store;
 
 pub use app::{App, InstanceRole};
-use http::{BodyError, HeadError, Request, Response};
+use http::After;
+pub use http::Limits;
+use reactor::{Reactor, ReturnPath};
 
-/// Default of [`ServerConfig::idle_timeout`].
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How often an idle kept-alive connection looks up from its wait: it gives its handler
-/// thread up as soon as other connections are queued or the server is stopping, so idle
-/// clients cannot starve new ones.
-const IDLE_CHECK: Duration = Duration::from_millis(100);
-/// How long a body may stall before the request fails.
-const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often expired queries are dropped.
+const QUERY_SWEEP: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Everything the server needs to start.
 #[derive(Debug, Clone)]
@@ -54,9 +55,10 @@ pub struct ServerConfig {
     pub port: u16,
     /// Handler threads (connections served at once).
     pub http_threads: usize,
-    /// How long a connection may wait for its next request head before the server closes
-    /// it (a kept-alive connection gives its thread up earlier when others are waiting).
-    pub idle_timeout: Duration,
+    /// Timeouts and sizes of the network edge.
+    pub limits: Limits,
+    /// How many queries may be open and for how long.
+    pub queries: queries::QueryLimits,
     /// When set, every request needs `Authorization: Bearer <token>`.
     pub api_token: Option<String>,
     /// The instance role; `REPLICA` is read-only.
@@ -67,7 +69,11 @@ pub struct ServerConfig {
 pub struct Server {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
-    acceptor: Option<JoinHandle<()>>,
+    returns: ReturnPath,
+    reactor: Option<JoinHandle<()>>,
+    /// Dropping it stops the sweeper.
+    sweep_stop: Option<crossbeam_channel::Sender<()>>,
+    sweeper: Option<JoinHandle<()>>,
     handlers: Vec<JoinHandle<()>>,
     app: Arc<App>,
 }
@@ -112,49 +118,54 @@ impl Server {
         let app = Arc::new(App {
             store,
             lifecycles,
-            queries: Default::default(),
+            queries: queries::QueryRegistry::new(config.queries),
             token: config.api_token.clone().filter(|t| !t.trim().is_empty()),
             role: config.role,
             instance_name: config.engine.instance_name.clone(),
             started: Instant::now(),
         });
         let stop = Arc::new(AtomicBool::new(false));
-        let (tx, rx) = crossbeam_channel::bounded::<TcpStream>(config.http_threads * 4);
+        let (work_tx, work_rx) = crossbeam_channel::unbounded::<connection::Connection>();
+        let (reactor, returns) = Reactor::new(listener, config.limits, stop.clone(), work_tx)
+            .map_err(|e| Error::io("setting up the connection poller", e))?;
         let mut handlers = Vec::new();
         for i in 0..config.http_threads {
-            let (rx, app, stop) = (rx.clone(), app.clone(), stop.clone());
-            let idle_timeout = config.idle_timeout;
+            let (rx, app, stop, returns) =
+                (work_rx.clone(), app.clone(), stop.clone(), returns.clone());
+            let limits = config.limits;
             handlers.push(
                 std::thread::Builder::new()
                     .name(format!("halflife-http-{i}"))
                     .spawn(move || {
                         let others_waiting = || !rx.is_empty();
-                        for stream in rx.iter() {
-                            serve_connection(&app, stream, idle_timeout, &stop, &others_waiting);
+                        for conn in rx.iter() {
+                            match http::serve(&app, conn, &limits, &stop, &others_waiting) {
+                                After::Park(conn) => returns.park(conn),
+                                After::Close(conn) => returns.close(conn),
+                            }
                         }
                     })
                     .map_err(|e| Error::io("starting an HTTP thread", e))?,
             );
         }
-        let acceptor_stop = stop.clone();
-        let acceptor = std::thread::Builder::new()
-            .name("halflife-accept".into())
+        // Expired queries are dropped on a clock, so their mapped blocks go with them even
+        // when no new query comes along.
+        let (sweep_stop, sweep_rx) = crossbeam_channel::bounded::<()>(0);
+        let sweep_app = app.clone();
+        let sweeper = std::thread::Builder::new()
+            .name("halflife-sweep".into())
             .spawn(move || {
-                for stream in listener.incoming() {
-                    if acceptor_stop.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    match stream {
-                        Ok(s) => {
-                            if tx.send(s).is_err() {
-                                break;
-                            }
-                        }
-                        Err(e) => log::warn!("accepting a connection: {e}"),
-                    }
+                while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
+                    sweep_rx.recv_timeout(QUERY_SWEEP)
+                {
+                    sweep_app.queries.purge_expired();
                 }
             })
-            .map_err(|e| Error::io("starting the acceptor thread", e))?;
+            .map_err(|e| Error::io("starting the query sweeper", e))?;
+        let reactor = std::thread::Builder::new()
+            .name("halflife-poll".into())
+            .spawn(move || reactor.run())
+            .map_err(|e| Error::io("starting the connection poller", e))?;
         log::info!(
             "halflife {} listening on http://{addr} (data {}, {} HTTP threads, role {}, auth {})",
             env!("CARGO_PKG_VERSION"),
@@ -166,7 +177,10 @@ impl Server {
         Ok(Server {
             addr,
             stop,
-            acceptor: Some(acceptor),
+            returns,
+            reactor: Some(reactor),
+            sweep_stop: Some(sweep_stop),
+            sweeper: Some(sweeper),
             handlers,
             app,
         })
@@ -182,13 +196,18 @@ impl Server {
     pub fn shutdown(mut self) {
         log::info!("shutting down: no new connections");
         self.stop.store(true, Ordering::SeqCst);
-        // Wake the acceptor, blocked in accept(), with a connection of our own.
-        let _ = TcpStream::connect(self.addr);
-        if let Some(acceptor) = self.acceptor.take() {
-            let _ = acceptor.join();
+        self.returns.wake();
+        // The poller closes the parked connections and drops the handlers' queue, so
+        // they end after the requests in progress.
+        if let Some(reactor) = self.reactor.take() {
+            let _ = reactor.join();
         }
         for handler in self.handlers.drain(..) {
             let _ = handler.join();
+        }
+        drop(self.sweep_stop.take());
+        if let Some(sweeper) = self.sweeper.take() {
+            let _ = sweeper.join();
         }
         log::info!("HTTP stopped; stopping lifecycle policies");
         match Arc::try_unwrap(self.app) {
@@ -196,120 +215,5 @@ impl Server {
             Err(_) => log::error!("the server state is still shared at shutdown"),
         }
         log::info!("shutdown complete");
-    }
-}
-
-/// Waits for the next request on a kept-alive connection; false when the connection
-/// should close instead (the peer closed or broke it, it idled out, other connections
-/// need the thread, or the server is stopping).
-fn await_request(
-    reader: &mut BufReader<TcpStream>,
-    idle_timeout: Duration,
-    stop: &AtomicBool,
-    others_waiting: &dyn Fn() -> bool,
-) -> bool {
-    if !reader.buffer().is_empty() {
-        return true;
-    }
-    let _ = reader.get_ref().set_read_timeout(Some(IDLE_CHECK));
-    let idle_since = Instant::now();
-    loop {
-        match reader.fill_buf() {
-            Ok(buf) => return !buf.is_empty(),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                if stop.load(Ordering::SeqCst)
-                    || others_waiting()
-                    || idle_since.elapsed() >= idle_timeout
-                {
-                    return false;
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return false,
-        }
-    }
-}
-
-fn serve_connection(
-    app: &App,
-    stream: TcpStream,
-    idle_timeout: Duration,
-    stop: &AtomicBool,
-    others_waiting: &dyn Fn() -> bool,
-) {
-    let _ = stream.set_nodelay(true);
-    let peer = stream
-        .peer_addr()
-        .map_or_else(|_| "?".to_string(), |a| a.to_string());
-    let Ok(write_half) = stream.try_clone() else {
-        return;
-    };
-    let mut reader = BufReader::with_capacity(64 << 10, stream);
-    let mut writer = BufWriter::with_capacity(64 << 10, write_half);
-    let mut first = true;
-    loop {
-        // The first request is waited for in full; between requests the connection only
-        // keeps its thread while nobody else needs it.
-        if !first && !await_request(&mut reader, idle_timeout, stop, others_waiting) {
-            return;
-        }
-        first = false;
-        let _ = reader.get_ref().set_read_timeout(Some(idle_timeout));
-        let head = match http::read_head(&mut reader) {
-            Ok(head) => head,
-            Err(HeadError::Closed) => return,
-            Err(HeadError::TooLarge) => {
-                log::warn!("{peer}: request head too large");
-                let response = Response::error(
-                    431,
-                    &format!(
-                        "Request head is larger than {} bytes or has more than {} headers",
-                        http::MAX_HEAD_BYTES,
-                        http::MAX_HEADERS
-                    ),
-                );
-                let _ = http::write_response(&mut writer, &response, false);
-                return;
-            }
-            Err(HeadError::Malformed(why)) => {
-                log::warn!("{peer}: malformed request: {why}");
-                let response = Response::error(400, &format!("Malformed request: {why}"));
-                let _ = http::write_response(&mut writer, &response, false);
-                return;
-            }
-        };
-        let _ = reader.get_ref().set_read_timeout(Some(BODY_TIMEOUT));
-        let keep_alive = http::wants_keep_alive(&head) && !stop.load(Ordering::SeqCst);
-        let (method, path) = (head.method.clone(), head.path.clone());
-        let (response, keep_alive) = match http::body_for(&head, &mut reader) {
-            Err(BodyError::Reject(response)) => (response, false),
-            Ok(body) => {
-                let mut req = Request { head, body };
-                let response = catch_unwind(AssertUnwindSafe(|| app.handle(&mut req)))
-                    .unwrap_or_else(|_| {
-                        log::error!("{method} {path}: the handler panicked");
-                        Response::error(
-                            500,
-                            "Internal error: the request handler failed; see the server log",
-                        )
-                    });
-                let keep_alive = http::finish_body(req.body, keep_alive);
-                (response, keep_alive)
-            }
-        };
-        let mut response = response;
-        if method == "HEAD" && !matches!(response.body, http::ResponseBody::Head(_)) {
-            // A HEAD answer never carries a body, errors included: only its length.
-            response.body = http::ResponseBody::Head(response.body.content_length());
-        }
-        log::debug!("{peer} {method} {path} -> {}", response.status);
-        if http::write_response(&mut writer, &response, keep_alive).is_err() || !keep_alive {
-            return;
-        }
     }
 }

@@ -39,9 +39,34 @@ struct OpenQuery {
     last_access: Instant,
 }
 
+/// Default of [`QueryLimits::max_open`].
+pub const DEFAULT_MAX_OPEN_QUERIES: usize = 1024;
+/// Default of [`QueryLimits::max_ttl`].
+pub const DEFAULT_MAX_QUERY_TTL: Duration = Duration::from_secs(3600);
+
+/// Bounds on what open queries may hold: each keeps an iterator (and the blocks it has
+/// mapped) alive until it is read to the end or expires.
+#[derive(Debug, Clone, Copy)]
+pub struct QueryLimits {
+    /// Open queries at most; a new one past it gets 429.
+    pub max_open: usize,
+    /// Longest TTL a query may ask for; longer ones are cut to it.
+    pub max_ttl: Duration,
+}
+
+impl Default for QueryLimits {
+    fn default() -> Self {
+        QueryLimits {
+            max_open: DEFAULT_MAX_OPEN_QUERIES,
+            max_ttl: DEFAULT_MAX_QUERY_TTL,
+        }
+    }
+}
+
 /// The registry of open queries.
 #[derive(Default)]
 pub struct QueryRegistry {
+    limits: QueryLimits,
     next_id: AtomicU64,
     open: Mutex<HashMap<u64, Arc<Mutex<OpenQuery>>>>,
 }
@@ -59,8 +84,28 @@ impl QueryRegistry {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Registers a query on `bucket`; returns its id (unique in the process, from 1).
-    pub fn register(&self, bucket: &str, iter: QueryIter, ttl: Duration) -> u64 {
+    /// A registry with these limits.
+    pub fn new(limits: QueryLimits) -> QueryRegistry {
+        QueryRegistry {
+            limits,
+            ..QueryRegistry::default()
+        }
+    }
+
+    /// Registers a query on `bucket` for `ttl` (cut to the limit); returns its id (unique
+    /// in the process, from 1). 429 when the open-query limit is reached.
+    pub fn register(&self, bucket: &str, iter: QueryIter, ttl: Duration) -> Result<u64> {
+        let mut open = self.lock();
+        Self::purge(&mut open, Instant::now());
+        if open.len() >= self.limits.max_open {
+            return Err(Error::new(
+                crate::ErrorKind::TooManyRequests,
+                format!(
+                    "Too many open queries ({}): read them to the end or let them expire",
+                    self.limits.max_open
+                ),
+            ));
+        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let query = OpenQuery {
             bucket: bucket.to_string(),
@@ -68,18 +113,30 @@ impl QueryRegistry {
             peeked: None,
             pending_error: None,
             done: false,
-            ttl,
+            ttl: ttl.min(self.limits.max_ttl),
             last_access: Instant::now(),
         };
-        let mut open = self.lock();
-        let now = Instant::now();
+        open.insert(id, Arc::new(Mutex::new(query)));
+        Ok(id)
+    }
+
+    /// Drops the queries whose TTL has passed since their last read, and with them the
+    /// blocks their iterators keep mapped. The server calls this on a clock.
+    pub fn purge_expired(&self) {
+        Self::purge(&mut self.lock(), Instant::now());
+    }
+
+    /// How many queries are open (expired ones not yet purged included).
+    pub fn open_count(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn purge(open: &mut HashMap<u64, Arc<Mutex<OpenQuery>>>, now: Instant) {
         open.retain(|_, q| {
             // A query busy in another request is not expired.
             q.try_lock()
                 .map_or(true, |q| now.duration_since(q.last_access) < q.ttl)
         });
-        open.insert(id, Arc::new(Mutex::new(query)));
-        id
     }
 
     /// Removes every query of a bucket (it was deleted).

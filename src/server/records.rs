@@ -3,10 +3,11 @@
 //! no query string).
 
 use crate::error::{Error, Result};
-use crate::server::app::{App, no_route, required_ts, ts_param};
-use crate::server::http::{
-    Request, RequestHead, Response, ResponseBody, body_error, parse_decimal,
-};
+use crate::server::app::App;
+use crate::server::body::body_error;
+use crate::server::head::RequestHead;
+use crate::server::http::{Response, ResponseBody};
+use crate::server::request::{Request, no_route, parse_decimal, required_ts, ts_param};
 use crate::storage::names::validate_entry_name;
 use crate::storage::{DEFAULT_CONTENT_TYPE, Labels, RecordMeta};
 
@@ -97,7 +98,9 @@ fn write(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result
     let bucket = app.store.bucket(bucket_name)?;
     validate_entry_name(entry)?;
     let ts = required_ts(req)?;
+    // A chunked upload was decoded before the handler ran: its size is the body's.
     let size: u64 = match req.head.header("content-length") {
+        _ if req.head.header("transfer-encoding").is_some() => req.body.remaining(),
         Some(v) => parse_decimal(v)
             .ok_or_else(|| Error::unprocessable(format!("content-length '{v}' is not a number")))?,
         None => return Err(Error::unprocessable("content-length header is required")),

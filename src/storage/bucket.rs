@@ -15,7 +15,7 @@ use crate::storage::entry::{Entry, EntryContext, EntryInfo};
 use crate::storage::format::fsutil::{TMP_SUFFIX, fsync_dir, remove_file_if_exists, write_atomic};
 use crate::storage::format::index::INDEX_FILE;
 use crate::storage::merge::MergeQueue;
-use crate::storage::names::validate_entry_name;
+use crate::storage::names::{validate_entry_name, validate_labels};
 use crate::storage::pattern::EntryPatterns;
 use crate::storage::query::{QueryIter, QueryOptions};
 use crate::storage::record::{Labels, Record, RecordMeta};
@@ -288,6 +288,7 @@ impl Bucket {
 
     /// Writes a record; the entry is created on its first write.
     pub fn write(&self, entry: &str, meta: RecordMeta, payload: &[u8]) -> Result<()> {
+        validate_labels(&meta.labels)?;
         let limits = self.settings().block_limits();
         let entry = self.entry_or_create(entry)?;
         entry.write(meta, payload, limits)?;
@@ -302,6 +303,7 @@ impl Bucket {
 
     /// Changes labels of a record (an empty value removes the label).
     pub fn update_labels(&self, entry: &str, ts: u64, changes: &Labels) -> Result<()> {
+        validate_labels(changes)?;
         self.entry(entry)?.update_labels(ts, changes)
     }
 

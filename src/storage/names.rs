@@ -1,7 +1,8 @@
 //! Name rules for buckets and entries. They are what keeps user input from reaching outside
 //! the data directory: only `[A-Za-z0-9_-]` segments, so no `.`, `..`, `/` tricks or `%2F`.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, quoted};
+use crate::storage::Labels;
 
 fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '-'
@@ -34,6 +35,7 @@ pub fn validate_system_bucket_name(name: &str) -> Result<()> {
 
 /// Checks an entry name: segments of `[A-Za-z0-9_-]` joined by `/`, none empty.
 pub fn validate_entry_name(name: &str) -> Result<()> {
+    let name = &quoted(name);
     if name.is_empty() {
         return Err(Error::unprocessable("Entry name can't be empty"));
     }
@@ -46,6 +48,33 @@ pub fn validate_entry_name(name: &str) -> Result<()> {
         if !segment.chars().all(is_name_char) {
             return Err(Error::unprocessable(format!(
                 "Entry name '{name}' can contain only letters, digits, '/' and [-,_] symbols"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks the labels of a write or a label update: names are not empty, and neither
+/// names nor values hold control characters (CR, LF, NUL, …; a value may hold a tab). Labels come back in
+/// response headers on every read, so what could break a header line is refused when it
+/// arrives, not only escaped when it leaves.
+pub fn validate_labels(labels: &Labels) -> Result<()> {
+    for (name, value) in labels {
+        if name.is_empty() {
+            return Err(Error::unprocessable("Label names must not be empty"));
+        }
+        if name.chars().any(char::is_control) {
+            return Err(Error::unprocessable(format!(
+                "Label name '{}' must not contain control characters",
+                quoted(name)
+            )));
+        }
+        // A tab is allowed in HTTP header values, so in label values as well.
+        if value.chars().any(|c| c.is_control() && c != '\t') {
+            return Err(Error::unprocessable(format!(
+                "Value of label '{}' ('{}') must not contain control characters",
+                quoted(name),
+                quoted(value)
             )));
         }
     }
@@ -87,5 +116,20 @@ mod tests {
         ] {
             assert!(validate_entry_name(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn labels_refuse_control_characters_and_quote_them_escaped() {
+        let labels = |n: &str, v: &str| Labels::from([(n.to_string(), v.to_string())]);
+        assert!(validate_labels(&labels("city", "Zürich, \"a\"\tb")).is_ok());
+        assert!(validate_labels(&labels("ci\tty", "x")).is_err());
+        let e = validate_labels(&labels("a\r\nset-cookie", "x")).unwrap_err();
+        assert!(e.message().contains("a\\r\\nset-cookie"), "{e}");
+        assert!(!e.message().contains('\r'));
+        let e = validate_labels(&labels("a", "v\0")).unwrap_err();
+        assert!(e.message().contains("v\\u{0}"), "{e}");
+        assert!(validate_labels(&labels("", "x")).is_err());
+        let e = validate_entry_name("x\ny").unwrap_err();
+        assert!(!e.message().contains('\n'), "{e}");
     }
 }

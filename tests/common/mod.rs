@@ -202,10 +202,9 @@ pub fn send(
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
-    if !headers
-        .iter()
-        .any(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-    {
+    if !headers.iter().any(|(k, _)| {
+        k.eq_ignore_ascii_case("content-length") || k.eq_ignore_ascii_case("transfer-encoding")
+    }) {
         head.push_str(&format!("content-length: {}\r\n", body.len()));
     }
     head.push_str("\r\n");

@@ -24,8 +24,41 @@ fn err(message: String) -> Error {
     Error::unprocessable(message)
 }
 
+/// Most JSON values (operators, operands, literals) a condition may hold.
+pub const MAX_CONDITION_TERMS: usize = 10_000;
+/// Deepest nesting a condition may have.
+pub const MAX_CONDITION_DEPTH: usize = 64;
+
+/// Refuses conditions past [`MAX_CONDITION_TERMS`] or [`MAX_CONDITION_DEPTH`] before any
+/// of it is compiled: a condition is client input held for a query's lifetime, so its
+/// size is bounded like every other input.
+fn check_size(json: &Value) -> Result<()> {
+    let mut terms = 0usize;
+    let mut stack = vec![(json, 1usize)];
+    while let Some((value, depth)) = stack.pop() {
+        terms += 1;
+        if terms > MAX_CONDITION_TERMS {
+            return Err(err(format!(
+                "The condition has more than {MAX_CONDITION_TERMS} terms"
+            )));
+        }
+        if depth > MAX_CONDITION_DEPTH {
+            return Err(err(format!(
+                "The condition is nested deeper than {MAX_CONDITION_DEPTH} levels"
+            )));
+        }
+        match value {
+            Value::Array(items) => stack.extend(items.iter().map(|v| (v, depth + 1))),
+            Value::Object(map) => stack.extend(map.values().map(|v| (v, depth + 1))),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Parses the top-level object; its keys are ANDed.
 pub(super) fn parse_root(json: &Value) -> Result<Node> {
+    check_size(json)?;
     match json {
         Value::Object(map) => parse_object(map),
         other => Err(err(format!(

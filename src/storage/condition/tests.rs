@@ -232,3 +232,25 @@ fn rejected_conditions_name_the_operator() {
             .contains("Invalid JSON")
     );
 }
+
+#[test]
+fn oversized_and_overdeep_conditions_are_refused() {
+    let terms: Vec<serde_json::Value> = (0..20_000)
+        .map(|i| serde_json::json!({"&a": {"$gt": i}}))
+        .collect();
+    let wide = serde_json::json!({ "$and": terms });
+    let e = Condition::parse(&wide, false).unwrap_err();
+    assert_eq!(e.kind(), crate::ErrorKind::Unprocessable);
+    assert!(e.message().contains("10000 terms"), "{e}");
+    let mut deep = serde_json::json!({"&a": {"$eq": 1}});
+    for _ in 0..100 {
+        deep = serde_json::json!({ "$not": [deep] });
+    }
+    let e = Condition::parse(&deep, false).unwrap_err();
+    assert!(e.message().contains("deeper than 64"), "{e}");
+    // A condition of ordinary size still parses.
+    let fine: Vec<serde_json::Value> = (0..100)
+        .map(|i| serde_json::json!({"&a": {"$ne": i}}))
+        .collect();
+    assert!(Condition::parse(&serde_json::json!({ "$and": fine }), false).is_ok());
+}

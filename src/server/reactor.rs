@@ -1,0 +1,518 @@
+//! The poller thread: it accepts connections and keeps every connection that is not in
+//! the middle of a request, waiting for readiness with `polling` (epoll/kqueue; no async
+//! runtime). A parked connection costs a socket and the bytes of a partial head, never a
+//! thread. It reads request heads as they trickle in and hands a connection to the
+//! handler pool only once a whole head is there, so slow or idle clients cannot take the
+//! handler threads. It enforces the edge's clocks: the head deadline (408), the idle
+//! timeout, and the connection limit (oldest idle connection closed first).
+
+use std::collections::{BTreeSet, HashMap};
+use std::io::{self, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use polling::{Event, Events, Poller};
+
+use crate::server::connection::Connection;
+use crate::server::head::MAX_HEAD_BYTES;
+use crate::server::http::{Limits, Response, too_large_head, write_response};
+
+/// The poller key of the listening socket; connections get the keys after it.
+const LISTENER: usize = 0;
+/// Bytes read from a parked connection per readiness event at most, so one fast client
+/// cannot hold the poller while others wait.
+const READ_PER_EVENT: usize = 256 << 10;
+/// Longest the poller sleeps without a deadline due (it is woken for everything else).
+const MAX_WAIT: Duration = Duration::from_secs(60);
+/// How long a closing connection's late bytes are read and dropped after its last
+/// response, so the close does not reset the connection before the client has read
+/// that response (a "lingering close").
+const LINGER: Duration = Duration::from_secs(2);
+/// Most bytes dropped while lingering before the connection is cut.
+const LINGER_BYTES: usize = 16 << 20;
+
+/// A message from a handler thread about a connection it was given.
+pub enum Returned {
+    /// Served; park it until its next request.
+    Park(Connection),
+    /// Its last response is sent: close it (lingering).
+    Close(Connection),
+}
+
+/// What the handler threads need to give connections back.
+#[derive(Clone)]
+pub struct ReturnPath {
+    poller: Arc<Poller>,
+    tx: Sender<Returned>,
+}
+
+impl ReturnPath {
+    /// Gives a served connection back to the poller.
+    pub fn park(&self, conn: Connection) {
+        if let Err(e) = self.tx.send(Returned::Park(conn)) {
+            // The poller has stopped: close the connection here.
+            if let Returned::Park(conn) = e.into_inner() {
+                self.close(conn);
+            }
+            return;
+        }
+        let _ = self.poller.notify();
+    }
+
+    /// Closes a connection a handler thread is done with (the poller lingers on it).
+    pub fn close(&self, conn: Connection) {
+        if let Err(e) = self.tx.send(Returned::Close(conn)) {
+            if let Returned::Close(conn) = e.into_inner() {
+                let _ = self.poller.delete(&conn.stream);
+            }
+            return;
+        }
+        let _ = self.poller.notify();
+    }
+
+    /// Wakes the poller (at shutdown).
+    pub fn wake(&self) {
+        let _ = self.poller.notify();
+    }
+}
+
+/// A connection waiting in the poller.
+struct Parked {
+    conn: Connection,
+    /// When it was parked with nothing pending (for the idle timeout and the limit).
+    idle_since: Option<Instant>,
+    /// Closing: its late bytes are dropped until this deadline.
+    linger_until: Option<Instant>,
+    /// Bytes dropped while lingering.
+    dropped: usize,
+}
+
+/// The poller's state.
+pub struct Reactor {
+    poller: Arc<Poller>,
+    listener: TcpListener,
+    limits: Limits,
+    stop: Arc<AtomicBool>,
+    work: Sender<Connection>,
+    returns: Receiver<Returned>,
+    parked: HashMap<usize, Parked>,
+    /// Idle connections by the time they went idle: the idle timeout and the connection
+    /// limit take them from the front.
+    idle: BTreeSet<(Instant, usize)>,
+    /// Connections with part of a head, by head deadline.
+    partial: BTreeSet<(Instant, usize)>,
+    /// Closing connections, by linger deadline.
+    lingering: BTreeSet<(Instant, usize)>,
+    /// Connections handed to handler threads and not returned yet.
+    in_service: usize,
+    next_key: usize,
+    scratch: Vec<u8>,
+}
+
+impl Reactor {
+    /// Sets up the poller on a listening socket; `work` feeds the handler threads.
+    pub fn new(
+        listener: TcpListener,
+        limits: Limits,
+        stop: Arc<AtomicBool>,
+        work: Sender<Connection>,
+    ) -> io::Result<(Reactor, ReturnPath)> {
+        let poller = Arc::new(Poller::new()?);
+        listener.set_nonblocking(true)?;
+        // SAFETY: the listener is deleted from the poller before it is dropped (in `run`).
+        unsafe { poller.add(&listener, Event::readable(LISTENER))? };
+        let (tx, returns) = crossbeam_channel::unbounded();
+        let path = ReturnPath {
+            poller: poller.clone(),
+            tx,
+        };
+        Ok((
+            Reactor {
+                poller,
+                listener,
+                limits,
+                stop,
+                work,
+                returns,
+                parked: HashMap::new(),
+                idle: BTreeSet::new(),
+                partial: BTreeSet::new(),
+                lingering: BTreeSet::new(),
+                in_service: 0,
+                next_key: LISTENER + 1,
+                scratch: vec![0; 64 << 10],
+            },
+            path,
+        ))
+    }
+
+    /// Runs until the stop flag is set (and the poller woken); then closes every parked
+    /// connection. Connections in service are closed by their handler threads.
+    pub fn run(mut self) {
+        let mut events = Events::new();
+        while !self.stop.load(Ordering::SeqCst) {
+            let timeout = self.next_deadline().map_or(MAX_WAIT, |d| {
+                d.saturating_duration_since(Instant::now()).min(MAX_WAIT)
+            });
+            events.clear();
+            if let Err(e) = self.poller.wait(&mut events, Some(timeout)) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    log::error!("waiting for connections: {e}");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                continue;
+            }
+            for event in events.iter() {
+                if event.key == LISTENER {
+                    self.accept_all();
+                } else {
+                    self.readable(event.key);
+                }
+            }
+            while let Ok(returned) = self.returns.try_recv() {
+                self.in_service -= 1;
+                match returned {
+                    Returned::Park(conn) => self.park(conn),
+                    Returned::Close(conn) => {
+                        let key = self.insert(conn, None);
+                        self.linger(key);
+                    }
+                }
+            }
+            self.expire(Instant::now());
+        }
+        let _ = self.poller.delete(&self.listener);
+        for (_, parked) in self.parked.drain() {
+            let _ = self.poller.delete(&parked.conn.stream);
+        }
+        log::debug!("poller stopped");
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        let idle = self
+            .idle
+            .first()
+            .map(|(since, _)| *since + self.limits.idle_timeout);
+        let head = self.partial.first().map(|(deadline, _)| *deadline);
+        let linger = self.lingering.first().map(|(deadline, _)| *deadline);
+        idle.into_iter().chain(head).chain(linger).min()
+    }
+
+    fn accept_all(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => self.admit(stream),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // Out of descriptors and the like: say so, and try again on the next
+                    // readiness rather than spinning.
+                    log::warn!("accepting a connection: {e}");
+                    break;
+                }
+            }
+        }
+        let _ = self
+            .poller
+            .modify(&self.listener, Event::readable(LISTENER));
+    }
+
+    fn admit(&mut self, stream: TcpStream) {
+        if self.parked.len() + self.in_service >= self.limits.max_connections {
+            match self.idle.pop_first().or_else(|| self.lingering.pop_first()) {
+                Some((_, oldest)) => {
+                    log::debug!("connection limit reached: closing the oldest idle connection");
+                    self.close(oldest, None);
+                }
+                None => {
+                    log::warn!(
+                        "connection limit of {} reached with none idle: refusing a connection",
+                        self.limits.max_connections
+                    );
+                    let mut stream = stream;
+                    let _ = stream.set_nonblocking(true);
+                    let response = Response::error(
+                        503,
+                        "Too many connections: the server's connection limit is reached",
+                    );
+                    let _ = write_response(&mut stream, &response, false);
+                    return;
+                }
+            }
+        }
+        let _ = stream.set_nodelay(true);
+        if stream.set_nonblocking(true).is_err() {
+            return;
+        }
+        let key = self.next_key;
+        self.next_key += 1;
+        // SAFETY: every connection is deleted from the poller before its socket is
+        // dropped (in `close`, the only place parked connections are dropped, and in
+        // `ReturnPath`, when the poller has stopped).
+        if let Err(e) = unsafe { self.poller.add(&stream, Event::readable(key)) } {
+            log::warn!("watching a connection: {e}");
+            return;
+        }
+        let now = Instant::now();
+        self.idle.insert((now, key));
+        self.parked.insert(
+            key,
+            Parked {
+                conn: Connection::new(stream),
+                idle_since: Some(now),
+                linger_until: None,
+                dropped: 0,
+            },
+        );
+    }
+
+    /// Parks a connection back from a handler thread under a new key (so a stale event
+    /// for its old key finds nothing); `idle_since` when nothing is pending.
+    fn insert(&mut self, conn: Connection, idle_since: Option<Instant>) -> usize {
+        let key = self.next_key;
+        self.next_key += 1;
+        if let Some(since) = idle_since {
+            self.idle.insert((since, key));
+        }
+        self.parked.insert(
+            key,
+            Parked {
+                conn,
+                idle_since,
+                linger_until: None,
+                dropped: 0,
+            },
+        );
+        key
+    }
+
+    /// Starts the lingering close of a parked connection: no more responses (write side
+    /// shut), late bytes dropped until the client closes or [`LINGER`] passes.
+    fn linger(&mut self, key: usize) {
+        let Some(parked) = self.parked.get_mut(&key) else {
+            return;
+        };
+        let deadline = Instant::now() + LINGER;
+        if let Some(since) = parked.idle_since.take() {
+            self.idle.remove(&(since, key));
+        }
+        if let Some(started) = parked.conn.head_started.take() {
+            self.partial
+                .remove(&(started + self.limits.head_timeout, key));
+        }
+        parked.linger_until = Some(deadline);
+        self.lingering.insert((deadline, key));
+        let _ = parked.conn.stream.set_nonblocking(true);
+        let _ = parked.conn.stream.shutdown(std::net::Shutdown::Write);
+        if self
+            .poller
+            .modify(&parked.conn.stream, Event::readable(key))
+            .is_err()
+        {
+            self.close(key, None);
+        }
+    }
+
+    /// Reads what a parked connection sent; dispatches it once a whole head is there.
+    fn readable(&mut self, key: usize) {
+        let Some(parked) = self.parked.get_mut(&key) else {
+            return;
+        };
+        if parked.linger_until.is_some() {
+            self.drop_late_bytes(key);
+            return;
+        }
+        let mut read = 0;
+        let open = loop {
+            match parked.conn.stream.read(&mut self.scratch) {
+                Ok(0) => break false,
+                Ok(n) => {
+                    parked.conn.push(&self.scratch[..n]);
+                    read += n;
+                    if read >= READ_PER_EVENT || parked.conn.pending().len() > MAX_HEAD_BYTES {
+                        break true;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break false,
+            }
+        };
+        if !open {
+            // The client may send a request and shut its side at once: serve what came.
+            let parked = self
+                .parked
+                .get_mut(&key)
+                .expect("the connection was just read");
+            if parked.conn.has_whole_head() {
+                self.dispatch(key);
+            } else {
+                self.close(key, None);
+            }
+            return;
+        }
+        self.settle(key);
+    }
+
+    /// Reads and drops what a lingering connection still sends; closes it at its end.
+    fn drop_late_bytes(&mut self, key: usize) {
+        let Some(parked) = self.parked.get_mut(&key) else {
+            return;
+        };
+        let done = loop {
+            match parked.conn.stream.read(&mut self.scratch) {
+                Ok(0) => break true,
+                Ok(n) => {
+                    parked.dropped += n;
+                    if parked.dropped > LINGER_BYTES {
+                        break true;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break true,
+            }
+        };
+        if done
+            || self
+                .poller
+                .modify(&parked.conn.stream, Event::readable(key))
+                .is_err()
+        {
+            self.close(key, None);
+        }
+    }
+
+    /// Decides what a parked connection waits for next, from the bytes it has: a whole
+    /// head goes to a handler thread, a head past the limit gets 431, a partial head
+    /// waits under its deadline, nothing waits as idle.
+    fn settle(&mut self, key: usize) {
+        let Some(parked) = self.parked.get_mut(&key) else {
+            return;
+        };
+        let conn = &mut parked.conn;
+        let complete = conn.has_whole_head();
+        if complete {
+            self.dispatch(key);
+            return;
+        }
+        if conn.pending().len() > MAX_HEAD_BYTES {
+            log::warn!("{}: request head too large", conn.peer);
+            self.close(key, Some(too_large_head()));
+            return;
+        }
+        if !conn.pending().is_empty() && conn.head_started.is_none() {
+            let now = Instant::now();
+            conn.head_started = Some(now);
+            if let Some(since) = parked.idle_since.take() {
+                self.idle.remove(&(since, key));
+            }
+            self.partial.insert((now + self.limits.head_timeout, key));
+        }
+        let stream = &self.parked[&key].conn.stream;
+        if self.poller.modify(stream, Event::readable(key)).is_err() {
+            self.close(key, None);
+        }
+    }
+
+    fn dispatch(&mut self, key: usize) {
+        let Some(parked) = self.parked.remove(&key) else {
+            return;
+        };
+        self.forget_timers(key, &parked);
+        self.in_service += 1;
+        if let Err(e) = self.work.send(parked.conn) {
+            // No handler threads left (shutting down).
+            self.in_service -= 1;
+            let conn = e.into_inner();
+            let _ = self.poller.delete(&conn.stream);
+        }
+    }
+
+    /// A connection back from a handler thread.
+    fn park(&mut self, conn: Connection) {
+        if self.stop.load(Ordering::SeqCst) || conn.stream.set_nonblocking(true).is_err() {
+            let _ = self.poller.delete(&conn.stream);
+            return;
+        }
+        let idle_since = conn.pending().is_empty().then(Instant::now);
+        let key = self.insert(conn, idle_since);
+        self.settle(key);
+    }
+
+    fn forget_timers(&mut self, key: usize, parked: &Parked) {
+        if let Some(since) = parked.idle_since {
+            self.idle.remove(&(since, key));
+        }
+        if let Some(started) = parked.conn.head_started {
+            self.partial
+                .remove(&(started + self.limits.head_timeout, key));
+        }
+        if let Some(deadline) = parked.linger_until {
+            self.lingering.remove(&(deadline, key));
+        }
+    }
+
+    /// Closes a parked connection. With a last response to send, it is written (best
+    /// effort: the socket is not waited for) and the connection lingers; without one it
+    /// is closed at once.
+    fn close(&mut self, key: usize, last: Option<Response>) {
+        if let Some(response) = last {
+            if let Some(parked) = self.parked.get_mut(&key) {
+                let mut bytes = Vec::new();
+                if write_response(&mut bytes, &response, false).is_ok() {
+                    let _ = parked.conn.stream.write_all(&bytes);
+                }
+                self.linger(key);
+            }
+            return;
+        }
+        let Some(parked) = self.parked.remove(&key) else {
+            return;
+        };
+        self.forget_timers(key, &parked);
+        let _ = self.poller.delete(&parked.conn.stream);
+    }
+
+    /// Closes connections past their deadlines: 408 for heads that took too long,
+    /// silently for connections idle past the idle timeout.
+    fn expire(&mut self, now: Instant) {
+        while let Some(&(deadline, key)) = self.partial.first() {
+            if deadline > now {
+                break;
+            }
+            if let Some(parked) = self.parked.get(&key) {
+                log::warn!(
+                    "{}: request head not complete within {:?}",
+                    parked.conn.peer,
+                    self.limits.head_timeout
+                );
+            }
+            self.partial.pop_first();
+            self.close(
+                key,
+                Some(Response::error(
+                    408,
+                    "Request Timeout: the request head did not arrive in time",
+                )),
+            );
+        }
+        while let Some(&(since, key)) = self.idle.first() {
+            if since + self.limits.idle_timeout > now {
+                break;
+            }
+            self.idle.pop_first();
+            self.close(key, None);
+        }
+        while let Some(&(deadline, key)) = self.lingering.first() {
+            if deadline > now {
+                break;
+            }
+            self.lingering.pop_first();
+            self.close(key, None);
+        }
+    }
+}
