@@ -29,7 +29,8 @@ struct QueryRequest {
     ttl: Option<u64>,
     only_metadata: Option<bool>,
     continuous: Option<bool>,
-    when: Option<serde_json::Value>,
+    /// Kept as text until its size is checked: a JSON tree takes many times its text.
+    when: Option<Box<serde_json::value::RawValue>>,
     strict: Option<bool>,
 }
 
@@ -61,8 +62,8 @@ fn query(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
     let when = q
         .when
         .as_ref()
-        .filter(|w| !w.is_null())
-        .map(|w| Condition::parse(w, strict))
+        .filter(|w| w.get() != "null")
+        .map(|w| Condition::parse_str(w.get(), strict))
         .transpose()?;
     let entries = q.entries.clone().unwrap_or_default();
     match q.query_type {

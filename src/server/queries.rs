@@ -63,12 +63,31 @@ impl Default for QueryLimits {
     }
 }
 
+/// A query whose last batch was served: it holds nothing but the answer to one more
+/// read (204, as the API has it) until its TTL passes, and does not count as open.
+struct Finished {
+    bucket: String,
+    ttl: Duration,
+    last_access: Instant,
+}
+
+/// Most finished queries remembered; past it a read after the last batch gets 404
+/// instead of 204 (clients stop at `x-reduct-last` anyway).
+const MAX_FINISHED: usize = 1 << 16;
+
+/// Live and finished queries, under one lock.
+#[derive(Default)]
+struct Queries {
+    live: HashMap<u64, Arc<Mutex<OpenQuery>>>,
+    finished: HashMap<u64, Finished>,
+}
+
 /// The registry of open queries.
 #[derive(Default)]
 pub struct QueryRegistry {
     limits: QueryLimits,
     next_id: AtomicU64,
-    open: Mutex<HashMap<u64, Arc<Mutex<OpenQuery>>>>,
+    open: Mutex<Queries>,
 }
 
 fn expired(id: u64) -> Error {
@@ -78,7 +97,7 @@ fn expired(id: u64) -> Error {
 }
 
 impl QueryRegistry {
-    fn lock(&self) -> MutexGuard<'_, HashMap<u64, Arc<Mutex<OpenQuery>>>> {
+    fn lock(&self) -> MutexGuard<'_, Queries> {
         // A panic while holding the map lock cannot leave it half-changed (single inserts
         // and removes), so a poisoned lock is still usable.
         self.open.lock().unwrap_or_else(|p| p.into_inner())
@@ -97,7 +116,7 @@ impl QueryRegistry {
     pub fn register(&self, bucket: &str, iter: QueryIter, ttl: Duration) -> Result<u64> {
         let mut open = self.lock();
         Self::purge(&mut open, Instant::now());
-        if open.len() >= self.limits.max_open {
+        if open.live.len() >= self.limits.max_open {
             return Err(Error::new(
                 crate::ErrorKind::TooManyRequests,
                 format!(
@@ -116,38 +135,79 @@ impl QueryRegistry {
             ttl: ttl.min(self.limits.max_ttl),
             last_access: Instant::now(),
         };
-        open.insert(id, Arc::new(Mutex::new(query)));
+        open.live.insert(id, Arc::new(Mutex::new(query)));
         Ok(id)
     }
 
     /// Drops the queries whose TTL has passed since their last read, and with them the
     /// blocks their iterators keep mapped. The server calls this on a clock.
     pub fn purge_expired(&self) {
-        Self::purge(&mut self.lock(), Instant::now());
+        let mut open = self.lock();
+        let before = open.live.len();
+        Self::purge(&mut open, Instant::now());
+        if open.live.len() < before {
+            log::debug!("{} expired queries dropped", before - open.live.len());
+        }
     }
 
-    /// How many queries are open (expired ones not yet purged included).
+    /// How many queries are open (expired ones not yet purged included; finished ones
+    /// not).
     pub fn open_count(&self) -> usize {
-        self.lock().len()
+        self.lock().live.len()
     }
 
-    fn purge(open: &mut HashMap<u64, Arc<Mutex<OpenQuery>>>, now: Instant) {
-        open.retain(|_, q| {
+    fn purge(open: &mut Queries, now: Instant) {
+        open.live.retain(|_, q| {
             // A query busy in another request is not expired.
             q.try_lock()
                 .map_or(true, |q| now.duration_since(q.last_access) < q.ttl)
         });
+        open.finished
+            .retain(|_, q| now.duration_since(q.last_access) < q.ttl);
+    }
+
+    /// Moves a query whose last batch was served out of the live ones.
+    fn finish(&self, id: u64, bucket: &str, ttl: Duration) {
+        let mut open = self.lock();
+        open.live.remove(&id);
+        if open.finished.len() >= MAX_FINISHED {
+            Self::purge(&mut open, Instant::now());
+        }
+        if open.finished.len() < MAX_FINISHED {
+            let finished = Finished {
+                bucket: bucket.to_string(),
+                ttl,
+                last_access: Instant::now(),
+            };
+            open.finished.insert(id, finished);
+        }
     }
 
     /// Removes every query of a bucket (it was deleted).
     pub fn forget_bucket(&self, bucket: &str) {
-        self.lock()
+        let mut open = self.lock();
+        open.live
             .retain(|_, q| q.try_lock().map_or(true, |q| q.bucket != bucket));
+        open.finished.retain(|_, q| q.bucket != bucket);
     }
 
     /// The next batch of query `id` on `bucket`; `None` once the query has no more records.
     pub fn next_batch(&self, bucket: &str, id: u64, with_payload: bool) -> Result<Option<Batch>> {
-        let query = self.lock().get(&id).cloned().ok_or_else(|| expired(id))?;
+        let query = {
+            let mut open = self.lock();
+            match open.live.get(&id) {
+                Some(query) => query.clone(),
+                None => {
+                    // One read after the last batch answers 204.
+                    return match open.finished.remove(&id) {
+                        Some(f) if f.bucket == bucket && f.last_access.elapsed() < f.ttl => {
+                            Ok(None)
+                        }
+                        _ => Err(expired(id)),
+                    };
+                }
+            }
+        };
         let mut q = query.lock().unwrap_or_else(|p| p.into_inner());
         if q.bucket != bucket || q.last_access.elapsed() >= q.ttl {
             return Err(expired(id));
@@ -197,6 +257,11 @@ impl QueryRegistry {
             batch.metas.push(record.meta);
         }
         if batch.metas.is_empty() {
+            if q.done && q.pending_error.is_none() {
+                let ttl = q.ttl;
+                drop(q);
+                self.finish(id, bucket, ttl);
+            }
             return Ok(None);
         }
         if q.peeked.is_none() && q.pending_error.is_none() && !q.done {
@@ -207,6 +272,13 @@ impl QueryRegistry {
             }
         }
         batch.last = q.done && q.peeked.is_none() && q.pending_error.is_none();
+        if batch.last {
+            // Nothing more to read: release the iterator (and the blocks it maps) now,
+            // not when the TTL runs out, and free the query's place under the limit.
+            let ttl = q.ttl;
+            drop(q);
+            self.finish(id, bucket, ttl);
+        }
         Ok(Some(batch))
     }
 }

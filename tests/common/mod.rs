@@ -96,6 +96,17 @@ impl ServerProcess {
         self.request("GET", path, &[], b"")
     }
 
+    /// The server's resident memory in KiB (`VmRSS` from `/proc/<pid>/status`).
+    pub fn resident_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("the server's /proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS in /proc status")
+    }
+
     /// Whether the log has a line containing `text`.
     pub fn logged(&self, text: &str) -> bool {
         self.log.lock().unwrap().iter().any(|l| l.contains(text))

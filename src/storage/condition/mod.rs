@@ -17,6 +17,11 @@ use crate::error::{Error, Result};
 use crate::storage::record::RecordMeta;
 use value::{Literal, Val, compare};
 
+pub use parse::{MAX_CONDITION_DEPTH, MAX_CONDITION_TERMS};
+
+/// Longest JSON text of a condition accepted (ample for [`MAX_CONDITION_TERMS`] terms).
+pub const MAX_CONDITION_BYTES: usize = 256 << 10;
+
 /// A comparison operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum CmpOp {
@@ -82,8 +87,15 @@ impl Condition {
         })
     }
 
-    /// Parses a condition from JSON text.
+    /// Parses a condition from JSON text. Text past [`MAX_CONDITION_BYTES`] is refused
+    /// before it is parsed: a JSON tree takes many times its text in memory.
     pub fn parse_str(text: &str, strict: bool) -> Result<Condition> {
+        if text.len() > MAX_CONDITION_BYTES {
+            return Err(Error::unprocessable(format!(
+                "The condition is {} bytes of JSON; at most {MAX_CONDITION_BYTES} are accepted",
+                text.len()
+            )));
+        }
         let json: serde_json::Value = serde_json::from_str(text)
             .map_err(|e| Error::unprocessable(format!("Invalid JSON in condition: {e}")))?;
         Self::parse(&json, strict)
