@@ -137,6 +137,16 @@ async def main():
     async with bucket.read("batch/a", timestamp=BASE_TS + 3) as record:
         check(await record.read_all() == b"a3" and record.labels == {"n": "3", "csv": "x,y"},
               "batched record reads back with its labels")
+    # A script that computes between writes blocks its event loop: the kept-alive
+    # connection idles for 7 s and the next batch must still go through on it.
+    first = RecordBatch()
+    first.add("pause", BASE_TS, b"before the pause")
+    check(await bucket.write_record_batch(first) == {}, "batch before a 7 s pause")
+    time.sleep(7)
+    second = RecordBatch()
+    second.add("pause", BASE_TS + 1, b"after the pause")
+    check(await bucket.write_record_batch(second) == {}, "batch after a 7 s pause")
+    check(await count(bucket, "pause") == 2, "both batches around the pause stored")
     removal = RecordBatch()
     for i in range(5):
         removal.add("batch/a", BASE_TS + i)
