@@ -334,3 +334,22 @@ fn labels_with_control_characters_are_refused_on_every_write_path() {
     // A single-record write cannot carry one (header names are tokens), and a value
     // with a bare CR is refused with the head (tested in server_api.rs).
 }
+
+#[test]
+fn a_stray_slash_never_turns_an_entry_call_into_a_bucket_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_server(dir.path(), &[]);
+    assert_eq!(s.request("POST", "/api/v1/b/b", &[], b"").status, 200);
+    let r = s.request("DELETE", "/api/v1/b/b/", &[], b"");
+    assert_eq!(r.status, 422, "{}", r.error());
+    assert!(
+        r.error().contains("Entry name can't be empty"),
+        "{}",
+        r.error()
+    );
+    assert_eq!(
+        s.get("/api/v1/b/b").status,
+        200,
+        "the bucket is still there"
+    );
+}

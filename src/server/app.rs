@@ -137,12 +137,14 @@ impl App {
             ("GET", "info", "") => buckets::server_info(self),
             ("GET", "list", "") => buckets::list(self),
             (_, "b", tail) if !tail.is_empty() => {
-                let (bucket, entry) = tail.split_once('/').unwrap_or((tail, ""));
-                let bucket = percent::decode(bucket);
-                if entry.is_empty() {
-                    buckets::bucket(self, &method, &bucket, req)
-                } else {
-                    records::record(self, &method, &bucket, &percent::decode(entry), req)
+                // `/b/{bucket}/` names an entry (an empty one, refused as such), never
+                // the bucket: a stray slash must not turn an entry call into a bucket one.
+                match tail.split_once('/') {
+                    None => buckets::bucket(self, &method, &percent::decode(tail), req),
+                    Some((bucket, entry)) => {
+                        let bucket = percent::decode(bucket);
+                        records::record(self, &method, &bucket, &percent::decode(entry), req)
+                    }
                 }
             }
             (_, "io", tail) => match tail.split_once('/') {

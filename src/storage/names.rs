@@ -8,8 +8,24 @@ fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '-'
 }
 
+/// Longest bucket name, and longest segment of an entry name: each is a directory
+/// name, and file systems stop at 255 bytes (with room left for the suffixes of
+/// directories being removed).
+pub const MAX_NAME_LEN: usize = 128;
+
+fn too_long(what: &str, name: &str) -> Error {
+    Error::unprocessable(format!(
+        "{what} '{}…' is longer than {MAX_NAME_LEN} characters",
+        quoted(&name.chars().take(32).collect::<String>())
+    ))
+}
+
 /// Checks a user bucket name against `^[A-Za-z0-9_-]+$`; `$` names are reserved.
 pub fn validate_bucket_name(name: &str) -> Result<()> {
+    let name = &quoted(name);
+    if name.len() > MAX_NAME_LEN {
+        return Err(too_long("Bucket name", name));
+    }
     if name.starts_with('$') {
         return Err(Error::unprocessable(format!(
             "Bucket name '{name}' is reserved: names starting with '$' belong to the system"
@@ -44,6 +60,9 @@ pub fn validate_entry_name(name: &str) -> Result<()> {
             return Err(Error::unprocessable(format!(
                 "Entry name '{name}' has an empty segment: no leading, trailing or double '/'"
             )));
+        }
+        if segment.len() > MAX_NAME_LEN {
+            return Err(too_long("A segment of entry name", segment));
         }
         if !segment.chars().all(is_name_char) {
             return Err(Error::unprocessable(format!(
@@ -116,6 +135,16 @@ mod tests {
         ] {
             assert!(validate_entry_name(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn names_that_cannot_be_directories_are_refused() {
+        let long = "n".repeat(MAX_NAME_LEN + 1);
+        let e = validate_bucket_name(&long).unwrap_err();
+        assert!(e.message().contains("longer than 128"), "{e}");
+        assert!(validate_bucket_name(&long[1..]).is_ok());
+        assert!(validate_entry_name(&format!("a/{long}")).is_err());
+        assert!(validate_entry_name(&format!("{}/{}", &long[1..], &long[1..])).is_ok());
     }
 
     #[test]
