@@ -349,4 +349,67 @@ mod tests {
         .unwrap_err();
         assert!(err.message().contains("index 3"), "{err}");
     }
+
+    mod fuzz {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        /// Header values built from the characters batch headers are made of, so the
+        /// decoder's branches are reached, not only its first check.
+        fn value() -> impl Strategy<Value = String> {
+            proptest::collection::vec(
+                prop_oneof![
+                    Just(','),
+                    Just('='),
+                    Just('"'),
+                    Just('%'),
+                    Just('0'),
+                    Just('1'),
+                    Just('9'),
+                    Just('a'),
+                    Just('@'),
+                    Just('/'),
+                    Just(' '),
+                    Just('\u{e9}'),
+                ],
+                0..24,
+            )
+            .prop_map(|chars| chars.into_iter().collect())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+
+            #[test]
+            fn any_batch_headers_decode_or_are_refused(
+                entries in value(),
+                start in value(),
+                labels in proptest::option::of(value()),
+                records in proptest::collection::vec((0usize..4, 0u64..4, value()), 0..6),
+            ) {
+                let mut headers = vec![
+                    ("x-reduct-entries".to_string(), entries),
+                    ("x-reduct-start-ts".to_string(), start),
+                ];
+                if let Some(labels) = labels {
+                    headers.push(("x-reduct-labels".to_string(), labels));
+                }
+                for (e, d, v) in records {
+                    headers.push((format!("x-reduct-{e}-{d}"), v));
+                }
+                let head = RequestHead {
+                    method: "POST".into(),
+                    path: "/".into(),
+                    query: String::new(),
+                    headers,
+                    http11: true,
+                };
+                if let Ok(batch) = decode_write_batch(&head) {
+                    for record in &batch.records {
+                        prop_assert!(record.entry < batch.entries.len());
+                    }
+                }
+            }
+        }
+    }
 }

@@ -373,4 +373,53 @@ mod tests {
         h.headers.clear();
         assert!(h.keep_alive());
     }
+
+    mod fuzz {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        /// Checks whatever a head parses to: no panic, and nothing that could break a
+        /// header line survives into a value.
+        fn check(bytes: &[u8]) -> Result<(), TestCaseError> {
+            let mut scanned = 0;
+            if let Some(end) = head_end(bytes, &mut scanned) {
+                prop_assert!(end <= bytes.len());
+                if let Ok(head) = parse_head(&bytes[..end]) {
+                    let _ = framing(&head);
+                    let _ = head.keep_alive();
+                    let _ = head.query_param("ts");
+                    for (_, value) in &head.headers {
+                        prop_assert!(!value.contains(['\r', '\n', '\0']));
+                    }
+                }
+            }
+            Ok(())
+        }
+
+        const VALID: &[u8] = b"POST /api/v1/io/b/write?x=1 HTTP/1.1\r\nhost: a\r\n\
+            content-length: 3\r\nx-reduct-entries: a,b\r\nx-reduct-0-0: 3,text/plain\r\n\r\nabc";
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+
+            #[test]
+            fn random_bytes_parse_or_are_refused(
+                bytes in proptest::collection::vec(any::<u8>(), 0..1024)
+            ) {
+                check(&bytes)?;
+            }
+
+            #[test]
+            fn mutated_requests_parse_or_are_refused(
+                edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8)
+            ) {
+                let mut bytes = VALID.to_vec();
+                for (at, byte) in edits {
+                    let at = at % bytes.len();
+                    bytes[at] = byte;
+                }
+                check(&bytes)?;
+            }
+        }
+    }
 }
