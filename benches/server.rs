@@ -5,7 +5,9 @@
 //!
 //! Workloads: single-record writes (`POST /b/{bucket}/{entry}?ts=`, one keep-alive
 //! connection per client thread, 1 and 2 clients) and a full query read back through the
-//! batch protocol (`POST /io/{bucket}/q` + `GET /io/{bucket}/read`).
+//! batch protocol (`POST /io/{bucket}/q` + `GET /io/{bucket}/read`). Also: write
+//! throughput with 1,000 idle connections open (ratio to none) and `/alive` latency
+//! with 1,000 connections trickling a request head.
 //!
 //! Run: `cargo bench --bench server`
 
@@ -248,6 +250,63 @@ fn benches(c: &mut Criterion) {
             direct_write.as_secs_f64() / http.as_secs_f64()
         ));
     }
+
+    // The same writes with 1,000 idle connections open, then with 1,000 connections
+    // trickling a request head: parked in the poller, they should cost nothing.
+    let none = median(
+        (0..3)
+            .map(|_| {
+                round += 1;
+                let s = Instant::now();
+                write_over_http(addr, "bench", &format!("m{round}"), &flights, 1);
+                s.elapsed()
+            })
+            .collect(),
+    );
+    let mut parked: Vec<TcpStream> = (0..1000)
+        .map_while(|_| TcpStream::connect(addr).ok())
+        .collect();
+    let with_idle = median(
+        (0..3)
+            .map(|_| {
+                round += 1;
+                let s = Instant::now();
+                write_over_http(addr, "bench", &format!("m{round}"), &flights, 1);
+                s.elapsed()
+            })
+            .collect(),
+    );
+    summary.push(format!(
+        "write, 1 client, {} idle connections open: {:>8.0} rec/s, {:.2} of none ({:.0} rec/s)",
+        parked.len(),
+        rate(with_idle),
+        none.as_secs_f64() / with_idle.as_secs_f64(),
+        rate(none)
+    ));
+    for c in &mut parked {
+        let _ = std::io::Write::write_all(c, b"GET /api/v1/alive HTTP/1.1\r\nx-slow: ");
+    }
+    let mut alive = Connection::open(addr);
+    let mut latencies: Vec<Duration> = (0..200)
+        .map(|i| {
+            // Keep the tricklers trickling between the calls.
+            let n = parked.len();
+            if n > 0 {
+                let _ = std::io::Write::write_all(&mut parked[i % n], b"x");
+            }
+            let s = Instant::now();
+            assert_eq!(alive.call("GET", "/api/v1/alive", &[], b"").status, 200);
+            s.elapsed()
+        })
+        .collect();
+    latencies.sort();
+    summary.push(format!(
+        "/alive with {} connections trickling a head: p50 {:?}, max {:?}",
+        parked.len(),
+        latencies[latencies.len() / 2],
+        latencies[latencies.len() - 1]
+    ));
+    drop(parked);
 
     // Read back one full copy of the data set (written once more under a known prefix).
     write_over_http(addr, "bench", "read", &flights, 1);

@@ -1,7 +1,8 @@
 //! The connection loop of a handler thread: a connection arrives from the poller with a
-//! complete request head in its buffer; the thread serves that request (and a few more
-//! already pipelined behind it, while no other connection waits), then hands the
-//! connection back to the poller, so a thread is only ever busy with a request.
+//! complete request head in its buffer; the thread serves that request (and the ones
+//! that follow at once, while no other connection waits for a thread), then hands the
+//! connection back to the poller, so a thread is only ever busy with a request or, for
+//! at most two milliseconds and only when it is free anyway, waiting for the next one.
 
 use std::io::{BufWriter, Write};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -17,8 +18,12 @@ use crate::server::request::Request;
 pub use crate::server::response::{Response, ResponseBody, write_response};
 
 /// Requests served back to back on one connection before it goes to the back of the
-/// queue (only when they were already pipelined, and nobody else is waiting).
-const MAX_PIPELINED: usize = 16;
+/// queue (only while nobody else is waiting).
+const MAX_IN_A_ROW: usize = 64;
+/// How long a handler thread waits for a connection's next request before handing the
+/// connection to the poller (only when no other connection waits for a thread): a
+/// client that answers at once is served without a hop through the poller.
+const NEXT_REQUEST_WAIT: Duration = Duration::from_millis(2);
 /// How long writing a response may stall before the connection is dropped.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -89,14 +94,34 @@ pub fn serve(
     if !ready {
         return After::Close(conn);
     }
-    for served in 0..MAX_PIPELINED {
+    let mut served = 0;
+    let mut waited = false;
+    loop {
         let mut scanned = 0;
         let Some(end) = head::head_end(conn.pending(), &mut scanned) else {
-            return After::Park(conn);
+            // Between requests: a client that sends its next request at once is served
+            // on this thread while nobody else waits (a hop through the poller costs a
+            // wake-up); otherwise, or if it is slow, the poller takes the connection.
+            let keep = served > 0
+                && !waited
+                && served < MAX_IN_A_ROW
+                && !others_waiting()
+                && !stop.load(Ordering::SeqCst);
+            if !keep {
+                return After::Park(conn);
+            }
+            waited = true;
+            match await_next(&mut conn, limits) {
+                Next::Bytes => continue,
+                Next::Quiet => return After::Park(conn),
+                Next::Closed => return After::Close(conn),
+            }
         };
         if served > 0 && others_waiting() {
             return After::Park(conn);
         }
+        waited = false;
+        served += 1;
         let parsed = head::parse_head(&conn.pending()[..end]);
         conn.consume(end);
         conn.head_started = None;
@@ -119,7 +144,51 @@ pub fn serve(
             return After::Close(conn);
         }
     }
-    After::Park(conn)
+}
+
+/// What a short wait for the next request brought.
+enum Next {
+    /// Bytes arrived.
+    Bytes,
+    /// Nothing within [`NEXT_REQUEST_WAIT`].
+    Quiet,
+    /// The client closed the connection.
+    Closed,
+}
+
+/// Waits up to [`NEXT_REQUEST_WAIT`] for the next request's bytes.
+fn await_next(conn: &mut Connection, limits: &Limits) -> Next {
+    if conn
+        .stream
+        .set_read_timeout(Some(NEXT_REQUEST_WAIT))
+        .is_err()
+    {
+        return Next::Closed;
+    }
+    let next = loop {
+        match conn.fill() {
+            Ok(0) => break Next::Closed,
+            Ok(_) => break Next::Bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                break Next::Quiet;
+            }
+            Err(_) => break Next::Closed,
+        }
+    };
+    if conn
+        .stream
+        .set_read_timeout(Some(limits.body_timeout))
+        .is_err()
+    {
+        return Next::Closed;
+    }
+    next
 }
 
 /// The 431 answer to a head past the limits.
