@@ -580,3 +580,87 @@ fn a_damaged_block_is_skipped_and_the_rest_compressed() {
         EntryIndex::load(&entry_dir).unwrap().file_names().len()
     );
 }
+
+/// The names of the files in an entry's directory.
+fn files_of(dir: &std::path::Path) -> std::collections::BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+#[test]
+fn an_entry_removed_and_recreated_mid_recompression_keeps_only_its_own_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let payload = |i: u64| format!("{{\"n\": {i}, \"pad\": \"{}\"}}", "abc".repeat(300));
+    let old: Vec<FixtureRecord> = (0..3000u64)
+        .map(|i| FixtureRecord {
+            entry: "e".into(),
+            timestamp: 1_000 + i,
+            labels: Default::default(),
+            content_type: "application/json".into(),
+            payload: payload(i).into_bytes(),
+        })
+        .collect();
+    let store = store_with(dir.path(), 8 << 10, 50, &[("e", &old)]);
+    let bucket = store.bucket("b").unwrap();
+    let pool = CompressPool::new(2).unwrap();
+    let windows = AtomicUsize::new(0);
+    let (started_tx, started_rx) = crossbeam_channel::bounded::<()>(1);
+    let stats = std::thread::scope(|scope| {
+        let run = scope.spawn(|| {
+            bucket.compress_blocks(
+                &["e".to_string()],
+                0,
+                u64::MAX,
+                Codec::Zstd(3),
+                &pool,
+                &|| {
+                    // A few windows in, blocks are being written: remove the entry now.
+                    if windows.fetch_add(1, Ordering::SeqCst) == 3 {
+                        let _ = started_tx.try_send(());
+                    }
+                    false
+                },
+            )
+        });
+        started_rx.recv().unwrap();
+        bucket.remove_entry("e").unwrap();
+        for i in 0..120u64 {
+            let meta = RecordMeta {
+                timestamp: 1_000 + i,
+                labels: Default::default(),
+                content_type: "text/plain".into(),
+                size: 5,
+            };
+            bucket.write("e", meta, b"fresh").unwrap();
+        }
+        run.join().unwrap()
+    });
+    let stats = stats.unwrap();
+    eprintln!("recompressed before the removal: {stats:?}");
+    // The new entry holds exactly what was written after the re-creation...
+    let new_dir = dir.path().join("b").join("e");
+    let count = |bucket: &Bucket| {
+        bucket
+            .query(&QueryOptions {
+                entries: vec!["e".into()],
+                ..Default::default()
+            })
+            .unwrap()
+            .map(|r| {
+                let payload = r.unwrap().payload.unwrap();
+                assert_eq!(payload.as_slice(), b"fresh");
+            })
+            .count()
+    };
+    assert_eq!(count(&bucket), 120);
+    // ...and nothing else: reopening (which removes every file its index does not
+    // name) finds no stray file of the old entry's run in its directory.
+    let before = files_of(&new_dir);
+    drop(bucket);
+    drop(store);
+    let store = Store::open(Config::new(dir.path())).unwrap();
+    assert_eq!(files_of(&new_dir), before, "stray files in the new entry");
+    assert_eq!(count(&store.bucket("b").unwrap()), 120);
+}

@@ -329,15 +329,25 @@ impl Bucket {
                 self.name
             )));
         }
+        // Running merges and recompressions of these entries stop first (at their next
+        // step): once the directory is renamed its path may name a re-created entry,
+        // and none of them may write or remove anything there.
+        let doomed: Vec<Arc<Entry>> = doomed
+            .iter()
+            .filter_map(|k| entries.get(k).cloned())
+            .collect();
+        let writers_stopped: Vec<_> = doomed.iter().map(|e| e.begin_removal()).collect();
         let trash = self.dir.join(trash_name());
-        std::fs::rename(self.dir.join(name), &trash)
-            .map_err(|e| Error::io(format!("removing entry {}/{name}", self.name), e))?;
-        fsync_dir(&self.dir)?;
-        for key in doomed {
-            if let Some(entry) = entries.remove(&key) {
-                entry.mark_removed();
-            }
+        if let Err(e) = std::fs::rename(self.dir.join(name), &trash) {
+            doomed.iter().for_each(|e| e.abandon_removal());
+            return Err(Error::io(format!("removing entry {}/{name}", self.name), e));
         }
+        fsync_dir(&self.dir)?;
+        for entry in &doomed {
+            entries.remove(entry.name());
+            entry.mark_removed();
+        }
+        drop(writers_stopped);
         drop(entries);
         if let Err(e) = std::fs::remove_dir_all(&trash) {
             log::warn!(

@@ -189,7 +189,9 @@ fn plan_outputs(sources: &[Arc<SealedBlock>], limits: BlockLimits) -> Result<Vec
 /// One background merge round for `entry`: if more than its overlap bound of blocks cover
 /// one instant, merges those blocks (raw) and commits. Returns whether a merge took effect.
 pub(crate) fn merge_overlapping(entry: &Entry, limits: BlockLimits) -> Result<bool> {
-    let _merging = entry.merge_guard();
+    let Some(_merging) = entry.merge_guard() else {
+        return Ok(false);
+    };
     let Some(group) = overlap_to_merge(&entry.sealed_blocks()?, entry.ctx.max_overlap) else {
         return Ok(false);
     };

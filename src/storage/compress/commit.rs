@@ -55,8 +55,13 @@ pub(super) struct Finished {
 }
 
 impl Finished {
-    pub(super) fn discard(&self) {
-        if let Some(path) = &self.path {
+    /// Removes the new file — under the entry's merge guard, and not at all once the
+    /// entry's removal has begun (the file went with the renamed directory; its path may
+    /// now name a file of an entry re-created under the same name).
+    pub(super) fn discard(&self, entry: &Entry) {
+        if let Some(path) = &self.path
+            && let Some(_writing) = entry.merge_guard()
+        {
             let _ = remove_file_if_exists(path);
         }
     }
@@ -90,7 +95,7 @@ pub(super) fn commit_loop(
             let p = pending.swap_remove(i);
             if error.is_some() {
                 for f in &p.done {
-                    f.discard();
+                    f.discard(&p.entry);
                 }
                 continue;
             }
@@ -111,7 +116,7 @@ pub(super) fn commit_loop(
                 }
                 if error.is_some() {
                     failed.store(true, Ordering::Relaxed);
-                    finished.discard();
+                    finished.discard(&entry);
                     continue;
                 }
                 match pending.iter_mut().find(|p| Arc::ptr_eq(&p.entry, &entry)) {

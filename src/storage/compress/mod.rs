@@ -235,7 +235,9 @@ impl Bucket {
             // Plan and compact under the entry's merge guard, so a background merge
             // neither changes the blocks between planning and commit nor races the
             // compaction for them.
-            let merging = entry.merge_guard();
+            let Some(merging) = entry.merge_guard() else {
+                continue; // being removed
+            };
             let plan = CompressPlan::new(&entry.sealed_blocks()?, start, stop, target);
             // Compaction: overlapping blocks are merged into disjoint ones with the target
             // codec (or a stronger one a source already had), output blocks in parallel.

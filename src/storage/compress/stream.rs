@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::collections::{HashSet, VecDeque};
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, MutexGuard, mpsc};
 
 use rayon::prelude::*;
 
@@ -64,7 +64,9 @@ enum Encoded {
 }
 
 /// The block file being written for the job at the head of the stream.
-pub(super) struct Output {
+pub(super) struct Output<'a> {
+    /// The entry's merge guard: no removal renames the directory under this file.
+    _writing: MutexGuard<'a, ()>,
     job: usize,
     block: Arc<SealedBlock>,
     packed_records: Vec<u8>,
@@ -76,7 +78,7 @@ pub(super) struct Output {
     path: PathBuf,
 }
 
-impl Output {
+impl Output<'_> {
     /// Drops a half-written block: closes and removes its file, if this run created one
     /// (a path it could not create is not its file to remove).
     pub(super) fn discard(self) {
@@ -108,12 +110,12 @@ pub(super) struct Run<'a> {
     pub(super) jobs: &'a [Job],
     pub(super) target: Codec,
     pub(super) stats: CompressStats,
-    pub(super) output: Option<Output>,
+    pub(super) output: Option<Output<'a>>,
     pub(super) commits: mpsc::Sender<(Arc<Entry>, Finished, Option<File>)>,
     pub(super) failed: HashSet<usize>,
 }
 
-impl Run<'_> {
+impl<'a> Run<'a> {
     /// Runs the stream as a pipeline: while the pool encodes one batch of tasks, this
     /// thread writes the batch before it and prepares the one after it (maps the blocks,
     /// verifies the source frames' checksums, packs the record tables), so the pool
@@ -251,10 +253,17 @@ impl Run<'_> {
     }
 
     fn write_part(&mut self, task: Task, encoded: Encoded) -> Result<()> {
-        let job = &self.jobs[task.job];
+        let job: &'a Job = &self.jobs[task.job];
         let (codec, bytes, raw_len) = match encoded {
             Encoded::Records => {
+                let Some(writing) = job.entry.merge_guard() else {
+                    // The entry is being removed: leave its blocks alone.
+                    self.failed.insert(task.job);
+                    self.stats.skipped += 1;
+                    return Ok(());
+                };
                 self.output = Some(Output {
+                    _writing: writing,
                     job: task.job,
                     block: task.block,
                     packed_records: task.packed,
@@ -273,6 +282,16 @@ impl Run<'_> {
         let Part::Frame(index) = task.part else {
             return Err(Error::internal("a record table arrived as a frame"));
         };
+        if job.entry.is_removing() {
+            // The entry's removal waits for this block: drop it and move on.
+            log::info!("entry {}: removed during recompression", job.entry.name());
+            if let Some(out) = self.output.take() {
+                out.discard();
+            }
+            self.failed.insert(task.job);
+            self.stats.skipped += 1;
+            return Ok(());
+        }
         let unchanged = codec == Codec::None && out.block.frames()[index].codec == Codec::None;
         match out.writer.as_mut() {
             // Incompressible data already stored raw: writing it again would change

@@ -97,10 +97,15 @@ pub struct Entry {
     /// Set when a background merge failed (a damaged block, a full disk); cleared by the
     /// next commit, so a failing merge is retried once the blocks change, not per write.
     merge_failed: AtomicBool,
-    /// Held by whoever merges this entry's blocks (the background merge, compaction), over
-    /// the I/O but apart from the state lock: two merges of the same blocks would only make
-    /// one of them wasted work.
+    /// Held by whoever writes or removes this entry's files apart from the state lock
+    /// (the background merge, compaction, the recompression stream), over the I/O: two
+    /// merges of the same blocks would only make one of them wasted work, and the entry's
+    /// removal takes it so that no such writer touches the directory's path once it may
+    /// name a re-created entry.
     merging: Mutex<()>,
+    /// Set when the entry's removal begins: writers holding `merging` stop at their next
+    /// step and let the removal go on.
+    removing: AtomicBool,
     state: Mutex<EntryState>,
 }
 
@@ -167,6 +172,7 @@ impl Entry {
             depth: AtomicUsize::new(max_overlap(&state.index.blocks).0),
             merge_failed: AtomicBool::new(false),
             merging: Mutex::new(()),
+            removing: AtomicBool::new(false),
             state: Mutex::new(state),
         }
     }
@@ -519,9 +525,31 @@ impl Entry {
         self.merge_failed.store(true, Ordering::Release);
     }
 
-    /// Excludes other merges of this entry's blocks while the guard lives.
-    pub(crate) fn merge_guard(&self) -> MutexGuard<'_, ()> {
+    /// Excludes other merges and file writers of this entry while the guard lives;
+    /// `None` once the entry's removal has begun (write nothing then).
+    pub(crate) fn merge_guard(&self) -> Option<MutexGuard<'_, ()>> {
+        let guard = self.merging.lock().unwrap_or_else(|p| p.into_inner());
+        (!self.is_removing()).then_some(guard)
+    }
+
+    /// Whether the entry's removal has begun: a writer holding the merge guard stops at
+    /// its next step (discarding what it half wrote) so the removal can go on.
+    pub(crate) fn is_removing(&self) -> bool {
+        self.removing.load(Ordering::Acquire)
+    }
+
+    /// Begins the entry's removal: asks running merges and recompressions to stop, and
+    /// waits until none holds the merge guard. While the returned guard lives no such
+    /// writer touches the entry's directory, so it can be renamed away and its name
+    /// reused with nothing written into the new entry's files.
+    pub(crate) fn begin_removal(&self) -> MutexGuard<'_, ()> {
+        self.removing.store(true, Ordering::Release);
         self.merging.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Undoes [`Entry::begin_removal`] when the removal failed (the entry stays).
+    pub(crate) fn abandon_removal(&self) {
+        self.removing.store(false, Ordering::Release);
     }
 
     /// Clears the queued mark (the merger took the request).
