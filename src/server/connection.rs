@@ -16,9 +16,12 @@ pub struct Connection {
     pub stream: TcpStream,
     /// The peer's address, for logs.
     pub peer: String,
-    /// Bytes read but not consumed start at `pos`.
+    /// Read buffer, initialized to its length: the unconsumed bytes are
+    /// `buf[start..end]`; reads land in `buf[end..]`, so a served connection reuses
+    /// one buffer from request to request without clearing it.
     buf: Vec<u8>,
-    pos: usize,
+    start: usize,
+    end: usize,
     /// When the first byte of the request head being gathered arrived.
     pub head_started: Option<Instant>,
     /// How far the search for the end of that head got (see `head::head_end`).
@@ -35,7 +38,8 @@ impl Connection {
             stream,
             peer,
             buf: Vec::new(),
-            pos: 0,
+            start: 0,
+            end: 0,
             head_started: None,
             head_scanned: 0,
         }
@@ -43,45 +47,67 @@ impl Connection {
 
     /// Bytes read and not consumed yet.
     pub fn pending(&self) -> &[u8] {
-        &self.buf[self.pos..]
-    }
-
-    /// Marks `n` pending bytes consumed; when none are left the buffer is released, so an
-    /// idle connection costs no buffer.
-    pub fn consume(&mut self, n: usize) {
-        self.pos = (self.pos + n).min(self.buf.len());
-        if self.pos == self.buf.len() {
-            self.buf = Vec::new();
-            self.pos = 0;
-        }
+        &self.buf[self.start..self.end]
     }
 
     /// Whether a whole request head is pending; the search resumes where the last one
     /// stopped, so a head that trickles in is scanned once.
     pub fn has_whole_head(&mut self) -> bool {
         let mut scanned = self.head_scanned;
-        let found = crate::server::head::head_end(&self.buf[self.pos..], &mut scanned).is_some();
+        let found =
+            crate::server::head::head_end(&self.buf[self.start..self.end], &mut scanned).is_some();
         self.head_scanned = scanned;
         found
     }
 
+    /// Marks `n` pending bytes consumed.
+    pub fn consume(&mut self, n: usize) {
+        self.start = (self.start + n).min(self.end);
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// Frees the buffer when nothing is pending, so a parked idle connection costs no
+    /// buffer.
+    pub fn release_buffer(&mut self) {
+        if self.start == self.end {
+            self.buf = Vec::new();
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// Room for at least `n` more bytes after the pending ones.
+    fn make_room(&mut self, n: usize) {
+        if self.buf.len() - self.end >= n {
+            return;
+        }
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.buf.len() - self.end < n {
+            self.buf.resize(self.end + n, 0);
+        }
+    }
+
     /// Appends bytes the poller read for this connection.
     pub fn push(&mut self, bytes: &[u8]) {
-        self.buf.extend_from_slice(bytes);
+        self.make_room(bytes.len());
+        self.buf[self.end..self.end + bytes.len()].copy_from_slice(bytes);
+        self.end += bytes.len();
     }
 
     /// Reads once from the socket, appending to the pending bytes: `Ok(0)` at the end of
     /// the stream. On a non-blocking socket this returns `WouldBlock` when nothing is there.
     pub fn fill(&mut self) -> io::Result<usize> {
-        if self.pos > 0 && self.pos * 2 >= self.buf.len() {
-            self.buf.drain(..self.pos);
-            self.pos = 0;
-        }
-        let start = self.buf.len();
-        self.buf.resize(start + READ_CHUNK, 0);
-        let result = self.stream.read(&mut self.buf[start..]);
-        self.buf.truncate(start + *result.as_ref().unwrap_or(&0));
-        result
+        self.make_room(READ_CHUNK);
+        let n = self.stream.read(&mut self.buf[self.end..])?;
+        self.end += n;
+        Ok(n)
     }
 }
 
@@ -92,7 +118,7 @@ impl Read for Connection {
         if out.is_empty() {
             return Ok(0);
         }
-        if self.pending().is_empty() {
+        if self.start == self.end {
             if out.len() >= READ_CHUNK {
                 return self.stream.read(out);
             }
@@ -100,8 +126,8 @@ impl Read for Connection {
                 return Ok(0);
             }
         }
-        let n = out.len().min(self.pending().len());
-        out[..n].copy_from_slice(&self.pending()[..n]);
+        let n = out.len().min(self.end - self.start);
+        out[..n].copy_from_slice(&self.buf[self.start..self.start + n]);
         self.consume(n);
         Ok(n)
     }

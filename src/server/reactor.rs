@@ -433,11 +433,12 @@ impl Reactor {
     }
 
     /// A connection back from a handler thread.
-    fn park(&mut self, conn: Connection) {
+    fn park(&mut self, mut conn: Connection) {
         if self.stop.load(Ordering::SeqCst) || conn.stream.set_nonblocking(true).is_err() {
             let _ = self.poller.delete(&conn.stream);
             return;
         }
+        conn.release_buffer();
         let idle_since = conn.pending().is_empty().then(Instant::now);
         let key = self.insert(conn, idle_since);
         self.settle(key);
