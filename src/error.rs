@@ -22,6 +22,8 @@ pub enum ErrorKind {
     TooEarly,
     /// A server-wide limit is reached, such as the number of open queries (HTTP 429).
     TooManyRequests,
+    /// The disk (or the quota of the file system) is full (HTTP 507).
+    InsufficientStorage,
     /// Something broke inside: I/O, a corrupt block, a broken invariant (HTTP 500).
     Internal,
 }
@@ -38,6 +40,7 @@ impl ErrorKind {
             ErrorKind::Unprocessable => 422,
             ErrorKind::TooEarly => 425,
             ErrorKind::TooManyRequests => 429,
+            ErrorKind::InsufficientStorage => 507,
             ErrorKind::Internal => 500,
         }
     }
@@ -94,7 +97,18 @@ impl Error {
 
     /// Wraps an I/O error with what we were doing and on which path.
     pub fn io(context: impl fmt::Display, err: std::io::Error) -> Self {
-        Self::internal(format!("{context}: {err}"))
+        // A full disk is the operator's to fix, not a bug: 507 with the path, so a
+        // client can tell it from a server fault.
+        let full = matches!(
+            err.kind(),
+            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+        );
+        let kind = if full {
+            ErrorKind::InsufficientStorage
+        } else {
+            ErrorKind::Internal
+        };
+        Self::new(kind, format!("{context}: {err}"))
     }
 
     /// The kind of this error.
@@ -149,5 +163,24 @@ mod tests {
         let err = Error::io("reading /tmp/x", std::io::Error::other("boom"));
         assert_eq!(err.message(), "reading /tmp/x: boom");
         assert_eq!(err.kind(), ErrorKind::Internal);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_is_507_naming_the_path() {
+        let full = std::io::Error::from_raw_os_error(28); // ENOSPC
+        let e = Error::io("creating block /data/b/e/0001.blk", full);
+        assert_eq!(e.kind().http_status(), 507);
+        assert!(
+            e.message()
+                .starts_with("creating block /data/b/e/0001.blk: "),
+            "{e}"
+        );
+        let other = std::io::Error::from_raw_os_error(5); // EIO
+        assert_eq!(Error::io("x", other).kind().http_status(), 500);
     }
 }
