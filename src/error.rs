@@ -164,11 +164,6 @@ mod tests {
         assert_eq!(err.message(), "reading /tmp/x: boom");
         assert_eq!(err.kind(), ErrorKind::Internal);
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
 
     #[test]
     fn a_full_disk_is_507_naming_the_path() {
