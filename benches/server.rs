@@ -222,27 +222,15 @@ fn benches(c: &mut Criterion) {
         v[v.len() / 2]
     };
     let rate = |d: Duration| flights.len() as f64 / d.as_secs_f64();
-    let direct_write = median(
-        (0..3)
-            .map(|_| {
-                round += 1;
-                let s = Instant::now();
-                write_direct(&direct, "bench", &format!("m{round}"), &flights);
-                s.elapsed()
-            })
-            .collect(),
-    );
+    let direct_write = median_of_three(|| {
+        round += 1;
+        timed(|| write_direct(&direct, "bench", &format!("m{round}"), &flights))
+    });
     for clients in [1, 2] {
-        let http = median(
-            (0..3)
-                .map(|_| {
-                    round += 1;
-                    let s = Instant::now();
-                    write_over_http(addr, "bench", &format!("m{round}"), &flights, clients);
-                    s.elapsed()
-                })
-                .collect(),
-        );
+        let http = median_of_three(|| {
+            round += 1;
+            timed(|| write_over_http(addr, "bench", &format!("m{round}"), &flights, clients))
+        });
         summary.push(format!(
             "write, {clients} client(s): HTTP {:>8.0} rec/s, direct {:>8.0} rec/s, share {:.2}",
             rate(http),
@@ -253,29 +241,15 @@ fn benches(c: &mut Criterion) {
 
     // The same writes with 1,000 idle connections open, then with 1,000 connections
     // trickling a request head: parked in the poller, they should cost nothing.
-    let none = median(
-        (0..3)
-            .map(|_| {
-                round += 1;
-                let s = Instant::now();
-                write_over_http(addr, "bench", &format!("m{round}"), &flights, 1);
-                s.elapsed()
-            })
-            .collect(),
-    );
+    let mut http_write = || {
+        round += 1;
+        timed(|| write_over_http(addr, "bench", &format!("m{round}"), &flights, 1))
+    };
+    let none = median_of_three(&mut http_write);
     let mut parked: Vec<TcpStream> = (0..1000)
         .map_while(|_| TcpStream::connect(addr).ok())
         .collect();
-    let with_idle = median(
-        (0..3)
-            .map(|_| {
-                round += 1;
-                let s = Instant::now();
-                write_over_http(addr, "bench", &format!("m{round}"), &flights, 1);
-                s.elapsed()
-            })
-            .collect(),
-    );
+    let with_idle = median_of_three(&mut http_write);
     summary.push(format!(
         "write, 1 client, {} idle connections open: {:>8.0} rec/s, {:.2} of none ({:.0} rec/s)",
         parked.len(),
@@ -327,17 +301,7 @@ fn benches(c: &mut Criterion) {
         b.iter(|| query_direct(&direct, "bench", pattern))
     });
     group.finish();
-    let time = |f: &dyn Fn()| {
-        median(
-            (0..5)
-                .map(|_| {
-                    let s = Instant::now();
-                    f();
-                    s.elapsed()
-                })
-                .collect(),
-        )
-    };
+    let time = |f: &dyn Fn()| median((0..5).map(|_| timed(f)).collect());
     let http = time(&|| {
         query_over_http(addr, "bench", pattern);
     });
@@ -359,6 +323,20 @@ fn benches(c: &mut Criterion) {
     for line in summary {
         eprintln!("  {line}");
     }
+}
+
+/// How long `f` takes.
+fn timed(f: impl FnOnce()) -> Duration {
+    let start = Instant::now();
+    f();
+    start.elapsed()
+}
+
+/// The median of three timed runs.
+fn median_of_three(mut run: impl FnMut() -> Duration) -> Duration {
+    let mut times = [run(), run(), run()];
+    times.sort();
+    times[1]
 }
 
 criterion_group!(server, benches);

@@ -49,28 +49,7 @@ fn exchange(addr: std::net::SocketAddr, bytes: &[u8], case: &str) -> u16 {
                 String::from_utf8_lossy(&out)
             )
         });
-    let head = &out[..end + 4];
-    for (i, b) in head.iter().enumerate() {
-        match b {
-            b'\r' => assert_eq!(head.get(i + 1), Some(&b'\n'), "{case}: bare CR"),
-            b'\n' => assert_eq!(head[i - 1], b'\r', "{case}: bare LF"),
-            0 => panic!("{case}: NUL in the response head"),
-            _ => {}
-        }
-    }
-    let text = String::from_utf8_lossy(head).to_ascii_lowercase();
-    for line in text.split("\r\n").skip(1) {
-        assert!(
-            !line.starts_with("x-injected") && !line.starts_with("set-cookie"),
-            "{case}: injected header line {line:?}"
-        );
-        if !line.is_empty() {
-            assert!(
-                line.contains(": "),
-                "{case}: malformed header line {line:?}"
-            );
-        }
-    }
+    let text = assert_well_formed(&out[..end + 4], case);
     let status: u16 = text
         .strip_prefix("http/1.1 ")
         .and_then(|rest| rest.get(..3))

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{start_server, write_record as write};
+use common::{assert_well_formed, start_server, write_record as write};
 use serde_json::json;
 
 #[test]
@@ -593,27 +593,6 @@ fn raw_head(addr: std::net::SocketAddr, request: &[u8]) -> Vec<u8> {
         head.push(byte[0]);
     }
     head
-}
-
-/// Every CR is part of a CRLF, every LF ends a CRLF, no NUL, and no line is a header the
-/// input tried to inject.
-fn assert_well_formed(head: &[u8], case: &str) {
-    assert!(head.ends_with(b"\r\n\r\n"), "{case}: no complete head");
-    for (i, b) in head.iter().enumerate() {
-        match b {
-            b'\r' => assert_eq!(head.get(i + 1), Some(&b'\n'), "{case}: bare CR"),
-            b'\n' => assert_eq!(head[i - 1], b'\r', "{case}: bare LF"),
-            0 => panic!("{case}: NUL in the response head"),
-            _ => {}
-        }
-    }
-    let text = String::from_utf8_lossy(head).to_ascii_lowercase();
-    for line in text.split("\r\n") {
-        assert!(
-            !line.starts_with("x-injected") && !line.starts_with("set-cookie"),
-            "{case}: injected header line {line:?}"
-        );
-    }
 }
 
 #[test]

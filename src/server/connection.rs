@@ -24,8 +24,8 @@ pub struct Connection {
     end: usize,
     /// When the first byte of the request head being gathered arrived.
     pub head_started: Option<Instant>,
-    /// How far the search for the end of that head got (see `head::head_end`).
-    pub head_scanned: usize,
+    /// How far the search for the end of the pending head got (see `head::head_end`).
+    head_scanned: usize,
 }
 
 impl Connection {
@@ -50,18 +50,17 @@ impl Connection {
         &self.buf[self.start..self.end]
     }
 
-    /// Whether a whole request head is pending; the search resumes where the last one
-    /// stopped, so a head that trickles in is scanned once.
-    pub fn has_whole_head(&mut self) -> bool {
-        let mut scanned = self.head_scanned;
-        let found =
-            crate::server::head::head_end(&self.buf[self.start..self.end], &mut scanned).is_some();
-        self.head_scanned = scanned;
-        found
+    /// The length of the whole request head at the start of the pending bytes, `None`
+    /// while it is incomplete; the search resumes where the last one stopped, so a head
+    /// that trickles in is scanned once.
+    pub fn head_len(&mut self) -> Option<usize> {
+        crate::server::head::head_end(&self.buf[self.start..self.end], &mut self.head_scanned)
     }
 
     /// Marks `n` pending bytes consumed.
     pub fn consume(&mut self, n: usize) {
+        // The search for a head's end counts from the first pending byte.
+        self.head_scanned = 0;
         self.start = (self.start + n).min(self.end);
         if self.start == self.end {
             self.start = 0;

@@ -97,8 +97,7 @@ pub fn serve(
     let mut served = 0;
     let mut waited = false;
     loop {
-        let mut scanned = 0;
-        let Some(end) = head::head_end(conn.pending(), &mut scanned) else {
+        let Some(end) = conn.head_len() else {
             // Between requests: a client that sends its next request at once is served
             // on this thread while nobody else waits (a hop through the poller costs a
             // wake-up); otherwise, or if it is slow, the poller takes the connection.
@@ -125,7 +124,6 @@ pub fn serve(
         let parsed = head::parse_head(&conn.pending()[..end]);
         conn.consume(end);
         conn.head_started = None;
-        conn.head_scanned = 0;
         let keep_alive = match parsed {
             Ok(head) => serve_request(app, &mut conn, head, limits, stop),
             Err(HeadError::TooLarge) => {

@@ -347,7 +347,7 @@ impl Reactor {
                 .parked
                 .get_mut(&key)
                 .expect("the connection was just read");
-            if parked.conn.has_whole_head() {
+            if parked.conn.head_len().is_some() {
                 self.dispatch(key);
             } else {
                 self.close(key, None);
@@ -394,7 +394,7 @@ impl Reactor {
             return;
         };
         let conn = &mut parked.conn;
-        let complete = conn.has_whole_head();
+        let complete = conn.head_len().is_some();
         if complete {
             self.dispatch(key);
             return;

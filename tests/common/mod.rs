@@ -278,3 +278,32 @@ pub fn request(
     let mut reader = BufReader::new(stream);
     read_response(&mut reader, method == "HEAD")
 }
+
+/// Checks a raw response head: every CR is part of a CRLF, every LF ends one, no NUL,
+/// every header line is `name: value`, and no line is a header the input tried to
+/// inject. Returns the head as lowercase text.
+pub fn assert_well_formed(head: &[u8], case: &str) -> String {
+    assert!(head.ends_with(b"\r\n\r\n"), "{case}: no complete head");
+    for (i, b) in head.iter().enumerate() {
+        match b {
+            b'\r' => assert_eq!(head.get(i + 1), Some(&b'\n'), "{case}: bare CR"),
+            b'\n' => assert_eq!(head[i - 1], b'\r', "{case}: bare LF"),
+            0 => panic!("{case}: NUL in the response head"),
+            _ => {}
+        }
+    }
+    let text = String::from_utf8_lossy(head).to_ascii_lowercase();
+    for line in text.split("\r\n").skip(1) {
+        assert!(
+            !line.starts_with("x-injected") && !line.starts_with("set-cookie"),
+            "{case}: injected header line {line:?}"
+        );
+        if !line.is_empty() {
+            assert!(
+                line.contains(": "),
+                "{case}: malformed header line {line:?}"
+            );
+        }
+    }
+    text
+}

@@ -1,0 +1,59 @@
+//! How an entry coordinates with work done apart from its state lock: background merge
+//! requests, the merge guard that every writer of files outside the lock holds, and the
+//! start of the entry's removal, which stops those writers first.
+
+use std::sync::MutexGuard;
+use std::sync::atomic::Ordering;
+
+use super::Entry;
+
+impl Entry {
+    /// True when more sealed blocks than the overlap bound cover one instant and no merge
+    /// is queued yet; marks the merge queued.
+    pub(crate) fn take_merge_request(&self) -> bool {
+        if self.merge_queued.load(Ordering::Relaxed)
+            || self.merge_failed.load(Ordering::Relaxed)
+            || self.depth.load(Ordering::Relaxed) <= self.ctx.max_overlap
+        {
+            return false;
+        }
+        !self.merge_queued.swap(true, Ordering::AcqRel)
+    }
+
+    /// Records that a background merge failed: no new request until the blocks change.
+    pub(crate) fn merge_failed(&self) {
+        self.merge_failed.store(true, Ordering::Release);
+    }
+
+    /// Excludes other merges and file writers of this entry while the guard lives;
+    /// `None` once the entry's removal has begun (write nothing then).
+    pub(crate) fn merge_guard(&self) -> Option<MutexGuard<'_, ()>> {
+        let guard = self.merging.lock().unwrap_or_else(|p| p.into_inner());
+        (!self.is_removing()).then_some(guard)
+    }
+
+    /// Whether the entry's removal has begun: a writer holding the merge guard stops at
+    /// its next step (discarding what it half wrote) so the removal can go on.
+    pub(crate) fn is_removing(&self) -> bool {
+        self.removing.load(Ordering::Acquire)
+    }
+
+    /// Begins the entry's removal: asks running merges and recompressions to stop, and
+    /// waits until none holds the merge guard. While the returned guard lives no such
+    /// writer touches the entry's directory, so it can be renamed away and its name
+    /// reused with nothing written into the new entry's files.
+    pub(crate) fn begin_removal(&self) -> MutexGuard<'_, ()> {
+        self.removing.store(true, Ordering::Release);
+        self.merging.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Undoes [`Entry::begin_removal`] when the removal failed (the entry stays).
+    pub(crate) fn abandon_removal(&self) {
+        self.removing.store(false, Ordering::Release);
+    }
+
+    /// Clears the queued mark (the merger took the request).
+    pub(crate) fn merge_started(&self) {
+        self.merge_queued.store(false, Ordering::Release);
+    }
+}
