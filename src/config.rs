@@ -12,6 +12,9 @@ pub const DEFAULT_BLOCK_CACHE: usize = 256;
 /// Default bound on how many sealed blocks may overlap one instant before a merge runs.
 pub const DEFAULT_MAX_BLOCK_OVERLAP: usize = 4;
 
+/// Default share of tombstoned records at which a block is rewritten without them.
+pub const DEFAULT_TOMBSTONE_FOLD_SHARE: f64 = 0.5;
+
 /// Configuration of a [`crate::storage::Store`].
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -36,6 +39,11 @@ pub struct Config {
     /// When more sealed blocks than this overlap one instant (belated writes seal into
     /// blocks that overlap others), a background merge makes them disjoint (default 4).
     pub max_block_overlap: usize,
+    /// Removed records of a sealed block are tombstones in its edit log until the block is
+    /// next rewritten (compress, merge) or their share of its records reaches this
+    /// fraction, when it is rewritten without them at once (default 0.5; 1.0 waits until
+    /// every record is gone, when the block is dropped).
+    pub tombstone_fold_share: f64,
 }
 
 impl Config {
@@ -52,6 +60,7 @@ impl Config {
             system_events: true,
             instance_name: "unknown".to_string(),
             max_block_overlap: DEFAULT_MAX_BLOCK_OVERLAP,
+            tombstone_fold_share: DEFAULT_TOMBSTONE_FOLD_SHARE,
         }
     }
 }

@@ -349,7 +349,8 @@ fn blocks_with_nothing_to_gain_keep_their_file_and_take_the_tier() {
         0
     );
     verify_all(&bucket, "s", &records);
-    // A relabel rewrites the block uncompressed: eligible again.
+    // A relabel goes to the block's edit log and leaves it compressed; the next run folds
+    // the edit in, so the block is eligible again.
     let mut change = halflife::storage::Labels::new();
     change.insert("k".into(), "v".into());
     bucket.update_labels("s", 1_003, &change).unwrap();
@@ -374,7 +375,8 @@ fn belated_writes_leave_compressed_blocks_and_relabels_make_them_eligible_again(
         .compress_blocks(&all, 0, u64::MAX, Codec::Zstd(3), &pool, &never)
         .unwrap();
     // A belated write into the third block's range goes to the late log and leaves the
-    // compressed block alone; a label update in the fifth rewrites it uncompressed.
+    // compressed block alone; a label update in the fifth goes to its edit log, leaving it
+    // compressed (the next run folds the change in).
     let belated = RecordMeta {
         timestamp: records[450].timestamp + 500,
         labels: [("late".to_string(), "yes".to_string())].into(),
@@ -387,7 +389,15 @@ fn belated_writes_leave_compressed_blocks_and_relabels_make_them_eligible_again(
         .update_labels("w", records[850].timestamp, &changes)
         .unwrap();
     let tiers = codecs(&bucket, "w");
-    assert_eq!(tiers.iter().filter(|c| **c == Codec::None).count(), 1);
+    assert!(tiers.iter().all(|c| *c == Codec::Zstd(3)), "{tiers:?}");
+    let entry_dir = bucket.dir().join("w");
+    let edit_logs = |dir: &std::path::Path| {
+        files_of(dir)
+            .into_iter()
+            .filter(|f| f.ends_with(".edt"))
+            .count()
+    };
+    assert_eq!(edit_logs(&entry_dir), 1);
     let estimate = bucket
         .estimate_compress(&all, 0, u64::MAX, Codec::Zstd(3))
         .unwrap();
@@ -396,6 +406,11 @@ fn belated_writes_leave_compressed_blocks_and_relabels_make_them_eligible_again(
         .compress_blocks(&all, 0, u64::MAX, Codec::Zstd(3), &pool, &never)
         .unwrap();
     assert_eq!(stats.blocks, 1);
+    assert_eq!(
+        edit_logs(&entry_dir),
+        0,
+        "the edit was folded into the rewrite"
+    );
     assert_eq!(
         bucket
             .read("w", Some(records[450].timestamp + 500))

@@ -87,7 +87,7 @@ fn run_and_kill(dir: &Path, level: i32, rng: &mut u64) -> bool {
 fn verify(dir: &Path, records: &[FixtureRecord], round: usize) {
     let store = Store::open(config(dir)).unwrap();
     let entry_dir = dir.join("b").join("f");
-    let named = EntryIndex::load(&entry_dir).unwrap().file_names();
+    let named = EntryIndex::load(&entry_dir).unwrap().kept_files();
     for item in std::fs::read_dir(&entry_dir).unwrap().flatten() {
         let name = item.file_name().to_string_lossy().into_owned();
         assert!(

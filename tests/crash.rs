@@ -116,7 +116,7 @@ fn write(bucket: &halflife::storage::Bucket, ts: u64) {
 
 fn check_no_leftovers(dir: &Path) {
     let entry_dir = dir.join("b").join("e");
-    let named = EntryIndex::load(&entry_dir).unwrap().file_names();
+    let named = EntryIndex::load(&entry_dir).unwrap().kept_files();
     for item in std::fs::read_dir(&entry_dir).unwrap().flatten() {
         let name = item.file_name().to_string_lossy().into_owned();
         assert!(named.contains(&name), "leftover {name} survived the open");

@@ -1,23 +1,20 @@
 //! Planning a bulk removal over a time range, the operation the delete lifecycle runs.
 //! Blocks that lie wholly inside the range (with no record filter) are dropped as files
-//! without reading them; blocks cut by the range or the filter are rewritten without the
-//! removed records. [`Entry::remove_range`] carries the plan out.
-
-use std::collections::HashSet;
-use std::sync::Arc;
+//! without reading them; blocks cut by the range or the filter get tombstones for the
+//! removed records (their block edit logs; see `storage::format::edits`). [`Entry::remove_range`] carries the plan out.
 
 use serde::Serialize;
 
 use crate::error::Result;
 use crate::storage::entry::{Entry, EntryState, LogKind};
-use crate::storage::format::block::SealedBlock;
 use crate::storage::record::RecordMeta;
 
 /// What a bulk removal does with one sealed block.
 pub(crate) enum BlockPlan {
     Keep,
     Drop,
-    Trim(Arc<SealedBlock>, HashSet<u64>),
+    /// Tombstones for these records (timestamp, payload size).
+    Trim(Vec<(u64, u64)>),
 }
 
 /// A bulk removal, decided before anything is written.
@@ -39,7 +36,7 @@ pub type RecordFilter<'a> = dyn Fn(&RecordMeta) -> Result<bool> + 'a;
 pub struct RemoveStats {
     /// Records removed.
     pub records: u64,
-    /// Blocks affected: dropped whole or rewritten (each log counts too).
+    /// Blocks affected: dropped whole or given tombstones (each log counts too).
     pub blocks: u64,
 }
 
@@ -66,21 +63,21 @@ pub(crate) fn plan_removal(
         let plan = if b.last_ts < start || b.first_ts >= stop {
             BlockPlan::Keep
         } else if filter.is_none() && b.first_ts >= start && b.last_ts < stop {
-            stats.records += b.record_count;
+            stats.records += b.live_records();
             BlockPlan::Drop
         } else {
-            let block = entry.block(b)?;
-            let mut doomed = HashSet::new();
+            let block = entry.block_in(st, b)?;
+            let mut doomed = Vec::new();
             for rec in &block.records()[block.range(start, stop)] {
                 if filter.map_or(Ok(true), |f| f(&rec.meta))? {
-                    doomed.insert(rec.meta.timestamp);
+                    doomed.push((rec.meta.timestamp, rec.meta.size));
                 }
             }
             stats.records += doomed.len() as u64;
             match doomed.len() {
                 0 => BlockPlan::Keep,
                 n if n == block.records().len() => BlockPlan::Drop,
-                _ => BlockPlan::Trim(block, doomed),
+                _ => BlockPlan::Trim(doomed),
             }
         };
         if !matches!(plan, BlockPlan::Keep) {

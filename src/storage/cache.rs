@@ -59,6 +59,10 @@ impl<K: Hash + Eq + Copy, V: Clone> Lru<K, V> {
         self.items.insert(key, (value, self.tick));
     }
 
+    fn get_mut(&mut self, key: &K) -> Option<&mut V> {
+        self.items.get_mut(key).map(|(v, _)| v)
+    }
+
     fn remove(&mut self, key: &K) {
         self.items.remove(key);
     }
@@ -126,6 +130,24 @@ impl BlockCache {
             }
         };
         Ok(stamps.binary_search(&ts).is_ok())
+    }
+
+    /// Applies `change` to the cached view of a block whose edit log just grew, so the
+    /// next read need not re-parse it: in place when no reader holds the view, else on a
+    /// copy (readers keep the view they had). An uncached block needs nothing: it is
+    /// opened with its edits applied.
+    pub fn edit(&self, key: BlockKey, change: impl FnOnce(&mut SealedBlock)) {
+        let mut inner = self.lock();
+        let Some(view) = inner.blocks.get_mut(&key) else {
+            inner.timestamps.remove(&key);
+            return;
+        };
+        if Arc::get_mut(view).is_none() {
+            *view = Arc::new(view.fork());
+        }
+        change(Arc::get_mut(view).expect("a view just forked has no other holder"));
+        let stamps = timestamps_of(view);
+        inner.timestamps.insert(key, stamps);
     }
 
     /// Forgets a block whose file was replaced or removed.

@@ -143,7 +143,7 @@ pub(crate) fn merge_blocks(
         return Err(e);
     }
     Ok(Replacement {
-        old: group.iter().map(|b| b.seq).collect(),
+        old: group.iter().map(BlockEntry::version).collect(),
         new,
         files,
     })
@@ -316,6 +316,7 @@ mod tests {
             payload_bytes: 1,
             codec: Codec::None,
             meta_crc: 0,
+            edits: Default::default(),
         }
     }
 

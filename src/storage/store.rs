@@ -49,6 +49,7 @@ fn entry_context(config: &Config) -> EntryContext {
         cache: Arc::new(BlockCache::new(config.block_cache)),
         frame_size: config.frame_size,
         max_overlap: config.max_block_overlap,
+        fold_share: config.tombstone_fold_share,
     }
 }
 

@@ -26,7 +26,7 @@ fn commit_recompressed(entry: &Entry, done: Vec<Finished>) -> Result<CompressSta
     let replacements = done
         .iter()
         .map(|f| Replacement {
-            old: vec![f.old.seq],
+            old: vec![f.old.version()],
             new: vec![f.new.clone()],
             files: f.path.iter().cloned().collect(),
         })
@@ -35,7 +35,7 @@ fn commit_recompressed(entry: &Entry, done: Vec<Finished>) -> Result<CompressSta
     for (f, applied) in done.iter().zip(applied) {
         if applied {
             stats.blocks += 1;
-            stats.records += f.old.record_count;
+            stats.records += f.old.live_records();
             stats.bytes_before += f.old.size;
             stats.bytes_after += f.new.size;
         } else {

@@ -132,7 +132,10 @@ impl CompressPlan {
             merge: Vec::new(),
         };
         for mut group in overlap_groups(&in_window) {
-            if group.len() > 1 {
+            // A block with an edit log is rewritten through the merge path, which reads
+            // its records as seen and so folds the edits in (the frame-copying path keeps
+            // the record table as it is stored).
+            if group.len() > 1 || group[0].edits.ops > 0 {
                 plan.merge.push(group);
             } else if let Some(b) = group.pop()
                 && b.codec.is_weaker_than(target)
@@ -172,7 +175,7 @@ fn compact(
     let bytes_after: u64 = replacement.new.iter().map(|b| b.size).sum();
     if entry.replace_blocks(vec![replacement])?[0] {
         stats.blocks += group.len() as u64;
-        stats.records += group.iter().map(|b| b.record_count).sum::<u64>();
+        stats.records += group.iter().map(|b| b.live_records()).sum::<u64>();
         stats.bytes_before += group.iter().map(|b| b.size).sum::<u64>();
         stats.bytes_after += bytes_after;
     } else {
@@ -204,7 +207,7 @@ impl Bucket {
             let plan = CompressPlan::new(&entry.sealed_blocks()?, start, stop, target);
             for b in plan.recompress.iter().chain(plan.merge.iter().flatten()) {
                 stats.blocks += 1;
-                stats.records += b.record_count;
+                stats.records += b.live_records();
                 stats.bytes_before += b.size;
             }
         }

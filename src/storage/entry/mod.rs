@@ -17,7 +17,7 @@ mod background;
 mod read;
 mod state;
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -25,11 +25,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::error::{Error, Result};
 use crate::storage::bulk::{BlockPlan, RecordFilter, RemoveStats, plan_removal};
 use crate::storage::cache::BlockCache;
-use crate::storage::format::block::SealedBlock;
+use crate::storage::format::edits::{BlockChange, BlockEdits, apply_change};
 use crate::storage::format::fsutil::{create_dirs_durably, remove_file_if_exists};
-use crate::storage::format::index::{BlockEntry, EntryIndex, block_path, log_path};
+use crate::storage::format::index::{
+    BlockEntry, EditState, EntryIndex, block_path, edits_path, log_path,
+};
 use crate::storage::format::log::OpenLog;
-use crate::storage::format::rewrite::{BlockEdit, write_edited, write_log_block};
+use crate::storage::format::rewrite::{write_log_block, write_records};
 use crate::storage::merge::max_overlap;
 use crate::storage::record::{Labels, RecordMeta};
 
@@ -48,6 +50,8 @@ pub(crate) struct EntryContext {
     pub frame_size: usize,
     /// More sealed blocks than this overlapping one instant asks for a merge.
     pub max_overlap: usize,
+    /// A block whose tombstoned share of records reaches this is rewritten without them.
+    pub fold_share: f64,
 }
 
 /// Gives every entry instance a unique id so cached blocks of a removed and re-created
@@ -66,8 +70,8 @@ pub struct BlockLimits {
 /// Blocks written without the entry lock, to be swapped in for the blocks they replace
 /// (see [`Entry::replace_blocks`]).
 pub(crate) struct Replacement {
-    /// Sequence numbers of the blocks replaced.
-    pub old: Vec<u64>,
+    /// The blocks replaced, as versions ([`BlockEntry::version`]) of what was read.
+    pub old: Vec<(u64, u64)>,
     /// Their replacements (none when every record is gone).
     pub new: Vec<BlockEntry>,
     /// The new files, removed if the replacement does not take effect.
@@ -121,7 +125,7 @@ impl Entry {
             name,
             dir,
             ctx,
-            EntryState::new(index, None, None),
+            EntryState::new(index, None, None, HashMap::new()),
         ))
     }
 
@@ -129,7 +133,7 @@ impl Entry {
     /// (anything the index does not name), and replays the logs.
     pub(crate) fn open(bucket: &str, name: &str, dir: &Path, ctx: EntryContext) -> Result<Entry> {
         let index = EntryIndex::load(dir)?;
-        let named = index.file_names();
+        let named = index.kept_files();
         let listing = std::fs::read_dir(dir)
             .map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
         for item in listing {
@@ -147,13 +151,33 @@ impl Entry {
         };
         let open = replay(index.open_log)?;
         let late = replay(index.late_log)?;
-        Ok(Self::with_state(
+        let mut index = index;
+        let mut edits = HashMap::new();
+        for b in &mut index.blocks {
+            let path = edits_path(dir, b.seq);
+            if path.exists() {
+                let log = BlockEdits::open(&path)?;
+                b.edits = edit_state(&log);
+                edits.insert(b.seq, log);
+            }
+        }
+        let entry = Self::with_state(
             bucket,
             name,
             dir,
             ctx,
-            EntryState::new(index, open, late),
-        ))
+            EntryState::new(index, open, late, edits),
+        );
+        // A tombstone on a block's first or last record narrows its range; the index on
+        // disk may predate it.
+        {
+            let mut st = entry.lock()?;
+            let seqs: Vec<u64> = st.edits.keys().copied().collect();
+            for seq in seqs {
+                entry.narrow_range(&mut st, seq)?;
+            }
+        }
+        Ok(entry)
     }
 
     fn with_state(
@@ -222,12 +246,16 @@ impl Entry {
         ))
     }
 
-    /// Drops a replaced block from the cache and unlinks its file (step 4 of the protocol).
-    fn discard_block_file(&self, seq: u64) {
+    /// Drops a replaced block from the cache and unlinks its file and edit log (step 4
+    /// of the protocol).
+    fn discard_block_file(&self, st: &mut EntryState, seq: u64) {
         self.ctx.cache.evict((self.uid, seq));
-        if let Err(e) = remove_file_if_exists(&block_path(&self.dir, seq)) {
-            // The index no longer names it: the next open removes it.
-            log::warn!("{e}");
+        let edits = st.edits.remove(&seq).map(|_| edits_path(&self.dir, seq));
+        for path in std::iter::once(block_path(&self.dir, seq)).chain(edits) {
+            if let Err(e) = remove_file_if_exists(&path) {
+                // The index no longer names the block: the next open removes it.
+                log::warn!("{e}");
+            }
         }
     }
 
@@ -329,11 +357,8 @@ impl Entry {
                 if labels == block.records()[record].meta.labels {
                     return Ok(());
                 }
-                let edit = BlockEdit {
-                    relabel: Some((ts, labels)),
-                    ..Default::default()
-                };
-                self.rewrite_one(&mut st, pos, &block, &edit)
+                drop(block);
+                self.change_block(&mut st, pos, BlockChange::Relabel(ts, labels))
             }
         }
     }
@@ -347,40 +372,92 @@ impl Entry {
                 .as_mut()
                 .expect("a record was found in this log")
                 .append_remove(ts),
-            Place::Sealed { pos, block, .. } => {
-                let doomed = HashSet::from([ts]);
-                let edit = BlockEdit {
-                    remove: Some(&doomed),
-                    ..Default::default()
-                };
-                self.rewrite_one(&mut st, pos, &block, &edit)
+            Place::Sealed { pos, block, record } => {
+                let size = block.records()[record].meta.size;
+                drop(block);
+                self.change_block(&mut st, pos, BlockChange::Remove(vec![(ts, size)]))
             }
         }
     }
 
-    /// Replaces sealed block `pos` by an edited copy (or drops it when nothing remains).
-    fn rewrite_one(
-        &self,
-        st: &mut EntryState,
-        pos: usize,
-        block: &SealedBlock,
-        edit: &BlockEdit,
-    ) -> Result<()> {
+    /// Changes records of sealed block `pos` by appending to its edit log (created on
+    /// the first change): one small `pwrite`, as durable as a write, fsynced with the
+    /// entry's next commit. Removals then drop a block left empty, rewrite one whose
+    /// tombstoned share reached the fold threshold, or narrow its range.
+    fn change_block(&self, st: &mut EntryState, pos: usize, change: BlockChange) -> Result<()> {
+        let seq = st.index.blocks[pos].seq;
+        let edits = match st.edits.entry(seq) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(BlockEdits::create(&edits_path(&self.dir, seq))?)
+            }
+        };
+        edits.append(&change)?;
+        st.index.blocks[pos].edits = edit_state(edits);
+        self.ctx.cache.edit((self.uid, seq), |view| {
+            apply_change(view.records_mut(), &change)
+        });
+        if !matches!(change, BlockChange::Remove(_)) {
+            return Ok(());
+        }
+        let b = &st.index.blocks[pos];
+        if b.live_records() == 0 {
+            let mut next = st.index.clone();
+            next.blocks.remove(pos);
+            return self.commit(st, next, &[], &[seq]);
+        }
+        if b.edits.removed as f64 >= self.ctx.fold_share * b.record_count as f64 {
+            return self.fold(st, pos);
+        }
+        self.narrow_range(st, seq)
+    }
+
+    /// Rewrites sealed block `pos` with its edits folded in (tombstoned records dropped,
+    /// labels applied), keeping its codec, and commits it in place of the old file.
+    fn fold(&self, st: &mut EntryState, pos: usize) -> Result<()> {
+        let old = st.index.blocks[pos].clone();
+        let view = self.block_in(st, &old)?;
         let mut next = st.index.clone();
-        let old_seq = next.blocks[pos].seq;
         let seq = next.take_seq();
         let path = block_path(&self.dir, seq);
-        let mut created = Vec::new();
-        match write_edited(block, edit, &path, self.ctx.frame_size)? {
-            Some(summary) => {
-                next.blocks[pos] = BlockEntry::from_summary(seq, &summary);
-                created.push(path);
-            }
-            None => {
-                next.blocks.remove(pos);
-            }
+        let summary = write_records(&view, old.codec, &path, self.ctx.frame_size)?;
+        log::debug!(
+            "entry {}/{}: folded {} tombstone(s) of block {} into a rewrite",
+            self.bucket,
+            self.name,
+            old.edits.removed,
+            old.first_ts
+        );
+        next.blocks[pos] = BlockEntry::from_summary(seq, &summary);
+        self.commit(st, next, &[path], &[old.seq])
+    }
+
+    /// Narrows block `seq`'s range to its live records when a tombstone removed its first
+    /// or last one (in memory; the next commit persists it), so the entry's oldest and
+    /// latest record and the lookups never name a removed record.
+    fn narrow_range(&self, st: &mut EntryState, seq: u64) -> Result<()> {
+        let Some(pos) = st.index.blocks.iter().position(|b| b.seq == seq) else {
+            return Ok(());
+        };
+        let b = &st.index.blocks[pos];
+        let edits = st.edits.get(&seq);
+        let edge_removed =
+            edits.is_some_and(|e| e.is_removed(b.first_ts) || e.is_removed(b.last_ts));
+        if !edge_removed {
+            return Ok(());
         }
-        self.commit(st, next, &created, &[old_seq])
+        let view = self.block_in(st, b)?;
+        let (Some(first), Some(last)) = (view.records().first(), view.records().last()) else {
+            return Ok(());
+        };
+        let (first, last) = (first.meta.timestamp, last.meta.timestamp);
+        let b = &mut st.index.blocks[pos];
+        b.first_ts = first;
+        b.last_ts = last;
+        st.resort();
+        self.depth
+            .store(max_overlap(&st.index.blocks).0, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Turns a log into a sealed block file and commits it; the entry then has no log of
@@ -421,41 +498,16 @@ impl Entry {
             return Ok(plan.stats);
         }
         let mut next = st.index.clone();
-        let mut kept = Vec::with_capacity(next.blocks.len());
-        let mut created = Vec::new();
         let mut obsolete = Vec::new();
-        for (b, action) in std::mem::take(&mut next.blocks)
-            .into_iter()
-            .zip(plan.blocks)
-        {
+        let mut trims = Vec::new();
+        for (b, action) in st.index.blocks.iter().zip(plan.blocks) {
             match action {
-                BlockPlan::Keep => kept.push(b),
+                BlockPlan::Keep => {}
                 BlockPlan::Drop => obsolete.push(b.seq),
-                BlockPlan::Trim(block, doomed) => {
-                    let seq = next.take_seq();
-                    let path = block_path(&self.dir, seq);
-                    let edit = BlockEdit {
-                        remove: Some(&doomed),
-                        ..Default::default()
-                    };
-                    match write_edited(&block, &edit, &path, self.ctx.frame_size) {
-                        Ok(Some(summary)) => {
-                            kept.push(BlockEntry::from_summary(seq, &summary));
-                            created.push(path);
-                        }
-                        Ok(None) => {}
-                        Err(e) => {
-                            for path in &created {
-                                let _ = remove_file_if_exists(path);
-                            }
-                            return Err(e);
-                        }
-                    }
-                    obsolete.push(b.seq);
-                }
+                BlockPlan::Trim(doomed) => trims.push((b.seq, doomed)),
             }
         }
-        next.blocks = kept;
+        next.blocks.retain(|b| !obsolete.contains(&b.seq));
 
         // A log whose every record goes is dropped with the commit; others get removals.
         let mut dropped_logs = Vec::new();
@@ -468,7 +520,14 @@ impl Entry {
             }
         }
         if next != st.index {
-            self.commit(&mut st, next, &created, &obsolete)?;
+            self.commit(&mut st, next, &[], &obsolete)?;
+        }
+        // Records cut out of a block become tombstones: metadata only, whatever the
+        // block's size and codec (a fold or a drop may follow, see `change_block`).
+        for (seq, doomed) in trims {
+            if let Some(pos) = st.index.blocks.iter().position(|b| b.seq == seq) {
+                self.change_block(&mut st, pos, BlockChange::Remove(doomed))?;
+            }
         }
         for (kind, doomed) in plan.logs {
             if let Some((_, seq)) = dropped_logs.iter().find(|(k, _)| *k == kind) {
@@ -493,7 +552,7 @@ impl Entry {
         let mut next = st.index.clone();
         let gone = next.blocks.remove(pos);
         self.commit(&mut st, next, &[], &[seq])?;
-        Ok(gone.record_count)
+        Ok(gone.live_records())
     }
 
     /// A snapshot of the sealed blocks, sorted by first timestamp.
@@ -535,17 +594,19 @@ impl Entry {
         let mut obsolete = Vec::new();
         let mut applied = Vec::with_capacity(replacements.len());
         for r in replacements {
+            // Present and unchanged: a label change or tombstone since the rewrite read the
+            // block would be lost by committing it.
             let present = r
                 .old
                 .iter()
-                .all(|seq| next.blocks.iter().any(|b| b.seq == *seq));
+                .all(|v| next.blocks.iter().any(|b| b.version() == *v));
             if !present {
                 r.discard();
                 applied.push(false);
                 continue;
             }
-            next.blocks.retain(|b| !r.old.contains(&b.seq));
-            for seq in &r.old {
+            next.blocks.retain(|b| !r.old.contains(&b.version()));
+            for (seq, _) in &r.old {
                 // A block that keeps its file (a tier-only change) is not obsolete.
                 if !r.new.iter().any(|b| b.seq == *seq) {
                     obsolete.push(*seq);
@@ -573,7 +634,10 @@ impl Entry {
         // Edits can move a block's first timestamp (its first record removed), and sealed
         // or merged blocks are appended: restore the order the lookups rely on.
         next.blocks.sort_by_key(|b| b.first_ts);
-        if let Err(e) = next.save(&self.dir) {
+        // The index may now rely on edits (a range narrowed by a tombstone), and "fsynced
+        // with the next commit" is the durability an edit was acknowledged with.
+        let synced = st.edits.values_mut().try_for_each(BlockEdits::sync);
+        if let Err(e) = synced.and_then(|()| next.save(&self.dir)) {
             for path in created {
                 let _ = remove_file_if_exists(path);
             }
@@ -585,8 +649,17 @@ impl Entry {
             .store(max_overlap(&st.index.blocks).0, Ordering::Relaxed);
         self.merge_failed.store(false, Ordering::Release);
         for &seq in obsolete_blocks {
-            self.discard_block_file(seq);
+            self.discard_block_file(st, seq);
         }
         Ok(())
+    }
+}
+
+/// What an edit log changes about its block, for the block's index entry.
+fn edit_state(edits: &BlockEdits) -> EditState {
+    EditState {
+        ops: edits.ops(),
+        removed: edits.removed_count(),
+        removed_bytes: edits.removed_bytes(),
     }
 }

@@ -71,11 +71,19 @@ enum Source {
 }
 
 impl Entry {
-    /// The mapped block behind an index entry.
+    /// The mapped block behind an index entry as readers see it (its edit log applied),
+    /// for callers that do not hold the entry lock (merges).
     pub(crate) fn block(&self, b: &BlockEntry) -> Result<Arc<SealedBlock>> {
+        let st = self.lock()?;
+        self.block_in(&st, b)
+    }
+
+    /// [`Entry::block`] for callers holding the lock. Views are opened and changed only
+    /// under the lock, so a cached view always carries every edit of its block.
+    pub(crate) fn block_in(&self, st: &EntryState, b: &BlockEntry) -> Result<Arc<SealedBlock>> {
         self.ctx
             .cache
-            .get_or_open((self.uid, b.seq), || self.open_block(b))
+            .get_or_open((self.uid, b.seq), || self.open_block(st, b))
     }
 
     /// The block behind an index entry, mapped for copying its frames only (not cached, its
@@ -89,12 +97,16 @@ impl Entry {
         .map(Arc::new)
     }
 
-    fn open_block(&self, b: &BlockEntry) -> Result<SealedBlock> {
-        SealedBlock::open(
+    fn open_block(&self, st: &EntryState, b: &BlockEntry) -> Result<SealedBlock> {
+        let mut block = SealedBlock::open(
             &block_path(&self.dir, b.seq),
             self.describe(b),
             Some(b.meta_crc),
-        )
+        )?;
+        if let Some(edits) = st.edits.get(&b.seq) {
+            edits.apply(block.records_mut());
+        }
+        Ok(block)
     }
 
     fn describe(&self, b: &BlockEntry) -> String {
@@ -113,7 +125,7 @@ impl Entry {
             }
         }
         for pos in st.covering(ts) {
-            let block = self.block(&st.index.blocks[pos])?;
+            let block = self.block_in(st, &st.index.blocks[pos])?;
             if let Some(record) = block.find(ts) {
                 return Ok(Some(Place::Sealed { pos, block, record }));
             }
@@ -132,7 +144,7 @@ impl Entry {
             let found = self
                 .ctx
                 .cache
-                .contains((self.uid, b.seq), ts, || self.open_block(b))?;
+                .contains((self.uid, b.seq), ts, || self.open_block(st, b))?;
             if found {
                 return Ok(true);
             }
@@ -211,9 +223,15 @@ impl Entry {
         let logs_in_use = st.logs().filter(|(_, l)| !l.records().is_empty()).count() as u64;
         Ok(EntryInfo {
             name: self.name.clone(),
-            size: st.index.blocks.iter().map(|b| b.size).sum::<u64>()
-                + st.logs().map(|(_, l)| l.file_len()).sum::<u64>(),
-            record_count: st.index.blocks.iter().map(|b| b.record_count).sum::<u64>()
+            size: st.index.blocks.iter().map(|b| b.live_size()).sum::<u64>()
+                + st.logs().map(|(_, l)| l.file_len()).sum::<u64>()
+                + st.edits.values().map(|e| e.file_len()).sum::<u64>(),
+            record_count: st
+                .index
+                .blocks
+                .iter()
+                .map(|b| b.live_records())
+                .sum::<u64>()
                 + log_records.sum::<u64>(),
             block_count: st.index.blocks.len() as u64 + logs_in_use,
             oldest_record: Self::oldest_of(&st).unwrap_or(0),
@@ -315,7 +333,7 @@ impl Entry {
     ) -> std::result::Result<Option<Chunk>, (u64, crate::error::Error)> {
         let open_block = |pos: usize| {
             let b = &st.index.blocks[pos];
-            self.block(b).map_err(|e| (b.seq, e))
+            self.block_in(st, b).map_err(|e| (b.seq, e))
         };
         let log_records = |kind: LogKind| {
             let log = st.log(kind).expect("an active log exists");

@@ -2,9 +2,11 @@
 //! running maximum of the blocks' last timestamps — with the lookups over it. The state is
 //! changed only by `Entry` in `mod.rs`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::storage::format::block::SealedBlock;
+use crate::storage::format::edits::BlockEdits;
 use crate::storage::format::index::EntryIndex;
 use crate::storage::format::log::OpenLog;
 
@@ -34,22 +36,37 @@ pub(crate) struct EntryState {
     pub(crate) index: EntryIndex,
     pub(crate) open: Option<OpenLog>,
     pub(crate) late: Option<OpenLog>,
+    /// The edit logs of sealed blocks that have one, by block sequence number.
+    pub(crate) edits: HashMap<u64, BlockEdits>,
     /// `reach[i]` = the greatest `last_ts` of `index.blocks[..=i]`.
     reach: Vec<u64>,
     pub(super) removed: bool,
 }
 
 impl EntryState {
-    pub(super) fn new(index: EntryIndex, open: Option<OpenLog>, late: Option<OpenLog>) -> Self {
+    pub(super) fn new(
+        index: EntryIndex,
+        open: Option<OpenLog>,
+        late: Option<OpenLog>,
+        edits: HashMap<u64, BlockEdits>,
+    ) -> Self {
         let mut st = EntryState {
             index,
             open,
             late,
+            edits,
             reach: Vec::new(),
             removed: false,
         };
         st.refresh_reach();
         st
+    }
+
+    /// Restores the order by first timestamp and `reach` after a block's range changed in
+    /// memory (its first or last record removed by a tombstone).
+    pub(super) fn resort(&mut self) {
+        self.index.blocks.sort_by_key(|b| b.first_ts);
+        self.refresh_reach();
     }
 
     /// Recomputes `reach` after the blocks changed (every commit).

@@ -370,6 +370,32 @@ impl SealedBlock {
         &self.records
     }
 
+    /// The records, for applying the block's edit log to this view of it (the file is
+    /// never changed).
+    pub(crate) fn records_mut(&mut self) -> &mut Vec<BlockRecord> {
+        &mut self.records
+    }
+
+    /// A second view of the same mapping with its own copy of the records, for changing
+    /// the records of a view readers may still hold.
+    pub(crate) fn fork(&self) -> SealedBlock {
+        SealedBlock {
+            what: self.what.clone(),
+            map: self.map.clone(),
+            codec: self.codec,
+            frames: self.frames.clone(),
+            records: self.records.clone(),
+            records_section: self.records_section.clone(),
+            table_format: self.table_format,
+            verified: self
+                .verified
+                .iter()
+                .map(|v| AtomicBool::new(v.load(Ordering::Acquire)))
+                .collect(),
+            last_frame: Mutex::new(None),
+        }
+    }
+
     /// The raw bytes of the record table (what recompression copies).
     pub fn records_section(&self) -> &[u8] {
         &self.records_section

@@ -7,6 +7,7 @@
 //! late log, which seals into a block whose range may overlap others — and names the late
 //! log. A format-1 index is a valid format-2 index without a late log.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -43,6 +44,22 @@ pub struct BlockEntry {
     pub codec: Codec,
     /// CRC of the block's record table, checked when the block is mapped.
     pub meta_crc: u32,
+    /// The block's edit log as the entry has replayed it: in memory only (the edit log
+    /// itself is the persistent form, so a crash between an edit and the next commit
+    /// cannot leave the index disagreeing with it).
+    #[serde(skip)]
+    pub edits: EditState,
+}
+
+/// What a block's edit log (`<seq>.edt`) changes about it, kept beside its index entry.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EditState {
+    /// Changes in the log: with `seq`, the version of the block readers see.
+    pub ops: u64,
+    /// Records removed by tombstones.
+    pub removed: u64,
+    /// Their payload bytes.
+    pub removed_bytes: u64,
 }
 
 impl BlockEntry {
@@ -57,7 +74,29 @@ impl BlockEntry {
             payload_bytes: s.payload_bytes,
             codec: s.codec,
             meta_crc: s.meta_crc,
+            edits: EditState::default(),
         }
+    }
+
+    /// The version of the block readers see: its file and the changes of its edit log.
+    /// A rewrite commits only if the version it read is still the current one.
+    pub fn version(&self) -> (u64, u64) {
+        (self.seq, self.edits.ops)
+    }
+
+    /// Records readers see: the file's minus the tombstoned ones.
+    pub fn live_records(&self) -> u64 {
+        self.record_count - self.edits.removed
+    }
+
+    /// Bytes the block stands for once its tombstones are folded in: the file's size less
+    /// the removed records' share of it (payload bytes scaled to the stored size).
+    pub fn live_size(&self) -> u64 {
+        if self.edits.removed_bytes == 0 || self.payload_bytes == 0 {
+            return self.size;
+        }
+        let share = self.edits.removed_bytes as f64 / self.payload_bytes as f64;
+        self.size - (self.size as f64 * share.min(1.0)) as u64
     }
 
     /// What the block file holds, as its writer reported it.
@@ -95,6 +134,11 @@ pub fn block_path(dir: &Path, seq: u64) -> PathBuf {
     dir.join(format!("{seq:016x}.blk"))
 }
 
+/// Path of the edit log of block `seq` in an entry directory.
+pub fn edits_path(dir: &Path, seq: u64) -> PathBuf {
+    dir.join(format!("{seq:016x}.edt"))
+}
+
 /// Path of log file `seq` in an entry directory.
 pub fn log_path(dir: &Path, seq: u64) -> PathBuf {
     dir.join(format!("{seq:016x}.log"))
@@ -127,6 +171,14 @@ impl EntryIndex {
             names.push(format!("{seq:016x}.log"));
         }
         names.push(INDEX_FILE.to_string());
+        names
+    }
+
+    /// Every file of the entry directory this index keeps: the files it names and the
+    /// edit logs of its blocks (which belong to their block, unnamed).
+    pub fn kept_files(&self) -> HashSet<String> {
+        let mut names: HashSet<String> = self.file_names().into_iter().collect();
+        names.extend(self.blocks.iter().map(|b| format!("{:016x}.edt", b.seq)));
         names
     }
 
@@ -179,6 +231,7 @@ mod tests {
             payload_bytes: 50,
             codec: Codec::Zstd(3),
             meta_crc: 7,
+            edits: EditState::default(),
         });
         index.open_log = Some(index.take_seq());
         index.late_log = Some(index.take_seq());

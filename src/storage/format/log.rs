@@ -7,7 +7,7 @@
 //! fills up it is sealed into a block file through the normal commit protocol.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,6 +16,7 @@ use memmap2::Mmap;
 
 use crate::error::{Error, Result};
 use crate::storage::format::binary::{BinaryReader, BinaryWriter};
+use crate::storage::format::oplog;
 use crate::storage::record::{Labels, Payload, RecordMeta};
 
 const LOG_MAGIC: &[u8; 8] = b"HLLOG001";
@@ -24,8 +25,6 @@ const OP_LABELS: u8 = 2;
 const OP_REMOVE: u8 = 3;
 /// Payloads up to this size are written with their header in one `pwrite`.
 const SMALL_PAYLOAD: usize = 64 * 1024;
-/// Length of `[body_len][crc]` before each body.
-const OP_HEADER: u64 = 8;
 
 /// A live record of the open block and where its payload sits in the log.
 #[derive(Debug, Clone)]
@@ -41,76 +40,17 @@ pub struct OpenLog {
     path: PathBuf,
     file: Arc<File>,
     len: u64,
-    records: BTreeMap<u64, LogRecord>,
+    live: LiveRecords,
+}
+
+/// The records a log's operations leave alive, and their payload bytes.
+#[derive(Default)]
+struct LiveRecords {
+    by_ts: BTreeMap<u64, LogRecord>,
     payload_bytes: u64,
 }
 
-impl OpenLog {
-    /// Creates an empty log; it only counts once the index names it. The file must not
-    /// exist (an existing file is never truncated).
-    pub fn create(path: &Path) -> Result<Self> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(|e| Error::io(format!("creating log {}", path.display()), e))?;
-        file.write_all_at(LOG_MAGIC, 0)
-            .and_then(|_| file.sync_all())
-            .map_err(|e| Error::io(format!("writing log {}", path.display()), e))?;
-        Ok(OpenLog {
-            path: path.to_path_buf(),
-            file: Arc::new(file),
-            len: LOG_MAGIC.len() as u64,
-            records: BTreeMap::new(),
-            payload_bytes: 0,
-        })
-    }
-
-    /// Opens a log, replays its operations and cuts off a torn tail.
-    pub fn open(path: &Path) -> Result<Self> {
-        let io = |e| Error::io(format!("reading log {}", path.display()), e);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(io)?;
-        let bytes = std::fs::read(path).map_err(io)?;
-        if bytes.len() < LOG_MAGIC.len() || &bytes[..8] != LOG_MAGIC {
-            return Err(Error::internal(format!(
-                "log {} has a bad header",
-                path.display()
-            )));
-        }
-        let mut log = OpenLog {
-            path: path.to_path_buf(),
-            file: Arc::new(file),
-            len: LOG_MAGIC.len() as u64,
-            records: BTreeMap::new(),
-            payload_bytes: 0,
-        };
-        let what = path.display().to_string();
-        let mut pos = LOG_MAGIC.len();
-        while let Some(op_len) = valid_op_at(&bytes, pos) {
-            let body = &bytes[pos + OP_HEADER as usize..pos + op_len];
-            log.replay(body, (pos as u64) + OP_HEADER, &what)?;
-            pos += op_len;
-        }
-        if pos < bytes.len() {
-            log::warn!(
-                "log {}: cutting off {} bytes of an interrupted write",
-                path.display(),
-                bytes.len() - pos
-            );
-            log.file
-                .set_len(pos as u64)
-                .and_then(|_| log.file.sync_all())
-                .map_err(io)?;
-        }
-        log.len = pos as u64;
-        Ok(log)
-    }
-
+impl LiveRecords {
     fn replay(&mut self, body: &[u8], body_offset: u64, what: &str) -> Result<()> {
         let mut r = BinaryReader::new(body, what);
         match r.u8()? {
@@ -133,7 +73,7 @@ impl OpenLog {
             OP_LABELS => {
                 let ts = r.u64()?;
                 let labels = r.labels()?;
-                if let Some(rec) = self.records.get_mut(&ts) {
+                if let Some(rec) = self.by_ts.get_mut(&ts) {
                     rec.meta.labels = labels;
                 }
             }
@@ -152,60 +92,58 @@ impl OpenLog {
 
     fn insert(&mut self, rec: LogRecord) {
         self.payload_bytes += rec.meta.size;
-        if let Some(old) = self.records.insert(rec.meta.timestamp, rec) {
+        if let Some(old) = self.by_ts.insert(rec.meta.timestamp, rec) {
             self.payload_bytes -= old.meta.size;
         }
     }
 
     fn forget(&mut self, ts: u64) {
-        if let Some(old) = self.records.remove(&ts) {
+        if let Some(old) = self.by_ts.remove(&ts) {
             self.payload_bytes -= old.meta.size;
         }
     }
+}
 
-    /// Starts an operation buffer: room for `[body_len][crc]`, then the op kind.
-    fn op(kind: u8) -> BinaryWriter {
-        let mut w = BinaryWriter::default();
-        w.buf.reserve(64);
-        w.buf.extend_from_slice(&[0u8; OP_HEADER as usize]);
-        w.u8(kind);
-        w
+impl OpenLog {
+    /// Creates an empty log; it only counts once the index names it. The file must not
+    /// exist (an existing file is never truncated).
+    pub fn create(path: &Path) -> Result<Self> {
+        let file = oplog::create(path, LOG_MAGIC, true)?;
+        Ok(OpenLog {
+            path: path.to_path_buf(),
+            file: Arc::new(file),
+            len: LOG_MAGIC.len() as u64,
+            live: LiveRecords::default(),
+        })
     }
 
-    /// Appends one operation (`op` from [`OpenLog::op`], then `payload`); on failure the
-    /// file is cut back so no half-op stays behind. Returns the payload's offset.
-    fn append(&mut self, mut op: BinaryWriter, payload: &[u8]) -> Result<u64> {
-        let head = &op.buf[OP_HEADER as usize..];
-        let body_len = head.len() as u64 + payload.len() as u64;
-        let body_len = u32::try_from(body_len).map_err(|_| {
-            Error::unprocessable(format!(
-                "a record of {} bytes is too large for one write",
-                payload.len()
-            ))
+    /// Opens a log, replays its operations and cuts off a torn tail.
+    pub fn open(path: &Path) -> Result<Self> {
+        let what = path.display().to_string();
+        let mut live = LiveRecords::default();
+        let (file, len) = oplog::open(path, LOG_MAGIC, |body, offset| {
+            live.replay(body, offset, &what)
         })?;
-        let mut hasher = crc32fast::Hasher::new();
-        hasher.update(head);
-        hasher.update(payload);
-        let crc = hasher.finalize();
-        op.buf[..4].copy_from_slice(&body_len.to_le_bytes());
-        op.buf[4..8].copy_from_slice(&crc.to_le_bytes());
+        Ok(OpenLog {
+            path: path.to_path_buf(),
+            file: Arc::new(file),
+            len,
+            live,
+        })
+    }
+
+    /// Appends one operation (`op` from [`oplog::start_op`], then `payload`). Returns the
+    /// payload's offset.
+    fn append(&mut self, mut op: BinaryWriter, payload: &[u8]) -> Result<u64> {
+        oplog::finish_op(&mut op, payload)?;
         let start = self.len;
         let payload_offset = start + op.buf.len() as u64;
         // Small payloads ride along in the same pwrite: a copy is cheaper than a syscall.
-        let written = if payload.len() <= SMALL_PAYLOAD {
+        if payload.len() <= SMALL_PAYLOAD {
             op.buf.extend_from_slice(payload);
-            self.file.write_all_at(&op.buf, start)
+            oplog::append_at(&self.file, &self.path, start, &op.buf, &[])?;
         } else {
-            self.file
-                .write_all_at(&op.buf, start)
-                .and_then(|_| self.file.write_all_at(payload, payload_offset))
-        };
-        if let Err(e) = written {
-            let _ = self.file.set_len(start);
-            return Err(Error::io(
-                format!("appending to {}", self.path.display()),
-                e,
-            ));
+            oplog::append_at(&self.file, &self.path, start, &op.buf, payload)?;
         }
         self.len = payload_offset + payload.len() as u64;
         Ok(payload_offset)
@@ -236,24 +174,24 @@ impl OpenLog {
 
     /// Appends a new record.
     pub fn append_record(&mut self, mut meta: RecordMeta, payload: &[u8]) -> Result<()> {
-        let mut w = Self::op(OP_RECORD);
+        let mut w = oplog::start_op(OP_RECORD);
         w.u64(meta.timestamp);
         w.str(&meta.content_type);
         w.labels(&meta.labels);
         w.u64(payload.len() as u64);
         let offset = self.append(w, payload)?;
         meta.size = payload.len() as u64;
-        self.insert(LogRecord { meta, offset });
+        self.live.insert(LogRecord { meta, offset });
         Ok(())
     }
 
     /// Replaces the labels of a record in this block.
     pub fn append_labels(&mut self, ts: u64, labels: &Labels) -> Result<()> {
-        let mut w = Self::op(OP_LABELS);
+        let mut w = oplog::start_op(OP_LABELS);
         w.u64(ts);
         w.labels(labels);
         self.append(w, &[])?;
-        if let Some(rec) = self.records.get_mut(&ts) {
+        if let Some(rec) = self.live.by_ts.get_mut(&ts) {
             rec.meta.labels = labels.clone();
         }
         Ok(())
@@ -261,21 +199,21 @@ impl OpenLog {
 
     /// Removes a record from this block.
     pub fn append_remove(&mut self, ts: u64) -> Result<()> {
-        let mut w = Self::op(OP_REMOVE);
+        let mut w = oplog::start_op(OP_REMOVE);
         w.u64(ts);
         self.append(w, &[])?;
-        self.forget(ts);
+        self.live.forget(ts);
         Ok(())
     }
 
     /// The live records by timestamp.
     pub fn records(&self) -> &BTreeMap<u64, LogRecord> {
-        &self.records
+        &self.live.by_ts
     }
 
     /// Sum of the live payload sizes.
     pub fn payload_bytes(&self) -> u64 {
-        self.payload_bytes
+        self.live.payload_bytes
     }
 
     /// Bytes the log occupies on disk.
@@ -295,16 +233,6 @@ impl OpenLog {
             .map_err(|e| Error::io(format!("reading record {}", rec.meta.timestamp), e))?;
         Ok(Payload::from_vec(buf))
     }
-}
-
-/// Length of the complete, checksum-valid operation at `pos`, if there is one.
-fn valid_op_at(bytes: &[u8], pos: usize) -> Option<usize> {
-    let header = bytes.get(pos..pos + OP_HEADER as usize)?;
-    let body_len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
-    let crc = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
-    let body_start = pos + OP_HEADER as usize;
-    let body = bytes.get(body_start..body_start.checked_add(body_len)?)?;
-    (body_len > 0 && crc32fast::hash(body) == crc).then_some(OP_HEADER as usize + body_len)
 }
 
 #[cfg(test)]
