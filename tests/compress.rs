@@ -679,3 +679,72 @@ fn an_entry_removed_and_recreated_mid_recompression_keeps_only_its_own_files() {
     assert_eq!(files_of(&new_dir), before, "stray files in the new entry");
     assert_eq!(count(&store.bucket("b").unwrap()), 120);
 }
+
+#[test]
+fn a_stale_open_block_is_sealed_and_compressed_and_later_writes_still_land() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = weather();
+    let store = store_with(dir.path(), 1 << 20, 300, &[("w", &records)]);
+    let bucket = store.bucket("b").unwrap();
+    let pool = CompressPool::new(2).unwrap();
+    let all = vec!["w".to_string()];
+    let last = records.last().unwrap().timestamp;
+    let entry_dir = bucket.dir().join("w");
+    let open_records = 2000 % 300;
+    // A window ending at the open block's last record leaves it open.
+    bucket
+        .compress_blocks(&all, 0, last, Codec::Zstd(3), &pool, &never)
+        .unwrap();
+    assert!(EntryIndex::load(&entry_dir).unwrap().open_log.is_some());
+    let estimate = bucket
+        .estimate_compress(&all, 0, last + 1, Codec::Zstd(3))
+        .unwrap();
+    assert_eq!((estimate.blocks, estimate.records), (1, open_records));
+    // Once every record of the open block is older than the window's end, it is sealed
+    // and compressed.
+    let stats = bucket
+        .compress_blocks(&all, 0, last + 1, Codec::Zstd(3), &pool, &never)
+        .unwrap();
+    assert_eq!(
+        (stats.blocks, stats.records),
+        (1, open_records),
+        "{stats:?}"
+    );
+    let index = EntryIndex::load(&entry_dir).unwrap();
+    assert_eq!(index.open_log, None);
+    assert!(index.blocks.iter().all(|b| b.codec == Codec::Zstd(3)));
+    verify_all(&bucket, "w", &records);
+    // New writes, after and inside the compressed range, land and read back.
+    let meta = |ts: u64| RecordMeta {
+        timestamp: ts,
+        labels: Default::default(),
+        content_type: "text/plain".into(),
+        size: 0,
+    };
+    let inside = records
+        .windows(2)
+        .rev()
+        .find(|w| w[1].timestamp - w[0].timestamp > 1)
+        .map(|w| w[0].timestamp + 1)
+        .unwrap();
+    bucket.write("w", meta(last + 10), b"after").unwrap();
+    bucket.write("w", meta(inside), b"inside").unwrap();
+    assert!(EntryIndex::load(&entry_dir).unwrap().open_log.is_some());
+    for (ts, want) in [(last + 10, &b"after"[..]), (inside, b"inside")] {
+        let got = bucket.read("w", Some(ts)).unwrap();
+        assert_eq!(got.payload.unwrap().as_slice(), want);
+    }
+    drop(bucket);
+    drop(store);
+    let store = Store::open(Config::new(dir.path())).unwrap();
+    let bucket = store.bucket("b").unwrap();
+    assert_eq!(
+        bucket
+            .read("w", Some(last + 10))
+            .unwrap()
+            .payload
+            .unwrap()
+            .as_slice(),
+        b"after"
+    );
+}

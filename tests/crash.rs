@@ -1,5 +1,6 @@
-//! Crash safety: a child process writes, belatedly writes and relabels records, printing
-//! each acknowledged operation; the parent kills it with SIGKILL at random moments, reopens
+//! Crash safety: a child process writes, belatedly writes, relabels and removes records
+//! (relabels and removals in sealed blocks go to the blocks' edit logs; enough tombstones
+//! fold a block into a rewrite), printing each acknowledged operation; the parent kills it with SIGKILL at random moments, reopens
 //! the store and checks that every acknowledged record is there, intact, and that the
 //! open removed every leftover of an interrupted change. Belated writes go to the late
 //! log and seal into overlapping blocks, and the child's overlap bound is 2, so background
@@ -28,7 +29,22 @@ fn config(dir: &Path, max_overlap: usize) -> Config {
     // Small frames and blocks so seals and multi-frame rewrites happen all the time.
     config.frame_size = 4096;
     config.max_block_overlap = max_overlap;
+    // A low fold threshold so tombstones rewrite blocks often, and kills land in folds.
+    config.tombstone_fold_share = 0.2;
     config
+}
+
+/// What the parent knows of a record from the child's output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ack {
+    /// Written, labels as written.
+    Written,
+    /// Written, then relabelled.
+    Relabeled,
+    /// A removal began and its acknowledgement was not seen: there or not.
+    Removing,
+    /// Removed.
+    Removed,
 }
 
 /// The child merges as soon as more than 2 blocks overlap.
@@ -81,20 +97,28 @@ fn crash_child_writer() {
     let mut rng = Rng(seed());
     loop {
         let roll = rng.next() % 10;
-        if roll < 6 || tail < 5000 {
+        if roll < 5 || tail < 5000 {
             let ts = tail;
             tail += 1000;
             write(&bucket, ts);
-        } else if roll < 9 {
+        } else if roll < 8 {
             let ts = 1 + rng.next() % (tail - 1);
             if !ts.is_multiple_of(1000) {
                 write(&bucket, ts);
             }
         } else {
+            // Tail records only: their timestamps are never written again.
             let ts = (1 + rng.next() % (tail / 1000 - 1)) * 1000;
-            let changes: Labels = [("state".to_string(), "updated".to_string())].into();
-            if bucket.update_labels("e", ts, &changes).is_ok() {
-                println!("LBL {ts}");
+            if rng.next() % 2 == 0 {
+                let changes: Labels = [("state".to_string(), "updated".to_string())].into();
+                if bucket.update_labels("e", ts, &changes).is_ok() {
+                    println!("LBL {ts}");
+                }
+            } else {
+                println!("RMV {ts}");
+                if bucket.remove_record("e", ts).is_ok() {
+                    println!("DEL {ts}");
+                }
             }
         }
     }
@@ -135,7 +159,7 @@ fn check_no_leftovers(dir: &Path) {
 #[test]
 fn acknowledged_records_survive_sigkill() {
     let dir = tempfile::tempdir().unwrap();
-    let mut acked: BTreeMap<u64, bool> = BTreeMap::new();
+    let mut acked: BTreeMap<u64, Ack> = BTreeMap::new();
     let mut rng = Rng(seed());
     for round in 0..KILLS {
         let mut child = Command::new(std::env::current_exe().unwrap())
@@ -175,6 +199,10 @@ fn acknowledged_records_survive_sigkill() {
         verify(&store, &acked, &format!("round {round}"));
     }
     assert!(
+        acked.values().filter(|a| **a == Ack::Removed).count() > 0,
+        "no removal was acknowledged"
+    );
+    assert!(
         acked.len() > KILLS * 5,
         "only {} acknowledged writes",
         acked.len()
@@ -193,11 +221,22 @@ fn acknowledged_records_survive_sigkill() {
     verify(&store, &acked, "after the final merge");
 }
 
-/// Every acknowledged record is readable with its bytes and latest labels, and a query
-/// returns exactly the acknowledged records, in order.
-fn verify(store: &Store, acked: &BTreeMap<u64, bool>, when: &str) {
+/// Every acknowledged record is readable with its bytes and latest labels, every
+/// acknowledged removal is gone, and a query returns the acknowledged records, in order.
+fn verify(store: &Store, acked: &BTreeMap<u64, Ack>, when: &str) {
     let bucket = store.bucket("b").unwrap();
-    for (&ts, &relabeled) in acked {
+    for (&ts, &ack) in acked {
+        match ack {
+            Ack::Removing => continue,
+            Ack::Removed => {
+                assert!(
+                    bucket.read("e", Some(ts)).is_err(),
+                    "{when}: removed record {ts} is back"
+                );
+                continue;
+            }
+            Ack::Written | Ack::Relabeled => {}
+        }
         let record = bucket
             .read("e", Some(ts))
             .unwrap_or_else(|e| panic!("{when}: acknowledged record {ts} lost: {e}"));
@@ -207,7 +246,7 @@ fn verify(store: &Store, acked: &BTreeMap<u64, bool>, when: &str) {
             "record {ts}"
         );
         assert_eq!(record.meta.content_type, "application/x-test");
-        if relabeled {
+        if ack == Ack::Relabeled {
             assert_eq!(record.meta.labels["state"], "updated", "record {ts}");
         }
     }
@@ -223,21 +262,43 @@ fn verify(store: &Store, acked: &BTreeMap<u64, bool>, when: &str) {
         "{when}: out of order"
     );
     let queried_set: std::collections::BTreeSet<u64> = queried.into_iter().collect();
-    assert!(acked.keys().all(|ts| queried_set.contains(ts)), "{when}");
+    for (ts, ack) in acked {
+        match ack {
+            Ack::Written | Ack::Relabeled => {
+                assert!(
+                    queried_set.contains(ts),
+                    "{when}: {ts} missing from the query"
+                )
+            }
+            Ack::Removed => assert!(!queried_set.contains(ts), "{when}: removed {ts} queried"),
+            Ack::Removing => {}
+        }
+    }
 }
 
-fn record_ack(line: &str, acked: &mut BTreeMap<u64, bool>) -> usize {
+fn record_ack(line: &str, acked: &mut BTreeMap<u64, Ack>) -> usize {
     let mut parts = line.split_whitespace();
     match (
         parts.next(),
         parts.next().and_then(|t| t.parse::<u64>().ok()),
     ) {
         (Some("ACK"), Some(ts)) => {
-            acked.insert(ts, false);
+            acked.insert(ts, Ack::Written);
             1
         }
         (Some("LBL"), Some(ts)) => {
-            acked.insert(ts, true);
+            acked.insert(ts, Ack::Relabeled);
+            0
+        }
+        (Some("RMV"), Some(ts)) => {
+            // A second removal of a removed record fails and changes nothing.
+            if acked.get(&ts) != Some(&Ack::Removed) {
+                acked.insert(ts, Ack::Removing);
+            }
+            0
+        }
+        (Some("DEL"), Some(ts)) => {
+            acked.insert(ts, Ack::Removed);
             0
         }
         _ => 0,

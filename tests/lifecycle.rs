@@ -315,23 +315,40 @@ fn compress_policy_recompresses_and_reprocesses_rewritten_blocks() {
             .count()
     };
     repo.run_now("squeeze").unwrap();
-    wait_until("the sealed blocks are compressed", || compressed() == 4);
+    // Every record is older than the cutoff: the open block is sealed and compressed too.
+    wait_until("every block is compressed", || compressed() == 5);
     wait_until("the run is counted", || {
         repo.get("squeeze").unwrap().0.total_runs == 1
     });
     assert!(repo.get("squeeze").unwrap().0.bytes_saved_total > 0);
-    // A label change rewrites one block uncompressed; the next run compresses it again.
+    let index = EntryIndex::load(&dir_e).unwrap();
+    assert_eq!(index.open_log, None, "the stale open block was sealed");
+    // A label change goes to the block's edit log and leaves it compressed; the next run
+    // folds it into a rewrite of that block, still compressed.
     let changes = [("checked".to_string(), "yes".to_string())].into();
-    store
-        .bucket("b")
-        .unwrap()
-        .update_labels("e", now - 3 * HOUR + 5000, &changes)
-        .unwrap();
-    assert_eq!(compressed(), 3);
+    let ts = now - 3 * HOUR + 5000;
+    let bucket = store.bucket("b").unwrap();
+    bucket.update_labels("e", ts, &changes).unwrap();
+    let edit_logs = || {
+        std::fs::read_dir(&dir_e)
+            .unwrap()
+            .filter(|f| {
+                f.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".edt")
+            })
+            .count()
+    };
+    assert_eq!((compressed(), edit_logs()), (5, 1));
     repo.run_now("squeeze").unwrap();
-    wait_until("the rewritten block is compressed again", || {
-        compressed() == 4
-    });
+    wait_until("the edit is folded in", || edit_logs() == 0);
+    assert_eq!(compressed(), 5);
+    assert_eq!(
+        bucket.read("e", Some(ts)).unwrap().meta.labels["checked"],
+        "yes"
+    );
     assert_eq!(count(&store, "b"), 100);
     repo.shutdown();
 }

@@ -278,15 +278,19 @@ fn compress_compacts_shuffled_data_into_disjoint_compressed_blocks() {
     let estimate = bucket
         .estimate_compress(&all, 0, u64::MAX, Codec::Zstd(3))
         .unwrap();
-    assert_eq!(estimate.blocks, before.blocks.len() as u64);
+    // Every sealed block, and the open and late logs (sealed first, all inside the window).
+    let logs = [before.open_log, before.late_log].iter().flatten().count() as u64;
+    assert_eq!(logs, 2);
+    assert_eq!(estimate.blocks, before.blocks.len() as u64 + logs);
     let pool = CompressPool::new(2).unwrap();
     let stats = bucket
         .compress_blocks(&all, 0, u64::MAX, Codec::Zstd(3), &pool, &|| false)
         .unwrap();
-    assert_eq!(stats.blocks, before.blocks.len() as u64);
+    assert_eq!(stats.blocks, estimate.blocks);
     assert_eq!(stats.skipped, 0);
     assert!(stats.bytes_after < stats.bytes_before / 2, "{stats:?}");
     let after = index(&bucket, "w");
+    assert_eq!((after.open_log, after.late_log), (None, None));
     assert_eq!(max_overlap(&after.blocks).0, 1, "no overlap after compress");
     assert!(after.blocks.iter().all(|b| b.codec == Codec::Zstd(3)));
     assert!(after.blocks.iter().all(|b| b.record_count <= 100));

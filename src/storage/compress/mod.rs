@@ -210,6 +210,12 @@ impl Bucket {
                 stats.records += b.live_records();
                 stats.bytes_before += b.size;
             }
+            // Stale logs would be sealed and compressed too.
+            for (records, bytes) in entry.stale_logs(start, stop)? {
+                stats.blocks += 1;
+                stats.records += records;
+                stats.bytes_before += bytes;
+            }
         }
         Ok(stats)
     }
@@ -238,6 +244,9 @@ impl Bucket {
             // Plan and compact under the entry's merge guard, so a background merge
             // neither changes the blocks between planning and commit nor races the
             // compaction for them.
+            // An open block (or late log) whose records all lie in the window (every one
+            // older than its end) is sealed first, so it is compressed with the rest.
+            entry.seal_stale_logs(start, stop)?;
             let Some(merging) = entry.merge_guard() else {
                 continue; // being removed
             };

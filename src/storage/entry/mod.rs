@@ -482,6 +482,42 @@ impl Entry {
         Ok(())
     }
 
+    /// The logs (open block, late log) holding records, all of them in `[start, stop)`,
+    /// with their record counts and payload bytes: what [`Entry::seal_stale_logs`] would
+    /// seal.
+    pub(crate) fn stale_logs(&self, start: u64, stop: u64) -> Result<Vec<(u64, u64)>> {
+        let st = self.lock()?;
+        Ok(Self::stale_kinds(&st, start, stop)
+            .into_iter()
+            .filter_map(|kind| st.log(kind))
+            .map(|log| (log.records().len() as u64, log.payload_bytes()))
+            .collect())
+    }
+
+    /// Seals the logs whose every record lies in `[start, stop)`, so a compress run over
+    /// that window compresses them too: an entry that stopped receiving writes would
+    /// otherwise keep its last block raw forever. A later write starts a new log. Returns
+    /// how many were sealed.
+    pub(crate) fn seal_stale_logs(&self, start: u64, stop: u64) -> Result<usize> {
+        let mut st = self.lock()?;
+        let kinds = Self::stale_kinds(&st, start, stop);
+        for &kind in &kinds {
+            self.seal(&mut st, kind)?;
+        }
+        Ok(kinds.len())
+    }
+
+    fn stale_kinds(st: &EntryState, start: u64, stop: u64) -> Vec<LogKind> {
+        st.logs()
+            .filter(|(_, log)| {
+                let stamps = log.records();
+                stamps.keys().next().is_some_and(|&first| first >= start)
+                    && stamps.keys().next_back().is_some_and(|&last| last < stop)
+            })
+            .map(|(kind, _)| kind)
+            .collect()
+    }
+
     /// Removes every record with `start <= ts < stop` that passes `filter`; with `dry_run`
     /// only counts them. Sealed-block changes commit in one index update.
     pub fn remove_range(
