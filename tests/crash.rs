@@ -109,7 +109,7 @@ fn crash_child_writer() {
         } else {
             // Tail records only: their timestamps are never written again.
             let ts = (1 + rng.next() % (tail / 1000 - 1)) * 1000;
-            if rng.next() % 2 == 0 {
+            if rng.next().is_multiple_of(2) {
                 let changes: Labels = [("state".to_string(), "updated".to_string())].into();
                 if bucket.update_labels("e", ts, &changes).is_ok() {
                     println!("LBL {ts}");
