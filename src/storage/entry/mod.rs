@@ -483,14 +483,14 @@ impl Entry {
     }
 
     /// The logs (open block, late log) holding records, all of them in `[start, stop)`,
-    /// with their record counts and payload bytes: what [`Entry::seal_stale_logs`] would
+    /// with their record counts and bytes on disk: what [`Entry::seal_stale_logs`] would
     /// seal.
     pub(crate) fn stale_logs(&self, start: u64, stop: u64) -> Result<Vec<(u64, u64)>> {
         let st = self.lock()?;
         Ok(Self::stale_kinds(&st, start, stop)
             .into_iter()
             .filter_map(|kind| st.log(kind))
-            .map(|log| (log.records().len() as u64, log.payload_bytes()))
+            .map(|log| (log.records().len() as u64, log.file_len()))
             .collect())
     }
 
