@@ -2,7 +2,9 @@
 //! a version of the format and must stay readable, record for record. `golden-v1` has
 //! record tables in format 1, `golden-v2` in format 2 (dictionaries, varints), `golden-v3`
 //! entry index format 2: an entry written in shuffled order, whose sealed blocks overlap
-//! and whose belated records sit in a late log. A deliberate
+//! and whose belated records sit in a late log; `golden-v4` record tables in format 3
+//! (columns, zstd-packed in zstd blocks) and block edit logs (relabels and tombstones in
+//! lz4 and zstd blocks, not yet folded). A deliberate
 //! format change adds a directory: `HALFLIFE_REGENERATE_GOLDEN=1 cargo test --test golden`
 //! writes the current one; older ones are never rewritten.
 
@@ -16,7 +18,7 @@ use halflife::storage::{
 };
 
 /// The directory the current version writes.
-const CURRENT: &str = "golden-v3";
+const CURRENT: &str = "golden-v4";
 /// The records of the entry written in shuffled order (golden-v3 on).
 const SHUFFLED: std::ops::Range<usize> = 200..400;
 
@@ -67,7 +69,16 @@ fn expected(version: u32) -> Vec<FixtureRecord> {
         .take(100)
         .collect();
     logs[90].labels.remove("action");
-    logs.remove(80);
+    if version >= 4 {
+        // Edit logs: the changes `generate` makes after compressing.
+        weather[70].labels.insert("golden".into(), "v4".into());
+        logs[6].labels.insert("golden".into(), "v4".into());
+        logs.remove(80);
+        logs.remove(5);
+        weather.remove(20);
+    } else {
+        logs.remove(80);
+    }
     let images: Vec<FixtureRecord> = fixtures::images(&dir)
         .unwrap()
         .into_iter()
@@ -143,6 +154,14 @@ fn generate(path: &Path) {
     bucket
         .update_labels("shuffled", shuffled[100].timestamp, &late)
         .unwrap();
+    // Changes to compressed blocks after the run: they stay in the blocks' edit logs.
+    let golden: Labels = [("golden".to_string(), "v4".to_string())].into();
+    bucket.update_labels("weather", ts[70], &golden).unwrap();
+    bucket.remove_record("weather", ts[20]).unwrap();
+    bucket
+        .update_labels("logs/dpkg", ts[200 + 6], &golden)
+        .unwrap();
+    bucket.remove_record("logs/dpkg", ts[200 + 5]).unwrap();
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -166,8 +185,8 @@ fn golden_data_directories_read_back_exactly() {
     }
     let dirs = golden_dirs();
     assert!(
-        dirs.len() >= 3,
-        "golden-v1, golden-v2 and golden-v3 are committed: {dirs:?}"
+        dirs.len() >= 4,
+        "golden-v1 to golden-v4 are committed: {dirs:?}"
     );
     for dir in dirs {
         check(&dir);
@@ -194,7 +213,11 @@ fn check(golden: &Path) {
     }
     assert_eq!(bucket.entry_names(), names);
     let weather = bucket.entry("weather").unwrap().info().unwrap();
-    assert_eq!((weather.record_count, weather.block_count), (200, 4));
+    let weather_records = if version >= 4 { 199 } else { 200 };
+    assert_eq!(
+        (weather.record_count, weather.block_count),
+        (weather_records, 4)
+    );
     let codecs = |entry: &str| -> Vec<Codec> {
         EntryIndex::load(&tmp.path().join("golden").join(entry))
             .unwrap()
@@ -204,7 +227,21 @@ fn check(golden: &Path) {
             .collect()
     };
     assert_eq!(codecs("weather"), vec![Codec::Lz4, Codec::Lz4, Codec::None]);
-    assert_eq!(codecs("logs/dpkg"), vec![Codec::Zstd(19)]);
+    if version >= 4 {
+        // The run sealed the log's open block (all its records were in the window).
+        assert_eq!(codecs("logs/dpkg"), vec![Codec::Zstd(19); 2]);
+        for entry in ["weather", "logs/dpkg"] {
+            let dir = tmp.path().join("golden").join(entry);
+            let edit_logs = std::fs::read_dir(&dir)
+                .unwrap()
+                .flatten()
+                .filter(|f| f.file_name().to_string_lossy().ends_with(".edt"))
+                .count();
+            assert!(edit_logs > 0, "{entry}: the edit logs are on disk");
+        }
+    } else {
+        assert_eq!(codecs("logs/dpkg"), vec![Codec::Zstd(19)]);
+    }
 
     let want = expected(version);
     let got: Vec<FixtureRecord> = bucket

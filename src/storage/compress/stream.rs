@@ -29,7 +29,8 @@ const WINDOW_FRAMES_PER_THREAD: u64 = 8;
 /// What a pool task produces for a block.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Part {
-    /// The block's record table, lz4-packed (it comes before the frames in the stream).
+    /// The block's record table, packed with the target codec (it comes before the frames
+    /// in the stream).
     Records,
     /// One frame, re-encoded.
     Frame(usize),
@@ -40,9 +41,9 @@ struct Task {
     job: usize,
     part: Part,
     block: Arc<SealedBlock>,
-    /// For [`Part::Records`]: the lz4-packed record table, made while the batch was
-    /// prepared (off the pool), so the pool threads only re-encode frames.
-    packed: Vec<u8>,
+    /// For [`Part::Records`]: the packed record table (packing, bytes), made while the
+    /// batch was prepared (off the pool), so the pool threads only re-encode frames.
+    packed: (u32, Vec<u8>),
 }
 
 impl Task {
@@ -69,7 +70,7 @@ pub(super) struct Output<'a> {
     _writing: MutexGuard<'a, ()>,
     job: usize,
     block: Arc<SealedBlock>,
-    packed_records: Vec<u8>,
+    packed_records: (u32, Vec<u8>),
     /// Created at the first frame that changes; until then nothing is written.
     writer: Option<BlockWriter>,
     /// Leading frames that were stored raw and stayed raw: copied from the source when a
@@ -188,7 +189,7 @@ impl<'a> Run<'a> {
         {
             match task.part {
                 Part::Records => {
-                    task.packed = meta::pack_records(task.block.records_section());
+                    task.packed = meta::pack_records(task.block.records_section(), self.target);
                 }
                 Part::Frame(i) => {
                     // A failure shows again, as the task's error, when the pool reads it.
@@ -216,7 +217,7 @@ impl<'a> Run<'a> {
                         job: job_index,
                         part,
                         block: block.clone(),
-                        packed: Vec::new(),
+                        packed: (meta::META_RAW, Vec::new()),
                     };
                     weight += task.weight();
                     queue.push_back(task);

@@ -159,13 +159,14 @@ impl BlockWriter {
         let mut head = meta::encode_head(self.codec, &self.frames);
         let (stored, encoding) = if self.codec == Codec::None {
             meta::encode_records(&self.records, &mut head);
-            (head, meta::META_RAW | meta::TABLE_V2)
+            (head, meta::META_RAW | meta::TABLE_V3)
         } else {
             let mut records = Vec::new();
             meta::encode_records(&self.records, &mut records);
+            let (packing, packed) = meta::pack_records(&records, self.codec);
             (
-                meta::assemble_packed(&head, &meta::pack_records(&records)),
-                meta::META_PACKED | meta::TABLE_V2,
+                meta::assemble_packed(&head, &packed),
+                packing | meta::TABLE_V3,
             )
         };
         let count = self.records.len() as u64;
@@ -185,7 +186,7 @@ impl BlockWriter {
         self,
         source: &SealedBlock,
         entry: &BlockSummary,
-        packed_records: &[u8],
+        packed_records: &(u32, Vec<u8>),
     ) -> Result<(BlockSummary, File)> {
         if self.frames.len() != source.frames.len() {
             return Err(Error::internal(format!(
@@ -196,10 +197,11 @@ impl BlockWriter {
             )));
         }
         let head = meta::encode_head(self.codec, &self.frames);
-        let stored = meta::assemble_packed(&head, packed_records);
+        let (packing, packed) = packed_records;
+        let stored = meta::assemble_packed(&head, packed);
         self.write_tail(
             stored,
-            meta::META_PACKED | source.table_format,
+            packing | source.table_format,
             entry.first_ts,
             entry.last_ts,
             entry.record_count,
