@@ -141,6 +141,23 @@ struct ServeArgs {
     /// every block covering a timestamp, so this bounds their cost).
     #[arg(long, env = "RS_MAX_BLOCK_OVERLAP", default_value_t = halflife::config::DEFAULT_MAX_BLOCK_OVERLAP as u64, value_parser = clap::value_parser!(u64).range(1..))]
     max_block_overlap: u64,
+    /// Removed records of a sealed block are tombstones (a few bytes in its edit log)
+    /// until the block is next rewritten; once this share of its records is removed, it
+    /// is rewritten without them at once (a number in (0, 1]; 1 waits for the last one).
+    #[arg(long, env = "RS_TOMBSTONE_FOLD_SHARE", default_value_t = halflife::config::DEFAULT_TOMBSTONE_FOLD_SHARE, value_parser = fold_share)]
+    tombstone_fold_share: f64,
+}
+
+/// Parses `--tombstone-fold-share`: a fraction in (0, 1].
+fn fold_share(text: &str) -> std::result::Result<f64, String> {
+    let share: f64 = text
+        .parse()
+        .map_err(|_| format!("'{text}' is not a number"))?;
+    if share > 0.0 && share <= 1.0 {
+        Ok(share)
+    } else {
+        Err(format!("'{text}' is not in (0, 1]"))
+    }
 }
 
 /// Options shared by `compress` and `delete`.
@@ -192,6 +209,7 @@ fn serve(args: ServeArgs) -> Result<()> {
     engine.lifecycle_min_older_than =
         duration_setting("--lifecycle-min-older-than", &args.lifecycle_min_older_than)?;
     engine.max_block_overlap = usize::try_from(args.max_block_overlap).unwrap_or(usize::MAX);
+    engine.tombstone_fold_share = args.tombstone_fold_share;
     let config = ServerConfig {
         engine,
         host: args.host,

@@ -343,6 +343,7 @@ fn serve_help_lists_every_setting_with_defaults() {
         "RS_LIFECYCLE_MIN_INTERVAL",
         "RS_LIFECYCLE_MIN_OLDER_THAN",
         "RS_MAX_BLOCK_OVERLAP",
+        "RS_TOMBSTONE_FOLD_SHARE",
         "RS_LIFECYCLE_<ID>_NAME",
         "RS_LOG_LEVEL",
     ] {
@@ -355,5 +356,21 @@ fn serve_help_lists_every_setting_with_defaults() {
         "[default: 10m]",
     ] {
         assert!(text.contains(default), "{default} missing from:\n{text}");
+    }
+}
+
+#[test]
+fn a_bad_tombstone_fold_share_exits_2_naming_the_value() {
+    for bad in ["0", "1.5", "half", "-0.2"] {
+        let out = halflife()
+            .args(["serve", &format!("--tombstone-fold-share={bad}")])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(bad) && err.contains("--tombstone-fold-share"),
+            "{err}"
+        );
     }
 }
