@@ -115,6 +115,9 @@ fn crash_child_writer() {
                     println!("LBL {ts}");
                 }
             } else {
+                // Recent records, so tombstones gather in the same blocks and fold them.
+                let back = 1 + rng.next() % 48;
+                let ts = tail.saturating_sub(back * 1000).max(1000);
                 println!("RMV {ts}");
                 if bucket.remove_record("e", ts).is_ok() {
                     println!("DEL {ts}");

@@ -195,7 +195,7 @@ pub(crate) fn merge_overlapping(entry: &Entry, limits: BlockLimits) -> Result<bo
     let Some(group) = overlap_to_merge(&entry.sealed_blocks()?, entry.ctx.max_overlap) else {
         return Ok(false);
     };
-    let records: u64 = group.iter().map(|b| b.record_count).sum();
+    let records: u64 = group.iter().map(|b| b.live_records()).sum();
     let replacement = merge_blocks(entry, &group, Codec::None, limits, None)?;
     let outputs = replacement.new.len();
     let applied = entry.replace_blocks(vec![replacement])?[0];

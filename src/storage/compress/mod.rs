@@ -244,12 +244,12 @@ impl Bucket {
             // Plan and compact under the entry's merge guard, so a background merge
             // neither changes the blocks between planning and commit nor races the
             // compaction for them.
-            // An open block (or late log) whose records all lie in the window (every one
-            // older than its end) is sealed first, so it is compressed with the rest.
-            entry.seal_stale_logs(start, stop)?;
             let Some(merging) = entry.merge_guard() else {
                 continue; // being removed
             };
+            // An open block (or late log) whose records all lie in the window (every one
+            // older than its end) is sealed first, so it is compressed with the rest.
+            entry.seal_stale_logs(start, stop)?;
             let plan = CompressPlan::new(&entry.sealed_blocks()?, start, stop, target);
             // Compaction: overlapping blocks are merged into disjoint ones with the target
             // codec (or a stronger one a source already had), output blocks in parallel.

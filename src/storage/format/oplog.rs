@@ -63,9 +63,15 @@ pub fn create(path: &Path, magic: &[u8; 8], sync: bool) -> Result<File> {
         .create_new(true)
         .open(path)
         .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
-    file.write_all_at(magic, 0)
-        .and_then(|_| if sync { file.sync_all() } else { Ok(()) })
-        .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+    let written = file
+        .write_all_at(magic, 0)
+        .and_then(|_| if sync { file.sync_all() } else { Ok(()) });
+    if let Err(e) = written {
+        // Ours (create_new): remove it, so a retry can create it again.
+        drop(file);
+        let _ = std::fs::remove_file(path);
+        return Err(Error::io(format!("writing {}", path.display()), e));
+    }
     Ok(file)
 }
 
