@@ -158,9 +158,13 @@ fn run_in(out: &mut dyn Write, path: &PathBuf) -> Result<()> {
             e.action_type,
             e.processed_records,
             e.processed_blocks,
-            e.duration as f64 / 1000.0,
+            e.duration * 1000.0,
             e.caught_up,
-            e.message.as_deref().unwrap_or("ok")
+            if e.message.is_empty() {
+                "ok"
+            } else {
+                e.message.as_str()
+            }
         )
         .map_err(io)?;
     }

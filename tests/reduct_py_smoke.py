@@ -244,7 +244,11 @@ async def main():
                 and any(e[0].endswith("/squeeze") for e in events))
 
     await wait_for("delete and compress run events readable in $system", both_policies_reported)
-    check(all(e[1].get("status") in ("ok", "error") for e in events), "events carry status")
+    check(all(e[1].get("status") == str(e[2]["status"]) for e in events),
+          "events are labelled with their status")
+    check(all(isinstance(e[2]["duration"], float) and e[2]["timestamp"] > 0
+              and "instance" in e[2] and "message" in e[2] for e in events),
+          "events carry ReductStore's fields (duration in seconds)")
     check(any(e[2].get("processed_records", 0) > 0 for e in events
               if e[0].endswith("/squeeze")), "compress event reports its records")
 

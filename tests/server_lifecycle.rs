@@ -180,9 +180,24 @@ fn lifecycle_endpoints() {
         Some("lifecycle%2Funknown%2Ftrim")
     );
     let labels = r.header("x-reduct-labels").unwrap();
-    assert!(labels.split(',').any(|l| l == "event"), "{labels}");
-    assert!(r.headers.iter().any(|(_, v)| v.contains("lifecycle_run")));
-    assert!(String::from_utf8_lossy(&r.body).contains("\"policy_name\":\"trim\""));
+    assert_eq!(
+        labels, "status",
+        "ReductStore labels events with their status only"
+    );
+    assert!(
+        r.headers.iter().any(|(_, v)| v.ends_with(",0=200")),
+        "{:?}",
+        r.headers
+    );
+    let body = String::from_utf8_lossy(&r.body).into_owned();
+    let event: serde_json::Value =
+        serde_json::from_str(body.split_inclusive('}').next().unwrap()).unwrap();
+    assert_eq!(event["policy_name"], "trim");
+    assert_eq!(event["status"], 200);
+    assert_eq!(event["message"], "");
+    assert_eq!(event["instance"], "unknown");
+    assert!(event["duration"].is_f64(), "duration in seconds: {body}");
+    assert!(event["timestamp"].as_u64().unwrap() > 0);
     // One log line per run (written just before the event; the log reader may lag).
     s.wait_for_log("lifecycle 'trim' (delete)");
 

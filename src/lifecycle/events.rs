@@ -1,6 +1,7 @@
 //! `lifecycle_run` system events: one record per run in the `$system` bucket, entry
-//! `lifecycle/<instance>/<policy>`, labelled with its status. The latest event of a policy
-//! is also its saved progress (`last_processed_ts`).
+//! `lifecycle/<instance>/<policy>`, labelled with its status, with the payload ReductStore
+//! 1.21 writes (same keys, order and types) plus a few of ours. The latest event of a
+//! policy is also its saved progress (`last_processed_ts`).
 
 use std::sync::Arc;
 
@@ -14,17 +15,33 @@ pub const SYSTEM_BUCKET: &str = "$system";
 /// The `event` label of a run event.
 pub const RUN_EVENT: &str = "lifecycle_run";
 
-/// The payload of a `lifecycle_run` event (JSON).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The status of a run that succeeded.
+pub const STATUS_OK: u16 = 200;
+
+/// The payload of a `lifecycle_run` event (JSON), keys in ReductStore's order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunEvent {
+    /// When the run ended (µs since the epoch); also the record's timestamp (moved forward
+    /// by a few µs if that one is taken).
+    #[serde(default)]
+    pub timestamp: u64,
+    /// The instance name, as configured (not sanitised).
+    #[serde(default)]
+    pub instance: String,
+    /// 200, or the HTTP-style status of the failure.
+    #[serde(default = "ok_status")]
+    pub status: u16,
+    /// Empty, or what went wrong.
+    #[serde(default)]
+    pub message: String,
     /// The policy that ran.
     pub policy_name: String,
     /// `delete` or `compress`.
     pub action_type: String,
     /// The bucket it worked on.
     pub bucket: String,
-    /// How long the run took, in microseconds.
-    pub duration: u64,
+    /// How long the run took, in seconds.
+    pub duration: f64,
     /// Records removed or recompressed (in a dry run: that would be).
     pub processed_records: u64,
     /// Blocks removed, rewritten or recompressed.
@@ -40,22 +57,25 @@ pub struct RunEvent {
     /// Ours: bytes a compress run saved.
     #[serde(default)]
     pub bytes_saved: u64,
-    /// Errors only: the HTTP-style status of the failure.
+    /// Ours, on errors only (where `last_processed_ts` is omitted, as ReductStore does):
+    /// the progress saved before the failure, so the next run resumes from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<u16>,
-    /// Errors only: what went wrong.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub resume_ts: Option<u64>,
+}
+
+fn ok_status() -> u16 {
+    STATUS_OK
 }
 
 impl RunEvent {
     /// True when the event reports a failure.
     pub fn is_error(&self) -> bool {
-        self.status.is_some()
+        self.status != STATUS_OK
     }
 }
 
-/// Replaces every character an entry segment cannot hold with `_`.
+/// Replaces every character an entry segment cannot hold with `_` (an empty name becomes
+/// `unknown`, as in ReductStore).
 pub fn sanitize(name: &str) -> String {
     let clean: String = name
         .chars()
@@ -68,7 +88,7 @@ pub fn sanitize(name: &str) -> String {
         })
         .collect();
     if clean.is_empty() {
-        "_".to_string()
+        "unknown".to_string()
     } else {
         clean
     }
@@ -77,7 +97,10 @@ pub fn sanitize(name: &str) -> String {
 /// Writes and reads the events of one server instance.
 pub struct EventLog {
     bucket: Arc<Bucket>,
+    /// The instance name as configured (in payloads).
     instance: String,
+    /// Its sanitised form (in entry names).
+    segment: String,
 }
 
 impl EventLog {
@@ -92,34 +115,34 @@ impl EventLog {
         };
         Ok(EventLog {
             bucket,
-            instance: sanitize(instance),
+            instance: instance.to_string(),
+            segment: sanitize(instance),
         })
     }
 
     /// The entry holding a policy's events.
     pub fn entry_name(&self, policy: &str) -> String {
-        format!("lifecycle/{}/{}", self.instance, sanitize(policy))
+        format!("lifecycle/{}/{}", self.segment, sanitize(policy))
     }
 
-    /// Records a run that started at `ts` (µs); a timestamp already taken moves forward.
+    /// The instance name events carry.
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    /// Records a run that ended at `ts` (µs): the record's timestamp and the payload's
+    /// `timestamp` (moved forward together if the instant is taken). Labelled, as in
+    /// ReductStore, only with `status` ("200" or the error's status).
     pub fn write(&self, ts: u64, event: &RunEvent) -> Result<()> {
-        let payload = serde_json::to_vec(event)
-            .map_err(|e| Error::internal(format!("encoding event: {e}")))?;
-        let status = if event.is_error() { "error" } else { "ok" };
         let entry = self.entry_name(&event.policy_name);
-        let labels = [
-            ("event", RUN_EVENT),
-            ("status", status),
-            ("policy", event.policy_name.as_str()),
-            ("action", event.action_type.as_str()),
-        ];
+        let mut event = event.clone();
         for attempt in 0..1000 {
+            event.timestamp = ts + attempt;
+            let payload = serde_json::to_vec(&event)
+                .map_err(|e| Error::internal(format!("encoding event: {e}")))?;
             let meta = RecordMeta {
-                timestamp: ts + attempt,
-                labels: labels
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
+                timestamp: event.timestamp,
+                labels: [("status".to_string(), event.status.to_string())].into(),
                 content_type: "application/json".into(),
                 size: 0,
             };
@@ -148,9 +171,12 @@ impl EventLog {
             .map_err(|e| Error::internal(format!("event of '{policy}' does not parse: {e}")))
     }
 
-    /// The saved progress of a policy: `last_processed_ts` of its latest event.
+    /// The saved progress of a policy: `last_processed_ts` of its latest event, or the
+    /// progress an error event carried over.
     pub fn last_progress(&self, policy: &str) -> Result<Option<u64>> {
-        Ok(self.latest(policy)?.and_then(|e| e.last_processed_ts))
+        Ok(self
+            .latest(policy)?
+            .and_then(|e| e.last_processed_ts.or(e.resume_ts)))
     }
 }
 
@@ -161,18 +187,21 @@ mod tests {
 
     fn event(policy: &str, last: Option<u64>, status: Option<u16>) -> RunEvent {
         RunEvent {
+            timestamp: 0,
+            instance: "edge 1".into(),
+            status: status.unwrap_or(STATUS_OK),
+            message: status.map_or(String::new(), |_| "Bucket 'b' is not found".into()),
             policy_name: policy.into(),
             action_type: "delete".into(),
             bucket: "b".into(),
-            duration: 1500,
+            duration: 0.0015,
             processed_records: 10,
             processed_blocks: 1,
             caught_up: false,
             last_processed_ts: last,
             dry_run: false,
             bytes_saved: 0,
-            status,
-            message: status.map(|_| "Bucket 'b' is not found".to_string()),
+            resume_ts: None,
         }
     }
 
@@ -189,27 +218,40 @@ mod tests {
         log.write(1000, &event("p", Some(500), None)).unwrap();
         log.write(1000, &event("p", Some(900), None)).unwrap();
         assert_eq!(log.last_progress("p").unwrap(), Some(900));
-        log.write(2000, &event("p", Some(900), Some(404))).unwrap();
+        let mut failed = event("p", None, Some(404));
+        failed.resume_ts = Some(900);
+        log.write(2000, &failed).unwrap();
         let latest = log.latest("p").unwrap().unwrap();
         assert!(latest.is_error());
-        assert_eq!(latest.status, Some(404));
+        assert_eq!(latest.status, 404);
+        assert_eq!(latest.last_processed_ts, None);
+        assert_eq!(
+            log.last_progress("p").unwrap(),
+            Some(900),
+            "an error keeps it"
+        );
 
         // Readable through the normal record API, labelled.
         let system = store.bucket(SYSTEM_BUCKET).unwrap();
         let first = system.read("lifecycle/edge_1/p", Some(1000)).unwrap();
-        assert_eq!(first.meta.labels["event"], RUN_EVENT);
-        assert_eq!(first.meta.labels["status"], "ok");
-        let json: serde_json::Value =
-            serde_json::from_slice(first.payload.unwrap().as_slice()).unwrap();
-        assert_eq!(json["last_processed_ts"], 500);
-        assert!(json.get("status").is_none());
+        assert_eq!(first.meta.labels.len(), 1);
+        assert_eq!(first.meta.labels["status"], "200");
+        let payload = first.payload.unwrap();
+        let text = std::str::from_utf8(payload.as_slice()).unwrap();
+        // ReductStore's keys, in its order, with its types.
+        assert!(
+            text.starts_with(
+                r#"{"timestamp":1000,"instance":"edge 1","status":200,"message":"","policy_name":"p","action_type":"delete","bucket":"b","duration":0.0015,"processed_records":10,"processed_blocks":1,"caught_up":false,"last_processed_ts":500"#
+            ),
+            "{text}"
+        );
         assert_eq!(
             system
                 .read("lifecycle/edge_1/p", Some(1001))
                 .unwrap()
                 .meta
                 .labels["status"],
-            "ok"
+            "200"
         );
         assert_eq!(
             system
@@ -217,7 +259,7 @@ mod tests {
                 .unwrap()
                 .meta
                 .labels["status"],
-            "error"
+            "404"
         );
 
         // Reopening keeps the progress.

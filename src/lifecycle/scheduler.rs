@@ -19,7 +19,7 @@ use crossbeam_channel::{Receiver, Sender, select};
 
 use crate::error::{Error, Result};
 use crate::lifecycle::action::{RunOutcome, run_policy};
-use crate::lifecycle::events::{EventLog, RunEvent};
+use crate::lifecycle::events::{EventLog, RunEvent, STATUS_OK};
 use crate::lifecycle::settings::{LifecycleMode, Policy};
 use crate::storage::{CompressPool, Store};
 
@@ -294,18 +294,21 @@ fn run_event(
     events: &EventLog,
 ) -> RunEvent {
     let mut event = RunEvent {
+        timestamp: 0, // set when written
+        instance: events.instance().to_string(),
+        status: STATUS_OK,
+        message: String::new(),
         policy_name: policy.name.clone(),
         action_type: policy.settings.kind.as_str().to_string(),
         bucket: policy.settings.bucket.clone(),
-        duration: duration.as_micros() as u64,
+        duration: duration.as_secs_f64(),
         processed_records: 0,
         processed_blocks: 0,
         caught_up: false,
         last_processed_ts: None,
         dry_run,
         bytes_saved: 0,
-        status: None,
-        message: None,
+        resume_ts: None,
     };
     match result {
         Ok(o) => {
@@ -316,10 +319,11 @@ fn run_event(
             event.bytes_saved = o.bytes_saved;
         }
         Err(e) => {
-            event.status = Some(e.kind().http_status());
-            event.message = Some(e.message().to_string());
-            // Keep the saved progress: an error must not send the policy back to the start.
-            event.last_processed_ts = events.last_progress(&policy.name).ok().flatten();
+            event.status = e.kind().http_status();
+            event.message = e.message().to_string();
+            // ReductStore omits the progress on error; ours carries it over in
+            // `resume_ts`, so an error never sends the policy back to the start.
+            event.resume_ts = events.last_progress(&policy.name).ok().flatten();
         }
     }
     event
