@@ -12,6 +12,7 @@ import sys
 import time
 
 from reduct import (
+    Batch,
     BucketSettings,
     RecordBatch,
     Client,
@@ -137,6 +138,55 @@ async def main():
     async with bucket.read("batch/a", timestamp=BASE_TS + 3) as record:
         check(await record.read_all() == b"a3" and record.labels == {"n": "3", "csv": "x,y"},
               "batched record reads back with its labels")
+    # The single-entry batch calls (protocol v1): write, update labels, remove. (reduct-py
+    # quotes a label only when its name has a comma, so values here have none.)
+    v1 = Batch()
+    for i in range(20):
+        v1.add(BASE_TS + i, f"v1-{i}".encode(), content_type="text/csv",
+               labels={"n": str(i), "Case": "Kept", "q": "a b"})
+    errors = await bucket.write_batch("v1/a", v1)
+    check(errors == {}, f"write_batch stores every record ({errors})")
+    dup = Batch()
+    dup.add(BASE_TS + 3, b"again")
+    dup.add(BASE_TS + 50, b"new")
+    errors = await bucket.write_batch("v1/a", dup)
+    check(list(errors.keys()) == [BASE_TS + 3] and errors[BASE_TS + 3].status_code == 409,
+          "write_batch reports the duplicate per record")
+    async with bucket.read("v1/a", timestamp=BASE_TS + 4) as record:
+        check(await record.read_all() == b"v1-4" and record.content_type == "text/csv"
+              and record.labels == {"n": "4", "Case": "Kept", "q": "a b"},
+              "a v1 batch record reads back with type and labels")
+    updates = Batch()
+    updates.add(BASE_TS + 4, labels={"n": "", "checked": "yes"})
+    updates.add(BASE_TS + 999, labels={"x": "1"})
+    errors = await bucket.update_batch("v1/a", updates)
+    check(list(errors.keys()) == [BASE_TS + 999] and errors[BASE_TS + 999].status_code == 404,
+          "update_batch reports a missing record")
+    async with bucket.read("v1/a", timestamp=BASE_TS + 4, head=True) as record:
+        check(record.labels == {"Case": "Kept", "q": "a b", "checked": "yes"},
+              "update_batch sets and removes labels")
+    doomed = Batch()
+    doomed.add(BASE_TS + 5)
+    doomed.add(BASE_TS + 6)
+    errors = await bucket.remove_batch("v1/a", doomed)
+    check(errors == {} and await count(bucket, "v1/a") == 19,
+          "remove_batch removes the listed records")
+    # Multi-entry label updates: reduct-py sends deltas against the previous record.
+    multi = RecordBatch()
+    multi.add("v1/a", BASE_TS + 1, labels={"n": "one"})
+    multi.add("v1/a", BASE_TS + 2, labels={"m": "two"})
+    multi.add("sensor", BASE_TS + 8000, labels={"note": "multi"})
+    errors = await bucket.update_record_batch(multi)
+    check(errors == {}, f"update_record_batch updates every record ({errors})")
+    async with bucket.read("v1/a", timestamp=BASE_TS + 1, head=True) as record:
+        check(record.labels["n"] == "one", "update_record_batch sets a label")
+    async with bucket.read("v1/a", timestamp=BASE_TS + 2, head=True) as record:
+        check(record.labels.get("m") == "two" and "n" not in record.labels,
+              "update_record_batch applies reduct-py's deltas as ReductStore does")
+    async with bucket.read("sensor", timestamp=BASE_TS + 8000, head=True) as record:
+        check(record.labels.get("note") == "multi", "update_record_batch reaches a second entry")
+    await bucket.remove_entry("v1/a")
+
     # A script that computes between writes blocks its event loop: the kept-alive
     # connection idles for 7 s and the next batch must still go through on it.
     first = RecordBatch()

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::lifecycle::LifecycleRepository;
+use crate::server::entry_batch::{self, EntryRoute};
 use crate::server::http::Response;
 use crate::server::queries::QueryRegistry;
 use crate::server::request::{Request, no_route};
@@ -143,7 +144,18 @@ impl App {
                     None => buckets::bucket(self, &method, &percent::decode(tail), req),
                     Some((bucket, entry)) => {
                         let bucket = percent::decode(bucket);
-                        records::record(self, &method, &bucket, &percent::decode(entry), req)
+                        let entry = percent::decode(entry);
+                        match entry_batch::entry_route(&method, &entry) {
+                            EntryRoute::Batch(name) => {
+                                entry_batch::batch(self, &method, &bucket, name, req)
+                            }
+                            EntryRoute::Query(name) => {
+                                entry_batch::query(self, &method, &bucket, name, req)
+                            }
+                            EntryRoute::Record => {
+                                records::record(self, &method, &bucket, &entry, req)
+                            }
+                        }
                     }
                 }
             }

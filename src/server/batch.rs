@@ -83,6 +83,9 @@ pub struct BatchRecord {
     pub delta: u64,
     /// Timestamp, size, content type and labels.
     pub meta: RecordMeta,
+    /// The label operations this record's header carried, in order: (name, value), an
+    /// empty value removing the label (what a batched label update accumulates).
+    pub ops: Vec<(String, String)>,
 }
 
 /// A decoded batched-write head: entry names, start timestamp, and the records in body
@@ -157,10 +160,11 @@ pub fn decode_write_batch(head: &RequestHead) -> Result<WriteBatch> {
             ))
         })?;
         let previous = prev.get(&e);
+        let mut ops = Vec::new();
         let (content_type, labels) = match rest {
             None => previous.cloned().ok_or_else(|| {
                 Error::unprocessable(format!(
-                    "record header 'x-reduct-{e}-{d}': the first record of an entry needs a content type slot"
+                    "Content-type and labels must be provided for the first record of an entry ('x-reduct-{e}-{d}')"
                 ))
             })?,
             Some(rest) => {
@@ -175,7 +179,7 @@ pub fn decode_write_batch(head: &RequestHead) -> Result<WriteBatch> {
                 };
                 let mut labels = previous.map(|p| p.1.clone()).unwrap_or_default();
                 if let Some(delta) = delta {
-                    apply_delta(&mut labels, delta, label_names.as_deref())
+                    apply_delta(&mut labels, delta, label_names.as_deref(), &mut ops)
                         .map_err(|m| Error::unprocessable(format!("record header 'x-reduct-{e}-{d}': {m}")))?;
                 }
                 (ct, labels)
@@ -191,6 +195,7 @@ pub fn decode_write_batch(head: &RequestHead) -> Result<WriteBatch> {
                 content_type,
                 size,
             },
+            ops,
         });
     }
     Ok(WriteBatch {
@@ -200,44 +205,71 @@ pub fn decode_write_batch(head: &RequestHead) -> Result<WriteBatch> {
     })
 }
 
-/// Applies `k=v,k="v,w",k=` operations to `labels`.
+/// Splits a label list `k=v,k="v,w",k=` into (name, value) pairs, names and unquoted
+/// values trimmed; a quoted value runs to the next `"` (no escapes). A fragment that is not
+/// `k=v` (no `=`, or an unterminated quote) comes back as an error holding it: the v2
+/// decoder refuses it, v1 ignores it, as ReductStore does. Shared by both protocol
+/// versions.
+pub fn label_pairs(text: &str) -> impl Iterator<Item = std::result::Result<(&str, &str), &str>> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.trim().is_empty() {
+            return None;
+        }
+        let stop = rest.find([',', '=']);
+        let Some(eq) = stop.filter(|&i| rest.as_bytes()[i] == b'=') else {
+            // A fragment without '=' up to the next comma (or the end).
+            let (fragment, next) = rest.split_once(',').unwrap_or((rest, ""));
+            rest = next;
+            return Some(Err(fragment));
+        };
+        let key = rest[..eq].trim();
+        let after = &rest[eq + 1..];
+        let trimmed = after.trim_start();
+        if let Some(quoted) = trimmed.strip_prefix('"') {
+            let Some(end) = quoted.find('"') else {
+                let fragment = rest;
+                rest = "";
+                return Some(Err(fragment));
+            };
+            let next = quoted[end + 1..].trim_start();
+            rest = next.strip_prefix(',').unwrap_or(next);
+            return Some(Ok((key, &quoted[..end])));
+        }
+        let (value, next) = after.split_once(',').unwrap_or((after, ""));
+        rest = next;
+        Some(Ok((key, value.trim())))
+    })
+}
+
+/// Applies `k=v,k="v,w",k=` operations to `labels`, and lists them in `ops`.
 fn apply_delta(
     labels: &mut Labels,
     delta: &str,
     names: Option<&[String]>,
+    ops: &mut Vec<(String, String)>,
 ) -> std::result::Result<(), String> {
-    let mut rest = delta;
-    while !rest.is_empty() {
-        let (key, after) = rest
-            .split_once('=')
-            .ok_or_else(|| format!("label operation '{rest}' has no '='"))?;
-        let (value, next) = if let Some(quoted) = after.strip_prefix('"') {
-            let end = quoted
-                .find('"')
-                .ok_or_else(|| format!("unterminated quoted label value in '{delta}'"))?;
-            let next = &quoted[end + 1..];
-            (&quoted[..end], next.strip_prefix(',').unwrap_or(next))
-        } else {
-            match after.split_once(',') {
-                Some((v, n)) => (v, n),
-                None => (after, ""),
-            }
-        };
-        let key = key.trim();
+    for pair in label_pairs(delta) {
+        let (key, value) = pair.map_err(|f| format!("label operation '{f}' is not k=v"))?;
         let name = match (key.parse::<usize>(), names) {
             (Ok(i), Some(names)) => names
                 .get(i)
                 .cloned()
-                .ok_or_else(|| format!("label index {i} is not in x-reduct-labels"))?,
-            _ if key.starts_with('@') => return Err(format!("label name '{key}' is reserved")),
+                .ok_or_else(|| format!("Label index '{i}' is out of range"))?,
+            _ if key.starts_with('@') => {
+                return Err(format!(
+                    "Label names must not start with '@': reserved for computed labels ('{key}')"
+                ));
+            }
             _ => percent::decode(key),
         };
+        let name = name.to_ascii_lowercase();
         if value.is_empty() {
             labels.remove(&name);
         } else {
-            labels.insert(name.to_ascii_lowercase(), value.to_string());
+            labels.insert(name.clone(), value.to_string());
         }
-        rest = next;
+        ops.push((name, value.to_string()));
     }
     Ok(())
 }
@@ -348,6 +380,17 @@ mod tests {
         ]))
         .unwrap_err();
         assert!(err.message().contains("index 3"), "{err}");
+        let err = decode_write_batch(&head(vec![
+            ("x-reduct-entries", "a"),
+            ("x-reduct-start-ts", "1"),
+            ("x-reduct-labels", "k"),
+            ("x-reduct-0-0", "5,a,3=x"),
+        ]))
+        .unwrap_err();
+        assert!(
+            err.message().contains("Label index '3' is out of range"),
+            "{err}"
+        );
     }
 
     mod fuzz {

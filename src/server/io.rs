@@ -1,7 +1,8 @@
 //! The multi-entry batch protocol under `/io/{bucket}/`: `q` (create a query, or run a
-//! remove-query), `read` (next batch of a query), `write` (a batch of records) and
-//! `remove` (a list of records).
+//! remove-query), `read` (next batch of a query), `write` (a batch of records), `update`
+//! (label changes) and `remove` (a list of records).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -13,31 +14,45 @@ use crate::server::body::body_error;
 use crate::server::http::{Response, ResponseBody};
 use crate::server::records::user_bucket;
 use crate::server::request::{Request, no_route, parse_decimal, parse_json};
-use crate::storage::QueryOptions;
 use crate::storage::condition::Condition;
+use crate::storage::{Labels, QueryOptions};
 
 /// Default time a query lives after its last read.
 const DEFAULT_TTL_SECS: u64 = 60;
 
-/// The body of `POST /io/{bucket}/q`.
-#[derive(Debug, Deserialize)]
-struct QueryRequest {
-    query_type: QueryType,
-    entries: Option<Vec<String>>,
-    start: Option<u64>,
-    stop: Option<u64>,
-    ttl: Option<u64>,
-    only_metadata: Option<bool>,
-    continuous: Option<bool>,
-    /// Kept as text until its size is checked: a JSON tree takes many times its text.
-    when: Option<Box<serde_json::value::RawValue>>,
-    strict: Option<bool>,
+/// The body of `POST /io/{bucket}/q` (and of the v1 entry query, whose `entries` is
+/// ignored).
+#[derive(Debug, Default, Deserialize)]
+pub struct QueryRequest {
+    /// QUERY or REMOVE.
+    pub query_type: QueryType,
+    /// Entry patterns (none: every entry).
+    pub entries: Option<Vec<String>>,
+    /// Inclusive start, µs.
+    pub start: Option<u64>,
+    /// Exclusive stop, µs.
+    pub stop: Option<u64>,
+    /// Seconds the query lives after its last read.
+    pub ttl: Option<u64>,
+    /// Metadata without payloads.
+    pub only_metadata: Option<bool>,
+    /// Keep following new records.
+    pub continuous: Option<bool>,
+    /// The `when` condition, kept as text until its size is checked: a JSON tree takes
+    /// many times its text.
+    pub when: Option<Box<serde_json::value::RawValue>>,
+    /// A missing label is an error instead of false.
+    pub strict: Option<bool>,
 }
 
-#[derive(Debug, Deserialize, PartialEq, Eq)]
+/// What a query request does.
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "UPPERCASE")]
-enum QueryType {
+pub enum QueryType {
+    /// Open a query to read.
+    #[default]
     Query,
+    /// Remove what it selects.
     Remove,
 }
 
@@ -48,12 +63,25 @@ pub fn io(app: &App, method: &str, bucket: &str, op: &str, req: &mut Request) ->
         ("GET" | "HEAD", "read") => read(app, bucket, method == "GET", req),
         ("POST", "write") => write(app, bucket, req),
         ("DELETE", "remove") => remove(app, bucket, req),
+        ("PATCH", "update") => update(app, bucket, req),
         _ => Err(no_route(method, &req.head.path)),
     }
 }
 
 fn query(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
     let q: QueryRequest = parse_json(req)?;
+    let entries = q.entries.clone().unwrap_or_default();
+    run_query_request(app, bucket_name, q, entries)
+}
+
+/// Opens a query (answers `{"id": N}`) or runs a remove-query (answers
+/// `{"removed_records": N}`) over `entries` (patterns) of a bucket.
+pub fn run_query_request(
+    app: &App,
+    bucket_name: &str,
+    q: QueryRequest,
+    entries: Vec<String>,
+) -> Result<Response> {
     let bucket = app.store.bucket(bucket_name)?;
     if q.start.zip(q.stop).is_some_and(|(a, b)| a > b) {
         return Err(Error::unprocessable("Start time must be before stop time"));
@@ -65,7 +93,6 @@ fn query(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
         .filter(|w| w.get() != "null")
         .map(|w| Condition::parse_str(w.get(), strict))
         .transpose()?;
-    let entries = q.entries.clone().unwrap_or_default();
     match q.query_type {
         QueryType::Query => {
             if q.continuous == Some(true) {
@@ -169,6 +196,27 @@ fn remove(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
     for record in &batch.records {
         let entry = &batch.entries[record.entry];
         let result = bucket.remove_record(entry, record.meta.timestamp);
+        response = with_record_error(response, record, result);
+    }
+    Ok(response)
+}
+
+/// `PATCH /io/{bucket}/update`: label updates of records of several entries. As in
+/// ReductStore 1.21, each entry's headers are taken in timestamp order and their label
+/// operations accumulate: a record's update is every operation of its entry so far
+/// (`k=v` sets, `k=` removes, other labels stay), the order reduct-py's deltas rely on.
+fn update(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
+    app.writable("update records")?;
+    user_bucket(bucket_name)?;
+    let batch = decode_write_batch(&req.head)?;
+    let bucket = app.store.bucket(bucket_name)?;
+    let mut response = batch_response(req, &batch);
+    let mut accumulated: HashMap<usize, Labels> = HashMap::new();
+    for record in &batch.records {
+        let changes = accumulated.entry(record.entry).or_default();
+        changes.extend(record.ops.iter().cloned());
+        let entry = &batch.entries[record.entry];
+        let result = bucket.update_labels(entry, record.meta.timestamp, changes);
         response = with_record_error(response, record, result);
     }
     Ok(response)

@@ -10,9 +10,11 @@
 
 pub mod app;
 pub mod batch;
+pub mod batch_v1;
 pub mod body;
 pub mod buckets;
 pub mod connection;
+pub mod entry_batch;
 pub mod head;
 pub mod http;
 pub mod io;

@@ -1,0 +1,238 @@
+//! The single-entry endpoints of batch protocol v1 and entry queries, which reduct-cli and
+//! reduct-rs use for every copy and query: `/b/{bucket}/{entry}/batch` (POST write, PATCH
+//! labels, DELETE records, GET/HEAD reads of a query) and `/b/{bucket}/{entry}/q` (POST a
+//! QueryEntry body, GET/HEAD with parameters, DELETE a time range). Validation and wording
+//! follow the v2 paths; per-record failures are `x-reduct-error-<ts>` headers on a 200.
+
+use crate::error::{Error, Result};
+use crate::server::app::App;
+use crate::server::batch_v1::{
+    decode_v1_batch, decode_v1_timestamps, encode_v1_record, v1_error_header,
+};
+use crate::server::body::body_error;
+use crate::server::http::{Response, ResponseBody};
+use crate::server::io::{QueryRequest, QueryType, run_query_request};
+use crate::server::records::user_bucket;
+use crate::server::request::{Request, no_route, parse_decimal, parse_json};
+use crate::storage::Labels;
+
+/// Where a `/b/{bucket}/…` path goes (ReductStore routes by how the entry part ends).
+pub enum EntryRoute<'a> {
+    /// `…/{entry}/batch`.
+    Batch(&'a str),
+    /// `…/{entry}/q`.
+    Query(&'a str),
+    /// The single-record endpoints.
+    Record,
+}
+
+/// Routes an entry path: a `/batch` or `/q` suffix after a non-empty entry name (so
+/// top-level entries named `batch` or `q` stay reachable as records).
+pub fn entry_route<'a>(method: &str, entry: &'a str) -> EntryRoute<'a> {
+    if let Some(name) = entry.strip_suffix("/batch").filter(|n| !n.is_empty())
+        && matches!(method, "POST" | "PATCH" | "DELETE" | "GET" | "HEAD")
+    {
+        return EntryRoute::Batch(name);
+    }
+    if let Some(name) = entry.strip_suffix("/q").filter(|n| !n.is_empty())
+        && matches!(method, "POST" | "GET" | "HEAD" | "DELETE")
+    {
+        return EntryRoute::Query(name);
+    }
+    EntryRoute::Record
+}
+
+/// `/b/{bucket}/{entry}/batch`.
+pub fn batch(
+    app: &App,
+    method: &str,
+    bucket: &str,
+    entry: &str,
+    req: &mut Request,
+) -> Result<Response> {
+    match method {
+        "POST" => write(app, bucket, entry, req),
+        "PATCH" => update(app, bucket, entry, req),
+        "DELETE" => remove(app, bucket, entry, req),
+        "GET" | "HEAD" => read(app, bucket, entry, method == "GET", req),
+        _ => Err(no_route(method, &req.head.path)),
+    }
+}
+
+fn write(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result<Response> {
+    app.writable("write records")?;
+    user_bucket(bucket_name)?;
+    let records = decode_v1_batch(&req.head)?;
+    let total: u64 = records.iter().map(|r| r.size).sum();
+    // A compressed body names its size in x-reduct-content-length.
+    let declared = req
+        .head
+        .header("x-reduct-content-length")
+        .and_then(parse_decimal)
+        .unwrap_or_else(|| req.body.remaining());
+    if declared != total {
+        return Err(Error::unprocessable(
+            "content-length header does not match the sum of the content-lengths in the headers",
+        ));
+    }
+    // Even a missing bucket (or a full quota) fails per record, as in ReductStore.
+    let bucket = app.store.bucket(bucket_name).and_then(|b| {
+        b.make_room(total)?;
+        Ok(b)
+    });
+    let mut response = Response::ok();
+    for meta in records {
+        let payload = req
+            .body
+            .read_exact_vec(meta.size)
+            .map_err(|e| body_error("reading the batch body", e))?;
+        let ts = meta.timestamp;
+        let result = match &bucket {
+            Ok(b) => b.write(entry, meta, &payload),
+            Err(e) => Err(e.clone()),
+        };
+        if let Err(e) = result {
+            let (name, value) = v1_error_header(ts, &e);
+            response = response.header(&name, value);
+        }
+    }
+    Ok(response)
+}
+
+fn update(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result<Response> {
+    app.writable("update records")?;
+    user_bucket(bucket_name)?;
+    let records = decode_v1_batch(&req.head)?;
+    let bucket = app.store.bucket(bucket_name)?;
+    bucket.entry(entry)?;
+    let mut response = Response::ok();
+    for meta in records {
+        // Non-empty values set, empty ones remove, other labels stay.
+        let changes: Labels = meta.labels;
+        if let Err(e) = bucket.update_labels(entry, meta.timestamp, &changes) {
+            let (name, value) = v1_error_header(meta.timestamp, &e);
+            response = response.header(&name, value);
+        }
+    }
+    Ok(response)
+}
+
+fn remove(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result<Response> {
+    app.writable("remove records")?;
+    user_bucket(bucket_name)?;
+    let stamps = decode_v1_timestamps(&req.head)?;
+    let bucket = app.store.bucket(bucket_name)?;
+    bucket.entry(entry)?;
+    let mut response = Response::ok();
+    for ts in stamps {
+        if let Err(e) = bucket.remove_record(entry, ts) {
+            let (name, value) = v1_error_header(ts, &e);
+            response = response.header(&name, value);
+        }
+    }
+    Ok(response)
+}
+
+fn read(
+    app: &App,
+    bucket_name: &str,
+    entry: &str,
+    with_body: bool,
+    req: &mut Request,
+) -> Result<Response> {
+    let id_text = req
+        .head
+        .query_param("q")
+        .ok_or_else(|| Error::unprocessable("'q' parameter is required for batched reads"))?;
+    let id =
+        parse_decimal(&id_text).ok_or_else(|| Error::unprocessable("'query' must be a number"))?;
+    app.store.bucket(bucket_name)?.entry(entry)?;
+    let Some(batch) = app.queries.next_batch(bucket_name, id, with_body)? else {
+        return Ok(Response::status(204).header("x-reduct-error", "No content"));
+    };
+    let total: u64 = batch.metas.iter().map(|m| m.size).sum();
+    let mut response = Response::ok();
+    response.headers = batch.metas.iter().map(encode_v1_record).collect();
+    let body = if with_body {
+        ResponseBody::Payloads(batch.payloads)
+    } else {
+        ResponseBody::Head(total)
+    };
+    Ok(response
+        .header("x-reduct-last", if batch.last { "true" } else { "false" })
+        .header("content-type", "application/octet-stream")
+        .with_body(body))
+}
+
+/// `/b/{bucket}/{entry}/q`.
+pub fn query(
+    app: &App,
+    method: &str,
+    bucket_name: &str,
+    entry: &str,
+    req: &mut Request,
+) -> Result<Response> {
+    match method {
+        "POST" => {
+            let mut q: QueryRequest = parse_json(req)?;
+            // The entry comes from the path; `entries` in the body is ignored.
+            q.entries = None;
+            if q.query_type == QueryType::Query {
+                app.store.bucket(bucket_name)?.entry(entry)?;
+            }
+            run_query_request(app, bucket_name, q, vec![entry.to_string()])
+        }
+        "GET" | "HEAD" => {
+            let q = QueryRequest {
+                query_type: QueryType::Query,
+                start: micros_param(req, "start")?,
+                stop: micros_param(req, "stop")?,
+                ttl: req
+                    .head
+                    .query_param("ttl")
+                    .map(|v| {
+                        parse_decimal(&v).ok_or_else(|| {
+                            Error::unprocessable("'ttl' must be in seconds as an unsigned integer")
+                        })
+                    })
+                    .transpose()?,
+                continuous: req
+                    .head
+                    .query_param("continuous")
+                    .map(|v| match v.as_str() {
+                        "true" => Ok(true),
+                        "false" => Ok(false),
+                        _ => Err(Error::unprocessable("'continue' must be a bool value")),
+                    })
+                    .transpose()?,
+                ..Default::default()
+            };
+            app.store.bucket(bucket_name)?.entry(entry)?;
+            run_query_request(app, bucket_name, q, vec![entry.to_string()])
+        }
+        "DELETE" => {
+            let q = QueryRequest {
+                query_type: QueryType::Remove,
+                start: micros_param(req, "start")?,
+                stop: micros_param(req, "stop")?,
+                ..Default::default()
+            };
+            run_query_request(app, bucket_name, q, vec![entry.to_string()])
+        }
+        _ => Err(no_route(method, &req.head.path)),
+    }
+}
+
+/// A `start`/`stop` query parameter in µs.
+fn micros_param(req: &Request, name: &str) -> Result<Option<u64>> {
+    req.head
+        .query_param(name)
+        .map(|v| {
+            parse_decimal(&v).ok_or_else(|| {
+                Error::unprocessable(format!(
+                    "'{name}' must be an unix timestamp in microseconds"
+                ))
+            })
+        })
+        .transpose()
+}
