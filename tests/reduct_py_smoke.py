@@ -187,6 +187,32 @@ async def main():
         check(record.labels.get("note") == "multi", "update_record_batch reaches a second entry")
     await bucket.remove_entry("v1/a")
 
+    # A continuous query: subscribe() sees records written after it started, by a
+    # concurrent writer pausing between writes.
+    live_ts = BASE_TS + 10_000_000
+    await bucket.write("live", b"first", timestamp=live_ts)
+
+    async def live_writer():
+        await asyncio.sleep(0.5)
+        for i in range(1, 6):
+            await bucket.write("live", f"live {i}".encode(), timestamp=live_ts + i)
+            await asyncio.sleep(0.3)
+
+    seen = []
+
+    async def consume():
+        async for record in bucket.subscribe("live", start=live_ts, poll_interval=1):
+            seen.append(await record.read_all())
+            if len(seen) == 6:
+                return
+
+    writer_task = asyncio.create_task(live_writer())
+    await asyncio.wait_for(consume(), timeout=DEADLINE_S)
+    await writer_task
+    check(seen == [b"first"] + [f"live {i}".encode() for i in range(1, 6)],
+          "subscribe() yields the records written after it started, once, in order")
+    await bucket.remove_entry("live")
+
     # A script that computes between writes blocks its event loop: the kept-alive
     # connection idles for 7 s and the next batch must still go through on it.
     first = RecordBatch()

@@ -455,3 +455,78 @@ fn io_update_accumulates_label_operations_per_entry() {
     );
     assert_eq!(r.status, 404);
 }
+
+#[test]
+fn continuous_queries_follow_new_records_until_their_ttl() {
+    let (_dir, s) = server();
+    let write = |entry: &str, ts: u64| {
+        let path = format!("/api/v1/b/bk/{entry}?ts={ts}");
+        assert_eq!(
+            s.request("POST", &path, &[], format!("r{ts}").as_bytes())
+                .status,
+            200
+        );
+    };
+    write("a", 1);
+    write("b", 2);
+    // `stop` is ignored and may be before `start`.
+    let r = s.request(
+        "POST",
+        "/api/v1/io/bk/q",
+        &[],
+        br#"{"query_type":"QUERY","continuous":true,"ttl":30,"start":1,"stop":0}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.error());
+    let id = r.json()["id"].as_u64().unwrap().to_string();
+    let read = || {
+        s.request(
+            "GET",
+            "/api/v1/io/bk/read",
+            &[("x-reduct-query-id", &id)],
+            b"",
+        )
+    };
+    let mut seen = Vec::new();
+    loop {
+        let r = read();
+        if r.status == 204 {
+            break;
+        }
+        assert_eq!(r.status, 200, "{}", r.error());
+        assert_eq!(
+            r.header("x-reduct-last"),
+            Some("false"),
+            "a continuous query never ends"
+        );
+        seen.push(String::from_utf8(r.body.clone()).unwrap());
+    }
+    assert_eq!(seen, vec!["r1", "r2"]);
+    // Nothing new: 204 at once, again and again; the query lives on.
+    assert_eq!(read().status, 204);
+    write("a", 5);
+    write("b", 3);
+    write("a", 4);
+    let mut got = Vec::new();
+    for _ in 0..4 {
+        let r = read();
+        if r.status == 200 {
+            got.push(String::from_utf8(r.body.clone()).unwrap());
+        }
+    }
+    assert_eq!(
+        got,
+        vec!["r4r5", "r3"],
+        "new records of each entry, once, in order"
+    );
+    assert_eq!(read().status, 204);
+
+    // The v1 form: GET …/q?continuous=true, reads through …/batch?q=.
+    let id = s.get("/api/v1/b/bk/a/q?continuous=true&start=5").json()["id"]
+        .as_u64()
+        .unwrap();
+    let batch = |s: &ServerProcess| s.get(&format!("/api/v1/b/bk/a/batch?q={id}"));
+    assert_eq!(batch(&s).body, b"r5");
+    assert_eq!(batch(&s).status, 204);
+    write("a", 9);
+    assert_eq!(batch(&s).body, b"r9");
+}

@@ -83,7 +83,7 @@ pub fn run_query_request(
     entries: Vec<String>,
 ) -> Result<Response> {
     let bucket = app.store.bucket(bucket_name)?;
-    if q.start.zip(q.stop).is_some_and(|(a, b)| a > b) {
+    if q.continuous != Some(true) && q.start.zip(q.stop).is_some_and(|(a, b)| a > b) {
         return Err(Error::unprocessable("Start time must be before stop time"));
     }
     let strict = q.strict.unwrap_or(false);
@@ -95,18 +95,16 @@ pub fn run_query_request(
         .transpose()?;
     match q.query_type {
         QueryType::Query => {
-            if q.continuous == Some(true) {
-                return Err(Error::unprocessable(
-                    "continuous queries are not supported by this server",
-                ));
-            }
+            let continuous = q.continuous == Some(true);
             let iter = bucket.query(&QueryOptions {
                 entries,
                 start: q.start,
-                stop: q.stop,
+                // A continuous query ignores `stop` (start may even be past it).
+                stop: if continuous { None } else { q.stop },
                 only_metadata: q.only_metadata.unwrap_or(false),
                 when,
             })?;
+            let iter = if continuous { iter.following() } else { iter };
             let ttl = Duration::from_secs(q.ttl.unwrap_or(DEFAULT_TTL_SECS));
             let id = app.queries.register(bucket_name, iter, ttl)?;
             Ok(Response::json(&serde_json::json!({ "id": id })))

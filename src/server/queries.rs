@@ -231,6 +231,12 @@ impl QueryRegistry {
                 Some(r) => r,
                 None if q.done => break,
                 None => match q.iter.next() {
+                    None if q.iter.is_following() => {
+                        // Caught up: the next read looks again from where each entry
+                        // stopped.
+                        q.iter.rewind();
+                        break;
+                    }
                     None => {
                         q.done = true;
                         break;
@@ -256,6 +262,9 @@ impl QueryRegistry {
             }
             batch.metas.push(record.meta);
         }
+        // A continuous query counts its TTL from the end of each read (reduct-py polls
+        // with a TTL of twice its interval plus one second).
+        q.last_access = Instant::now();
         if batch.metas.is_empty() {
             if q.done && q.pending_error.is_none() {
                 let ttl = q.ttl;
@@ -263,6 +272,10 @@ impl QueryRegistry {
                 self.finish(id, bucket, ttl);
             }
             return Ok(None);
+        }
+        if q.iter.is_following() {
+            // Never the last batch: more may be written.
+            return Ok(Some(batch));
         }
         if q.peeked.is_none() && q.pending_error.is_none() && !q.done {
             match q.iter.next() {

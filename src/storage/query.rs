@@ -29,12 +29,15 @@ pub struct QueryOptions {
 
 /// Iterator over the records a query selects.
 pub struct QueryIter {
-    entries: VecDeque<Arc<Entry>>,
+    /// Entries still to read, each with where its reading starts.
+    entries: VecDeque<(Arc<Entry>, u64)>,
     stop: u64,
-    start: u64,
     with_payload: bool,
     when: Option<Condition>,
     current: Option<Cursor>,
+    /// A continuous query keeps each entry it has read to the end, with where it stopped,
+    /// to read on from there after [`QueryIter::rewind`].
+    following: Option<Vec<(Arc<Entry>, u64)>>,
 }
 
 struct Cursor {
@@ -56,24 +59,55 @@ impl QueryIter {
             )));
         }
         Ok(QueryIter {
-            entries: entries.into(),
-            start,
+            entries: entries.into_iter().map(|e| (e, start)).collect(),
             stop,
             with_payload: !options.only_metadata,
             when: options.when.clone(),
             current: None,
+            following: None,
         })
+    }
+
+    /// Makes this a continuous query: it has no stop, and an entry read to the end is
+    /// kept to be read on, from where it stopped, after [`QueryIter::rewind`]. Follows the
+    /// entries selected when the query was made, as ReductStore does.
+    pub fn following(mut self) -> Self {
+        self.stop = u64::MAX;
+        self.following = Some(Vec::new());
+        self
+    }
+
+    /// Whether this is a continuous query.
+    pub fn is_following(&self) -> bool {
+        self.following.is_some()
+    }
+
+    /// For a continuous query that returned `None` (caught up): starts another pass over
+    /// its entries, each from where it stopped, to return what was written since.
+    pub fn rewind(&mut self) {
+        if let Some(done) = self.following.as_mut() {
+            self.entries.extend(done.drain(..));
+        }
+    }
+
+    /// The cursor finished its entry: a continuous query keeps it for the next pass.
+    fn finish_entry(&mut self) {
+        if let Some(cursor) = self.current.take()
+            && let Some(done) = self.following.as_mut()
+        {
+            done.push((cursor.entry, cursor.next_from));
+        }
     }
 
     fn advance(&mut self) -> Result<Option<Record>> {
         loop {
             let Some(cursor) = self.current.as_mut() else {
-                let Some(entry) = self.entries.pop_front() else {
+                let Some((entry, from)) = self.entries.pop_front() else {
                     return Ok(None);
                 };
                 self.current = Some(Cursor {
                     entry,
-                    next_from: self.start,
+                    next_from: from,
                     chunk: None,
                     broken: HashSet::new(),
                 });
@@ -99,7 +133,7 @@ impl QueryIter {
                 cursor.chunk = None;
             }
             if cursor.next_from >= self.stop {
-                self.current = None;
+                self.finish_entry();
                 continue;
             }
             match cursor
@@ -111,7 +145,7 @@ impl QueryIter {
                     cursor.next_from = next_from;
                     cursor.chunk = Some((chunk?, 0));
                 }
-                Ok(None) => self.current = None,
+                Ok(None) => self.finish_entry(),
                 // An entry removed while the query runs simply has no more records.
                 Err(e) if e.kind() == crate::error::ErrorKind::NotFound => self.current = None,
                 Err(e) => return Err(e),
