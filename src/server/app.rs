@@ -6,11 +6,12 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::lifecycle::LifecycleRepository;
+use crate::server::auth::{Access, Caller, TokenRepository, client_ip};
 use crate::server::entry_batch::{self, EntryRoute};
 use crate::server::http::Response;
 use crate::server::queries::QueryRegistry;
 use crate::server::request::{Request, no_route};
-use crate::server::{buckets, io, lifecycles, percent, records};
+use crate::server::{buckets, io, lifecycles, percent, records, tokens};
 use crate::storage::Store;
 
 /// The role of this instance, as `RS_INSTANCE_ROLE` names it.
@@ -62,8 +63,8 @@ pub struct App {
     pub lifecycles: LifecycleRepository,
     /// Open batch queries.
     pub queries: QueryRegistry,
-    /// The API token; `None` turns authentication off.
-    pub token: Option<String>,
+    /// The tokens; `None` turns authentication off.
+    pub tokens: Option<TokenRepository>,
     /// This instance's role.
     pub role: InstanceRole,
     /// Reported by `/info`.
@@ -83,24 +84,19 @@ impl App {
         Ok(())
     }
 
-    fn authenticate(&self, req: &Request) -> Result<()> {
-        let Some(token) = &self.token else {
-            return Ok(());
+    /// The caller a request's `Authorization` names; `None` with authentication off.
+    fn authenticate(&self, req: &Request) -> Result<Option<Caller>> {
+        let Some(tokens) = &self.tokens else {
+            return Ok(None);
         };
-        let given = req
-            .head
-            .header("authorization")
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .ok_or_else(|| {
-                Error::new(
-                    crate::ErrorKind::Unauthorized,
-                    "No bearer token in request header",
-                )
-            })?;
-        if !constant_time_eq(given.trim().as_bytes(), token.as_bytes()) {
-            return Err(Error::new(crate::ErrorKind::Unauthorized, "Invalid token"));
-        }
-        Ok(())
+        let client = client_ip(
+            req.peer_ip,
+            req.head.header("forwarded"),
+            req.head.header("x-forwarded-for"),
+        );
+        tokens
+            .authenticate(req.head.header("authorization"), client)
+            .map(Some)
     }
 
     /// Answers one request.
@@ -129,23 +125,49 @@ impl App {
                 path.escape_default()
             )));
         };
-        if rest == "alive" && matches!(method.as_str(), "GET" | "HEAD") {
+        if matches!(rest, "alive" | "ready") && matches!(method.as_str(), "GET" | "HEAD") {
             return Ok(Response::ok());
         }
-        self.authenticate(req)?;
+        let caller = self.authenticate(req)?;
+        req.caller = caller.clone();
+        // Permissions are checked before anything is looked up, as ReductStore does.
+        let need = |access: Access| caller.as_ref().map_or(Ok(()), |c| c.check(access));
+        let reads = matches!(method.as_str(), "GET" | "HEAD");
         let (first, tail) = rest.split_once('/').unwrap_or((rest, ""));
         match (method.as_str(), first, tail) {
             ("GET", "info", "") => buckets::server_info(self),
-            ("GET", "list", "") => buckets::list(self),
+            ("GET", "list", "") => buckets::list(self, caller.as_ref()),
+            ("GET", "me", "") => tokens::me(self, caller.as_ref()),
+            (_, "tokens", _) => {
+                need(Access::Full)?;
+                tokens::tokens(self, &method, tail, req)
+            }
             (_, "b", tail) if !tail.is_empty() => {
                 // `/b/{bucket}/` names an entry (an empty one, refused as such), never
                 // the bucket: a stray slash must not turn an entry call into a bucket one.
                 match tail.split_once('/') {
-                    None => buckets::bucket(self, &method, &percent::decode(tail), req),
+                    None => {
+                        let bucket = percent::decode(tail);
+                        need(match method.as_str() {
+                            "HEAD" => Access::Any,
+                            "GET" => Access::Read(&bucket),
+                            _ => Access::Full,
+                        })?;
+                        buckets::bucket(self, &method, &bucket, req)
+                    }
                     Some((bucket, entry)) => {
                         let bucket = percent::decode(bucket);
                         let entry = percent::decode(entry);
-                        match entry_batch::entry_route(&method, &entry) {
+                        let route = entry_batch::entry_route(&method, &entry);
+                        // A query by POST reads; a REMOVE query asks for write itself.
+                        let read_only =
+                            reads || (method == "POST" && matches!(route, EntryRoute::Query(_)));
+                        need(if read_only {
+                            Access::Read(&bucket)
+                        } else {
+                            Access::Write(&bucket)
+                        })?;
+                        match route {
                             EntryRoute::Batch(name) => {
                                 entry_batch::batch(self, &method, &bucket, name, req)
                             }
@@ -160,31 +182,33 @@ impl App {
                 }
             }
             (_, "io", tail) => match tail.split_once('/') {
-                Some((bucket, op)) => io::io(self, &method, &percent::decode(bucket), op, req),
+                Some((bucket, op)) => {
+                    let bucket = percent::decode(bucket);
+                    need(if matches!(op, "q" | "read") {
+                        Access::Read(&bucket)
+                    } else {
+                        Access::Write(&bucket)
+                    })?;
+                    io::io(self, &method, &bucket, op, req)
+                }
                 None => Err(no_route(&method, &path)),
             },
-            ("GET", "lifecycles", "") => lifecycles::list(self),
-            (_, "lifecycles", tail) if !tail.is_empty() => {
-                lifecycles::lifecycle(self, &method, tail, req)
+            (_, "lifecycles", _) => {
+                need(Access::Full)?;
+                match tail {
+                    "" if method == "GET" => lifecycles::list(self),
+                    "" => Err(no_route(&method, &path)),
+                    tail => lifecycles::lifecycle(self, &method, tail, req),
+                }
             }
             _ => Err(no_route(&method, &path)),
         }
     }
 }
 
-/// Compares two secrets in time that depends only on their lengths, not on where they
-/// first differ, so a client cannot find a token byte by byte from response times.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = u8::from(a.len() != b.len());
-    for i in 0..a.len().max(b.len()) {
-        diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0);
-    }
-    std::hint::black_box(diff) == 0
-}
-
 #[cfg(test)]
 mod tests {
-    use super::constant_time_eq;
+    use crate::server::auth::constant_time_eq;
 
     #[test]
     fn secrets_compare_by_content_and_length() {

@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use crate::error::Result;
 use crate::server::app::App;
+use crate::server::auth::{Access, Caller};
 use crate::server::http::Response;
 use crate::server::request::{Request, no_route, read_body};
 use crate::storage::{BucketInfo, BucketSettings, BucketSettingsUpdate};
@@ -39,12 +40,13 @@ pub fn server_info(app: &App) -> Result<Response> {
     })))
 }
 
-/// `GET /list`.
-pub fn list(app: &App) -> Result<Response> {
+/// `GET /list`: the buckets the caller may read (all of them with authentication off).
+pub fn list(app: &App, caller: Option<&Caller>) -> Result<Response> {
     let buckets: Vec<Value> = app
         .store
         .list_buckets()?
         .iter()
+        .filter(|b| caller.is_none_or(|c| c.check(Access::Read(&b.name)).is_ok()))
         .map(bucket_info_json)
         .collect();
     Ok(Response::json(&json!({ "buckets": buckets })))

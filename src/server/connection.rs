@@ -16,6 +16,8 @@ pub struct Connection {
     pub stream: TcpStream,
     /// The peer's address, for logs.
     pub peer: String,
+    /// The peer's IP address (token IP allowlists).
+    pub peer_ip: Option<std::net::IpAddr>,
     /// Read buffer, initialized to its length: the unconsumed bytes are
     /// `buf[start..end]`; reads land in `buf[end..]`, so a served connection reuses
     /// one buffer from request to request without clearing it.
@@ -31,12 +33,12 @@ pub struct Connection {
 impl Connection {
     /// Wraps an accepted socket.
     pub fn new(stream: TcpStream) -> Connection {
-        let peer = stream
-            .peer_addr()
-            .map_or_else(|_| "?".to_string(), |a| a.to_string());
+        let addr = stream.peer_addr().ok();
+        let peer = addr.map_or_else(|| "?".to_string(), |a| a.to_string());
         Connection {
             stream,
             peer,
+            peer_ip: addr.map(|a| a.ip()),
             buf: Vec::new(),
             start: 0,
             end: 0,

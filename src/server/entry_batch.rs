@@ -180,7 +180,13 @@ pub fn query(
             if q.query_type == QueryType::Query {
                 app.store.bucket(bucket_name)?.entry(entry)?;
             }
-            run_query_request(app, bucket_name, q, vec![entry.to_string()])
+            run_query_request(
+                app,
+                bucket_name,
+                q,
+                vec![entry.to_string()],
+                req.caller.as_ref(),
+            )
         }
         "GET" | "HEAD" => {
             let q = QueryRequest {
@@ -208,7 +214,13 @@ pub fn query(
                 ..Default::default()
             };
             app.store.bucket(bucket_name)?.entry(entry)?;
-            run_query_request(app, bucket_name, q, vec![entry.to_string()])
+            run_query_request(
+                app,
+                bucket_name,
+                q,
+                vec![entry.to_string()],
+                req.caller.as_ref(),
+            )
         }
         "DELETE" => {
             let q = QueryRequest {
@@ -217,7 +229,13 @@ pub fn query(
                 stop: micros_param(req, "stop")?,
                 ..Default::default()
             };
-            run_query_request(app, bucket_name, q, vec![entry.to_string()])
+            run_query_request(
+                app,
+                bucket_name,
+                q,
+                vec![entry.to_string()],
+                req.caller.as_ref(),
+            )
         }
         _ => Err(no_route(method, &req.head.path)),
     }

@@ -236,9 +236,12 @@ fn serve_request(
         }
         Ok(Framing::Length(n)) => {
             let expects_continue = head.expects_continue();
+            let peer_ip = conn.peer_ip;
             let mut req = Request {
                 head,
                 body: Body::streamed(conn, n, expects_continue),
+                peer_ip,
+                caller: None,
             };
             let response = run_handler(app, &mut req);
             let keep_alive = req.body.finish() && keep_alive;
@@ -265,6 +268,8 @@ fn serve_request(
                     let mut req = Request {
                         head,
                         body: Body::decoded(bytes),
+                        peer_ip: conn.peer_ip,
+                        caller: None,
                     };
                     (run_handler(app, &mut req), keep_alive)
                 }

@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::server::app::App;
+use crate::server::auth::{Access, Caller};
 use crate::server::batch::{BatchRecord, WriteBatch, decode_write_batch, encode_read_batch};
 use crate::server::body::body_error;
 use crate::server::http::{Response, ResponseBody};
@@ -71,7 +72,8 @@ pub fn io(app: &App, method: &str, bucket: &str, op: &str, req: &mut Request) ->
 fn query(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
     let q: QueryRequest = parse_json(req)?;
     let entries = q.entries.clone().unwrap_or_default();
-    run_query_request(app, bucket_name, q, entries)
+    let caller = req.caller.clone();
+    run_query_request(app, bucket_name, q, entries, caller.as_ref())
 }
 
 /// Opens a query (answers `{"id": N}`) or runs a remove-query (answers
@@ -81,7 +83,13 @@ pub fn run_query_request(
     bucket_name: &str,
     q: QueryRequest,
     entries: Vec<String>,
+    caller: Option<&Caller>,
 ) -> Result<Response> {
+    if q.query_type == QueryType::Remove
+        && let Some(caller) = caller
+    {
+        caller.check(Access::Write(bucket_name))?;
+    }
     let bucket = app.store.bucket(bucket_name)?;
     if q.continuous != Some(true) && q.start.zip(q.stop).is_some_and(|(a, b)| a > b) {
         return Err(Error::unprocessable("Start time must be before stop time"));

@@ -9,6 +9,7 @@
 //! thread, and every connection waits its turn per request.
 
 pub mod app;
+pub mod auth;
 pub mod batch;
 pub mod batch_v1;
 pub mod body;
@@ -26,6 +27,7 @@ pub mod reactor;
 pub mod records;
 pub mod request;
 pub mod response;
+pub mod tokens;
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
@@ -117,11 +119,19 @@ impl Server {
             // an empty variable is easy to set by mistake.
             log::warn!("RS_API_TOKEN is set but empty: authentication is OFF");
         }
+        // The token repository exists only with authentication on (a non-empty
+        // RS_API_TOKEN, the provisioned init-token); created tokens persist either way.
+        let tokens = match config.api_token.as_deref().map(str::trim) {
+            Some(init) if !init.is_empty() => {
+                Some(auth::TokenRepository::open(&config.engine.data_path, init)?)
+            }
+            _ => None,
+        };
         let app = Arc::new(App {
             store,
             lifecycles,
             queries: queries::QueryRegistry::new(config.queries),
-            token: config.api_token.clone().filter(|t| !t.trim().is_empty()),
+            tokens,
             role: config.role,
             instance_name: config.engine.instance_name.clone(),
             started: Instant::now(),
@@ -174,7 +184,7 @@ impl Server {
             config.engine.data_path.display(),
             config.http_threads,
             config.role.as_str(),
-            if app.token.is_some() { "on" } else { "off" },
+            if app.tokens.is_some() { "on" } else { "off" },
         );
         Ok(Server {
             addr,

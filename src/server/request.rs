@@ -11,6 +11,10 @@ pub struct Request<'a> {
     pub head: RequestHead,
     /// The body, streamed from the connection.
     pub body: Body<'a>,
+    /// The client's IP address (the TCP peer).
+    pub peer_ip: Option<std::net::IpAddr>,
+    /// Who is calling, once authenticated (`None` with authentication off).
+    pub caller: Option<crate::server::auth::Caller>,
 }
 
 /// The error for a method and path no handler serves.

@@ -1,0 +1,764 @@
+//! API tokens and their permissions, as ReductStore 1.21 has them: a provisioned
+//! full-access `init-token` (the `RS_API_TOKEN` value), and tokens created over the API
+//! with `{full_access, read: [buckets], write: [buckets]}` (bucket names may end in `*`),
+//! an optional expiry date, inactivity TTL and IP allowlist.
+//!
+//! A token's value (`<name>-<32 hex>`) is shown once, at creation or rotation; the data
+//! directory keeps only `sha256:<salt>:<SHA-256(salt ‖ value)>` in `<data>/.tokens`,
+//! replaced atomically (write, fsync, rename) like every other definition file. Values are
+//! compared in constant time.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::storage::format::fsutil::write_atomic;
+use crate::timefmt::{parse_rfc3339, rfc3339};
+
+/// File of the created tokens in the data directory.
+pub const TOKENS_FILE: &str = ".tokens";
+/// Name of the provisioned full-access token whose value is `RS_API_TOKEN`.
+pub const INIT_TOKEN: &str = "init-token";
+
+/// What a token may do.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Permissions {
+    /// Everything, settings and tokens included.
+    #[serde(default)]
+    pub full_access: bool,
+    /// Buckets it may read (names, `prefix*`, `*`).
+    #[serde(default)]
+    pub read: Vec<String>,
+    /// Buckets it may write.
+    #[serde(default)]
+    pub write: Vec<String>,
+}
+
+/// A token as the API shows it: ReductStore's keys, in its order; the value is always
+/// empty (it is shown once, at creation or rotation).
+#[derive(Debug, Clone, Serialize)]
+pub struct TokenView {
+    /// Token name.
+    pub name: String,
+    /// Always empty here.
+    pub value: String,
+    /// RFC 3339.
+    pub created_at: String,
+    /// What it may do.
+    pub permissions: Permissions,
+    /// The `RS_API_TOKEN` token.
+    pub is_provisioned: bool,
+    /// RFC 3339, if it expires.
+    pub expires_at: Option<String>,
+    /// Seconds of inactivity after which it expires.
+    pub ttl: Option<u64>,
+    /// RFC 3339 of its last use since the server started.
+    pub last_access: Option<String>,
+    /// Client addresses or CIDR blocks it is limited to.
+    pub ip_allowlist: Vec<String>,
+    /// Past its expiry date or inactivity TTL.
+    pub is_expired: bool,
+}
+
+/// What a request needs.
+#[derive(Debug, Clone, Copy)]
+pub enum Access<'a> {
+    /// Any valid token.
+    Any,
+    /// Read access to this bucket.
+    Read(&'a str),
+    /// Write access to this bucket.
+    Write(&'a str),
+    /// Full access.
+    Full,
+}
+
+/// An authenticated caller.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The token's name.
+    pub name: String,
+    /// What it may do.
+    pub permissions: Permissions,
+}
+
+impl Caller {
+    /// 403 unless the token allows `access`, worded as ReductStore words it.
+    pub fn check(&self, access: Access) -> Result<()> {
+        let p = &self.permissions;
+        let (allowed, what) = match access {
+            Access::Any => (true, String::new()),
+            Access::Full => (p.full_access, "full access".to_string()),
+            Access::Read(bucket) => (
+                p.full_access || p.read.iter().any(|m| bucket_matches(m, bucket)),
+                format!("read access to bucket '{bucket}'"),
+            ),
+            Access::Write(bucket) => (
+                p.full_access || p.write.iter().any(|m| bucket_matches(m, bucket)),
+                format!("write access to bucket '{bucket}'"),
+            ),
+        };
+        if allowed {
+            return Ok(());
+        }
+        Err(Error::forbidden(format!(
+            "Token '{}' doesn't have {what}",
+            self.name
+        )))
+    }
+}
+
+/// Whether a permission entry names a bucket: exactly, or as a prefix ending in `*`
+/// (`*` alone: every bucket). System buckets (`$…`) only match exactly.
+fn bucket_matches(pattern: &str, bucket: &str) -> bool {
+    if pattern == bucket {
+        return true;
+    }
+    if bucket.starts_with('$') {
+        return false;
+    }
+    pattern
+        .strip_suffix('*')
+        .is_some_and(|prefix| bucket.starts_with(prefix))
+}
+
+/// A token as the data directory keeps it (no value, only its salted hash).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct StoredToken {
+    name: String,
+    hash: String,
+    /// µs since the epoch.
+    created_at: u64,
+    permissions: Permissions,
+    /// µs since the epoch.
+    expires_at: Option<u64>,
+    /// Seconds of inactivity after which it expires.
+    ttl: Option<u64>,
+    ip_allowlist: Vec<String>,
+}
+
+/// The body of `POST /tokens/{name}`: the 1.21 form, or the bare permissions (legacy).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateBody {
+    #[serde(default)]
+    permissions: Permissions,
+    expires_at: Option<String>,
+    ttl: Option<u64>,
+    #[serde(default)]
+    ip_allowlist: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LegacyBody {
+    #[serde(default)]
+    full_access: bool,
+    #[serde(default)]
+    read: Vec<String>,
+    #[serde(default)]
+    write: Vec<String>,
+    #[serde(default)]
+    ip_allowlist: Vec<String>,
+}
+
+/// The tokens of a server.
+pub struct TokenRepository {
+    path: PathBuf,
+    /// The `RS_API_TOKEN` value: the provisioned `init-token`.
+    init: String,
+    started: u64,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    tokens: BTreeMap<String, StoredToken>,
+    /// Last successful use, µs (in memory: a restart starts it over).
+    last_access: HashMap<String, u64>,
+}
+
+fn now_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn random_hex(bytes: usize) -> Result<String> {
+    let mut buf = vec![0u8; bytes];
+    getrandom::fill(&mut buf)
+        .map_err(|e| Error::internal(format!("no randomness for a token: {e}")))?;
+    Ok(hex(&buf))
+}
+
+fn salted_hash(salt: &str, value: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(salt.as_bytes());
+    h.update(value.as_bytes());
+    hex(&h.finalize())
+}
+
+/// Compares two secrets in time that depends only on their lengths, not on where they
+/// first differ, so a client cannot find a token byte by byte from response times.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = u8::from(a.len() != b.len());
+    for i in 0..a.len().max(b.len()) {
+        diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0);
+    }
+    std::hint::black_box(diff) == 0
+}
+
+fn unauthorized(message: impl Into<String>) -> Error {
+    Error::new(ErrorKind::Unauthorized, message)
+}
+
+fn time_text(micros: u64) -> String {
+    rfc3339(UNIX_EPOCH + std::time::Duration::from_micros(micros))
+}
+
+impl TokenRepository {
+    /// Loads the tokens of a data directory; `init` is the `RS_API_TOKEN` value.
+    pub fn open(data: &Path, init: &str) -> Result<TokenRepository> {
+        let path = data.join(TOKENS_FILE);
+        let tokens: Vec<StoredToken> = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| Error::internal(format!("{} does not parse: {e}", path.display())))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
+        };
+        Ok(TokenRepository {
+            path,
+            init: init.to_string(),
+            started: now_micros(),
+            state: Mutex::new(State {
+                tokens: tokens.into_iter().map(|t| (t.name.clone(), t)).collect(),
+                last_access: HashMap::new(),
+            }),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // Every change is a single map update after the file was written.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn save(&self, tokens: &BTreeMap<String, StoredToken>) -> Result<()> {
+        let list: Vec<&StoredToken> = tokens.values().collect();
+        let body = serde_json::to_vec_pretty(&list)
+            .map_err(|e| Error::internal(format!("encoding tokens: {e}")))?;
+        write_atomic(&self.path, &body)
+    }
+
+    /// Who the `Authorization` header names, checked against expiry, TTL and the IP
+    /// allowlist (`client` is the request's client address).
+    pub fn authenticate(&self, header: Option<&str>, client: Option<IpAddr>) -> Result<Caller> {
+        let value = header
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .ok_or_else(|| unauthorized("No bearer token in request header"))?;
+        if constant_time_eq(value.as_bytes(), self.init.as_bytes()) {
+            return Ok(Caller {
+                name: INIT_TOKEN.to_string(),
+                permissions: Permissions {
+                    full_access: true,
+                    ..Default::default()
+                },
+            });
+        }
+        // Values are `<name>-<32 hex>`: the name says which hash to check.
+        let name = value
+            .len()
+            .checked_sub(33)
+            .filter(|&i| value.as_bytes().get(i) == Some(&b'-'))
+            .map(|i| &value[..i])
+            .ok_or_else(|| unauthorized("Invalid token"))?;
+        let mut st = self.lock();
+        let token = st
+            .tokens
+            .get(name)
+            .filter(|t| {
+                let mut parts = t.hash.splitn(3, ':');
+                match (parts.next(), parts.next(), parts.next()) {
+                    (Some("sha256"), Some(salt), Some(hash)) => {
+                        constant_time_eq(salted_hash(salt, value).as_bytes(), hash.as_bytes())
+                    }
+                    _ => false,
+                }
+            })
+            .ok_or_else(|| unauthorized("Invalid token"))?
+            .clone();
+        let now = now_micros();
+        if Self::is_expired(&token, st.last_access.get(name).copied(), now) {
+            return Err(unauthorized("Token has expired"));
+        }
+        if !token.ip_allowlist.is_empty() {
+            let ip = client.ok_or_else(|| unauthorized("Client IP is required for this token"))?;
+            if !token.ip_allowlist.iter().any(|entry| ip_in(entry, ip)) {
+                return Err(unauthorized(format!(
+                    "Token is not allowed for client IP {ip}"
+                )));
+            }
+        }
+        st.last_access.insert(name.to_string(), now);
+        Ok(Caller {
+            name: token.name,
+            permissions: token.permissions,
+        })
+    }
+
+    fn is_expired(token: &StoredToken, last_access: Option<u64>, now: u64) -> bool {
+        if token.expires_at.is_some_and(|at| now >= at) {
+            return true;
+        }
+        token.ttl.is_some_and(|ttl| {
+            let since = last_access.unwrap_or(0).max(token.created_at);
+            now.saturating_sub(since) / 1_000_000 > ttl
+        })
+    }
+
+    fn view(&self, t: &StoredToken, last_access: Option<u64>) -> TokenView {
+        TokenView {
+            name: t.name.clone(),
+            value: String::new(),
+            created_at: time_text(t.created_at),
+            permissions: t.permissions.clone(),
+            is_provisioned: false,
+            expires_at: t.expires_at.map(time_text),
+            ttl: t.ttl,
+            last_access: last_access.map(time_text),
+            ip_allowlist: t.ip_allowlist.clone(),
+            is_expired: Self::is_expired(t, last_access, now_micros()),
+        }
+    }
+
+    fn init_view(&self) -> TokenView {
+        TokenView {
+            name: INIT_TOKEN.to_string(),
+            value: String::new(),
+            created_at: time_text(self.started),
+            permissions: Permissions {
+                full_access: true,
+                ..Default::default()
+            },
+            is_provisioned: true,
+            expires_at: None,
+            ttl: None,
+            last_access: None,
+            ip_allowlist: Vec::new(),
+            is_expired: false,
+        }
+    }
+
+    /// The JSON of one token (its value is never shown again).
+    pub fn get(&self, name: &str) -> Result<TokenView> {
+        if name == INIT_TOKEN {
+            return Ok(self.init_view());
+        }
+        let st = self.lock();
+        let t = st
+            .tokens
+            .get(name)
+            .ok_or_else(|| Error::not_found(format!("Token '{name}' doesn't exist")))?;
+        Ok(self.view(t, st.last_access.get(name).copied()))
+    }
+
+    /// Every token, by name.
+    pub fn list(&self) -> Vec<TokenView> {
+        let st = self.lock();
+        let mut out: Vec<TokenView> = st
+            .tokens
+            .values()
+            .map(|t| self.view(t, st.last_access.get(&t.name).copied()))
+            .collect();
+        out.push(self.init_view());
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// Creates a token from a request body; returns its value (shown only now) and
+    /// creation time.
+    pub fn create(&self, name: &str, body: &[u8]) -> Result<(String, String)> {
+        let invalid = || Error::unprocessable("Invalid body");
+        let request: CreateBody = serde_json::from_slice(body)
+            .or_else(|_| {
+                serde_json::from_slice::<LegacyBody>(body).map(|l| CreateBody {
+                    permissions: Permissions {
+                        full_access: l.full_access,
+                        read: l.read,
+                        write: l.write,
+                    },
+                    expires_at: None,
+                    ttl: None,
+                    ip_allowlist: l.ip_allowlist,
+                })
+            })
+            .map_err(|_| invalid())?;
+        let expires_at = request
+            .expires_at
+            .as_deref()
+            .map(|t| parse_rfc3339(t).ok_or_else(invalid))
+            .transpose()?;
+        crate::storage::names::validate_bucket_name(name)
+            .map_err(|_| Error::unprocessable(format!("Invalid token name '{name}'")))?;
+        let mut st = self.lock();
+        if name == INIT_TOKEN || st.tokens.contains_key(name) {
+            return Err(Error::conflict(format!("Token '{name}' already exists")));
+        }
+        for bucket in request
+            .permissions
+            .read
+            .iter()
+            .chain(&request.permissions.write)
+        {
+            let ok = bucket.starts_with('$')
+                || (!bucket.is_empty()
+                    && bucket
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"*_-".contains(&b)));
+            if !ok {
+                return Err(Error::unprocessable(format!(
+                    "Permission can contain only bucket names or wildcard '*', got '{bucket}'"
+                )));
+            }
+        }
+        if request.ttl == Some(0) {
+            return Err(Error::unprocessable("Token TTL must be greater than zero"));
+        }
+        let now = now_micros();
+        if expires_at.is_some_and(|at| at <= now) {
+            return Err(Error::unprocessable(
+                "Token expiration date must not be in the past",
+            ));
+        }
+        let (value, hash) = Self::new_secret(name)?;
+        let token = StoredToken {
+            name: name.to_string(),
+            hash,
+            created_at: now,
+            permissions: request.permissions,
+            expires_at,
+            ttl: request.ttl,
+            ip_allowlist: request.ip_allowlist,
+        };
+        let mut next = st.tokens.clone();
+        next.insert(name.to_string(), token);
+        self.save(&next)?;
+        st.tokens = next;
+        Ok((value, time_text(now)))
+    }
+
+    fn new_secret(name: &str) -> Result<(String, String)> {
+        let value = format!("{name}-{}", random_hex(16)?);
+        let salt = random_hex(16)?;
+        let hash = format!("sha256:{salt}:{}", salted_hash(&salt, &value));
+        Ok((value, hash))
+    }
+
+    /// Gives a token a new value (the old one stops working at once).
+    pub fn rotate(&self, name: &str) -> Result<(String, String)> {
+        if name == INIT_TOKEN {
+            return Err(Error::conflict(format!(
+                "Can't rotate provisioned token '{name}'"
+            )));
+        }
+        let mut st = self.lock();
+        let token = st
+            .tokens
+            .get(name)
+            .ok_or_else(|| Error::not_found(format!("Token '{name}' doesn't exist")))?;
+        let now = now_micros();
+        if token.expires_at.is_some_and(|at| now >= at) {
+            return Err(Error::unprocessable(format!(
+                "Can't rotate expired token '{name}'"
+            )));
+        }
+        let (value, hash) = Self::new_secret(name)?;
+        let mut next = st.tokens.clone();
+        if let Some(t) = next.get_mut(name) {
+            t.hash = hash;
+            t.created_at = now;
+        }
+        self.save(&next)?;
+        st.tokens = next;
+        st.last_access.remove(name);
+        Ok((value, time_text(now)))
+    }
+
+    /// Removes a token; it is refused at once.
+    pub fn remove(&self, name: &str) -> Result<()> {
+        if name == INIT_TOKEN {
+            return Err(Error::conflict(format!(
+                "Can't remove provisioned token '{name}'"
+            )));
+        }
+        let mut st = self.lock();
+        if !st.tokens.contains_key(name) {
+            return Err(Error::not_found(format!("Token '{name}' doesn't exist")));
+        }
+        let mut next = st.tokens.clone();
+        next.remove(name);
+        self.save(&next)?;
+        st.tokens = next;
+        st.last_access.remove(name);
+        Ok(())
+    }
+}
+
+/// Whether `ip` is the address or inside the CIDR block an allowlist entry names.
+fn ip_in(entry: &str, ip: IpAddr) -> bool {
+    let (addr, bits) = match entry.split_once('/') {
+        Some((a, b)) => (a, b.parse::<u32>().ok()),
+        None => (entry, None),
+    };
+    let Ok(net) = addr.trim().parse::<IpAddr>() else {
+        return false;
+    };
+    let (net, ip, width) = match (net, ip) {
+        (IpAddr::V4(n), IpAddr::V4(i)) => (u128::from(u32::from(n)), u128::from(u32::from(i)), 32),
+        (IpAddr::V6(n), IpAddr::V6(i)) => (u128::from(n), u128::from(i), 128),
+        (IpAddr::V6(n), IpAddr::V4(i)) => (u128::from(n), u128::from(i.to_ipv6_mapped()), 128),
+        (IpAddr::V4(n), IpAddr::V6(i)) => match i.to_ipv4_mapped() {
+            Some(i) => (u128::from(u32::from(n)), u128::from(u32::from(i)), 32),
+            None => return false,
+        },
+    };
+    let bits = bits.unwrap_or(width).min(width);
+    if bits == 0 {
+        return true;
+    }
+    let shift = width - bits;
+    (net >> shift) == (ip >> shift)
+}
+
+/// The client address of a request: the TCP peer, or, when the peer is a proxy on this
+/// machine or network (loopback, private, link-local, IPv6 unique-local), the first
+/// address of `Forwarded: for=` or `X-Forwarded-For`.
+pub fn client_ip(
+    peer: Option<IpAddr>,
+    forwarded: Option<&str>,
+    x_forwarded_for: Option<&str>,
+) -> Option<IpAddr> {
+    let local = |ip: IpAddr| match ip {
+        IpAddr::V4(v4) => v4.is_loopback() || v4.is_private() || v4.is_link_local(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback()
+                || (v6.segments()[0] & 0xfe00) == 0xfc00
+                || (v6.segments()[0] & 0xffc0) == 0xfe80
+        }
+    };
+    let peer = peer?;
+    if !local(peer) {
+        return Some(peer);
+    }
+    let from_forwarded = forwarded.and_then(|f| {
+        f.split([',', ';'])
+            .filter_map(|part| part.trim().strip_prefix("for="))
+            .map(|v| {
+                v.trim_matches('"')
+                    .trim_start_matches('[')
+                    .split(']')
+                    .next()
+                    .unwrap_or("")
+            })
+            .find_map(|v| v.parse::<IpAddr>().ok())
+    });
+    let from_xff = || {
+        x_forwarded_for
+            .and_then(|x| x.split(',').next())
+            .and_then(|v| v.trim().parse::<IpAddr>().ok())
+    };
+    Some(from_forwarded.or_else(from_xff).unwrap_or(peer))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permissions_match_names_prefixes_and_never_system_buckets_by_wildcard() {
+        let caller = Caller {
+            name: "t".into(),
+            permissions: Permissions {
+                full_access: false,
+                read: vec!["cam-*".into(), "logs".into(), "*".into()],
+                write: vec!["cam-*".into()],
+            },
+        };
+        assert!(caller.check(Access::Read("anything")).is_ok());
+        assert!(caller.check(Access::Write("cam-front")).is_ok());
+        let err = caller.check(Access::Write("logs")).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "Token 't' doesn't have write access to bucket 'logs'"
+        );
+        assert!(caller.check(Access::Read("$system")).is_err());
+        assert_eq!(
+            caller.check(Access::Full).unwrap_err().message(),
+            "Token 't' doesn't have full access"
+        );
+    }
+
+    #[test]
+    fn tokens_are_stored_hashed_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = TokenRepository::open(dir.path(), "init-secret").unwrap();
+        let (value, _) = repo
+            .create("reader", br#"{"permissions":{"read":["b"]}}"#)
+            .unwrap();
+        assert!(value.starts_with("reader-") && value.len() == "reader-".len() + 32);
+        let stored = std::fs::read_to_string(dir.path().join(TOKENS_FILE)).unwrap();
+        assert!(
+            !stored.contains(&value) && stored.contains("sha256:"),
+            "{stored}"
+        );
+        let caller = repo
+            .authenticate(Some(&format!("Bearer {value}")), None)
+            .unwrap();
+        assert_eq!(caller.name, "reader");
+        assert!(
+            repo.authenticate(Some("Bearer reader-00000000000000000000000000000000"), None)
+                .is_err()
+        );
+        assert!(repo.authenticate(Some("init-secret"), None).is_err());
+        assert!(
+            repo.authenticate(Some("Bearer init-secret"), None)
+                .unwrap()
+                .permissions
+                .full_access
+        );
+        // Reopened from the file.
+        let repo = TokenRepository::open(dir.path(), "init-secret").unwrap();
+        assert!(
+            repo.authenticate(Some(&format!("Bearer {value}")), None)
+                .is_ok()
+        );
+        let (rotated, _) = repo.rotate("reader").unwrap();
+        assert!(
+            repo.authenticate(Some(&format!("Bearer {value}")), None)
+                .is_err()
+        );
+        assert!(
+            repo.authenticate(Some(&format!("Bearer {rotated}")), None)
+                .is_ok()
+        );
+        repo.remove("reader").unwrap();
+        assert!(
+            repo.authenticate(Some(&format!("Bearer {rotated}")), None)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn create_validates_like_reductstore() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = TokenRepository::open(dir.path(), "x").unwrap();
+        let err = |body: &str| {
+            repo.create("t", body.as_bytes())
+                .unwrap_err()
+                .message()
+                .to_string()
+        };
+        assert_eq!(
+            err(r#"{"permissions":{"read":["b/c"]}}"#),
+            "Permission can contain only bucket names or wildcard '*', got 'b/c'"
+        );
+        assert_eq!(
+            err(r#"{"permissions":{},"ttl":0}"#),
+            "Token TTL must be greater than zero"
+        );
+        assert_eq!(
+            err(r#"{"permissions":{},"expires_at":"2001-01-01T00:00:00Z"}"#),
+            "Token expiration date must not be in the past"
+        );
+        assert_eq!(
+            err(r#"{"permissions":{},"expires_at":"2999-01-01T00:00:00"}"#),
+            "Invalid body"
+        );
+        assert_eq!(err(r#"{"permissions":{},"colour":1}"#), "Invalid body");
+        assert_eq!(err("not json"), "Invalid body");
+        // The legacy body is the permissions object itself; `{}` is no permissions.
+        repo.create("legacy", br#"{"full_access":false,"read":["a"]}"#)
+            .unwrap();
+        repo.create("empty", b"{}").unwrap();
+        assert_eq!(
+            repo.create("empty", b"{}").unwrap_err().kind(),
+            ErrorKind::Conflict
+        );
+        assert_eq!(
+            repo.get("legacy").unwrap().permissions.read,
+            vec!["a".to_string()]
+        );
+    }
+
+    #[test]
+    fn expiry_ttl_and_allowlists() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = TokenRepository::open(dir.path(), "x").unwrap();
+        let (v, _) = repo
+            .create(
+                "net",
+                br#"{"permissions":{},"ip_allowlist":["10.1.0.0/16","::1"]}"#,
+            )
+            .unwrap();
+        let auth = |ip: &str| repo.authenticate(Some(&format!("Bearer {v}")), ip.parse().ok());
+        assert!(auth("10.1.2.3").is_ok());
+        assert!(auth("::1").is_ok());
+        assert_eq!(
+            auth("10.2.0.1").unwrap_err().message(),
+            "Token is not allowed for client IP 10.2.0.1"
+        );
+        assert_eq!(
+            auth("").unwrap_err().message(),
+            "Client IP is required for this token"
+        );
+        let token = StoredToken {
+            name: "t".into(),
+            hash: String::new(),
+            created_at: 0,
+            permissions: Permissions::default(),
+            expires_at: Some(10),
+            ttl: None,
+            ip_allowlist: Vec::new(),
+        };
+        assert!(!TokenRepository::is_expired(&token, None, 9));
+        assert!(TokenRepository::is_expired(&token, None, 10));
+        let idle = StoredToken {
+            expires_at: None,
+            ttl: Some(3),
+            ..token
+        };
+        assert!(!TokenRepository::is_expired(
+            &idle,
+            Some(1_000_000),
+            4_000_000
+        ));
+        assert!(TokenRepository::is_expired(
+            &idle,
+            Some(1_000_000),
+            5_000_001
+        ));
+        // The client behind a local proxy is the forwarded address.
+        let local: Option<IpAddr> = "127.0.0.1".parse().ok();
+        assert_eq!(
+            client_ip(local, None, Some("10.9.9.9, 1.2.3.4")),
+            "10.9.9.9".parse().ok()
+        );
+        assert_eq!(
+            client_ip(local, Some("for=\"[2001:db8::1]:80\""), None),
+            "2001:db8::1".parse().ok()
+        );
+        let public: Option<IpAddr> = "8.8.8.8".parse().ok();
+        assert_eq!(client_ip(public, None, Some("10.0.0.1")), public);
+    }
+}
