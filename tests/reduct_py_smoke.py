@@ -1,7 +1,7 @@
 """Real-client scenario: the unmodified reduct-py 1.21.0 client against a running
 `halflife serve` (started by .ci/run with the lifecycle minimums lowered to 1s).
 
-Usage: HALFLIFE_URL=http://127.0.0.1:PORT python tests/reduct_py_smoke.py
+Usage: HALFLIFE_URL=http://127.0.0.1:PORT [HALFLIFE_TOKEN=<RS_API_TOKEN>] python tests/reduct_py_smoke.py
 Exits non-zero (with the failing check) on any mismatch.
 """
 
@@ -19,10 +19,12 @@ from reduct import (
     LifecycleMode,
     LifecycleSettings,
     LifecycleType,
+    Permissions,
     ReductError,
 )
 
 URL = os.environ.get("HALFLIFE_URL", "http://127.0.0.1:8383")
+TOKEN = os.environ.get("HALFLIFE_TOKEN")
 BASE_TS = 1_577_836_800_000_000  # 2020-01-01, far older than any older_than below
 DEADLINE_S = 60
 
@@ -56,8 +58,42 @@ def payload(i):
     return (json.dumps(reading) * 20).encode()
 
 
+async def tokens(client):
+    """A read-only token for one bucket: reads it, gets 403 writing it and on another
+    bucket, and stops working the moment it is removed."""
+    me = await client.me()
+    check(me.name == "init-token" and me.permissions.full_access, "/me names the init token")
+    other = await client.create_bucket("smoke-other", exist_ok=True)
+    await other.write("e", b"other", timestamp=BASE_TS)
+    value = await client.create_token("smoke-reader", Permissions(read=["smoke"]))
+    check(value.startswith("smoke-reader-"), "create_token returns the value once")
+    reader = Client(URL, api_token=value)
+    bucket = await reader.get_bucket("smoke")
+    async with bucket.read("sensor", timestamp=BASE_TS + 1000) as record:
+        check(await record.read_all() == payload(1), "the read-only token reads its bucket")
+    try:
+        await bucket.write("sensor", b"nope", timestamp=BASE_TS + 5)
+        raise AssertionError("a read-only token must not write")
+    except ReductError as e:
+        check(e.status_code == 403, "writing with a read-only token is 403")
+    try:
+        await reader.get_bucket("smoke-other")
+        raise AssertionError("another bucket must be refused")
+    except ReductError as e:
+        check(e.status_code == 403, "another bucket is 403")
+    names = [t.name for t in await client.get_token_list()]
+    check("smoke-reader" in names and "init-token" in names, "the token list names both")
+    await client.remove_token("smoke-reader")
+    try:
+        await bucket.info()
+        raise AssertionError("a removed token must be refused")
+    except ReductError as e:
+        check(e.status_code == 401, "removal revokes the token at once")
+    await other.remove()
+
+
 async def main():
-    client = Client(URL)
+    client = Client(URL, api_token=TOKEN)
     info = await client.info()
     check(info.version != "", "server info answers")
 
@@ -115,6 +151,8 @@ async def main():
             raise AssertionError(f"query payload mismatch at {record.timestamp}")
         n += 1
     check(n == 999, "query returns every record with its bytes (85-record batches)")
+    if TOKEN:
+        await tokens(client)
 
     even = await count(bucket, "sensor", when={"&parity": {"$eq": "even"}})
     check(even == 500, "query with when filters by label")
