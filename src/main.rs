@@ -90,7 +90,9 @@ struct ServeArgs {
     /// STANDALONE, PRIMARY, SECONDARY or REPLICA (read-only: changes get 403).
     #[arg(long, env = "RS_INSTANCE_ROLE", default_value = "STANDALONE")]
     instance_role: InstanceRole,
-    /// When set, every request needs `Authorization: Bearer <token>`.
+    /// Turns authentication on: this value is the full-access `init-token`, and every
+    /// request needs `Authorization: Bearer <token>` of it or of a token created over the
+    /// API (`/tokens`). Empty: no authentication.
     #[arg(long, env = "RS_API_TOKEN", hide_env_values = true)]
     api_token: Option<String>,
     /// HTTP handler threads (connections served at once).
