@@ -59,6 +59,9 @@ pub struct LifecycleInfo {
     pub total_runs: u64,
     /// Ours: failed runs since the server started.
     pub total_failures: u64,
+    /// Ours: failed runs in a row (0 after a success); failed runs are retried after
+    /// 100 ms, doubling with each failure up to the interval.
+    pub consecutive_failures: u64,
     /// Ours: records processed since the server started.
     pub processed_records_total: u64,
     /// Ours: bytes saved by compression since the server started.
@@ -304,6 +307,7 @@ fn info(name: &str, def: &Definition, runtime: Option<&RuntimeInfo>) -> Lifecycl
         },
         total_runs: runtime.total_runs,
         total_failures: runtime.total_failures,
+        consecutive_failures: runtime.consecutive_failures,
         processed_records_total: runtime.processed_records_total,
         bytes_saved_total: runtime.bytes_saved_total,
     }

@@ -26,6 +26,19 @@ use crate::storage::{CompressPool, Store};
 /// Delay before the next run when a run affected nothing and is not caught up.
 pub const CATCH_UP_DELAY: Duration = Duration::from_millis(100);
 
+/// Delay before retrying a failed run; it doubles with each failure in a row, up to the
+/// policy's interval, and a success resets it.
+pub const FIRST_RETRY: Duration = Duration::from_millis(100);
+
+/// When to retry after `failures` failed runs in a row (1 = the first failure).
+pub fn retry_delay(failures: u64, interval: Duration) -> Duration {
+    let doublings = failures.saturating_sub(1).min(32) as u32;
+    FIRST_RETRY
+        .checked_mul(1u32 << doublings.min(31))
+        .unwrap_or(interval)
+        .min(interval)
+}
+
 /// Runtime state of a policy, as the repository reports it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RuntimeInfo {
@@ -43,6 +56,8 @@ pub struct RuntimeInfo {
     pub total_runs: u64,
     /// Failed runs so far.
     pub total_failures: u64,
+    /// Failed runs in a row, up to now (0 after a success); retries back off with it.
+    pub consecutive_failures: u64,
     /// Records processed over all runs.
     pub processed_records_total: u64,
     /// Bytes saved by compression over all runs.
@@ -247,12 +262,24 @@ fn worker(context: &RunContext, jobs: &Receiver<Job>, done: &Sender<Done>) {
         let started = SystemTime::now();
         let clock = Instant::now();
         let cancel = job.cancel.clone();
-        let result = (context.action)(
-            &job.policy,
-            job.dry_run,
-            &|| cancel.load(Ordering::Relaxed),
-            micros(started),
-        );
+        // A panicking run is a failed run: the worker survives, the scheduler hears back,
+        // and the failure becomes an error event like any other.
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            (context.action)(
+                &job.policy,
+                job.dry_run,
+                &|| cancel.load(Ordering::Relaxed),
+                micros(started),
+            )
+        }));
+        let result = run.unwrap_or_else(|panic| {
+            let why = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".to_string());
+            Err(Error::internal(format!("the run panicked: {why}")))
+        });
         let duration = clock.elapsed();
         let policy = &job.policy;
         match &result {
@@ -569,6 +596,7 @@ impl State {
             Ok(o) => {
                 slot.info.last_status = Some("ok".into());
                 slot.info.last_error = None;
+                slot.info.consecutive_failures = 0;
                 slot.info.processed_records_total += o.records;
                 slot.info.bytes_saved_total += o.bytes_saved;
                 if o.records == 0 && !o.caught_up {
@@ -581,7 +609,11 @@ impl State {
                 slot.info.last_status = Some("error".into());
                 slot.info.last_error = Some(e.message().to_string());
                 slot.info.total_failures += 1;
-                Duration::from_micros(slot.policy.interval)
+                slot.info.consecutive_failures += 1;
+                retry_delay(
+                    slot.info.consecutive_failures,
+                    Duration::from_micros(slot.policy.interval),
+                )
             }
         };
         for waiter in slot.waiters.drain(..) {
