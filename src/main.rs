@@ -29,7 +29,8 @@ enum Command {
     /// policies can be provisioned with RS_LIFECYCLE_<ID>_NAME, _TYPE, _BUCKET, _ENTRIES
     /// (comma-separated), _OLDER_THAN, _INTERVAL, _WHEN (JSON), _PROCESSING_INTERVAL and
     /// _MODE; an incomplete or invalid one is logged and skipped. SIGINT or SIGTERM stop
-    /// the server gracefully. The log level is RS_LOG_LEVEL (error, warn, info, debug).
+    /// the server gracefully. The log level is RS_LOG_LEVEL (TRACE, DEBUG, INFO, WARNING or
+    /// ERROR, any case; anything else logs at INFO with a warning).
     Serve(ServeArgs),
     /// Recompress the sealed blocks of a bucket whose records are all older than a
     /// duration (the server must be stopped).
@@ -314,8 +315,57 @@ fn info(data_path: PathBuf) -> Result<()> {
     Ok(())
 }
 
+/// What `RS_LOG_LEVEL` asks for.
+enum LogLevel {
+    /// One of ReductStore's level names.
+    Named(log::LevelFilter),
+    /// An env_logger filter list (it has `=` or `,`).
+    Filters(String),
+}
+
+/// The log level `RS_LOG_LEVEL` names: ReductStore's names (TRACE, DEBUG, INFO, WARNING,
+/// ERROR) and WARN, in any case; anything else logs at INFO, with the complaint to log once
+/// logging runs (never silence: a typo must not turn every log off).
+fn log_level(value: Option<&str>) -> (LogLevel, Option<String>) {
+    use log::LevelFilter;
+    let Some(text) = value.map(str::trim).filter(|t| !t.is_empty()) else {
+        return (LogLevel::Named(LevelFilter::Info), None);
+    };
+    if text.contains(['=', ',']) {
+        return (LogLevel::Filters(text.to_string()), None);
+    }
+    let filter = match text.to_ascii_uppercase().as_str() {
+        "TRACE" => LevelFilter::Trace,
+        "DEBUG" => LevelFilter::Debug,
+        "INFO" => LevelFilter::Info,
+        "WARN" | "WARNING" => LevelFilter::Warn,
+        "ERROR" => LevelFilter::Error,
+        "OFF" => LevelFilter::Off,
+        _ => {
+            return (
+                LogLevel::Named(LevelFilter::Info),
+                Some(format!(
+                    "RS_LOG_LEVEL '{}' is not one of TRACE, DEBUG, INFO, WARNING, ERROR: logging at INFO",
+                    text.escape_default()
+                )),
+            );
+        }
+    };
+    (LogLevel::Named(filter), None)
+}
+
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::new().filter_or("RS_LOG_LEVEL", "info")).init();
+    let (level, complaint) = log_level(std::env::var("RS_LOG_LEVEL").ok().as_deref());
+    let mut logger = env_logger::Builder::new();
+    match level {
+        LogLevel::Named(filter) => logger.filter_level(filter),
+        // Module filters (`halflife::server=debug,info`) for whoever needs them.
+        LogLevel::Filters(spec) => logger.parse_filters(&spec),
+    };
+    logger.init();
+    if let Some(complaint) = complaint {
+        log::warn!("{complaint}");
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Info { data_path } => info(data_path),

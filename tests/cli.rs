@@ -374,3 +374,52 @@ fn a_bad_tombstone_fold_share_exits_2_naming_the_value() {
         );
     }
 }
+
+/// Starts `halflife serve` with `RS_LOG_LEVEL=level` and an empty token (a warning at
+/// start), and returns its stderr up to that warning.
+fn serve_log(level: &str) -> String {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = halflife()
+        .args(["serve", "--port", "0", "--data-path"])
+        .arg(dir.path())
+        .env("RS_LOG_LEVEL", level)
+        .env("RS_API_TOKEN", "")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut seen = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            seen.push_str(&line);
+            seen.push('\n');
+            if line.contains("authentication is OFF") {
+                break;
+            }
+        }
+        let _ = tx.send(seen);
+    });
+    let seen = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the start warning is logged");
+    let _ = child.kill();
+    let _ = child.wait();
+    seen
+}
+
+#[test]
+fn log_levels_take_reductstore_names_in_any_case_and_never_silence() {
+    let warning = serve_log("WARNING");
+    assert!(warning.contains("authentication is OFF"), "{warning}");
+    assert!(
+        !warning.contains("INFO"),
+        "WARNING hides info lines: {warning}"
+    );
+    let bogus = serve_log("loud");
+    assert!(
+        bogus.contains("RS_LOG_LEVEL 'loud' is not one of TRACE, DEBUG, INFO, WARNING, ERROR"),
+        "{bogus}"
+    );
+}

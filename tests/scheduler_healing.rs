@@ -74,9 +74,7 @@ fn a_panicking_run_is_an_error_event_and_never_hangs_the_scheduler() {
             let n = seen.fetch_add(1, Ordering::SeqCst);
             match policy.name.as_str() {
                 "boom" => panic!("test hook: run {n} panics"),
-                _ if n < 2 => {
-                    Err(halflife::Error::internal("test hook: not yet"))
-                }
+                _ if n < 2 => Err(halflife::Error::internal("test hook: not yet")),
                 _ => Ok(RunOutcome {
                     caught_up: true,
                     ..Default::default()
