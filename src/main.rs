@@ -201,6 +201,9 @@ fn std_duration(name: &str, text: &str) -> Result<std::time::Duration> {
 }
 
 fn serve(args: ServeArgs) -> Result<()> {
+    for name in halflife::server::unsupported::unsupported_settings(std::env::vars()) {
+        log::warn!("{name} is a ReductStore setting halflife does not implement: it is ignored");
+    }
     let mut engine = Config::new(&args.data_path);
     engine.instance_name = args.instance_name;
     engine.worker_threads = args.lifecycle_workers.max(1);

@@ -377,7 +377,7 @@ fn a_bad_tombstone_fold_share_exits_2_naming_the_value() {
 
 /// Starts `halflife serve` with `RS_LOG_LEVEL=level` and an empty token (a warning at
 /// start), and returns its stderr up to that warning.
-fn serve_log(level: &str) -> String {
+fn serve_log(level: &str, env: &[(&str, &str)]) -> String {
     use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().unwrap();
     let mut child = halflife()
@@ -385,6 +385,7 @@ fn serve_log(level: &str) -> String {
         .arg(dir.path())
         .env("RS_LOG_LEVEL", level)
         .env("RS_API_TOKEN", "")
+        .envs(env.iter().copied())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -411,13 +412,13 @@ fn serve_log(level: &str) -> String {
 
 #[test]
 fn log_levels_take_reductstore_names_in_any_case_and_never_silence() {
-    let warning = serve_log("WARNING");
+    let warning = serve_log("WARNING", &[("RS_CERT_PATH", "/etc/cert.pem")]);
     assert!(warning.contains("authentication is OFF"), "{warning}");
     assert!(
         !warning.contains("INFO"),
         "WARNING hides info lines: {warning}"
     );
-    let bogus = serve_log("loud");
+    let bogus = serve_log("loud", &[]);
     assert!(
         bogus.contains("RS_LOG_LEVEL 'loud' is not one of TRACE, DEBUG, INFO, WARNING, ERROR"),
         "{bogus}"

@@ -28,6 +28,7 @@ pub mod records;
 pub mod request;
 pub mod response;
 pub mod tokens;
+pub mod unsupported;
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;

@@ -1,0 +1,66 @@
+//! ReductStore settings halflife does not implement. Each one set in the environment is
+//! named in a warning at start, so a setting copied from a ReductStore deployment is never
+//! dropped silently (TLS, a base path or CORS a user relies on would otherwise just not
+//! happen).
+
+/// Settings read by ReductStore 1.21 that this server ignores.
+const IGNORED: [&str; 19] = [
+    "RS_API_BASE_PATH",
+    "RS_AUDIT_ENABLED",
+    "RS_CERT_PATH",
+    "RS_CERT_KEY_PATH",
+    "RS_CORS_ALLOW_ORIGIN",
+    "RS_DISABLE_AUTH",
+    "RS_ENGINE_COMPACTION_INTERVAL",
+    "RS_ENGINE_NUM_IO_THREADS",
+    "RS_ENGINE_REPLICATION_INTERVAL",
+    "RS_EXT_PATH",
+    "RS_INIT_API_TOKEN",
+    "RS_IO_BATCH_MAX_METADATA_SIZE",
+    "RS_IO_BATCH_MAX_RECORDS",
+    "RS_IO_BATCH_MAX_SIZE",
+    "RS_IO_BATCH_RECORDS_TIMEOUT",
+    "RS_IO_BATCH_TIMEOUT",
+    "RS_LICENSE_PATH",
+    "RS_SYSTEM_EVENTS_ENABLED",
+    "RS_SECONDARY_SYNC_INTERVAL",
+];
+
+/// Families of ReductStore settings this server ignores (provisioned buckets, tokens and
+/// replications).
+const IGNORED_PREFIXES: [&str; 3] = ["RS_BUCKET_", "RS_TOKEN_", "RS_REPLICATION_"];
+
+/// The ignored ReductStore settings among `vars` (e.g. `std::env::vars()`), sorted.
+pub fn unsupported_settings(vars: impl IntoIterator<Item = (String, String)>) -> Vec<String> {
+    let mut found: Vec<String> = vars
+        .into_iter()
+        .map(|(k, _)| k)
+        .filter(|k| {
+            IGNORED.contains(&k.as_str()) || IGNORED_PREFIXES.iter().any(|p| k.starts_with(p))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ignored_settings_are_named_and_ours_are_not() {
+        let vars = [
+            "RS_CERT_PATH",
+            "RS_PORT",
+            "RS_BUCKET_1_NAME",
+            "RS_LIFECYCLE_1_NAME",
+            "RS_CORS_ALLOW_ORIGIN",
+            "HOME",
+        ]
+        .map(|k| (k.to_string(), "x".to_string()));
+        assert_eq!(
+            unsupported_settings(vars),
+            vec!["RS_BUCKET_1_NAME", "RS_CERT_PATH", "RS_CORS_ALLOW_ORIGIN"]
+        );
+    }
+}
