@@ -16,13 +16,11 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::BufReader;
-use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{read_response, send};
+use common::Connection;
 use criterion::{Criterion, criterion_group, criterion_main};
 use halflife::Config;
 use halflife::fixtures::{self, FixtureRecord};
@@ -30,25 +28,10 @@ use halflife::server::{InstanceRole, Server, ServerConfig};
 use halflife::storage::condition::Condition;
 use halflife::storage::{BucketSettings, Codec, CompressPool, Store};
 
-struct Connection {
-    stream: TcpStream,
-    reader: BufReader<TcpStream>,
-}
-
-impl Connection {
-    fn open(addr: SocketAddr) -> Self {
-        let stream = TcpStream::connect(addr).expect("connect");
-        stream.set_nodelay(true).expect("nodelay");
-        let reader = BufReader::new(stream.try_clone().expect("clone"));
-        Connection { stream, reader }
-    }
-
-    fn call(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> u16 {
-        send(&mut self.stream, method, path, headers, body);
-        let resp = read_response(&mut self.reader, method == "HEAD");
-        assert!(resp.status < 300, "{method} {path}: {}", resp.error());
-        resp.status
-    }
+/// A call that must succeed (status below 300).
+fn ok(conn: &mut Connection, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) {
+    let resp = conn.call(method, path, headers, body);
+    assert!(resp.status < 300, "{method} {path}: {}", resp.error());
 }
 
 fn start(data: &Path) -> Server {
@@ -140,12 +123,13 @@ fn http_changes(summary: &mut Vec<String>, flights: &[FixtureRecord]) {
     let records = one_kb_records(flights);
     let server = start(data.path());
     let mut conn = Connection::open(server.local_addr());
-    conn.call("POST", "/api/v1/b/m", &[], b"");
+    ok(&mut conn, "POST", "/api/v1/b/m", &[], b"");
     let t = Instant::now();
     for r in &records {
         let path = format!("/api/v1/b/m/r?ts={}", r.timestamp);
         let carrier = &r.labels["carrier"];
-        conn.call(
+        ok(
+            &mut conn,
             "POST",
             &path,
             &[
@@ -170,14 +154,26 @@ fn http_changes(summary: &mut Vec<String>, flights: &[FixtureRecord]) {
     let t = Instant::now();
     for ts in &picks[..500] {
         let path = format!("/api/v1/b/m/r?ts={ts}");
-        conn.call("PATCH", &path, &[("x-reduct-label-checked", "yes")], b"");
+        ok(
+            &mut conn,
+            "PATCH",
+            &path,
+            &[("x-reduct-label-checked", "yes")],
+            b"",
+        );
     }
     let relabel_rate = 500.0 / t.elapsed().as_secs_f64();
     let relabel_bytes = written(&before, data.path()) as f64 / 500.0;
     let before = files(data.path());
     let t = Instant::now();
     for ts in &picks[500..] {
-        conn.call("DELETE", &format!("/api/v1/b/m/r?ts={ts}"), &[], b"");
+        ok(
+            &mut conn,
+            "DELETE",
+            &format!("/api/v1/b/m/r?ts={ts}"),
+            &[],
+            b"",
+        );
     }
     let remove_rate = 500.0 / t.elapsed().as_secs_f64();
     let remove_bytes = written(&before, data.path()) as f64 / 500.0;
@@ -198,7 +194,7 @@ fn http_changes(summary: &mut Vec<String>, flights: &[FixtureRecord]) {
             .map(|_| {
                 let ts = live[(rng.next() % live.len() as u64) as usize];
                 let t = Instant::now();
-                conn.call("GET", &format!("/api/v1/b/m/r?ts={ts}"), &[], b"");
+                ok(conn, "GET", &format!("/api/v1/b/m/r?ts={ts}"), &[], b"");
                 t.elapsed()
             })
             .collect::<Vec<_>>()

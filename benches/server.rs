@@ -14,41 +14,15 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use std::io::BufReader;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use common::{read_response, send};
+use common::Connection;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use halflife::Config;
 use halflife::fixtures::{self, FixtureRecord};
 use halflife::server::{InstanceRole, Server, ServerConfig};
 use halflife::storage::{BucketSettings, QueryOptions, RecordMeta, Store};
-
-struct Connection {
-    stream: TcpStream,
-    reader: BufReader<TcpStream>,
-}
-
-impl Connection {
-    fn open(addr: SocketAddr) -> Self {
-        let stream = TcpStream::connect(addr).expect("connect");
-        stream.set_nodelay(true).expect("nodelay");
-        let reader = BufReader::new(stream.try_clone().expect("clone"));
-        Connection { stream, reader }
-    }
-
-    fn call(
-        &mut self,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: &[u8],
-    ) -> common::Resp {
-        send(&mut self.stream, method, path, headers, body);
-        read_response(&mut self.reader, method == "HEAD")
-    }
-}
 
 fn write_over_http(
     addr: SocketAddr,

@@ -10,11 +10,10 @@ use crate::server::batch_v1::{
     decode_v1_batch, decode_v1_timestamps, encode_v1_record, v1_error_header,
 };
 use crate::server::body::body_error;
-use crate::server::http::{Response, ResponseBody};
-use crate::server::io::{QueryRequest, QueryType, run_query_request};
+use crate::server::http::Response;
+use crate::server::io::{QueryRequest, QueryType, read_batch_response, run_query_request};
 use crate::server::records::user_bucket;
 use crate::server::request::{Request, no_route, parse_decimal, parse_json};
-use crate::storage::Labels;
 
 /// Where a `/b/{bucket}/…` path goes (ReductStore routes by how the entry part ends).
 pub enum EntryRoute<'a> {
@@ -80,7 +79,7 @@ fn write(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result
         b.make_room(total)?;
         Ok(b)
     });
-    let mut response = Response::ok();
+    let mut results = Vec::with_capacity(records.len());
     for meta in records {
         let payload = req
             .body
@@ -91,12 +90,22 @@ fn write(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result
             Ok(b) => b.write(entry, meta, &payload),
             Err(e) => Err(e.clone()),
         };
-        if let Err(e) = result {
-            let (name, value) = v1_error_header(ts, &e);
-            response = response.header(&name, value);
-        }
+        results.push((ts, result));
     }
-    Ok(response)
+    Ok(with_record_errors(results))
+}
+
+/// A 200 naming each record that failed: `x-reduct-error-<ts>: <status>,<message>`.
+fn with_record_errors(results: impl IntoIterator<Item = (u64, Result<()>)>) -> Response {
+    results
+        .into_iter()
+        .fold(Response::ok(), |response, (ts, result)| match result {
+            Ok(()) => response,
+            Err(e) => {
+                let (name, value) = v1_error_header(ts, &e);
+                response.header(&name, value)
+            }
+        })
 }
 
 fn update(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result<Response> {
@@ -105,16 +114,11 @@ fn update(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Resul
     let records = decode_v1_batch(&req.head)?;
     let bucket = app.store.bucket(bucket_name)?;
     bucket.entry(entry)?;
-    let mut response = Response::ok();
-    for meta in records {
-        // Non-empty values set, empty ones remove, other labels stay.
-        let changes: Labels = meta.labels;
-        if let Err(e) = bucket.update_labels(entry, meta.timestamp, &changes) {
-            let (name, value) = v1_error_header(meta.timestamp, &e);
-            response = response.header(&name, value);
-        }
-    }
-    Ok(response)
+    // Non-empty values set, empty ones remove, other labels stay.
+    Ok(with_record_errors(records.into_iter().map(|meta| {
+        let result = bucket.update_labels(entry, meta.timestamp, &meta.labels);
+        (meta.timestamp, result)
+    })))
 }
 
 fn remove(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result<Response> {
@@ -123,14 +127,11 @@ fn remove(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Resul
     let stamps = decode_v1_timestamps(&req.head)?;
     let bucket = app.store.bucket(bucket_name)?;
     bucket.entry(entry)?;
-    let mut response = Response::ok();
-    for ts in stamps {
-        if let Err(e) = bucket.remove_record(entry, ts) {
-            let (name, value) = v1_error_header(ts, &e);
-            response = response.header(&name, value);
-        }
-    }
-    Ok(response)
+    Ok(with_record_errors(
+        stamps
+            .into_iter()
+            .map(|ts| (ts, bucket.remove_record(entry, ts))),
+    ))
 }
 
 fn read(
@@ -150,18 +151,8 @@ fn read(
     let Some(batch) = app.queries.next_batch(bucket_name, id, with_body)? else {
         return Ok(Response::status(204).header("x-reduct-error", "No content"));
     };
-    let total: u64 = batch.metas.iter().map(|m| m.size).sum();
-    let mut response = Response::ok();
-    response.headers = batch.metas.iter().map(encode_v1_record).collect();
-    let body = if with_body {
-        ResponseBody::Payloads(batch.payloads)
-    } else {
-        ResponseBody::Head(total)
-    };
-    Ok(response
-        .header("x-reduct-last", if batch.last { "true" } else { "false" })
-        .header("content-type", "application/octet-stream")
-        .with_body(body))
+    let headers = batch.metas.iter().map(encode_v1_record).collect();
+    Ok(read_batch_response(batch, headers, with_body))
 }
 
 /// `/b/{bucket}/{entry}/q`.

@@ -13,6 +13,7 @@ use crate::server::auth::{Access, Caller};
 use crate::server::batch::{BatchRecord, WriteBatch, decode_write_batch, encode_read_batch};
 use crate::server::body::body_error;
 use crate::server::http::{Response, ResponseBody};
+use crate::server::queries::Batch;
 use crate::server::records::user_bucket;
 use crate::server::request::{Request, no_route, parse_decimal, parse_json};
 use crate::storage::condition::Condition;
@@ -153,18 +154,29 @@ fn read(app: &App, bucket_name: &str, with_body: bool, req: &mut Request) -> Res
     let Some(batch) = app.queries.next_batch(bucket_name, id, with_body)? else {
         return Ok(Response::status(204));
     };
+    let headers = encode_read_batch(&batch.entry, &batch.metas);
+    Ok(read_batch_response(batch, headers, with_body))
+}
+
+/// The answer to a batched read (either protocol version, whose `headers` describe the
+/// records): the payloads (or, for HEAD, their length), `x-reduct-last`, the content type.
+pub fn read_batch_response(
+    batch: Batch,
+    headers: Vec<(String, String)>,
+    with_body: bool,
+) -> Response {
     let total: u64 = batch.metas.iter().map(|m| m.size).sum();
     let mut response = Response::ok();
-    response.headers = encode_read_batch(&batch.entry, &batch.metas);
+    response.headers = headers;
     let body = if with_body {
         ResponseBody::Payloads(batch.payloads)
     } else {
         ResponseBody::Head(total)
     };
-    Ok(response
+    response
         .header("x-reduct-last", if batch.last { "true" } else { "false" })
         .header("content-type", "application/octet-stream")
-        .with_body(body))
+        .with_body(body)
 }
 
 fn write(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {

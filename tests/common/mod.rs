@@ -14,6 +14,34 @@ use std::time::{Duration, Instant};
 /// How long tests wait for anything the server does.
 pub const DEADLINE: Duration = Duration::from_secs(10);
 
+/// A kept-alive client connection (benches send many requests over one).
+pub struct Connection {
+    stream: TcpStream,
+    reader: BufReader<TcpStream>,
+}
+
+impl Connection {
+    /// Connects with Nagle off, as clients of a request/response protocol do.
+    pub fn open(addr: SocketAddr) -> Self {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream.set_nodelay(true).expect("nodelay");
+        let reader = BufReader::new(stream.try_clone().expect("clone"));
+        Connection { stream, reader }
+    }
+
+    /// Sends a request and reads its whole response on this connection.
+    pub fn call(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Resp {
+        send(&mut self.stream, method, path, headers, body);
+        read_response(&mut self.reader, method == "HEAD")
+    }
+}
+
 /// A running `halflife serve`.
 pub struct ServerProcess {
     child: Child,

@@ -1,0 +1,108 @@
+//! Changes to records of sealed blocks: appended to the block's edit log (see
+//! `storage::format::edits`), then, for removals, the block dropped when empty, folded into
+//! a rewrite past the tombstone threshold, or its range narrowed.
+
+use std::sync::atomic::Ordering;
+
+use super::{Entry, EntryState};
+use crate::error::Result;
+use crate::storage::format::edits::{BlockChange, BlockEdits, apply_change};
+use crate::storage::format::index::{BlockEntry, EditState, block_path, edits_path};
+use crate::storage::format::rewrite::write_records;
+use crate::storage::merge::max_overlap;
+
+impl Entry {
+    /// Changes records of sealed block `pos` by appending to its edit log (created on
+    /// the first change): one small `pwrite`, as durable as a write, fsynced with the
+    /// entry's next commit. Removals then drop a block left empty, rewrite one whose
+    /// tombstoned share reached the fold threshold, or narrow its range.
+    pub(super) fn change_block(
+        &self,
+        st: &mut EntryState,
+        pos: usize,
+        change: BlockChange,
+    ) -> Result<()> {
+        let seq = st.index.blocks[pos].seq;
+        let edits = match st.edits.entry(seq) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(BlockEdits::create(&edits_path(&self.dir, seq))?)
+            }
+        };
+        edits.append(&change)?;
+        st.index.blocks[pos].edits = edit_state(edits);
+        self.ctx.cache.edit((self.uid, seq), |view| {
+            apply_change(view.records_mut(), &change)
+        });
+        if !matches!(change, BlockChange::Remove(_)) {
+            return Ok(());
+        }
+        let b = &st.index.blocks[pos];
+        if b.live_records() == 0 {
+            let mut next = st.index.clone();
+            next.blocks.remove(pos);
+            return self.commit(st, next, &[], &[seq]);
+        }
+        if b.edits.removed as f64 >= self.ctx.fold_share * b.record_count as f64 {
+            return self.fold(st, pos);
+        }
+        self.narrow_range(st, seq)
+    }
+
+    /// Rewrites sealed block `pos` with its edits folded in (tombstoned records dropped,
+    /// labels applied), keeping its codec, and commits it in place of the old file.
+    fn fold(&self, st: &mut EntryState, pos: usize) -> Result<()> {
+        let old = st.index.blocks[pos].clone();
+        let view = self.block_in(st, &old)?;
+        let mut next = st.index.clone();
+        let seq = next.take_seq();
+        let path = block_path(&self.dir, seq);
+        let summary = write_records(&view, old.codec, &path, self.ctx.frame_size)?;
+        log::debug!(
+            "entry {}/{}: folded {} tombstone(s) of block {} into a rewrite",
+            self.bucket,
+            self.name,
+            old.edits.removed,
+            old.first_ts
+        );
+        next.blocks[pos] = BlockEntry::from_summary(seq, &summary);
+        self.commit(st, next, &[path], &[old.seq])
+    }
+
+    /// Narrows block `seq`'s range to its live records when a tombstone removed its first
+    /// or last one (in memory; the next commit persists it), so the entry's oldest and
+    /// latest record and the lookups never name a removed record.
+    pub(super) fn narrow_range(&self, st: &mut EntryState, seq: u64) -> Result<()> {
+        let Some(pos) = st.index.blocks.iter().position(|b| b.seq == seq) else {
+            return Ok(());
+        };
+        let b = &st.index.blocks[pos];
+        let edits = st.edits.get(&seq);
+        let edge_removed =
+            edits.is_some_and(|e| e.is_removed(b.first_ts) || e.is_removed(b.last_ts));
+        if !edge_removed {
+            return Ok(());
+        }
+        let view = self.block_in(st, b)?;
+        let (Some(first), Some(last)) = (view.records().first(), view.records().last()) else {
+            return Ok(());
+        };
+        let (first, last) = (first.meta.timestamp, last.meta.timestamp);
+        let b = &mut st.index.blocks[pos];
+        b.first_ts = first;
+        b.last_ts = last;
+        st.resort();
+        self.depth
+            .store(max_overlap(&st.index.blocks).0, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// What an edit log changes about its block, for the block's index entry.
+pub(super) fn edit_state(edits: &BlockEdits) -> EditState {
+    EditState {
+        ops: edits.ops(),
+        removed: edits.removed_count(),
+        removed_bytes: edits.removed_bytes(),
+    }
+}
