@@ -371,6 +371,11 @@ fn label_changes_make_old_records_match_when() {
     wait_until("the first run is logged", || {
         events(&store, "drop-marked").len() == 1
     });
+    // The event is written just before the worker reports the run done; run it again only
+    // once the scheduler has heard back.
+    wait_until("the first run is counted", || {
+        repo.get("drop-marked").unwrap().0.total_runs == 1
+    });
     assert_eq!(count(&store, "b"), 30);
     let changes = [("keep".to_string(), "no".to_string())].into();
     store
