@@ -17,6 +17,10 @@ use halflife::storage::{BucketSettings, Labels, RecordMeta, Store};
 use halflife::{Config, ErrorKind};
 
 const CHILD_ENV: &str = "HALFLIFE_CRASH_CHILD_DIR";
+/// The highest timestamp the parent has seen used: the child's tail starts above it, so a
+/// removed timestamp is never written again (removing the newest records lowers the
+/// store's latest record, which alone would make a restarted child reuse them).
+const CHILD_FLOOR_ENV: &str = "HALFLIFE_CRASH_CHILD_FLOOR";
 const KILLS: usize = 24;
 
 fn payload(ts: u64) -> Vec<u8> {
@@ -93,7 +97,11 @@ fn crash_child_writer() {
     let mut tail = bucket
         .entry("e")
         .map_or(0, |e| e.info().unwrap().latest_record);
-    tail = tail / 1000 * 1000 + 1000;
+    let floor: u64 = std::env::var(CHILD_FLOOR_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    tail = tail.max(floor) / 1000 * 1000 + 1000;
     let mut rng = Rng(seed());
     loop {
         let roll = rng.next() % 10;
@@ -173,6 +181,10 @@ fn acknowledged_records_survive_sigkill() {
                 "--test-threads=1",
             ])
             .env(CHILD_ENV, dir.path())
+            .env(
+                CHILD_FLOOR_ENV,
+                acked.keys().next_back().copied().unwrap_or(0).to_string(),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
