@@ -5,9 +5,11 @@
 //! - [`events`]: the `lifecycle_run` system events, which are also the saved progress;
 //! - [`action`]: what one run of a delete or compress policy does;
 //! - [`scheduler`]: the thread with the deadline heap, and the worker pool;
-//! - [`repository`]: the persisted definitions, driving the scheduler.
+//! - [`definitions`]: the definitions on disk (snapshot + journal);
+//! - [`repository`]: the validated definitions, driving the scheduler.
 
 pub mod action;
+pub mod definitions;
 pub mod events;
 pub mod progress;
 pub mod repository;

@@ -1,37 +1,24 @@
-//! The lifecycle repository: what should run. It validates and persists policy definitions
-//! in `.lifecycles` (crash-safe replace), reloads them at open — a definition that no longer
-//! validates is logged and kept on disk but not run — and drives the scheduler. The
-//! read-only variant (replica role) lists nothing, refuses every change and starts no thread.
+//! The lifecycle repository: what should run. It validates policy definitions, persists
+//! them (`definitions.rs`: snapshot + journal, O(1) per change), reloads them at open — a
+//! definition that no longer validates is logged and kept on disk but not run — and drives
+//! the scheduler. The read-only variant (replica role) lists nothing, refuses every change
+//! and starts no thread.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::Config;
 use crate::error::{Error, Result};
+use crate::lifecycle::definitions::{Definition, DefinitionStore};
 use crate::lifecycle::events::EventLog;
 use crate::lifecycle::scheduler::{RunContext, RuntimeInfo, Scheduler};
 use crate::lifecycle::settings::{
     LifecycleLimits, LifecycleMode, LifecycleSettings, LifecycleType,
 };
-use crate::storage::format::fsutil::write_atomic;
+use crate::storage::names::validate_lifecycle_name;
 use crate::storage::{CompressPool, Store};
 use crate::timefmt::rfc3339;
-
-/// File in the data directory holding the definitions.
-pub const LIFECYCLES_FILE: &str = ".lifecycles";
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Definition {
-    settings: LifecycleSettings,
-    #[serde(default)]
-    provisioned: bool,
-    /// Set when the definition failed validation at load: kept, not run.
-    #[serde(skip)]
-    invalid: bool,
-}
 
 /// A policy's info, in the API's field order, plus our runtime fields.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -71,8 +58,11 @@ pub struct LifecycleInfo {
 struct Repo {
     store: Arc<Store>,
     limits: LifecycleLimits,
-    path: PathBuf,
-    definitions: Mutex<BTreeMap<String, Definition>>,
+    /// Held for a whole change (definitions, then scheduler), so changes of one name
+    /// racing each other reach both in the same order: they always agree.
+    changes: Mutex<()>,
+    /// Held briefly, so listing never waits for a change's scheduler round trip.
+    definitions: Mutex<DefinitionStore>,
     scheduler: Scheduler,
 }
 
@@ -90,16 +80,10 @@ fn not_found(name: &str) -> Error {
 }
 
 impl LifecycleRepository {
-    /// Loads `.lifecycles` from the store's data directory and starts the scheduler with
-    /// `config.worker_threads` workers.
+    /// Loads the definitions from the store's data directory and starts the scheduler
+    /// with `config.worker_threads` workers.
     pub fn open(store: Arc<Store>, config: &Config) -> Result<Self> {
-        let path = store.data_path().join(LIFECYCLES_FILE);
-        let mut definitions: BTreeMap<String, Definition> = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| Error::internal(format!("{} does not parse: {e}", path.display())))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-            Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
-        };
+        let mut definitions = DefinitionStore::open(store.data_path())?;
         let events = if config.system_events {
             Some(Arc::new(EventLog::open(&store, &config.instance_name)?))
         } else {
@@ -109,21 +93,27 @@ impl LifecycleRepository {
         let context = RunContext::storage(store.clone(), events, pool);
         let scheduler = Scheduler::start(context, config.worker_threads)?;
         let limits = LifecycleLimits::from_config(config);
-        for (name, def) in definitions.iter_mut() {
-            match def.settings.validate(name, &store, &limits) {
+        let mut invalid = Vec::new();
+        for (name, def) in definitions.iter() {
+            let policy = validate_lifecycle_name(name)
+                .and_then(|_| def.settings.validate(name, &store, &limits));
+            match policy {
                 Ok(policy) => scheduler.upsert(policy, def.settings.mode)?,
                 Err(e) => {
                     log::error!("lifecycle '{name}' is not started: {e}");
-                    def.invalid = true;
+                    invalid.push(name.clone());
                 }
             }
+        }
+        for name in invalid {
+            definitions.mark_invalid(&name);
         }
         log::info!("lifecycle repository: {} policies", definitions.len());
         Ok(LifecycleRepository {
             repo: Some(Repo {
                 store,
                 limits,
-                path,
+                changes: Mutex::new(()),
                 definitions: Mutex::new(definitions),
                 scheduler,
             }),
@@ -142,6 +132,7 @@ impl LifecycleRepository {
     /// Creates a policy.
     pub fn create(&self, name: &str, settings: LifecycleSettings) -> Result<()> {
         let repo = self.repo("create lifecycle")?;
+        validate_lifecycle_name(name)?;
         repo.define(name, settings, false, |existing| match existing {
             Some(_) => Err(Error::conflict(format!(
                 "Lifecycle '{name}' already exists"
@@ -154,6 +145,7 @@ impl LifecycleRepository {
     /// waited for.
     pub fn update(&self, name: &str, settings: LifecycleSettings) -> Result<()> {
         let repo = self.repo("update lifecycle")?;
+        validate_lifecycle_name(name)?;
         repo.define(name, settings, false, |existing| match existing {
             None => Err(not_found(name)),
             Some(def) if def.provisioned => Err(Error::conflict(format!(
@@ -167,6 +159,7 @@ impl LifecycleRepository {
     /// provisioned.
     pub fn provision(&self, name: &str, settings: LifecycleSettings) -> Result<()> {
         let repo = self.repo("provision lifecycle")?;
+        validate_lifecycle_name(name)?;
         repo.define(name, settings, true, |_| Ok(()))
     }
 
@@ -192,14 +185,26 @@ impl LifecycleRepository {
             .collect())
     }
 
+    /// Names of the policies the scheduler holds, sorted: the same as [`Self::list`]'s
+    /// runnable ones whatever changes raced (tests and diagnostics check it).
+    pub fn scheduled(&self) -> Result<Vec<String>> {
+        let Some(repo) = &self.repo else {
+            return Ok(Vec::new());
+        };
+        let mut names: Vec<String> = repo.scheduler.info()?.into_keys().collect();
+        names.sort();
+        Ok(names)
+    }
+
     /// Changes a policy's mode (allowed on provisioned policies too).
     pub fn set_mode(&self, name: &str, mode: LifecycleMode) -> Result<()> {
         let repo = self.repo("update lifecycle mode")?;
+        let _change = repo.change();
         {
             let mut defs = repo.lock();
             let mut def = defs.get(name).ok_or_else(|| not_found(name))?.clone();
             def.settings.mode = mode;
-            repo.save_with(&mut defs, name, Some(def))?;
+            defs.put(name, def)?;
         }
         repo.scheduler.set_mode(name, mode)
     }
@@ -207,6 +212,7 @@ impl LifecycleRepository {
     /// Removes a policy; a run in progress is cancelled and waited for.
     pub fn remove(&self, name: &str) -> Result<()> {
         let repo = self.repo("remove lifecycle")?;
+        let _change = repo.change();
         {
             let mut defs = repo.lock();
             let def = defs.get(name).ok_or_else(|| not_found(name))?;
@@ -215,7 +221,7 @@ impl LifecycleRepository {
                     "Can't remove provisioned lifecycle '{name}'"
                 )));
             }
-            repo.save_with(&mut defs, name, None)?;
+            defs.remove(name)?;
         }
         repo.scheduler.remove(name)
     }
@@ -223,7 +229,7 @@ impl LifecycleRepository {
     /// Runs a policy now.
     pub fn run_now(&self, name: &str) -> Result<()> {
         let repo = self.repo("run lifecycle")?;
-        if !repo.lock().contains_key(name) {
+        if repo.lock().get(name).is_none() {
             return Err(not_found(name));
         }
         repo.scheduler.run_now(name)
@@ -248,6 +254,7 @@ impl Repo {
         provisioned: bool,
         check: impl FnOnce(Option<&Definition>) -> Result<()>,
     ) -> Result<()> {
+        let _change = self.change();
         let policy = {
             let mut defs = self.lock();
             check(defs.get(name))?;
@@ -257,35 +264,19 @@ impl Repo {
                 provisioned,
                 invalid: false,
             };
-            self.save_with(&mut defs, name, Some(def))?;
+            defs.put(name, def)?;
             policy
         };
         let mode = policy.settings.mode;
         self.scheduler.upsert(policy, mode)
     }
 
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Definition>> {
+    fn lock(&self) -> MutexGuard<'_, DefinitionStore> {
         self.definitions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Applies one change to the definitions and persists them; on failure nothing
-    /// changes in memory either.
-    fn save_with(
-        &self,
-        defs: &mut BTreeMap<String, Definition>,
-        name: &str,
-        def: Option<Definition>,
-    ) -> Result<()> {
-        let mut next = defs.clone();
-        match def {
-            Some(def) => next.insert(name.to_string(), def),
-            None => next.remove(name),
-        };
-        let body = serde_json::to_vec_pretty(&next)
-            .map_err(|e| Error::internal(format!("encoding lifecycles: {e}")))?;
-        write_atomic(&self.path, &body)?;
-        *defs = next;
-        Ok(())
+    fn change(&self) -> MutexGuard<'_, ()> {
+        self.changes.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 

@@ -1,10 +1,10 @@
 //! Lifecycle endpoints: `/lifecycles` (list) and `/lifecycles/{name}` (GET, POST, PUT,
 //! DELETE), `/lifecycles/{name}/mode` (PATCH), and ours, `/lifecycles/{name}/run` (POST).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::lifecycle::{LifecycleMode, LifecycleSettings};
+use crate::lifecycle::{LifecycleInfo, LifecycleMode, LifecycleSettings};
 use crate::server::app::App;
 use crate::server::http::Response;
 use crate::server::percent;
@@ -15,11 +15,25 @@ struct ModeBody {
     mode: LifecycleMode,
 }
 
+/// The body of `GET /lifecycles`, serialised straight from the infos: a `json!` value
+/// would sort every object's keys and cost most of the listing's time at 10,000 policies.
+#[derive(Serialize)]
+struct List {
+    lifecycles: Vec<LifecycleInfo>,
+}
+
+/// The body of `GET /lifecycles/{name}`, fields in the API's order.
+#[derive(Serialize)]
+struct Full {
+    info: LifecycleInfo,
+    settings: LifecycleSettings,
+}
+
 /// `GET /lifecycles`.
 pub fn list(app: &App) -> Result<Response> {
-    Ok(Response::json(
-        &serde_json::json!({ "lifecycles": app.lifecycles.list()? }),
-    ))
+    Ok(Response::json(&List {
+        lifecycles: app.lifecycles.list()?,
+    }))
 }
 
 /// `/lifecycles/{name}[/mode|/run]`.
@@ -32,9 +46,7 @@ pub fn lifecycle(app: &App, method: &str, tail: &str, req: &mut Request) -> Resu
     match (method, action) {
         ("GET", "") => {
             let (info, settings) = repo.get(&name)?;
-            Ok(Response::json(
-                &serde_json::json!({ "info": info, "settings": settings }),
-            ))
+            Ok(Response::json(&Full { info, settings }))
         }
         ("POST", "") => {
             let settings = LifecycleSettings::from_json(&read_body(req)?)?;

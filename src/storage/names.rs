@@ -22,18 +22,29 @@ fn too_long(what: &str, name: &str) -> Error {
 
 /// Checks a user bucket name against `^[A-Za-z0-9_-]+$`; `$` names are reserved.
 pub fn validate_bucket_name(name: &str) -> Result<()> {
+    validate_name("Bucket", name)
+}
+
+/// Checks a lifecycle policy name: the bucket-name rules, because the name is also a
+/// segment of the entry holding the policy's events.
+pub fn validate_lifecycle_name(name: &str) -> Result<()> {
+    validate_name("Lifecycle", name)
+}
+
+/// The bucket-name rules for the name of a `what` (`Bucket`, `Lifecycle`).
+fn validate_name(what: &str, name: &str) -> Result<()> {
     let name = &quoted(name);
     if name.len() > MAX_NAME_LEN {
-        return Err(too_long("Bucket name", name));
+        return Err(too_long(&format!("{what} name"), name));
     }
     if name.starts_with('$') {
         return Err(Error::unprocessable(format!(
-            "Bucket name '{name}' is reserved: names starting with '$' belong to the system"
+            "{what} name '{name}' is reserved: names starting with '$' belong to the system"
         )));
     }
     if name.is_empty() || !name.chars().all(is_name_char) {
         return Err(Error::unprocessable(format!(
-            "Bucket name '{name}' can contain only letters, digits and [-,_] symbols"
+            "{what} name '{name}' can contain only letters, digits and [-,_] symbols"
         )));
     }
     Ok(())
