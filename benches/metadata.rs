@@ -46,7 +46,7 @@ fn start(data: &Path) -> Server {
             api_token: None,
             role: InstanceRole::Standalone,
         },
-        Vec::new(),
+        Default::default(),
     )
     .expect("server")
 }

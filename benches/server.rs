@@ -148,7 +148,7 @@ fn benches(c: &mut Criterion) {
             api_token: None,
             role: InstanceRole::Standalone,
         },
-        Vec::new(),
+        Default::default(),
     )
     .expect("server");
     let addr = server.local_addr();

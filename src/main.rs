@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use halflife::duration::parse_duration;
 use halflife::maintenance::{self, Action, Job};
 use halflife::server::queries::QueryLimits;
-use halflife::server::{InstanceRole, Limits, Server, ServerConfig, provision};
+use halflife::server::{InstanceRole, Limits, Provisioning, Server, ServerConfig};
 use halflife::storage::{Codec, CompressPool, Store};
 use halflife::{Config, Error, Result};
 
@@ -25,10 +25,14 @@ struct Cli {
 enum Command {
     /// Run the HTTP server (the ReductStore API) on a data directory.
     ///
-    /// Every option can also be set by the environment variable shown. Lifecycle
+    /// Every option can also be set by the environment variable shown. Buckets can be
+    /// provisioned with RS_BUCKET_<ID>_NAME, _QUOTA_TYPE (NONE, FIFO, HARD), _QUOTA_SIZE
+    /// and _MAX_BLOCK_SIZE (bytes, or 64MB, 1GiB...) and _MAX_BLOCK_RECORDS; they are
+    /// created or updated at start and cannot be removed or changed over HTTP. Lifecycle
     /// policies can be provisioned with RS_LIFECYCLE_<ID>_NAME, _TYPE, _BUCKET, _ENTRIES
     /// (comma-separated), _OLDER_THAN, _INTERVAL, _WHEN (JSON), _PROCESSING_INTERVAL and
-    /// _MODE; an incomplete or invalid one is logged and skipped. SIGINT or SIGTERM stop
+    /// _MODE, after the buckets; an incomplete or invalid bucket or policy is logged and
+    /// skipped. SIGINT or SIGTERM stop
     /// the server gracefully. The log level is RS_LOG_LEVEL (TRACE, DEBUG, INFO, WARNING or
     /// ERROR, any case; anything else logs at INFO with a warning).
     Serve(ServeArgs),
@@ -242,7 +246,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         signal_hook::consts::SIGTERM,
     ])
     .map_err(|e| Error::io("installing signal handlers", e))?;
-    let server = Server::start(config, provision::from_env(std::env::vars()))?;
+    let server = Server::start(config, Provisioning::from_env(std::env::vars()))?;
     if let Some(signal) = signals.forever().next() {
         log::info!("received signal {signal}");
     }

@@ -275,3 +275,86 @@ fn provisioning_from_the_environment() {
         "mode changes are allowed on provisioned policies"
     );
 }
+
+#[test]
+fn provisioned_buckets_exist_before_provisioned_policies_and_stay() {
+    // A fresh data directory: the policy names a bucket only the environment creates.
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("RS_BUCKET_CAMS_NAME", "cams"),
+        ("RS_BUCKET_CAMS_QUOTA_TYPE", "FIFO"),
+        ("RS_BUCKET_CAMS_QUOTA_SIZE", "1GB"),
+        ("RS_BUCKET_CAMS_MAX_BLOCK_SIZE", "8MiB"),
+        ("RS_BUCKET_CAMS_MAX_BLOCK_RECORDS", "256"),
+        ("RS_BUCKET_BAD_NAME", "bad"),
+        ("RS_BUCKET_BAD_QUOTA_TYPE", "SOFT"),
+        ("RS_BUCKET_DOT_NAME", "a.b"),
+        ("RS_LIFECYCLE_A_NAME", "trim-cams"),
+        ("RS_LIFECYCLE_A_TYPE", "delete"),
+        ("RS_LIFECYCLE_A_BUCKET", "cams"),
+        ("RS_LIFECYCLE_A_OLDER_THAN", "30d"),
+    ];
+    let s = start_server(dir.path(), &env);
+    let b = s.get("/api/v1/b/cams").json();
+    assert_eq!(b["info"]["is_provisioned"], json!(true));
+    assert_eq!(
+        b["settings"],
+        json!({"quota_type": "FIFO", "quota_size": 1_000_000_000u64,
+               "max_block_size": 8u64 << 20, "max_block_records": 256})
+    );
+    let p = s.get("/api/v1/lifecycles/trim-cams").json();
+    assert_eq!(p["info"]["is_provisioned"], json!(true), "{p}");
+    assert!(s.logged("provisioned bucket skipped: bucket 'bad': RS_BUCKET_BAD_QUOTA_TYPE"));
+    assert!(s.logged("provisioned bucket 'a.b' skipped: Bucket name 'a.b'"));
+    assert_eq!(s.get("/api/v1/b/bad").status, 404);
+    assert!(
+        !s.logged("RS_BUCKET_CAMS_NAME"),
+        "provisioned buckets are no longer reported as ignored settings"
+    );
+
+    let r = s.request("DELETE", "/api/v1/b/cams", &[], b"");
+    assert_eq!(
+        (r.status, r.error()),
+        (409, "Can't remove provisioned bucket 'cams'")
+    );
+    let r = s.request("PUT", "/api/v1/b/cams", &[], br#"{"quota_size": 5}"#);
+    assert_eq!(
+        (r.status, r.error()),
+        (409, "Can't change settings of provisioned bucket 'cams'")
+    );
+    let listed = s.get("/api/v1/list").json();
+    let provisioned: Vec<&str> = listed["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["is_provisioned"] == json!(true))
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(provisioned, vec!["$system", "cams"], "{listed}");
+    assert_eq!(s.request("POST", "/api/v1/b/mine", &[], b"").status, 200);
+    let mine = s.get("/api/v1/b/mine").json();
+    assert_eq!(mine["info"]["is_provisioned"], json!(false));
+    s.terminate();
+
+    // The next start fixes the settings it names again, and keeps the others.
+    let changed = [
+        ("RS_BUCKET_CAMS_NAME", "cams"),
+        ("RS_BUCKET_CAMS_QUOTA_SIZE", "2 GB"),
+    ];
+    let s = start_server(dir.path(), &changed);
+    let b = s.get("/api/v1/b/cams").json();
+    assert_eq!(b["settings"]["quota_size"], json!(2_000_000_000u64));
+    assert_eq!(b["settings"]["quota_type"], json!("FIFO"));
+    assert_eq!(b["settings"]["max_block_records"], json!(256));
+    s.terminate();
+
+    // Without the environment it is an ordinary bucket again.
+    let s = start_server(dir.path(), &[]);
+    let b = s.get("/api/v1/b/cams").json();
+    assert_eq!(b["info"]["is_provisioned"], json!(false));
+    assert_eq!(
+        s.request("PUT", "/api/v1/b/cams", &[], br#"{"quota_size": 5}"#)
+            .status,
+        200
+    );
+}

@@ -1,6 +1,7 @@
 //! The server's shared state and request routing: authentication, the replica role, and
 //! the dispatch of `/api/v1/...` paths to the handlers of each resource.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -65,6 +66,9 @@ pub struct App {
     pub queries: QueryRegistry,
     /// The tokens; `None` turns authentication off.
     pub tokens: Option<TokenRepository>,
+    /// Buckets provisioned from the environment at start: they cannot be removed or
+    /// changed over HTTP.
+    pub provisioned_buckets: BTreeSet<String>,
     /// This instance's role.
     pub role: InstanceRole,
     /// Reported by `/info`.

@@ -10,14 +10,15 @@ use crate::server::http::Response;
 use crate::server::request::{Request, no_route, read_body};
 use crate::storage::{BucketInfo, BucketSettings, BucketSettingsUpdate};
 
-fn bucket_info_json(info: &BucketInfo) -> Value {
+fn bucket_info_json(app: &App, info: &BucketInfo) -> Value {
     json!({
         "name": info.name,
         "entry_count": info.entry_count,
         "size": info.size,
         "oldest_record": info.oldest_record,
         "latest_record": info.latest_record,
-        "is_provisioned": false,
+        // System buckets are provisioned by the server itself, as in ReductStore.
+        "is_provisioned": info.name.starts_with('$') || app.provisioned_buckets.contains(&info.name),
         "status": "READY",
     })
 }
@@ -47,7 +48,7 @@ pub fn list(app: &App, caller: Option<&Caller>) -> Result<Response> {
         .list_buckets()?
         .iter()
         .filter(|b| caller.is_none_or(|c| c.check(Access::Read(&b.name)).is_ok()))
-        .map(bucket_info_json)
+        .map(|b| bucket_info_json(app, b))
         .collect();
     Ok(Response::json(&json!({ "buckets": buckets })))
 }
@@ -80,7 +81,7 @@ pub fn bucket(app: &App, method: &str, name: &str, req: &mut Request) -> Result<
                 })
                 .collect();
             Ok(Response::json(&json!({
-                "info": bucket_info_json(&bucket.info()?),
+                "info": bucket_info_json(app, &bucket.info()?),
                 "settings": bucket.settings(),
                 "entries": entries,
             })))
@@ -106,6 +107,11 @@ pub fn bucket(app: &App, method: &str, name: &str, req: &mut Request) -> Result<
                 )));
             }
             let bucket = app.store.bucket(name)?;
+            if app.provisioned_buckets.contains(name) {
+                return Err(crate::Error::conflict(format!(
+                    "Can't change settings of provisioned bucket '{name}'"
+                )));
+            }
             let update = settings_update(req)?;
             bucket.set_settings(bucket.settings().merged(&update))?;
             Ok(Response::ok())
@@ -115,6 +121,12 @@ pub fn bucket(app: &App, method: &str, name: &str, req: &mut Request) -> Result<
             if name.starts_with('$') {
                 return Err(crate::Error::forbidden(format!(
                     "Bucket '{name}' belongs to the system and cannot be removed"
+                )));
+            }
+            if app.provisioned_buckets.contains(name) {
+                app.store.bucket(name)?;
+                return Err(crate::Error::conflict(format!(
+                    "Can't remove provisioned bucket '{name}'"
                 )));
             }
             app.store.remove_bucket(name)?;

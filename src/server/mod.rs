@@ -30,6 +30,7 @@ pub mod response;
 pub mod tokens;
 pub mod unsupported;
 
+use std::collections::BTreeSet;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,6 +45,8 @@ use crate::storage::Store;
 pub use app::{App, InstanceRole};
 use http::After;
 pub use http::Limits;
+pub use provision::Provisioning;
+use provision::provision_buckets;
 use reactor::{Reactor, ReturnPath};
 
 /// How often expired queries are dropped.
@@ -84,20 +87,30 @@ pub struct Server {
 }
 
 impl Server {
-    /// Locks and opens the data directory, starts the lifecycle repository (read-only on a
-    /// replica), applies the provisioned policies, and starts listening.
-    pub fn start(config: ServerConfig, provisioned: Vec<provision::Provisioned>) -> Result<Server> {
+    /// Locks and opens the data directory, applies the provisioned buckets, starts the
+    /// lifecycle repository (read-only on a replica), applies the provisioned policies, and
+    /// starts listening.
+    pub fn start(config: ServerConfig, provisioning: Provisioning) -> Result<Server> {
         if config.http_threads == 0 {
             return Err(Error::unprocessable("http_threads must be at least 1"));
         }
         // Opening the store takes the data directory's lock.
         let store = Arc::new(Store::open(config.engine.clone())?);
+        // Buckets first: a provisioned policy may name a provisioned bucket.
+        let provisioned_buckets = if config.role == InstanceRole::Replica {
+            if !provisioning.buckets.is_empty() {
+                log::warn!("a replica does not provision buckets: RS_BUCKET_* ignored");
+            }
+            BTreeSet::new()
+        } else {
+            provision_buckets(&store, provisioning.buckets)
+        };
         let lifecycles = if config.role == InstanceRole::Replica {
             LifecycleRepository::read_only()
         } else {
             LifecycleRepository::open(store.clone(), &config.engine)?
         };
-        for policy in provisioned {
+        for policy in provisioning.lifecycles {
             match policy {
                 Ok((name, settings)) => match lifecycles.provision(&name, settings) {
                     Ok(()) => log::info!("lifecycle '{name}' provisioned"),
@@ -133,6 +146,7 @@ impl Server {
             lifecycles,
             queries: queries::QueryRegistry::new(config.queries),
             tokens,
+            provisioned_buckets,
             role: config.role,
             instance_name: config.engine.instance_name.clone(),
             started: Instant::now(),

@@ -1,13 +1,207 @@
-//! Lifecycle policies provisioned from the environment:
-//! `RS_LIFECYCLE_<ID>_NAME / _TYPE / _BUCKET / _ENTRIES / _OLDER_THAN / _INTERVAL / _WHEN /
-//! _PROCESSING_INTERVAL / _MODE`. A policy exists for every `<ID>` with a `_NAME`; the IDs
-//! `MIN` and `WORKERS` are taken by the server's own `RS_LIFECYCLE_*` settings.
+//! Buckets and lifecycle policies provisioned from the environment, as ReductStore reads
+//! them:
+//! - `RS_BUCKET_<ID>_NAME / _QUOTA_TYPE / _QUOTA_SIZE / _MAX_BLOCK_SIZE /
+//!   _MAX_BLOCK_RECORDS` (sizes in bytes or with a unit: `1GB`, `512 MiB`);
+//! - `RS_LIFECYCLE_<ID>_NAME / _TYPE / _BUCKET / _ENTRIES / _OLDER_THAN / _INTERVAL / _WHEN /
+//!   _PROCESSING_INTERVAL / _MODE`; the IDs `MIN` and `WORKERS` are taken by the server's
+//!   own `RS_LIFECYCLE_*` settings.
+//!
+//! A bucket or policy exists for every `<ID>` with a `_NAME`. Buckets are applied first, so
+//! a provisioned policy can name a provisioned bucket on a fresh data directory.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
+use crate::error::ErrorKind;
 use crate::lifecycle::LifecycleSettings;
+use crate::storage::names::validate_bucket_name;
+use crate::storage::{BucketSettings, BucketSettingsUpdate, QuotaType, Store};
+
+/// Everything provisioned from the environment.
+#[derive(Debug, Default)]
+pub struct Provisioning {
+    /// Buckets, sorted by ID.
+    pub buckets: Vec<ProvisionedBucket>,
+    /// Lifecycle policies, sorted by ID.
+    pub lifecycles: Vec<Provisioned>,
+}
+
+impl Provisioning {
+    /// Reads the buckets and policies defined by `vars` (e.g. `std::env::vars()`).
+    pub fn from_env(vars: impl IntoIterator<Item = (String, String)>) -> Provisioning {
+        let vars: Vec<(String, String)> = vars.into_iter().collect();
+        Provisioning {
+            buckets: buckets_from_env(vars.iter().cloned()),
+            lifecycles: from_env(vars),
+        }
+    }
+}
+
+/// Creates each provisioned bucket that does not exist and applies the settings it fixes
+/// (fields not set keep their value); returns the names provisioned. A bucket that cannot
+/// be provisioned is logged and skipped, as a broken policy is.
+pub fn provision_buckets(store: &Store, buckets: Vec<ProvisionedBucket>) -> BTreeSet<String> {
+    let mut provisioned = BTreeSet::new();
+    for bucket in buckets {
+        let (name, update) = match bucket {
+            Ok(bucket) => bucket,
+            Err(why) => {
+                log::error!("provisioned bucket skipped: {why}");
+                continue;
+            }
+        };
+        let applied = validate_bucket_name(&name).and_then(|_| match store.bucket(&name) {
+            Ok(bucket) => bucket.set_settings(bucket.settings().merged(&update)),
+            Err(e) if e.kind() == ErrorKind::NotFound => store
+                .create_bucket(&name, BucketSettings::default().merged(&update))
+                .map(|_| ()),
+            Err(e) => Err(e),
+        });
+        match applied {
+            Ok(()) => {
+                log::info!("bucket '{name}' provisioned");
+                provisioned.insert(name);
+            }
+            Err(e) => log::error!("provisioned bucket '{name}' skipped: {e}"),
+        }
+    }
+    provisioned
+}
+
+/// A provisioned bucket (its name and the settings it fixes), or why an ID could not
+/// become one.
+pub type ProvisionedBucket = Result<(String, BucketSettingsUpdate), String>;
+
+const BUCKET_PREFIX: &str = "RS_BUCKET_";
+/// Bucket field suffixes, longest first.
+const BUCKET_FIELDS: [&str; 5] = [
+    "MAX_BLOCK_RECORDS",
+    "MAX_BLOCK_SIZE",
+    "QUOTA_TYPE",
+    "QUOTA_SIZE",
+    "NAME",
+];
+
+/// Reads the buckets defined by `vars`, sorted by ID.
+pub fn buckets_from_env(
+    vars: impl IntoIterator<Item = (String, String)>,
+) -> Vec<ProvisionedBucket> {
+    group_by_id(vars, BUCKET_PREFIX, &BUCKET_FIELDS, &[])
+        .into_iter()
+        .map(|(id, fields)| bucket_for(&id, fields))
+        .collect()
+}
+
+fn bucket_for(id: &str, mut fields: BTreeMap<&'static str, String>) -> ProvisionedBucket {
+    let var = |field: &str| format!("{BUCKET_PREFIX}{id}_{field}");
+    let name = fields
+        .remove("NAME")
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| format!("{} is missing", var("NAME")))?;
+    let mut settings = BucketSettingsUpdate::default();
+    for (field, value) in fields {
+        let value = value.trim();
+        let bad = |why: String| format!("bucket '{name}': {}={value:?} {why}", var(field));
+        match field {
+            "QUOTA_TYPE" => {
+                settings.quota_type = Some(match value.to_ascii_uppercase().as_str() {
+                    "NONE" => QuotaType::None,
+                    "FIFO" => QuotaType::Fifo,
+                    "HARD" => QuotaType::Hard,
+                    _ => return Err(bad("is not NONE, FIFO or HARD".into())),
+                })
+            }
+            "QUOTA_SIZE" => settings.quota_size = Some(parse_byte_size(value).map_err(bad)?),
+            "MAX_BLOCK_SIZE" => {
+                settings.max_block_size = Some(parse_byte_size(value).map_err(bad)?)
+            }
+            "MAX_BLOCK_RECORDS" => {
+                settings.max_block_records = Some(
+                    value
+                        .parse()
+                        .map_err(|_| bad("is not a whole number of records".into()))?,
+                )
+            }
+            _ => {}
+        }
+    }
+    Ok((name, settings))
+}
+
+/// A size in bytes, plain (`1048576`) or with a unit as ReductStore takes them: `KB`, `MB`,
+/// `GB`, `TB`, `PB` are powers of 1000 (`K`, `M`, ... too), `KiB` ... `PiB` powers of 1024;
+/// units in any case, a space allowed, a fraction allowed (`1.5GB`).
+pub fn parse_byte_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let unit = unit.trim().to_ascii_lowercase();
+    let factor: u64 = match unit.as_str() {
+        "" | "b" => 1,
+        "k" | "kb" => 1_000,
+        "m" | "mb" => 1_000_000,
+        "g" | "gb" => 1_000_000_000,
+        "t" | "tb" => 1_000_000_000_000,
+        "p" | "pb" => 1_000_000_000_000_000,
+        "ki" | "kib" => 1 << 10,
+        "mi" | "mib" => 1 << 20,
+        "gi" | "gib" => 1 << 30,
+        "ti" | "tib" => 1 << 40,
+        "pi" | "pib" => 1 << 50,
+        _ => return Err("has an unknown unit (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)".into()),
+    };
+    if number.is_empty() {
+        return Err("is not a size (a number of bytes, or e.g. 64MB)".into());
+    }
+    if let Ok(whole) = number.parse::<u64>() {
+        return whole
+            .checked_mul(factor)
+            .ok_or_else(|| "is larger than 2^64 bytes".to_string());
+    }
+    let value: f64 = number
+        .parse()
+        .map_err(|_| "is not a size (a number of bytes, or e.g. 64MB)".to_string())?;
+    let bytes = value * factor as f64;
+    if !bytes.is_finite() || bytes >= u64::MAX as f64 {
+        return Err("is larger than 2^64 bytes".into());
+    }
+    Ok(bytes.round() as u64)
+}
+
+/// Groups `PREFIX<ID>_<FIELD>` variables by ID, skipping the server's own settings that
+/// share the prefix.
+fn group_by_id(
+    vars: impl IntoIterator<Item = (String, String)>,
+    prefix: &str,
+    fields: &[&'static str],
+    own_settings: &[&str],
+) -> BTreeMap<String, BTreeMap<&'static str, String>> {
+    let mut by_id: BTreeMap<String, BTreeMap<&'static str, String>> = BTreeMap::new();
+    for (key, value) in vars {
+        if own_settings.contains(&key.as_str()) {
+            continue;
+        }
+        let Some(rest) = key.strip_prefix(prefix) else {
+            continue;
+        };
+        for &field in fields {
+            if let Some(id) = rest.strip_suffix(field).and_then(|r| r.strip_suffix('_'))
+                && !id.is_empty()
+            {
+                by_id
+                    .entry(id.to_string())
+                    .or_default()
+                    .insert(field, value.clone());
+                break;
+            }
+        }
+    }
+    by_id
+}
 
 const PREFIX: &str = "RS_LIFECYCLE_";
 /// Field suffixes, longest first so `_PROCESSING_INTERVAL` is not read as `_INTERVAL`.
@@ -34,27 +228,7 @@ pub type Provisioned = Result<(String, LifecycleSettings), String>;
 
 /// Reads the policies defined by `vars` (e.g. `std::env::vars()`), sorted by ID.
 pub fn from_env(vars: impl IntoIterator<Item = (String, String)>) -> Vec<Provisioned> {
-    let mut by_id: BTreeMap<String, BTreeMap<&'static str, String>> = BTreeMap::new();
-    for (key, value) in vars {
-        if OWN_SETTINGS.contains(&key.as_str()) {
-            continue;
-        }
-        let Some(rest) = key.strip_prefix(PREFIX) else {
-            continue;
-        };
-        for field in FIELDS {
-            if let Some(id) = rest.strip_suffix(field).and_then(|r| r.strip_suffix('_'))
-                && !id.is_empty()
-            {
-                by_id
-                    .entry(id.to_string())
-                    .or_default()
-                    .insert(field, value.clone());
-                break;
-            }
-        }
-    }
-    by_id
+    group_by_id(vars, PREFIX, &FIELDS, &OWN_SETTINGS)
         .into_iter()
         .map(|(id, fields)| settings_for(&id, fields))
         .collect()
@@ -134,5 +308,82 @@ mod tests {
         assert!(err.contains("RS_LIFECYCLE_C_NAME is missing"), "{err}");
         let err = out[3].as_ref().unwrap_err();
         assert!(err.contains("RS_LIFECYCLE_D_WHEN is not JSON"), "{err}");
+    }
+
+    #[test]
+    fn reads_buckets_with_sizes_and_names_bad_values() {
+        let out = buckets_from_env(vars(&[
+            ("RS_BUCKET_1_NAME", "cams"),
+            ("RS_BUCKET_1_QUOTA_TYPE", "fifo"),
+            ("RS_BUCKET_1_QUOTA_SIZE", "1.5 GB"),
+            ("RS_BUCKET_1_MAX_BLOCK_SIZE", "32MiB"),
+            ("RS_BUCKET_1_MAX_BLOCK_RECORDS", "4096"),
+            ("RS_BUCKET_LOGS_NAME", "logs"),
+            ("RS_BUCKET_X_QUOTA_TYPE", "HARD"),
+            ("RS_BUCKET_Y_NAME", "y"),
+            ("RS_BUCKET_Y_QUOTA_TYPE", "SOFT"),
+            ("RS_BUCKET_Z_NAME", "z"),
+            ("RS_BUCKET_Z_QUOTA_SIZE", "12 parsecs"),
+            ("RS_LIFECYCLE_1_NAME", "not a bucket"),
+        ]));
+        assert_eq!(out.len(), 5, "{out:?}");
+        let (name, s) = out[0].as_ref().expect("bucket 1");
+        assert_eq!(name, "cams");
+        assert_eq!(
+            *s,
+            BucketSettingsUpdate {
+                quota_type: Some(QuotaType::Fifo),
+                quota_size: Some(1_500_000_000),
+                max_block_size: Some(32 << 20),
+                max_block_records: Some(4096),
+            }
+        );
+        let (name, s) = out[1].as_ref().expect("bucket LOGS");
+        assert_eq!(
+            (name.as_str(), *s),
+            ("logs", BucketSettingsUpdate::default())
+        );
+        let err = out[2].as_ref().unwrap_err();
+        assert_eq!(err, "RS_BUCKET_X_NAME is missing");
+        let err = out[3].as_ref().unwrap_err();
+        assert!(
+            err.contains("RS_BUCKET_Y_QUOTA_TYPE=\"SOFT\" is not NONE"),
+            "{err}"
+        );
+        let err = out[4].as_ref().unwrap_err();
+        assert!(
+            err.contains("RS_BUCKET_Z_QUOTA_SIZE") && err.contains("unknown unit"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn byte_sizes_take_the_units_reductstore_takes() {
+        for (text, want) in [
+            ("0", 0),
+            ("1048576", 1_048_576),
+            ("1KB", 1_000),
+            ("1 kb", 1_000),
+            ("64MB", 64_000_000),
+            ("2G", 2_000_000_000),
+            ("1KiB", 1_024),
+            ("512 MiB", 512 << 20),
+            ("1.5GiB", 3 << 29),
+            ("3TB", 3_000_000_000_000),
+            ("7B", 7),
+        ] {
+            assert_eq!(parse_byte_size(text), Ok(want), "{text}");
+        }
+        for bad in [
+            "",
+            "MB",
+            "1.2.3MB",
+            "-1",
+            "1 XB",
+            "99999999999999999999",
+            "20000PB",
+        ] {
+            assert!(parse_byte_size(bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -26,9 +26,9 @@ const IGNORED: [&str; 19] = [
     "RS_SECONDARY_SYNC_INTERVAL",
 ];
 
-/// Families of ReductStore settings this server ignores (provisioned buckets, tokens and
+/// Families of ReductStore settings this server ignores (provisioned tokens and
 /// replications).
-const IGNORED_PREFIXES: [&str; 3] = ["RS_BUCKET_", "RS_TOKEN_", "RS_REPLICATION_"];
+const IGNORED_PREFIXES: [&str; 2] = ["RS_TOKEN_", "RS_REPLICATION_"];
 
 /// The ignored ReductStore settings among `vars` (e.g. `std::env::vars()`), sorted.
 pub fn unsupported_settings(vars: impl IntoIterator<Item = (String, String)>) -> Vec<String> {
@@ -53,6 +53,7 @@ mod tests {
             "RS_CERT_PATH",
             "RS_PORT",
             "RS_BUCKET_1_NAME",
+            "RS_TOKEN_1_NAME",
             "RS_LIFECYCLE_1_NAME",
             "RS_CORS_ALLOW_ORIGIN",
             "HOME",
@@ -60,7 +61,7 @@ mod tests {
         .map(|k| (k.to_string(), "x".to_string()));
         assert_eq!(
             unsupported_settings(vars),
-            vec!["RS_BUCKET_1_NAME", "RS_CERT_PATH", "RS_CORS_ALLOW_ORIGIN"]
+            vec!["RS_CERT_PATH", "RS_CORS_ALLOW_ORIGIN", "RS_TOKEN_1_NAME"]
         );
     }
 }
