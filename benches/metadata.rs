@@ -45,6 +45,7 @@ fn start(data: &Path) -> Server {
             queries: Default::default(),
             api_token: None,
             role: InstanceRole::Standalone,
+            metrics_public: false,
         },
         Default::default(),
     )

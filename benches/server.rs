@@ -147,6 +147,7 @@ fn benches(c: &mut Criterion) {
             queries: Default::default(),
             api_token: None,
             role: InstanceRole::Standalone,
+            metrics_public: false,
         },
         Default::default(),
     )

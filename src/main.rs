@@ -95,6 +95,10 @@ struct ServeArgs {
     /// STANDALONE, PRIMARY, SECONDARY or REPLICA (read-only: changes get 403).
     #[arg(long, env = "RS_INSTANCE_ROLE", default_value = "STANDALONE")]
     instance_role: InstanceRole,
+    /// Serve `GET /metrics` (Prometheus) without a token even when authentication is on
+    /// (true/false, yes/no, 1/0); otherwise any valid token may read it.
+    #[arg(long, env = "RS_METRICS_PUBLIC", default_value = "false", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::Set)]
+    metrics_public: bool,
     /// Turns authentication on: this value is the full-access `init-token`, and every
     /// request needs `Authorization: Bearer <token>` of it or of a token created over the
     /// API (`/tokens`). Empty: no authentication.
@@ -238,6 +242,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         },
         api_token: args.api_token,
         role: args.instance_role,
+        metrics_public: args.metrics_public,
     };
     // Handlers are installed before any thread starts, so no signal is lost; the main
     // thread then just waits for one.

@@ -185,6 +185,15 @@ impl LifecycleRepository {
             .collect())
     }
 
+    /// The scheduler's runtime state of every policy (empty on a replica): what
+    /// `/metrics` reports.
+    pub fn runtime(&self) -> Result<std::collections::HashMap<String, RuntimeInfo>> {
+        match &self.repo {
+            Some(repo) => repo.scheduler.info(),
+            None => Ok(Default::default()),
+        }
+    }
+
     /// Names of the policies the scheduler holds, sorted: the same as [`Self::list`]'s
     /// runnable ones whatever changes raced (tests and diagnostics check it).
     pub fn scheduled(&self) -> Result<Vec<String>> {

@@ -65,6 +65,13 @@ pub struct RuntimeInfo {
     pub processed_records_total: u64,
     /// Bytes saved by compression over all runs.
     pub bytes_saved_total: u64,
+    /// Blocks processed over all runs.
+    pub processed_blocks_total: u64,
+    /// How long the last run took.
+    pub last_duration: Option<Duration>,
+    /// How late the last run on the policy's clock was dispatched after its deadline
+    /// (runs asked for by `run_now` are not counted).
+    pub last_lateness: Option<Duration>,
 }
 
 enum Command {
@@ -464,6 +471,9 @@ impl State {
                     self.lateness.push(late);
                 }
                 self.dispatched += 1;
+                if let Some(slot) = self.slots.get_mut(&name) {
+                    slot.info.last_lateness = Some(Duration::from_micros(late));
+                }
                 self.dispatch(&name);
             }
         }
@@ -495,6 +505,7 @@ impl State {
         };
         slot.running = None;
         slot.info.last_run = Some(done.started);
+        slot.info.last_duration = Some(done.started.elapsed().unwrap_or_default());
         slot.info.total_runs += 1;
         let delay = match &done.result {
             Ok(o) => {
@@ -502,6 +513,7 @@ impl State {
                 slot.info.last_error = None;
                 slot.info.consecutive_failures = 0;
                 slot.info.processed_records_total += o.records;
+                slot.info.processed_blocks_total += o.blocks;
                 slot.info.bytes_saved_total += o.bytes_saved;
                 if o.records == 0 && !o.caught_up {
                     CATCH_UP_DELAY

@@ -9,7 +9,8 @@ use crate::error::{Error, Result};
 use crate::lifecycle::LifecycleRepository;
 use crate::server::auth::{Access, Caller, TokenRepository, client_ip};
 use crate::server::entry_batch::{self, EntryRoute};
-use crate::server::http::Response;
+use crate::server::http::{Response, ResponseBody};
+use crate::server::metrics::{self, HttpMetrics};
 use crate::server::queries::QueryRegistry;
 use crate::server::request::{Request, no_route};
 use crate::server::{buckets, io, lifecycles, percent, records, tokens};
@@ -69,6 +70,10 @@ pub struct App {
     /// Buckets provisioned from the environment at start: they cannot be removed or
     /// changed over HTTP.
     pub provisioned_buckets: BTreeSet<String>,
+    /// Request counts and latencies for `/metrics`.
+    pub http_metrics: HttpMetrics,
+    /// `/metrics` needs no token.
+    pub metrics_public: bool,
     /// This instance's role.
     pub role: InstanceRole,
     /// Reported by `/info`.
@@ -123,6 +128,15 @@ impl App {
     fn route(&self, req: &mut Request) -> Result<Response> {
         let path = req.head.path.clone();
         let method = req.head.method.clone();
+        if path.split('?').next() == Some("/metrics") && matches!(method.as_str(), "GET" | "HEAD") {
+            if !self.metrics_public {
+                // Any valid token may read them, as `/info`.
+                self.authenticate(req)?;
+            }
+            return Ok(Response::ok()
+                .header("content-type", metrics::CONTENT_TYPE)
+                .with_body(ResponseBody::Bytes(metrics::exposition(self)?.into_bytes())));
+        }
         let Some(rest) = path.strip_prefix("/api/v1/") else {
             return Err(Error::not_found(format!(
                 "'{}' is not an API path (the API lives under /api/v1)",

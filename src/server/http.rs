@@ -7,7 +7,7 @@
 use std::io::{BufWriter, Write};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::server::app::App;
 use crate::server::body::{Body, ChunkedError, decode_chunked};
@@ -128,14 +128,12 @@ pub fn serve(
             Ok(head) => serve_request(app, &mut conn, head, limits, stop),
             Err(HeadError::TooLarge) => {
                 log::warn!("{}: request head too large", conn.peer);
-                refuse(&mut conn, &too_large_head())
+                refuse_unread(app, &mut conn, &too_large_head())
             }
             Err(HeadError::Malformed(why)) => {
                 log::warn!("{}: malformed request: {why}", conn.peer);
-                refuse(
-                    &mut conn,
-                    &Response::error(400, &format!("Malformed request: {why}")),
-                )
+                let response = Response::error(400, &format!("Malformed request: {why}"));
+                refuse_unread(app, &mut conn, &response)
             }
         };
         if !keep_alive {
@@ -201,13 +199,23 @@ pub fn too_large_head() -> Response {
     )
 }
 
-/// Sends a response after which the connection closes; returns false (keep-alive off).
-fn refuse(conn: &mut Connection, response: &Response) -> bool {
+/// Sends a response after which the connection closes; returns keep-alive off and the
+/// status sent.
+fn refuse(conn: &mut Connection, response: &Response) -> (bool, u16) {
     let _ = write_response(&mut BufWriter::new(&conn.stream), response, false);
+    (false, response.status)
+}
+
+/// Refuses a request whose head could not be read, counting it for `/metrics` with no
+/// route or method (it has none we could trust); returns keep-alive off.
+fn refuse_unread(app: &App, conn: &mut Connection, response: &Response) -> bool {
+    let (_, status) = refuse(conn, response);
+    app.http_metrics.observe("", "", status, Duration::ZERO);
     false
 }
 
-/// Serves one request; true when the connection may serve another.
+/// Serves one request and counts it for `/metrics`; true when the connection may serve
+/// another.
 fn serve_request(
     app: &App,
     conn: &mut Connection,
@@ -215,6 +223,22 @@ fn serve_request(
     limits: &Limits,
     stop: &AtomicBool,
 ) -> bool {
+    let started = Instant::now();
+    let (method, path) = (head.method.clone(), head.path.clone());
+    let (keep_alive, status) = answer(app, conn, head, limits, stop);
+    app.http_metrics
+        .observe(&method, &path, status, started.elapsed());
+    keep_alive
+}
+
+/// Answers one request; returns whether the connection may serve another and the status.
+fn answer(
+    app: &App,
+    conn: &mut Connection,
+    head: head::RequestHead,
+    limits: &Limits,
+    stop: &AtomicBool,
+) -> (bool, u16) {
     let keep_alive = head.keep_alive() && !stop.load(Ordering::SeqCst);
     let (method, path) = (head.method.clone(), head.path.clone());
     let too_large = |n: &dyn std::fmt::Display| {
@@ -254,7 +278,7 @@ fn serve_request(
                     .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
                     .is_err()
             {
-                return false;
+                return (false, 100);
             }
             match decode_chunked(conn, limits.max_body_size) {
                 Err(ChunkedError::TooLarge) => return refuse(conn, &too_large(&"more than that")),
@@ -283,7 +307,8 @@ fn serve_request(
     }
     log::debug!("{} {method} {path} -> {}", conn.peer, response.status);
     let mut writer = BufWriter::with_capacity(32 << 10, &conn.stream);
-    write_response(&mut writer, &response, keep_alive).is_ok() && keep_alive
+    let kept = write_response(&mut writer, &response, keep_alive).is_ok() && keep_alive;
+    (kept, response.status)
 }
 
 /// Runs the handler; a panic becomes a 500 (the thread and the connection survive).

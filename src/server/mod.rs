@@ -20,6 +20,7 @@ pub mod head;
 pub mod http;
 pub mod io;
 pub mod lifecycles;
+pub mod metrics;
 pub mod percent;
 pub mod provision;
 pub mod queries;
@@ -71,6 +72,8 @@ pub struct ServerConfig {
     pub api_token: Option<String>,
     /// The instance role; `REPLICA` is read-only.
     pub role: InstanceRole,
+    /// `GET /metrics` answers without a token even with authentication on.
+    pub metrics_public: bool,
 }
 
 /// A running server.
@@ -147,6 +150,8 @@ impl Server {
             queries: queries::QueryRegistry::new(config.queries),
             tokens,
             provisioned_buckets,
+            http_metrics: metrics::HttpMetrics::default(),
+            metrics_public: config.metrics_public,
             role: config.role,
             instance_name: config.engine.instance_name.clone(),
             started: Instant::now(),

@@ -28,7 +28,7 @@ pub mod store;
 pub use bucket::{Bucket, BucketInfo};
 pub use bulk::{RecordFilter, RemoveStats};
 pub use compress::{CompressPool, CompressStats};
-pub use entry::{Entry, EntryInfo};
+pub use entry::{Entry, EntryInfo, TierInfo};
 pub use format::codec::Codec;
 pub use query::{QueryIter, QueryOptions};
 pub use record::{DEFAULT_CONTENT_TYPE, Labels, Payload, Record, RecordMeta};

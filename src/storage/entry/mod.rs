@@ -35,7 +35,7 @@ use crate::storage::merge::max_overlap;
 use crate::storage::record::{Labels, RecordMeta};
 
 use edits::edit_state;
-pub use read::{Chunk, EntryInfo};
+pub use read::{Chunk, EntryInfo, TierInfo};
 pub(crate) use read::{chunk_len, chunk_meta, chunk_record};
 use state::index_log;
 pub(crate) use state::{EntryState, LogKind, Place};

@@ -35,6 +35,20 @@ pub struct EntryInfo {
     pub latest_record: u64,
 }
 
+/// What an entry holds in one storage tier: the open and late logs (`open`, written as
+/// they came) or the sealed blocks of one codec (`none`, `lz4`, `zstd-3`, ...).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TierInfo {
+    /// `open`, or the codec of the sealed blocks.
+    pub tier: String,
+    /// Blocks (logs holding records count as one each).
+    pub blocks: u64,
+    /// Live records.
+    pub records: u64,
+    /// Bytes on disk (block files and their edit logs, or the logs).
+    pub bytes: u64,
+}
+
 /// A run of records, in timestamp order, that a reader takes without holding the entry lock.
 pub enum Chunk {
     /// Records `range` of a mapped sealed block.
@@ -237,6 +251,37 @@ impl Entry {
             oldest_record: Self::oldest_of(&st).unwrap_or(0),
             latest_record: Self::latest_of(&st).unwrap_or(0),
         })
+    }
+
+    /// Blocks, records and bytes by storage tier: the logs first (`open`), then each codec
+    /// in strength order (none < lz4 < zstd by level). Tiers with nothing are left out.
+    pub fn tiers(&self) -> Result<Vec<TierInfo>> {
+        let st = self.lock()?;
+        let mut by_codec: std::collections::BTreeMap<(i32, String), TierInfo> = Default::default();
+        for block in &st.index.blocks {
+            let tier = by_codec
+                .entry((block.codec.rank(), block.codec.to_string()))
+                .or_insert_with(|| TierInfo {
+                    tier: block.codec.to_string(),
+                    blocks: 0,
+                    records: 0,
+                    bytes: 0,
+                });
+            tier.blocks += 1;
+            tier.records += block.live_records();
+            tier.bytes += block.live_size() + st.edits.get(&block.seq).map_or(0, |e| e.file_len());
+        }
+        let open = TierInfo {
+            tier: "open".into(),
+            blocks: st.logs().filter(|(_, l)| !l.records().is_empty()).count() as u64,
+            records: st.logs().map(|(_, l)| l.records().len() as u64).sum(),
+            bytes: st.logs().map(|(_, l)| l.file_len()).sum(),
+        };
+        Ok((open.records > 0)
+            .then_some(open)
+            .into_iter()
+            .chain(by_codec.into_values())
+            .collect())
     }
 
     /// The next run of records with `from <= ts < stop`, in timestamp order, and where the
