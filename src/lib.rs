@@ -16,6 +16,7 @@ pub mod error;
 pub mod fixtures;
 pub mod lifecycle;
 pub mod maintenance;
+pub mod report;
 pub mod server;
 pub mod storage;
 pub mod timefmt;

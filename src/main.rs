@@ -1,13 +1,16 @@
 //! The `halflife` command line.
 
-use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use halflife::duration::parse_duration;
-use halflife::maintenance::{self, Action, Job};
+use halflife::maintenance::{self, Action, Job, Progress};
+use halflife::report;
 use halflife::server::queries::QueryLimits;
 use halflife::server::{InstanceRole, Limits, Provisioning, Server, ServerConfig};
 use halflife::storage::{Codec, CompressPool, Store};
@@ -38,23 +41,31 @@ enum Command {
     Serve(ServeArgs),
     /// Recompress the sealed blocks of a bucket whose records are all older than a
     /// duration (the server must be stopped).
+    ///
+    /// A progress bar (bytes and time left) advances per block when stderr is a terminal.
+    /// Ctrl-C stops the run cleanly: blocks already written are committed, the rest stay
+    /// as they were, and the summary says "cancelled" (exit status 130). A dry run
+    /// predicts the size after by compressing a sample of the frames (at most 64 MiB read).
     Compress {
         #[command(flatten)]
         common: MaintenanceArgs,
         /// Target codec: lz4, zstd (level 3) or zstd-<1..22>.
-        #[arg(long, default_value = "zstd")]
-        target: String,
+        #[arg(long, default_value = "zstd", value_parser = target_codec)]
+        target: Codec,
         /// Compression threads (default: the machine's available parallelism).
-        #[arg(long, env = "RS_COMPRESS_THREADS")]
-        threads: Option<usize>,
+        #[arg(long, env = "RS_COMPRESS_THREADS", value_parser = clap::value_parser!(u64).range(1..256))]
+        threads: Option<u64>,
     },
     /// Delete the records of a bucket older than a duration (the server must be stopped).
+    ///
+    /// Ctrl-C stops the run between entries and blocks; what is deleted stays deleted,
+    /// the summary says "cancelled" (exit status 130).
     Delete {
         #[command(flatten)]
         common: MaintenanceArgs,
         /// Only records matching this condition (JSON, e.g. '{"&level": {"$eq": "debug"}}').
-        #[arg(long)]
-        when: Option<String>,
+        #[arg(long, value_parser = when_condition)]
+        when: Option<serde_json::Value>,
     },
     /// Show what halflife does, on real data: builds a store from the fixtures in a
     /// temporary directory, runs a delete policy (with a `when` condition) and a compress
@@ -74,6 +85,9 @@ enum Command {
         /// The data directory.
         #[arg(long, env = "RS_DATA_PATH", default_value = "./data")]
         data_path: PathBuf,
+        /// Print JSON (sizes in bytes, timestamps in µs) instead of a table.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -105,21 +119,21 @@ struct ServeArgs {
     #[arg(long, env = "RS_API_TOKEN", hide_env_values = true)]
     api_token: Option<String>,
     /// HTTP handler threads (connections served at once).
-    #[arg(long, env = "RS_HTTP_THREADS", default_value_t = 8)]
-    http_threads: usize,
+    #[arg(long, env = "RS_HTTP_THREADS", default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..4096))]
+    http_threads: u64,
     /// How long a kept-alive connection may wait for its next request before it is
     /// closed. Idle connections cost no thread (they wait in the poller), so they are kept
     /// for minutes, as ReductStore keeps them.
-    #[arg(long, env = "RS_HTTP_IDLE_TIMEOUT", default_value = "5m")]
-    http_idle_timeout: String,
+    #[arg(long, env = "RS_HTTP_IDLE_TIMEOUT", default_value = "5m", value_parser = positive_duration)]
+    http_idle_timeout: std::time::Duration,
     /// How long the whole head of a request (request line and headers) may take to
     /// arrive, from its first byte; slower clients get 408 and are disconnected.
-    #[arg(long, env = "RS_HTTP_HEAD_TIMEOUT", default_value = "10s")]
-    http_head_timeout: String,
+    #[arg(long, env = "RS_HTTP_HEAD_TIMEOUT", default_value = "10s", value_parser = positive_duration)]
+    http_head_timeout: std::time::Duration,
     /// How long a request body may stall (no bytes arriving) before the request fails
     /// with 400 and the connection closes.
-    #[arg(long, env = "RS_HTTP_BODY_TIMEOUT", default_value = "30s")]
-    http_body_timeout: String,
+    #[arg(long, env = "RS_HTTP_BODY_TIMEOUT", default_value = "30s", value_parser = positive_duration)]
+    http_body_timeout: std::time::Duration,
     /// Open connections at most; when reached, the connection idle the longest is closed
     /// to admit a new one (503 when none is idle).
     #[arg(long, env = "RS_HTTP_MAX_CONNECTIONS", default_value_t = halflife::server::http::DEFAULT_MAX_CONNECTIONS as u64, value_parser = clap::value_parser!(u64).range(1..))]
@@ -133,20 +147,20 @@ struct ServeArgs {
     #[arg(long, env = "RS_MAX_OPEN_QUERIES", default_value_t = halflife::server::queries::DEFAULT_MAX_OPEN_QUERIES as u64, value_parser = clap::value_parser!(u64).range(1..))]
     max_open_queries: u64,
     /// Longest TTL a query may ask for; longer ones are cut to it.
-    #[arg(long, env = "RS_MAX_QUERY_TTL", default_value = "1h")]
-    max_query_ttl: String,
+    #[arg(long, env = "RS_MAX_QUERY_TTL", default_value = "1h", value_parser = positive_duration)]
+    max_query_ttl: std::time::Duration,
     /// Lifecycle worker threads (policies running at once).
-    #[arg(long, env = "RS_LIFECYCLE_WORKERS", default_value_t = 2)]
-    lifecycle_workers: usize,
+    #[arg(long, env = "RS_LIFECYCLE_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..1024))]
+    lifecycle_workers: u64,
     /// Recompression threads (default: the machine's available parallelism).
-    #[arg(long, env = "RS_COMPRESS_THREADS")]
-    compress_threads: Option<usize>,
+    #[arg(long, env = "RS_COMPRESS_THREADS", value_parser = clap::value_parser!(u64).range(1..256))]
+    compress_threads: Option<u64>,
     /// Smallest lifecycle interval accepted (a duration such as 10m or 1s).
-    #[arg(long, env = "RS_LIFECYCLE_MIN_INTERVAL", default_value = "10m")]
-    lifecycle_min_interval: String,
+    #[arg(long, env = "RS_LIFECYCLE_MIN_INTERVAL", default_value = "10m", value_parser = positive_duration)]
+    lifecycle_min_interval: std::time::Duration,
     /// Smallest lifecycle older_than accepted.
-    #[arg(long, env = "RS_LIFECYCLE_MIN_OLDER_THAN", default_value = "1h")]
-    lifecycle_min_older_than: String,
+    #[arg(long, env = "RS_LIFECYCLE_MIN_OLDER_THAN", default_value = "1h", value_parser = positive_duration)]
+    lifecycle_min_older_than: std::time::Duration,
     /// Belated writes seal into blocks that overlap others; when more than this many
     /// blocks cover one instant, a background merge makes them disjoint (reads search
     /// every block covering a timestamp, so this bounds their cost).
@@ -185,27 +199,51 @@ struct MaintenanceArgs {
     #[arg(long, value_delimiter = ',')]
     entries: Vec<String>,
     /// Process records older than this duration (e.g. 30d, 12h).
-    #[arg(long)]
+    #[arg(long, value_parser = older_than)]
     older_than: String,
     /// Report what would be done, change nothing.
     #[arg(long)]
     dry_run: bool,
 }
 
-fn duration_setting(name: &str, text: &str) -> Result<i64> {
-    let micros =
-        parse_duration(text).map_err(|e| Error::unprocessable(format!("{name} '{text}': {e}")))?;
-    if micros <= 0 {
-        return Err(Error::unprocessable(format!(
-            "{name} '{text}' must be positive"
-        )));
+/// Parses a positive duration (`10m`, `1s`, `30d`) for clap, so a bad one exits 2 with
+/// the usage like any other bad flag.
+fn positive_duration(text: &str) -> std::result::Result<std::time::Duration, String> {
+    match parse_duration(text) {
+        Ok(micros) if micros > 0 => Ok(std::time::Duration::from_micros(micros as u64)),
+        Ok(_) => Err(format!("'{text}' must be positive")),
+        Err(e) => Err(format!("'{text}': {e}")),
     }
-    Ok(micros)
 }
 
-/// A positive duration setting as a `std::time::Duration`.
-fn std_duration(name: &str, text: &str) -> Result<std::time::Duration> {
-    duration_setting(name, text).map(|micros| std::time::Duration::from_micros(micros as u64))
+/// Checks `--older-than`: a duration that is not negative (0 means every record).
+fn older_than(text: &str) -> std::result::Result<String, String> {
+    match parse_duration(text) {
+        Ok(micros) if micros >= 0 => Ok(text.to_string()),
+        Ok(_) => Err(format!("'{text}' must not be negative")),
+        Err(e) => Err(format!("'{text}': {e}")),
+    }
+}
+
+/// Parses `--target`: a codec that can be a recompression target.
+fn target_codec(text: &str) -> std::result::Result<Codec, String> {
+    let codec: Codec = text.parse().map_err(|e: Error| e.message().to_string())?;
+    halflife::storage::compress::validate_target(codec).map_err(|e| e.message().to_string())?;
+    Ok(codec)
+}
+
+/// Parses `--when`: JSON that is a valid condition.
+fn when_condition(text: &str) -> std::result::Result<serde_json::Value, String> {
+    let json: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    halflife::storage::condition::Condition::parse(&json, false)
+        .map_err(|e| e.message().to_string())?;
+    Ok(json)
+}
+
+/// Microseconds of a duration, as the engine's settings take them.
+fn micros(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
 fn serve(args: ServeArgs) -> Result<()> {
@@ -214,31 +252,29 @@ fn serve(args: ServeArgs) -> Result<()> {
     }
     let mut engine = Config::new(&args.data_path);
     engine.instance_name = args.instance_name;
-    engine.worker_threads = args.lifecycle_workers.max(1);
+    engine.worker_threads = args.lifecycle_workers as usize;
     engine.compress_threads = args
         .compress_threads
-        .unwrap_or_else(CompressPool::default_threads);
-    engine.lifecycle_min_interval =
-        duration_setting("--lifecycle-min-interval", &args.lifecycle_min_interval)?;
-    engine.lifecycle_min_older_than =
-        duration_setting("--lifecycle-min-older-than", &args.lifecycle_min_older_than)?;
+        .map_or_else(CompressPool::default_threads, |t| t as usize);
+    engine.lifecycle_min_interval = micros(args.lifecycle_min_interval);
+    engine.lifecycle_min_older_than = micros(args.lifecycle_min_older_than);
     engine.max_block_overlap = usize::try_from(args.max_block_overlap).unwrap_or(usize::MAX);
     engine.tombstone_fold_share = args.tombstone_fold_share;
     let config = ServerConfig {
         engine,
         host: args.host,
         port: args.port,
-        http_threads: args.http_threads,
+        http_threads: args.http_threads as usize,
         limits: Limits {
-            idle_timeout: std_duration("--http-idle-timeout", &args.http_idle_timeout)?,
-            head_timeout: std_duration("--http-head-timeout", &args.http_head_timeout)?,
-            body_timeout: std_duration("--http-body-timeout", &args.http_body_timeout)?,
+            idle_timeout: args.http_idle_timeout,
+            head_timeout: args.http_head_timeout,
+            body_timeout: args.http_body_timeout,
             max_connections: usize::try_from(args.http_max_connections).unwrap_or(usize::MAX),
             max_body_size: args.max_body_size,
         },
         queries: QueryLimits {
             max_open: usize::try_from(args.max_open_queries).unwrap_or(usize::MAX),
-            max_ttl: std_duration("--max-query-ttl", &args.max_query_ttl)?,
+            max_ttl: args.max_query_ttl,
         },
         api_token: args.api_token,
         role: args.instance_role,
@@ -259,27 +295,47 @@ fn serve(args: ServeArgs) -> Result<()> {
     Ok(())
 }
 
-fn maintain(job: Job) -> Result<()> {
-    let interactive = std::io::stderr().is_terminal();
-    let mut progress = |done: usize, total: usize, entry: &str| {
-        if !interactive || total == 0 {
-            return;
-        }
-        let width = 30;
-        let filled = done * width / total;
-        eprint!(
-            "\r[{}{}] {done}/{total} entries {entry:<30.30}",
-            "#".repeat(filled),
-            ".".repeat(width - filled)
-        );
-        if done == total {
-            eprintln!();
-        }
-        let _ = std::io::stderr().flush();
+/// Exit status of a run stopped by Ctrl-C (128 + SIGINT, as shells report it).
+const CANCELLED: u8 = 130;
+
+/// Runs a maintenance job with a progress bar (drawn only when stderr is a terminal) and
+/// Ctrl-C as a clean stop; prints the summary. Returns whether it was cancelled.
+fn maintain(job: Job) -> Result<bool> {
+    let cancel = Arc::new(AtomicBool::new(false));
+    // The flag is raised by the signal and read between blocks, so an interrupted run
+    // commits what it wrote and leaves the rest untouched.
+    signal_hook::flag::register(signal_hook::consts::SIGINT, cancel.clone())
+        .map_err(|e| Error::io("installing the Ctrl-C handler", e))?;
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, cancel.clone())
+        .map_err(|e| Error::io("installing the SIGTERM handler", e))?;
+    // Hidden unless stderr is a terminal: logs and pipes get the summary only.
+    let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{bar:30}] {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} eta {eta} {msg}",
+        )
+        .map(|style| style.progress_chars("#>."))
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    eprintln!(
+        "{} bucket '{}' (Ctrl-C stops cleanly)",
+        if job.dry_run {
+            "estimating"
+        } else {
+            "working on"
+        },
+        job.bucket
+    );
+    let progress = |event: Progress| match event {
+        Progress::Start { total_bytes } => bar.set_length(total_bytes),
+        Progress::Entry(name) => bar.set_message(name),
+        Progress::Bytes(done) => bar.set_position(done),
     };
-    let summary = maintenance::run(&job, &mut progress)?;
+    let result = maintenance::run(&job, &progress, &|| cancel.load(Ordering::Relaxed));
+    bar.finish_and_clear();
+    let summary = result?;
     print!("{}", maintenance::format_summary(&job, &summary));
-    Ok(())
+    Ok(summary.cancelled)
 }
 
 fn maintenance_job(common: MaintenanceArgs, threads: usize, action: Action) -> Job {
@@ -294,7 +350,7 @@ fn maintenance_job(common: MaintenanceArgs, threads: usize, action: Action) -> J
     }
 }
 
-fn info(data_path: PathBuf) -> Result<()> {
+fn info(data_path: PathBuf, json: bool) -> Result<()> {
     if !data_path.is_dir() {
         return Err(halflife::Error::not_found(format!(
             "data directory '{}' does not exist",
@@ -305,24 +361,13 @@ fn info(data_path: PathBuf) -> Result<()> {
     // Looking changes nothing: no background merge of overlapping blocks here.
     config.max_block_overlap = usize::MAX;
     let store = Store::open(config)?;
-    println!(
-        "{:<40} {:>10} {:>7} {:>8} {:>14} {:>18} {:>18}",
-        "bucket/entry", "records", "blocks", "overlap", "bytes", "oldest (µs)", "latest (µs)"
-    );
-    for bucket in store.buckets() {
-        for entry in bucket.entries() {
-            let e = entry.info()?;
-            println!(
-                "{:<40} {:>10} {:>7} {:>8} {:>14} {:>18} {:>18}",
-                format!("{}/{}", bucket.name(), e.name),
-                e.record_count,
-                e.block_count,
-                entry.max_overlap()?,
-                e.size,
-                e.oldest_record,
-                e.latest_record
-            );
-        }
+    let buckets = report::collect(&store)?;
+    if json {
+        let text = serde_json::to_string_pretty(&buckets)
+            .map_err(|e| Error::internal(format!("encoding the report: {e}")))?;
+        println!("{text}");
+    } else {
+        print!("{}", report::format_table(&buckets));
     }
     Ok(())
 }
@@ -380,27 +425,26 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Info { data_path } => info(data_path),
-        Command::Serve(args) => serve(args),
+        Command::Info { data_path, json } => info(data_path, json).map(|()| false),
+        Command::Serve(args) => serve(args).map(|()| false),
         Command::Compress {
             common,
             target,
             threads,
-        } => target.parse::<Codec>().and_then(|codec| {
-            let threads = threads.unwrap_or_else(CompressPool::default_threads);
-            maintain(maintenance_job(common, threads, Action::Compress(codec)))
-        }),
-        Command::Delete { common, when } => when
-            .map(|w| {
-                serde_json::from_str(&w)
-                    .map_err(|e| Error::unprocessable(format!("--when is not JSON: {e}")))
-            })
-            .transpose()
-            .and_then(|when| maintain(maintenance_job(common, 1, Action::Delete(when)))),
-        Command::Demo { keep } => halflife::demo::run(&mut std::io::stdout(), keep.as_deref()),
+        } => {
+            let threads = threads.map_or_else(CompressPool::default_threads, |t| t as usize);
+            maintain(maintenance_job(common, threads, Action::Compress(target)))
+        }
+        Command::Delete { common, when } => {
+            maintain(maintenance_job(common, 1, Action::Delete(when)))
+        }
+        Command::Demo { keep } => {
+            halflife::demo::run(&mut std::io::stdout(), keep.as_deref()).map(|()| false)
+        }
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::SUCCESS,
+        Ok(true) => ExitCode::from(CANCELLED),
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE

@@ -50,15 +50,39 @@ pub struct Summary {
     pub blocks: u64,
     /// Size of the visited entries before.
     pub bytes_before: u64,
-    /// Size of the visited entries after.
+    /// Size of the visited entries after (a compress dry run: predicted).
     pub bytes_after: u64,
     /// Wall time.
     pub duration: Duration,
+    /// Stopped by `cancel` before the end: what is counted is done and committed, the
+    /// rest is as it was.
+    pub cancelled: bool,
 }
 
-/// Runs a job; `progress(done, total, entry)` is called before each entry and once at the
-/// end.
-pub fn run(job: &Job, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<Summary> {
+/// How far a run is, for a progress bar.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// The work ahead: bytes the run reads (the eligible blocks of a compression, the
+    /// entries of a deletion).
+    Start {
+        /// Bytes ahead.
+        total_bytes: u64,
+    },
+    /// An entry is next.
+    Entry(String),
+    /// Bytes done so far (each step is one block of a compression, one entry of a
+    /// deletion).
+    Bytes(u64),
+}
+
+/// Runs a job, reporting `progress` and asking `cancel` between blocks (and entries):
+/// once it says yes, the run commits what it finished and returns a summary marked
+/// cancelled.
+pub fn run(
+    job: &Job,
+    progress: &(dyn Fn(Progress) + Sync),
+    cancel: &dyn Fn() -> bool,
+) -> Result<Summary> {
     if !job.data_path.is_dir() {
         return Err(Error::not_found(format!(
             "data directory '{}' does not exist",
@@ -98,19 +122,50 @@ pub fn run(job: &Job, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<Su
         entries: entries.len(),
         ..Default::default()
     };
-    for (done, entry) in entries.iter().enumerate() {
-        progress(done, entries.len(), entry.name());
+    for entry in &entries {
+        summary.bytes_before += entry.info()?.size;
+    }
+    if let (Action::Compress(target), true) = (&job.action, job.dry_run) {
+        // One estimate over every entry, so the sample (at most 64 MiB read) is spread
+        // over all of them.
+        let stats = bucket.estimate_compress(&job.entries, 0, stop, *target)?;
+        summary.records = stats.records;
+        summary.blocks = stats.blocks;
+        summary.bytes_after =
+            summary.bytes_before - stats.bytes_before.min(summary.bytes_before) + stats.bytes_after;
+        summary.duration = started.elapsed();
+        return Ok(summary);
+    }
+    let total_bytes = match &job.action {
+        Action::Compress(target) => {
+            bucket
+                .eligible_for_compress(&job.entries, 0, stop, *target)?
+                .bytes_before
+        }
+        Action::Delete(_) => summary.bytes_before,
+    };
+    progress(Progress::Start { total_bytes });
+    let done = std::sync::atomic::AtomicU64::new(0);
+    let step = |bytes: u64| {
+        let now = done.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed) + bytes;
+        progress(Progress::Bytes(now));
+    };
+    let mut bytes_after = 0;
+    for entry in &entries {
+        if cancel() {
+            summary.cancelled = true;
+        }
+        let info = entry.info()?;
+        if summary.cancelled {
+            bytes_after += info.size;
+            continue;
+        }
+        progress(Progress::Entry(entry.name().to_string()));
         let name = [entry.name().to_string()];
-        let before = entry.info()?.size;
-        summary.bytes_before += before;
         match (&job.action, &pool) {
-            (Action::Compress(target), Some(_)) if job.dry_run => {
-                let stats = bucket.estimate_compress(&name, 0, stop, *target)?;
-                summary.records += stats.records;
-                summary.blocks += stats.blocks;
-            }
             (Action::Compress(target), Some(pool)) => {
-                let stats = bucket.compress_blocks(&name, 0, stop, *target, pool, &|| false)?;
+                let stats = bucket
+                    .compress_blocks_observed(&name, 0, stop, *target, pool, cancel, &step)?;
                 summary.records += stats.records;
                 summary.blocks += stats.blocks;
             }
@@ -121,28 +176,33 @@ pub fn run(job: &Job, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<Su
                     stop,
                     when.as_ref(),
                     job.dry_run,
-                    &|| false,
+                    cancel,
                 )?;
                 summary.records += stats.records;
                 summary.blocks += stats.blocks;
+                step(info.size);
             }
         }
         // An entry emptied by a delete may be gone from the bucket's view; count it as 0.
-        summary.bytes_after += entry.info().map_or(0, |i| i.size);
+        bytes_after += entry.info().map_or(0, |i| i.size);
     }
-    progress(entries.len(), entries.len(), "");
+    summary.bytes_after = bytes_after;
+    summary.cancelled |= cancel();
     summary.duration = started.elapsed();
     Ok(summary)
 }
 
 /// The summary as a small table (what the CLI prints).
 pub fn format_summary(job: &Job, s: &Summary) -> String {
-    let action = match (&job.action, job.dry_run) {
+    let mut action = match (&job.action, job.dry_run) {
         (Action::Compress(c), false) => format!("compressed to {c}"),
         (Action::Compress(c), true) => format!("would compress to {c} (dry run)"),
         (Action::Delete(_), false) => "deleted".to_string(),
         (Action::Delete(_), true) => "would delete (dry run)".to_string(),
     };
+    if s.cancelled {
+        action.push_str(", cancelled: the rest is untouched");
+    }
     let secs = s.duration.as_secs_f64().max(1e-9);
     let mb = |b: u64| b as f64 / 1e6;
     let mut out = String::new();
@@ -158,7 +218,11 @@ pub fn format_summary(job: &Job, s: &Summary) -> String {
             format!("{} ({:.1} MB)", s.bytes_before, mb(s.bytes_before)),
         ),
         (
-            "bytes after",
+            if job.dry_run && matches!(job.action, Action::Compress(_)) {
+                "bytes after (predicted)"
+            } else {
+                "bytes after"
+            },
             format!("{} ({:.1} MB)", s.bytes_after, mb(s.bytes_after)),
         ),
         ("duration", format!("{:.2} s", s.duration.as_secs_f64())),

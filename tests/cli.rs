@@ -221,11 +221,18 @@ fn compress_command_dry_run_then_real() {
         "a dry run changes nothing"
     );
 
+    let predicted = summary_value(&dry, "bytes after (predicted)");
+
     let real = run_ok(&args, dir.path());
     assert!(real.contains("compressed to zstd-3"), "{real}");
     assert_eq!(summary_value(&real, "records"), 2000);
     let before = summary_value(&real, "bytes before");
     let after = summary_value(&real, "bytes after");
+    let error = (predicted as f64 - after as f64).abs() / after as f64;
+    assert!(
+        error <= 0.15,
+        "predicted {predicted} bytes after, compressed to {after}: {dry}"
+    );
     assert!(after * 3 < before, "{real}");
     assert!(real.contains("throughput"), "{real}");
     let twice = run_ok(&args, dir.path());
@@ -259,62 +266,73 @@ fn delete_command_with_when() {
 #[test]
 fn maintenance_errors_name_the_bad_value() {
     let dir = maintenance_dir();
-    let cases: [(&[&str], &str); 5] = [
+    let compress = ["compress", "--bucket", "b"];
+    let delete = ["delete", "--bucket", "b", "--older-than", "1h"];
+    // Values clap parses exit 2 with the usage; a missing bucket is a run-time error (1).
+    let cases: Vec<(Vec<&str>, &str, i32)> = vec![
         (
-            &[
-                "compress",
-                "--bucket",
-                "b",
-                "--older-than",
-                "1h",
-                "--target",
-                "gzip",
-            ],
-            "codec 'gzip'",
+            [&compress[..], &["--older-than", "1h", "--target", "gzip"]].concat(),
+            "invalid value 'gzip' for '--target <TARGET>': codec 'gzip' is not one of",
+            2,
         ),
         (
-            &["compress", "--bucket", "b", "--older-than", "soon"],
-            "--older-than 'soon'",
+            [&compress[..], &["--older-than", "1h", "--target", "none"]].concat(),
+            "'none' is not a compression",
+            2,
         ),
         (
-            &["delete", "--bucket", "nope", "--older-than", "1h"],
+            [
+                &compress[..],
+                &["--older-than", "1h", "--target", "zstd-30"],
+            ]
+            .concat(),
+            "--target <TARGET>",
+            2,
+        ),
+        (
+            [&compress[..], &["--older-than", "soon"]].concat(),
+            "invalid value 'soon' for '--older-than <OLDER_THAN>'",
+            2,
+        ),
+        (
+            [&compress[..], &["--older-than=-1h"]].concat(),
+            "must not be negative",
+            2,
+        ),
+        (
+            [&compress[..], &["--older-than", "1h", "--threads", "0"]].concat(),
+            "invalid value '0' for '--threads <THREADS>'",
+            2,
+        ),
+        (
+            vec!["delete", "--bucket", "nope", "--older-than", "1h"],
             "Bucket 'nope' is not found",
+            1,
         ),
         (
-            &[
-                "delete",
-                "--bucket",
-                "b",
-                "--older-than",
-                "1h",
-                "--when",
-                "{",
-            ],
-            "--when is not JSON",
+            [&delete[..], &["--when", "{"]].concat(),
+            "invalid value '{' for '--when <WHEN>': not JSON",
+            2,
         ),
         (
-            &[
-                "delete",
-                "--bucket",
-                "b",
-                "--older-than",
-                "1h",
-                "--when",
-                r#"{"$nope": []}"#,
-            ],
+            [&delete[..], &["--when", r#"{"$nope": []}"#]].concat(),
             "$nope",
+            2,
         ),
     ];
-    for (args, expected) in cases {
+    for (args, expected, code) in cases {
         let out = halflife()
-            .args(args)
+            .args(&args)
             .arg("--data-path")
             .arg(dir.path())
             .output()
             .unwrap();
-        assert!(!out.status.success(), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
         assert!(err.contains(expected), "{args:?}: {err}");
+        if code == 2 {
+            assert!(err.contains("try '--help'"), "{args:?}: {err}");
+        }
     }
     assert_eq!(record_count(dir.path()), 2000);
 }

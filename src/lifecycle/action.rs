@@ -20,6 +20,8 @@ pub struct RunOutcome {
     pub last_processed_ts: Option<u64>,
     /// Bytes a compress run saved.
     pub bytes_saved: u64,
+    /// A compress dry run: bytes of the eligible blocks, and the bytes predicted after.
+    pub predicted: Option<(u64, u64)>,
 }
 
 /// Runs `policy` once at time `now` (µs). With `events`, progress comes from the latest
@@ -100,7 +102,9 @@ pub fn run_policy(
             };
             outcome.records = stats.records;
             outcome.blocks = stats.blocks;
-            if !dry_run {
+            if dry_run {
+                outcome.predicted = Some((stats.bytes_before, stats.bytes_after));
+            } else {
                 outcome.bytes_saved = stats.bytes_before.saturating_sub(stats.bytes_after);
             }
         }

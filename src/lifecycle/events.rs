@@ -57,6 +57,13 @@ pub struct RunEvent {
     /// Ours: bytes a compress run saved.
     #[serde(default)]
     pub bytes_saved: u64,
+    /// Ours, on compress dry runs: the bytes of the blocks the run would rewrite...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_before: Option<u64>,
+    /// ...and what they would take after, predicted by compressing a sample of their
+    /// frames.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_bytes_after: Option<u64>,
     /// Ours, on errors only (where `last_processed_ts` is omitted, as ReductStore does):
     /// the progress saved before the failure, so the next run resumes from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -201,6 +208,8 @@ mod tests {
             last_processed_ts: last,
             dry_run: false,
             bytes_saved: 0,
+            bytes_before: None,
+            predicted_bytes_after: None,
             resume_ts: None,
         }
     }

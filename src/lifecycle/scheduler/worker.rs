@@ -90,6 +90,8 @@ fn run_event(
         last_processed_ts: None,
         dry_run,
         bytes_saved: 0,
+        bytes_before: None,
+        predicted_bytes_after: None,
         resume_ts: None,
     };
     match result {
@@ -99,6 +101,10 @@ fn run_event(
             event.caught_up = o.caught_up;
             event.last_processed_ts = o.last_processed_ts;
             event.bytes_saved = o.bytes_saved;
+            if let Some((before, after)) = o.predicted {
+                event.bytes_before = Some(before);
+                event.predicted_bytes_after = Some(after);
+            }
         }
         Err(e) => {
             event.status = e.kind().http_status();

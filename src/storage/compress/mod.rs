@@ -23,6 +23,7 @@
 //! block is either fully old or fully new.
 
 mod commit;
+mod predict;
 mod stream;
 
 use std::collections::HashSet;
@@ -34,12 +35,13 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::storage::bucket::Bucket;
-use crate::storage::entry::{BlockLimits, Entry};
+use crate::storage::entry::{BlockLimits, Entry, StaleLog};
 use crate::storage::format::codec::Codec;
 use crate::storage::format::index::BlockEntry;
 use crate::storage::merge::{merge_blocks, overlap_groups};
 
 use commit::{Finished, commit_loop};
+use predict::{Candidate, predict_bytes_after};
 use stream::Run;
 
 /// The rayon pool recompression runs on; its size is the `compress_threads` setting.
@@ -82,7 +84,7 @@ pub struct CompressStats {
     pub records: u64,
     /// Bytes of the blocks before (estimate: the bytes it would read).
     pub bytes_before: u64,
-    /// Bytes of the blocks after (estimate: 0, unknown until compressed).
+    /// Bytes of the blocks after (estimate: predicted from a sample of frames).
     pub bytes_after: u64,
     /// Eligible blocks left as they were: changed by a writer meanwhile, or unreadable.
     pub skipped: u64,
@@ -193,7 +195,8 @@ struct Job {
 
 impl Bucket {
     /// What [`Bucket::compress_blocks`] would rewrite, changing nothing: eligible blocks,
-    /// their records, and the bytes it would read.
+    /// their records, the bytes it would read, and the bytes it would leave, predicted by
+    /// compressing a sample of the frames (`predict.rs`: at most 64 MiB read).
     pub fn estimate_compress(
         &self,
         entries: &[String],
@@ -201,23 +204,63 @@ impl Bucket {
         stop: u64,
         target: Codec,
     ) -> Result<CompressStats> {
+        let (mut stats, candidates, logs, frame_size) =
+            self.plan_compress(entries, start, stop, target)?;
+        stats.bytes_after = predict_bytes_after(&candidates, &logs, target, frame_size);
+        Ok(stats)
+    }
+
+    /// Like [`Bucket::estimate_compress`] without the prediction (`bytes_after` is 0):
+    /// only the block indexes are read. What a progress bar needs to know first.
+    pub fn eligible_for_compress(
+        &self,
+        entries: &[String],
+        start: u64,
+        stop: u64,
+        target: Codec,
+    ) -> Result<CompressStats> {
+        Ok(self.plan_compress(entries, start, stop, target)?.0)
+    }
+
+    /// The blocks and logs a compression over the window would rewrite, with their totals
+    /// and the entries' frame size.
+    fn plan_compress(
+        &self,
+        entries: &[String],
+        start: u64,
+        stop: u64,
+        target: Codec,
+    ) -> Result<(CompressStats, Vec<Candidate>, Vec<StaleLog>, u64)> {
         validate_target(target)?;
         let mut stats = CompressStats::default();
+        let mut candidates = Vec::new();
+        let mut logs = Vec::new();
+        let mut frame_size = 1 << 20;
         for entry in self.select_entries(entries)? {
+            frame_size = entry.frame_size() as u64;
             let plan = CompressPlan::new(&entry.sealed_blocks()?, start, stop, target);
-            for b in plan.recompress.iter().chain(plan.merge.iter().flatten()) {
+            for b in plan
+                .recompress
+                .into_iter()
+                .chain(plan.merge.into_iter().flatten())
+            {
                 stats.blocks += 1;
                 stats.records += b.live_records();
                 stats.bytes_before += b.size;
+                candidates.push(Candidate {
+                    entry: entry.clone(),
+                    block: b,
+                });
             }
             // Stale logs would be sealed and compressed too.
-            for (records, bytes) in entry.stale_logs(start, stop)? {
+            for log in entry.stale_logs(start, stop)? {
                 stats.blocks += 1;
-                stats.records += records;
-                stats.bytes_before += bytes;
+                stats.records += log.records;
+                stats.bytes_before += log.bytes;
+                logs.push(log);
             }
         }
-        Ok(stats)
+        Ok((stats, candidates, logs, frame_size))
     }
 
     /// Recompresses the sealed blocks of the entries matching `entries` whose records all
@@ -232,6 +275,22 @@ impl Bucket {
         target: Codec,
         pool: &CompressPool,
         cancel: &dyn Fn() -> bool,
+    ) -> Result<CompressStats> {
+        self.compress_blocks_observed(entries, start, stop, target, pool, cancel, &|_| {})
+    }
+
+    /// [`Bucket::compress_blocks`], calling `on_block(bytes)` with the size a block had
+    /// before as each one is written (a progress bar's steps).
+    #[allow(clippy::too_many_arguments)]
+    pub fn compress_blocks_observed(
+        &self,
+        entries: &[String],
+        start: u64,
+        stop: u64,
+        target: Codec,
+        pool: &CompressPool,
+        cancel: &dyn Fn() -> bool,
+        on_block: &(dyn Fn(u64) + Sync),
     ) -> Result<CompressStats> {
         validate_target(target)?;
         let limits = self.settings().block_limits();
@@ -258,6 +317,7 @@ impl Bucket {
                     break;
                 }
                 compacted.add(compact(&entry, group, target, limits, pool)?);
+                on_block(group.iter().map(|b| b.size).sum());
             }
             drop(merging);
             let seqs = entry.reserve_seqs(plan.recompress.len())?;
@@ -282,6 +342,7 @@ impl Bucket {
                 output: None,
                 commits: commit_tx,
                 failed: HashSet::new(),
+                on_block,
             };
             let cancelled = || cancel() || committer_failed.load(Ordering::Relaxed);
             let result = run.stream(pool, &cancelled);

@@ -114,6 +114,8 @@ pub(super) struct Run<'a> {
     pub(super) output: Option<Output<'a>>,
     pub(super) commits: mpsc::Sender<(Arc<Entry>, Finished, Option<File>)>,
     pub(super) failed: HashSet<usize>,
+    /// Told the size before of each block written.
+    pub(super) on_block: &'a (dyn Fn(u64) + Sync),
 }
 
 impl<'a> Run<'a> {
@@ -345,6 +347,7 @@ impl<'a> Run<'a> {
                 (finished, None)
             }
         };
+        (self.on_block)(job.old.size);
         self.commits
             .send((job.entry.clone(), finished, file))
             .map_err(|_| Error::internal("the block committer stopped"))

@@ -40,6 +40,18 @@ pub(crate) use read::{chunk_len, chunk_meta, chunk_record};
 use state::index_log;
 pub(crate) use state::{EntryState, LogKind, Place};
 
+/// A log a compress run would seal: its records, bytes on disk, payload bytes, and where
+/// its payloads are (in timestamp order), so a prediction can sample them.
+#[derive(Debug, Clone)]
+pub(crate) struct StaleLog {
+    pub(crate) records: u64,
+    pub(crate) bytes: u64,
+    pub(crate) payload_bytes: u64,
+    pub(crate) file: Arc<std::fs::File>,
+    /// `(offset, size)` of each payload in the file.
+    pub(crate) payloads: Vec<(u64, u64)>,
+}
+
 /// What every entry of a bucket shares: the block cache, the frame size, and the overlap
 /// bound past which a background merge is asked for.
 #[derive(Clone)]
@@ -405,12 +417,22 @@ impl Entry {
     /// The logs (open block, late log) holding records, all of them in `[start, stop)`,
     /// with their record counts and bytes on disk: what [`Entry::seal_stale_logs`] would
     /// seal.
-    pub(crate) fn stale_logs(&self, start: u64, stop: u64) -> Result<Vec<(u64, u64)>> {
+    pub(crate) fn stale_logs(&self, start: u64, stop: u64) -> Result<Vec<StaleLog>> {
         let st = self.lock()?;
         Ok(Self::stale_kinds(&st, start, stop)
             .into_iter()
             .filter_map(|kind| st.log(kind))
-            .map(|log| (log.records().len() as u64, log.file_len()))
+            .map(|log| StaleLog {
+                records: log.records().len() as u64,
+                bytes: log.file_len(),
+                payload_bytes: log.records().values().map(|r| r.meta.size).sum(),
+                file: log.file(),
+                payloads: log
+                    .records()
+                    .values()
+                    .map(|r| (r.offset, r.meta.size))
+                    .collect(),
+            })
             .collect())
     }
 

@@ -111,6 +111,16 @@ impl Entry {
         .map(Arc::new)
     }
 
+    /// Maps a sealed block to sample a few of its frames (no table parsed, nothing read
+    /// ahead).
+    pub(crate) fn block_for_sampling(&self, b: &BlockEntry) -> Result<SealedBlock> {
+        SealedBlock::open_for_sampling(
+            &block_path(&self.dir, b.seq),
+            self.describe(b),
+            Some(b.meta_crc),
+        )
+    }
+
     fn open_block(&self, st: &EntryState, b: &BlockEntry) -> Result<SealedBlock> {
         let mut block = SealedBlock::open(
             &block_path(&self.dir, b.seq),

@@ -276,7 +276,7 @@ impl SealedBlock {
     /// Maps `path` and parses its table; `what` names the block in errors, and
     /// `expected_meta_crc` (from the index) proves the file is the one that was committed.
     pub fn open(path: &Path, what: String, expected_meta_crc: Option<u32>) -> Result<Self> {
-        Self::open_inner(path, what, expected_meta_crc, true)
+        Self::open_inner(path, what, expected_meta_crc, true, false)
     }
 
     /// Maps a block only to copy its frames (recompression): the record table is kept as
@@ -287,7 +287,17 @@ impl SealedBlock {
         what: String,
         expected_meta_crc: Option<u32>,
     ) -> Result<Self> {
-        Self::open_inner(path, what, expected_meta_crc, false)
+        Self::open_inner(path, what, expected_meta_crc, false, true)
+    }
+
+    /// Maps a block to read a few of its frames (predicting a compression): like
+    /// [`SealedBlock::open_frames`], but only the pages read are faulted in.
+    pub(crate) fn open_for_sampling(
+        path: &Path,
+        what: String,
+        expected_meta_crc: Option<u32>,
+    ) -> Result<Self> {
+        Self::open_inner(path, what, expected_meta_crc, false, false)
     }
 
     fn open_inner(
@@ -295,6 +305,7 @@ impl SealedBlock {
         what: String,
         expected_meta_crc: Option<u32>,
         parse_records: bool,
+        populate: bool,
     ) -> Result<Self> {
         let file = File::open(path).map_err(|e| Error::io(format!("opening {what}"), e))?;
         // SAFETY: block files are written once under a fresh name and never modified in
@@ -304,7 +315,7 @@ impl SealedBlock {
             let mut options = memmap2::MmapOptions::new();
             // A block mapped for recompression is read whole; fault it in at once
             // rather than page by page from the encoding threads.
-            if !parse_records {
+            if populate {
                 options.populate();
             }
             options.map(&file)
@@ -401,6 +412,14 @@ impl SealedBlock {
     /// The raw bytes of the record table (what recompression copies).
     pub fn records_section(&self) -> &[u8] {
         &self.records_section
+    }
+
+    /// Bytes of a copy of this block with `target` frames, besides the frames themselves:
+    /// magic, frame table, the record table packed as `packed_records`, footer (what
+    /// [`BlockWriter::finish_copied`] writes around them).
+    pub fn copied_overhead(&self, target: Codec, packed_records: &[u8]) -> u64 {
+        let head = meta::encode_head(target, &self.frames);
+        (BLOCK_MAGIC.len() + 4 + head.len() + packed_records.len() + FOOTER_LEN) as u64
     }
 
     /// The frames.

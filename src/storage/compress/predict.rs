@@ -1,0 +1,210 @@
+//! What a compression would leave on disk, predicted without writing anything: a dry run
+//! re-encodes a sample of the eligible frames with the target codec and packs a sample of
+//! their record tables, and scales what it measured to every eligible block.
+//!
+//! The work is bounded: one frame in [`SAMPLE_EVERY`] is sampled — every frame of small
+//! data, until [`SAMPLE_MIN`] is sampled, since a few frames say little; one in more of
+//! large data, so the sample stays near [`SAMPLE_BUDGET`] — reading stops at
+//! [`SAMPLE_BUDGET`] stored bytes, and blocks are mapped without reading ahead, so only
+//! the sampled frames are read.
+
+use std::borrow::Cow;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+use crate::storage::entry::{Entry, StaleLog};
+use crate::storage::format::block::{SealedBlock, encode_frame};
+use crate::storage::format::block_meta as meta;
+use crate::storage::format::codec::Codec;
+use crate::storage::format::index::BlockEntry;
+
+/// Most stored bytes a prediction reads.
+pub const SAMPLE_BUDGET: u64 = 64 << 20;
+/// One frame in this many is sampled (once the data is large enough).
+pub const SAMPLE_EVERY: u64 = 16;
+/// Raw bytes sampled at least, when there are that many: smaller data is sampled more
+/// densely, down to every frame.
+pub const SAMPLE_MIN: u64 = 8 << 20;
+
+/// An eligible sealed block.
+pub(super) struct Candidate {
+    pub(super) entry: Arc<Entry>,
+    pub(super) block: BlockEntry,
+}
+
+/// What the sample measured.
+#[derive(Default)]
+struct Sample {
+    /// Raw bytes of the sampled frames, and what the target codec made of them.
+    frames_raw: u64,
+    frames_after: u64,
+    /// Bytes besides frames of the sampled blocks' copies, and their records.
+    overhead_after: u64,
+    records: u64,
+    /// Stored bytes read.
+    read: u64,
+}
+
+impl Sample {
+    /// Samples frames `local` (indexes as estimated from the payload size) of `block`,
+    /// and its record table. A block that cannot be read is left out of the sample.
+    fn take(&mut self, candidate: &Candidate, local: &[usize], target: Codec) {
+        let block = match candidate.entry.block_for_sampling(&candidate.block) {
+            Ok(block) => block,
+            Err(e) => {
+                log::debug!("not sampling: {e}");
+                return;
+            }
+        };
+        let frames = block.frames().len();
+        if frames == 0 {
+            return;
+        }
+        for &index in local {
+            if self.read >= SAMPLE_BUDGET {
+                break;
+            }
+            if let Err(e) = self.take_frame(&block, index.min(frames - 1), target) {
+                log::debug!("not sampling a frame: {e}");
+            }
+        }
+        let (_, packed) = meta::pack_records(block.records_section(), target);
+        self.overhead_after += block.copied_overhead(target, &packed);
+        self.records += candidate.block.record_count;
+    }
+
+    /// Samples frame `index` of a log as sealing would cut it: the payloads from the one
+    /// starting at `index × frame_size` (in payload bytes) until a frame is full.
+    fn take_log_frame(&mut self, log: &StaleLog, index: u64, frame_size: u64, target: Codec) {
+        let start = index * frame_size;
+        let mut position = 0u64;
+        let mut raw = Vec::new();
+        for &(offset, size) in &log.payloads {
+            let end = position + size;
+            if end > start && (raw.len() as u64) < frame_size {
+                let mut payload = vec![0u8; size as usize];
+                if let Err(e) = log.file.read_exact_at(&mut payload, offset) {
+                    log::debug!("not sampling a log: {e}");
+                    return;
+                }
+                raw.extend_from_slice(&payload);
+            }
+            position = end;
+        }
+        if raw.is_empty() {
+            return;
+        }
+        match encode_frame(target, &raw) {
+            Ok((_, encoded)) => {
+                self.read += raw.len() as u64;
+                self.frames_raw += raw.len() as u64;
+                self.frames_after += encoded.len() as u64;
+            }
+            Err(e) => log::debug!("not sampling a log: {e}"),
+        }
+    }
+
+    fn take_frame(
+        &mut self,
+        block: &SealedBlock,
+        index: usize,
+        target: Codec,
+    ) -> crate::Result<()> {
+        let info = &block.frames()[index];
+        let stored = block.stored_frame(index)?;
+        let raw: Cow<[u8]> = if info.codec == Codec::None {
+            Cow::Borrowed(stored)
+        } else {
+            Cow::Owned(info.codec.decode(stored, info.raw_len as usize)?)
+        };
+        let (_, encoded) = encode_frame(target, &raw)?;
+        self.read += stored.len() as u64;
+        self.frames_raw += raw.len() as u64;
+        self.frames_after += encoded.len() as u64;
+        Ok(())
+    }
+}
+
+/// Payload bytes of a block's live records (tombstoned ones are dropped by a rewrite).
+fn live_payload(b: &BlockEntry) -> u64 {
+    if b.record_count == 0 {
+        return 0;
+    }
+    (b.payload_bytes as u128 * b.live_records() as u128 / b.record_count as u128) as u64
+}
+
+/// The bytes the eligible blocks and stale logs would take once compressed to `target`.
+pub(super) fn predict_bytes_after(
+    candidates: &[Candidate],
+    logs: &[StaleLog],
+    target: Codec,
+    frame_size: u64,
+) -> u64 {
+    let frame_size = frame_size.max(1);
+    let total_raw: u64 = candidates
+        .iter()
+        .map(|c| live_payload(&c.block))
+        .sum::<u64>()
+        + logs.iter().map(|l| l.payload_bytes).sum::<u64>();
+    // One frame in `stride`: 16; denser on small data (at least SAMPLE_MIN sampled);
+    // sparser on large data (at most about SAMPLE_BUDGET).
+    let stride = total_raw
+        .div_ceil(SAMPLE_MIN)
+        .clamp(1, SAMPLE_EVERY)
+        .max(total_raw.div_ceil(SAMPLE_BUDGET));
+    let mut sample = Sample::default();
+    let mut position = 0u64;
+    for candidate in candidates {
+        let frames = candidate.block.payload_bytes.div_ceil(frame_size).max(1);
+        let first = position.div_ceil(stride) * stride;
+        let local: Vec<usize> = (first..position + frames)
+            .step_by(stride as usize)
+            .map(|k| (k - position) as usize)
+            .collect();
+        position += frames;
+        if !local.is_empty() && sample.read < SAMPLE_BUDGET {
+            sample.take(candidate, &local, target);
+        }
+    }
+    // Logs are sealed into frames the same way: sample those too.
+    for log in logs {
+        let frames = log.payload_bytes.div_ceil(frame_size).max(1);
+        let first = position.div_ceil(stride) * stride;
+        for k in (first..position + frames).step_by(stride as usize) {
+            if sample.read >= SAMPLE_BUDGET {
+                break;
+            }
+            sample.take_log_frame(log, k - position, frame_size, target);
+        }
+        position += frames;
+    }
+    let frame_ratio = if sample.frames_raw > 0 {
+        sample.frames_after as f64 / sample.frames_raw as f64
+    } else {
+        1.0
+    };
+    let per_record =
+        (sample.records > 0).then(|| sample.overhead_after as f64 / sample.records as f64);
+    let blocks: f64 = candidates
+        .iter()
+        .map(|c| {
+            let b = &c.block;
+            let overhead = per_record.map_or(b.size.saturating_sub(b.payload_bytes) as f64, |r| {
+                r * b.live_records() as f64
+            });
+            live_payload(b) as f64 * frame_ratio + overhead
+        })
+        .sum();
+    let sealed_logs: f64 = logs
+        .iter()
+        .map(|l| {
+            // Without a sampled table, the log's own metadata packed as the frames pack.
+            let overhead = per_record.map_or(
+                l.bytes.saturating_sub(l.payload_bytes) as f64 * frame_ratio,
+                |r| r * l.records as f64,
+            );
+            l.payload_bytes as f64 * frame_ratio + overhead
+        })
+        .sum();
+    (blocks + sealed_logs).round() as u64
+}
