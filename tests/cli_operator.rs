@@ -1,0 +1,260 @@
+//! The operator's side of the CLI: `halflife info` for people and for scripts, Ctrl-C
+//! stopping a maintenance run cleanly, bad values refused by the parser.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use halflife::Config;
+use halflife::fixtures;
+use halflife::storage::{BucketSettings, QueryOptions, Store};
+
+fn halflife() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_halflife"))
+}
+
+/// A data directory with `n` flight records in bucket `b`.
+fn flights_dir(n: usize) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(Config::new(dir.path())).expect("store");
+    let bucket = store
+        .create_bucket("b", BucketSettings::default())
+        .expect("bucket");
+    let records = fixtures::flights(&fixtures::fixtures_dir(), Some(n)).expect("flights");
+    fixtures::write_to(&bucket, &records).expect("write");
+    dir
+}
+
+/// Records and a digest of every timestamp, label set and payload of bucket `b`.
+fn contents(dir: &std::path::Path) -> (usize, u64) {
+    let store = Store::open(Config::new(dir)).expect("store");
+    let mut hasher = DefaultHasher::new();
+    let mut count = 0;
+    for record in store
+        .bucket("b")
+        .expect("bucket")
+        .query(&QueryOptions::default())
+        .expect("query")
+    {
+        let record = record.expect("every record reads");
+        record.meta.timestamp.hash(&mut hasher);
+        record.meta.labels.hash(&mut hasher);
+        record
+            .payload
+            .expect("payload")
+            .as_slice()
+            .hash(&mut hasher);
+        count += 1;
+    }
+    (count, hasher.finish())
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+fn run(args: &[&str], dir: &std::path::Path) -> (i32, String, String) {
+    let out = halflife()
+        .args(args)
+        .arg("--data-path")
+        .arg(dir)
+        .output()
+        .expect("run halflife");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn info_shows_dates_sizes_and_tiers_and_json() {
+    let dir = flights_dir(3_000);
+    let (code, table, err) = run(&["info"], dir.path());
+    assert_eq!(code, 0, "{err}");
+    let header = table.lines().next().expect("a header");
+    assert!(
+        header.contains("oldest") && header.contains("tiers"),
+        "{table}"
+    );
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("b/"))
+        .expect("an entry line");
+    assert!(line.contains("2013-01-01T"), "RFC 3339 dates: {line}");
+    assert!(
+        line.contains(" MB") || line.contains(" KB"),
+        "human sizes: {line}"
+    );
+    assert!(
+        line.contains("none ") || line.contains("open "),
+        "tiers: {line}"
+    );
+
+    let (code, _, err) = run(
+        &[
+            "compress",
+            "--bucket",
+            "b",
+            "--older-than",
+            "1h",
+            "--target",
+            "zstd-3",
+        ],
+        dir.path(),
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, json, err) = run(&["info", "--json"], dir.path());
+    assert_eq!(code, 0, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&json).expect("info --json is JSON");
+    let bucket = &report[0];
+    assert_eq!(bucket["name"], "b");
+    let entries = bucket["entries"].as_array().expect("entries");
+    assert!(!entries.is_empty());
+    let mut records = 0;
+    for entry in entries {
+        let tiers = entry["tiers"].as_array().expect("tiers");
+        assert!(
+            tiers.iter().all(|t| t["tier"] == "zstd-3"),
+            "every block compressed: {entry}"
+        );
+        let tier_records: u64 = tiers.iter().map(|t| t["records"].as_u64().unwrap()).sum();
+        assert_eq!(Some(tier_records), entry["records"].as_u64(), "{entry}");
+        let tier_bytes: u64 = tiers.iter().map(|t| t["bytes"].as_u64().unwrap()).sum();
+        assert_eq!(Some(tier_bytes), entry["bytes"].as_u64(), "{entry}");
+        assert!(entry["oldest_record"].as_u64().unwrap() > 1_356_998_400_000_000);
+        records += tier_records;
+    }
+    assert_eq!(records, 3_000);
+}
+
+#[test]
+fn ctrl_c_cancels_a_compression_cleanly() {
+    // Enough data at a slow level that the run is still going when the signal comes.
+    let dir = flights_dir(60_000);
+    let before = contents(dir.path());
+    let mut child = halflife()
+        .args([
+            "compress",
+            "--bucket",
+            "b",
+            "--older-than",
+            "1h",
+            "--target",
+            "zstd-19",
+            "--threads",
+            "1",
+            "--data-path",
+        ])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn compress");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    stderr.read_line(&mut line).expect("the start line");
+    assert!(line.contains("Ctrl-C stops cleanly"), "{line}");
+    // Interrupt it once it has written a compressed block, so the cancel meets a run
+    // with work both committed and pending.
+    let block_files = || {
+        walk(dir.path())
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "blk"))
+            .count()
+    };
+    let initial = block_files();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while block_files() <= initial + 1 {
+        assert!(Instant::now() < deadline, "no compressed block within 20 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = child.id().to_string();
+    let sent = Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill");
+    assert!(sent.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "compress did not stop after Ctrl-C"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().expect("output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(status.code(), Some(130), "{stdout}");
+    assert!(stdout.contains("cancelled"), "{stdout}");
+    // Nothing lost or changed, whatever was compressed.
+    assert_eq!(contents(dir.path()), before);
+    // And the next run finishes the job.
+    let (code, out, err) = run(
+        &[
+            "compress",
+            "--bucket",
+            "b",
+            "--older-than",
+            "1h",
+            "--target",
+            "lz4",
+        ],
+        dir.path(),
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!out.contains("cancelled"), "{out}");
+    assert_eq!(contents(dir.path()), before);
+}
+
+#[test]
+fn serve_refuses_bad_values_before_starting() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (flag, value, expected) in [
+        (
+            "--http-idle-timeout",
+            "soon",
+            "invalid value 'soon' for '--http-idle-timeout",
+        ),
+        ("--max-query-ttl", "0s", "must be positive"),
+        (
+            "--lifecycle-workers",
+            "0",
+            "invalid value '0' for '--lifecycle-workers",
+        ),
+        (
+            "--http-threads",
+            "many",
+            "invalid value 'many' for '--http-threads",
+        ),
+        (
+            "--metrics-public",
+            "perhaps",
+            "invalid value 'perhaps' for '--metrics-public",
+        ),
+    ] {
+        let out = halflife()
+            .args(["serve", "--port", "0", flag, value, "--data-path"])
+            .arg(dir.path())
+            .output()
+            .expect("run serve");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {err}");
+        assert!(err.contains(expected), "{flag} {value}: {err}");
+    }
+}
