@@ -52,20 +52,40 @@ fn run_in(out: &mut dyn Write, path: &PathBuf) -> Result<()> {
     let store = Arc::new(Store::open(config.clone())?);
     let bucket = store.create_bucket("airport", BucketSettings::default())?;
 
-    let src = fixtures::fixtures_dir();
-    writeln!(
-        out,
-        "halflife demo: loading the real fixtures from {}",
-        src.display()
-    )
-    .map_err(io)?;
+    // Next to the store, never inside it (a directory there would be read as a bucket).
+    let scratch = path.with_extension("fixtures");
+    let (src, extracted) = fixtures::demo_fixtures(&scratch)?;
+    if extracted {
+        writeln!(
+            out,
+            "halflife demo: data-fixtures/ not found ({} or HALFLIFE_FIXTURES); using the copies built into this binary, unpacked in {}",
+            fixtures::fixtures_dir().display(),
+            src.display()
+        )
+        .map_err(io)?;
+    } else {
+        writeln!(
+            out,
+            "halflife demo: loading the real fixtures from {}",
+            src.display()
+        )
+        .map_err(io)?;
+    }
     let started = Instant::now();
-    let sets = vec![
-        fixtures::flights(&src, Some(100_000))?,
-        fixtures::weather(&src)?,
-        fixtures::dpkg_log(&src)?,
-        fixtures::images(&src)?,
-    ];
+    let load = || -> Result<Vec<Vec<fixtures::FixtureRecord>>> {
+        Ok(vec![
+            fixtures::flights(&src, Some(100_000))?,
+            fixtures::weather(&src)?,
+            fixtures::dpkg_log(&src)?,
+            fixtures::images(&src)?,
+        ])
+    };
+    let sets = load();
+    if extracted {
+        // In memory now: the unpacked copy is not needed any more.
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+    let sets = sets?;
     for set in &sets {
         fixtures::write_to(&bucket, set)?;
     }

@@ -7,6 +7,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+
+pub mod embedded;
 use crate::storage::{Bucket, Labels, RecordMeta};
 use crate::timefmt::days_from_civil;
 
@@ -106,6 +108,17 @@ fn write_record(bucket: &Bucket, entry: &str, r: &FixtureRecord) -> Result<()> {
         size: 0,
     };
     bucket.write(entry, meta, &r.payload)
+}
+
+/// Where the demo's fixtures come from: the `data-fixtures/` directory when it exists (see
+/// [`fixtures_dir`]), else the copies compiled into the binary, written to `scratch`.
+/// Returns the directory and whether it is the extracted copy.
+pub fn demo_fixtures(scratch: &Path) -> Result<(PathBuf, bool)> {
+    let dir = fixtures_dir();
+    if dir.join("flights.csv.zst").is_file() {
+        return Ok((dir, false));
+    }
+    Ok((embedded::extract(scratch)?, true))
 }
 
 /// The `data-fixtures/` directory: `HALFLIFE_FIXTURES` if set, else the one in the source

@@ -258,3 +258,31 @@ fn serve_refuses_bad_values_before_starting() {
         assert!(err.contains(expected), "{flag} {value}: {err}");
     }
 }
+
+#[test]
+fn demo_runs_without_the_source_tree_from_the_embedded_fixtures() {
+    // As an installed binary finds it: no data-fixtures/ where it looks.
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let keep = scratch.path().join("store");
+    let out = halflife()
+        .args(["demo", "--keep"])
+        .arg(&keep)
+        .env("HALFLIFE_FIXTURES", scratch.path().join("nowhere"))
+        .output()
+        .expect("run demo");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("using the copies built into this binary"),
+        "{text}"
+    );
+    assert!(text.contains("the store is kept in"), "{text}");
+    assert!(
+        !keep.with_extension("fixtures").exists(),
+        "the unpacked fixtures are removed"
+    );
+}
