@@ -16,6 +16,7 @@
 mod background;
 mod edits;
 mod read;
+mod stale;
 mod state;
 
 use std::collections::HashMap;
@@ -37,20 +38,9 @@ use crate::storage::record::{Labels, RecordMeta};
 use edits::edit_state;
 pub use read::{Chunk, EntryInfo, TierInfo};
 pub(crate) use read::{chunk_len, chunk_meta, chunk_record};
+pub(crate) use stale::StaleLog;
 use state::index_log;
 pub(crate) use state::{EntryState, LogKind, Place};
-
-/// A log a compress run would seal: its records, bytes on disk, payload bytes, and where
-/// its payloads are (in timestamp order), so a prediction can sample them.
-#[derive(Debug, Clone)]
-pub(crate) struct StaleLog {
-    pub(crate) records: u64,
-    pub(crate) bytes: u64,
-    pub(crate) payload_bytes: u64,
-    pub(crate) file: Arc<std::fs::File>,
-    /// `(offset, size)` of each payload in the file.
-    pub(crate) payloads: Vec<(u64, u64)>,
-}
 
 /// What every entry of a bucket shares: the block cache, the frame size, and the overlap
 /// bound past which a background merge is asked for.
@@ -412,52 +402,6 @@ impl Entry {
             let _ = remove_file_if_exists(&log_path(&self.dir, seq));
         }
         Ok(())
-    }
-
-    /// The logs (open block, late log) holding records, all of them in `[start, stop)`,
-    /// with their record counts and bytes on disk: what [`Entry::seal_stale_logs`] would
-    /// seal.
-    pub(crate) fn stale_logs(&self, start: u64, stop: u64) -> Result<Vec<StaleLog>> {
-        let st = self.lock()?;
-        Ok(Self::stale_kinds(&st, start, stop)
-            .into_iter()
-            .filter_map(|kind| st.log(kind))
-            .map(|log| StaleLog {
-                records: log.records().len() as u64,
-                bytes: log.file_len(),
-                payload_bytes: log.records().values().map(|r| r.meta.size).sum(),
-                file: log.file(),
-                payloads: log
-                    .records()
-                    .values()
-                    .map(|r| (r.offset, r.meta.size))
-                    .collect(),
-            })
-            .collect())
-    }
-
-    /// Seals the logs whose every record lies in `[start, stop)`, so a compress run over
-    /// that window compresses them too: an entry that stopped receiving writes would
-    /// otherwise keep its last block raw forever. A later write starts a new log. Returns
-    /// how many were sealed.
-    pub(crate) fn seal_stale_logs(&self, start: u64, stop: u64) -> Result<usize> {
-        let mut st = self.lock()?;
-        let kinds = Self::stale_kinds(&st, start, stop);
-        for &kind in &kinds {
-            self.seal(&mut st, kind)?;
-        }
-        Ok(kinds.len())
-    }
-
-    fn stale_kinds(st: &EntryState, start: u64, stop: u64) -> Vec<LogKind> {
-        st.logs()
-            .filter(|(_, log)| {
-                let stamps = log.records();
-                stamps.keys().next().is_some_and(|&first| first >= start)
-                    && stamps.keys().next_back().is_some_and(|&last| last < stop)
-            })
-            .map(|(kind, _)| kind)
-            .collect()
     }
 
     /// Removes every record with `start <= ts < stop` that passes `filter`; with `dry_run`
