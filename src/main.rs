@@ -329,7 +329,14 @@ fn maintain(job: Job) -> Result<bool> {
     let progress = |event: Progress| match event {
         Progress::Start { total_bytes } => bar.set_length(total_bytes),
         Progress::Entry(name) => bar.set_message(name),
-        Progress::Bytes(done) => bar.set_position(done),
+        Progress::Bytes(done) => {
+            // Logs are counted by their file and then written as blocks: the total is an
+            // estimate the bytes done may pass.
+            if bar.length().is_some_and(|total| done > total) {
+                bar.set_length(done);
+            }
+            bar.set_position(done)
+        }
     };
     let result = maintenance::run(&job, &progress, &|| cancel.load(Ordering::Relaxed));
     bar.finish_and_clear();

@@ -286,3 +286,36 @@ fn demo_runs_without_the_source_tree_from_the_embedded_fixtures() {
         "the unpacked fixtures are removed"
     );
 }
+
+#[test]
+fn on_a_terminal_the_progress_bar_shows_bytes_and_time_left() {
+    let dir = flights_dir(20_000);
+    // A pseudo-terminal from Python's standard library (CI has Python 3).
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import pty, sys; sys.exit(pty.spawn(sys.argv[1:]) >> 8)",
+        ])
+        .arg(env!("CARGO_BIN_EXE_halflife"))
+        .args([
+            "compress",
+            "--bucket",
+            "b",
+            "--older-than",
+            "1h",
+            "--target",
+            "zstd-9",
+        ])
+        .arg("--data-path")
+        .arg(dir.path())
+        .output()
+        .expect("run python3 with a pty");
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{screen}");
+    assert!(screen.contains("eta"), "a bar with the time left: {screen}");
+    assert!(screen.contains("MiB"), "a bar with bytes: {screen}");
+    assert!(
+        screen.contains("compressed to zstd-9"),
+        "then the summary: {screen}"
+    );
+}
