@@ -239,17 +239,19 @@ impl Bucket {
         for entry in self.select_entries(entries)? {
             frame_size = entry.frame_size() as u64;
             let plan = CompressPlan::new(&entry.sealed_blocks()?, start, stop, target);
-            for b in plan
-                .recompress
-                .into_iter()
-                .chain(plan.merge.into_iter().flatten())
-            {
+            let alone = plan.recompress.into_iter().map(|b| (b, None));
+            let merged = plan.merge.into_iter().flat_map(|group| {
+                let group = Arc::new(group);
+                (0..group.len()).map(move |i| (group[i].clone(), Some(group.clone())))
+            });
+            for (b, group) in alone.chain(merged) {
                 stats.blocks += 1;
                 stats.records += b.live_records();
                 stats.bytes_before += b.size;
                 candidates.push(Candidate {
                     entry: entry.clone(),
                     block: b,
+                    group,
                 });
             }
             // Stale logs would be sealed and compressed too.

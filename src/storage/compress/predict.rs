@@ -6,7 +6,9 @@
 //! data, until [`SAMPLE_MIN`] is sampled, since a few frames say little; one in more of
 //! large data, so the sample stays near [`SAMPLE_BUDGET`] — reading stops at
 //! [`SAMPLE_BUDGET`] stored bytes, and blocks are mapped without reading ahead, so only
-//! the sampled frames are read.
+//! the sampled frames are read. Blocks that a run would merge (they overlap) are sampled
+//! as the merge writes them: their records in timestamp order, from at most
+//! 16 blocks per sampled frame.
 
 use std::borrow::Cow;
 use std::os::unix::fs::FileExt;
@@ -20,6 +22,8 @@ use crate::storage::format::index::BlockEntry;
 
 /// Most stored bytes a prediction reads.
 pub const SAMPLE_BUDGET: u64 = 64 << 20;
+/// Most blocks opened to sample one merged frame; past it the frame is sampled as stored.
+const MAX_MERGE_SAMPLE_BLOCKS: usize = 16;
 /// One frame in this many is sampled (once the data is large enough).
 pub const SAMPLE_EVERY: u64 = 16;
 /// Raw bytes sampled at least, when there are that many: smaller data is sampled more
@@ -30,6 +34,9 @@ pub const SAMPLE_MIN: u64 = 8 << 20;
 pub(super) struct Candidate {
     pub(super) entry: Arc<Entry>,
     pub(super) block: BlockEntry,
+    /// The group of overlapping blocks it is merged with, if any: a merge writes the
+    /// group's records in timestamp order, which compresses unlike the frames as stored.
+    pub(super) group: Option<Arc<Vec<BlockEntry>>>,
 }
 
 /// What the sample measured.
@@ -64,7 +71,11 @@ impl Sample {
             if self.read >= SAMPLE_BUDGET {
                 break;
             }
-            if let Err(e) = self.take_frame(&block, index.min(frames - 1), target) {
+            let taken = match &candidate.group {
+                Some(group) => self.take_merged_frame(candidate, group, index, target),
+                None => self.take_frame(&block, index.min(frames - 1), target),
+            };
+            if let Err(e) = taken {
                 log::debug!("not sampling a frame: {e}");
             }
         }
@@ -102,6 +113,75 @@ impl Sample {
             }
             Err(e) => log::debug!("not sampling a log: {e}"),
         }
+    }
+
+    /// Samples frame `index` of a block as the merge of its group would write it: the
+    /// group's records from the frame's share of the block's time range on, in timestamp
+    /// order, until a frame is full. Only the blocks overlapping the span such a frame
+    /// covers (estimated from the group's payload density) are opened.
+    fn take_merged_frame(
+        &mut self,
+        candidate: &Candidate,
+        group: &[BlockEntry],
+        index: usize,
+        target: Codec,
+    ) -> crate::Result<()> {
+        let frame_size = candidate.entry.frame_size() as u64;
+        let b = &candidate.block;
+        let frames = b.payload_bytes.div_ceil(frame_size).max(1);
+        let from =
+            b.first_ts + ((b.last_ts - b.first_ts) as u128 * index as u128 / frames as u128) as u64;
+        let first = group.iter().map(|g| g.first_ts).min().unwrap_or(b.first_ts);
+        let last = group.iter().map(|g| g.last_ts).max().unwrap_or(b.last_ts);
+        let payload: u64 = group.iter().map(|g| g.payload_bytes).sum::<u64>().max(1);
+        // Twice the span a frame's worth of payload covers on average.
+        let span = ((last - first) as u128 * 2 * frame_size as u128 / payload as u128) as u64;
+        let until = from.saturating_add(span.max(1));
+        let overlapping: Vec<&BlockEntry> = group
+            .iter()
+            .filter(|g| g.last_ts >= from && g.first_ts <= until)
+            .collect();
+        if overlapping.len() > MAX_MERGE_SAMPLE_BLOCKS {
+            // Bounded work: sample the frame as stored instead.
+            let block = candidate.entry.block_for_sampling(b)?;
+            let frames = block.frames().len();
+            return match frames {
+                0 => Ok(()),
+                _ => self.take_frame(&block, index.min(frames - 1), target),
+            };
+        }
+        let mut blocks = Vec::new();
+        for g in overlapping {
+            blocks.push(candidate.entry.block_for_merge_sampling(g)?);
+        }
+        let mut order: Vec<(u64, usize, usize)> = blocks
+            .iter()
+            .enumerate()
+            .flat_map(|(bi, block)| {
+                block
+                    .records()
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| (from..=until).contains(&r.meta.timestamp))
+                    .map(move |(ri, r)| (r.meta.timestamp, bi, ri))
+            })
+            .collect();
+        order.sort_unstable();
+        let mut raw = Vec::new();
+        for (_, bi, ri) in order {
+            if raw.len() as u64 >= frame_size {
+                break;
+            }
+            raw.extend_from_slice(blocks[bi].payload(ri)?.as_slice());
+        }
+        if raw.is_empty() {
+            return Ok(());
+        }
+        let (_, encoded) = encode_frame(target, &raw)?;
+        self.read += raw.len() as u64;
+        self.frames_raw += raw.len() as u64;
+        self.frames_after += encoded.len() as u64;
+        Ok(())
     }
 
     fn take_frame(

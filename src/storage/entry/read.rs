@@ -121,6 +121,16 @@ impl Entry {
         )
     }
 
+    /// Maps a sealed block with its record table parsed (edit logs not applied), to
+    /// sample what merging it with the blocks it overlaps would write.
+    pub(crate) fn block_for_merge_sampling(&self, b: &BlockEntry) -> Result<SealedBlock> {
+        SealedBlock::open(
+            &block_path(&self.dir, b.seq),
+            self.describe(b),
+            Some(b.meta_crc),
+        )
+    }
+
     fn open_block(&self, st: &EntryState, b: &BlockEntry) -> Result<SealedBlock> {
         let mut block = SealedBlock::open(
             &block_path(&self.dir, b.seq),
