@@ -145,13 +145,14 @@ impl LifecycleRepository {
     /// waited for.
     pub fn update(&self, name: &str, settings: LifecycleSettings) -> Result<()> {
         let repo = self.repo("update lifecycle")?;
-        validate_lifecycle_name(name)?;
+        // As the reference orders it: 404, then 409, then the name (a definition stored
+        // under a name now refused can be removed, not updated).
         repo.define(name, settings, false, |existing| match existing {
             None => Err(not_found(name)),
             Some(def) if def.provisioned => Err(Error::conflict(format!(
                 "Can't update provisioned lifecycle '{name}'"
             ))),
-            Some(_) => Ok(()),
+            Some(_) => validate_lifecycle_name(name),
         })
     }
 
