@@ -60,10 +60,8 @@ fn policy_names_follow_the_bucket_name_rules() {
         "Lifecycle name 'a.b' can contain only letters, digits and [-,_] symbols"
     );
     // Updating a policy that does not exist is a 404 first, whatever its name.
-    assert_eq!(
-        repo.update("a.b", settings()).unwrap_err().kind(),
-        ErrorKind::NotFound
-    );
+    let err = repo.update("a.b", settings()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
     repo.create("a_b", settings()).expect("a_b");
     repo.create("a-b", settings()).expect("a-b");
     assert_eq!(names(&repo), vec!["a-b", "a_b"]);
