@@ -163,7 +163,7 @@ pub fn query(
     entry: &str,
     req: &mut Request,
 ) -> Result<Response> {
-    match method {
+    let q = match method {
         "POST" => {
             let mut q: QueryRequest = parse_json(req)?;
             // The entry comes from the path; `entries` in the body is ignored.
@@ -171,13 +171,7 @@ pub fn query(
             if q.query_type == QueryType::Query {
                 app.store.bucket(bucket_name)?.entry(entry)?;
             }
-            run_query_request(
-                app,
-                bucket_name,
-                q,
-                vec![entry.to_string()],
-                req.caller.as_ref(),
-            )
+            q
         }
         "GET" | "HEAD" => {
             let q = QueryRequest {
@@ -205,31 +199,23 @@ pub fn query(
                 ..Default::default()
             };
             app.store.bucket(bucket_name)?.entry(entry)?;
-            run_query_request(
-                app,
-                bucket_name,
-                q,
-                vec![entry.to_string()],
-                req.caller.as_ref(),
-            )
+            q
         }
-        "DELETE" => {
-            let q = QueryRequest {
-                query_type: QueryType::Remove,
-                start: micros_param(req, "start")?,
-                stop: micros_param(req, "stop")?,
-                ..Default::default()
-            };
-            run_query_request(
-                app,
-                bucket_name,
-                q,
-                vec![entry.to_string()],
-                req.caller.as_ref(),
-            )
-        }
-        _ => Err(no_route(method, &req.head.path)),
-    }
+        "DELETE" => QueryRequest {
+            query_type: QueryType::Remove,
+            start: micros_param(req, "start")?,
+            stop: micros_param(req, "stop")?,
+            ..Default::default()
+        },
+        _ => return Err(no_route(method, &req.head.path)),
+    };
+    run_query_request(
+        app,
+        bucket_name,
+        q,
+        vec![entry.to_string()],
+        req.caller.as_ref(),
+    )
 }
 
 /// A `start`/`stop` query parameter in µs.
