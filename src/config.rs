@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::storage::sync::SyncMode;
+
 /// Default raw size of a payload frame: records are grouped into frames of about this many
 /// bytes, and each frame is compressed and checksummed on its own.
 pub const DEFAULT_FRAME_SIZE: usize = 1 << 20;
@@ -44,6 +46,9 @@ pub struct Config {
     /// fraction, when it is rewritten without them at once (default 0.5; 1.0 waits until
     /// every record is gone, when the block is dropped).
     pub tombstone_fold_share: f64,
+    /// When appended changes reach stable storage, and so what an acknowledgement
+    /// promises (default [`SyncMode::Always`]: nothing acknowledged is lost to a power cut).
+    pub sync_mode: SyncMode,
 }
 
 impl Config {
@@ -61,6 +66,7 @@ impl Config {
             instance_name: "unknown".to_string(),
             max_block_overlap: DEFAULT_MAX_BLOCK_OVERLAP,
             tombstone_fold_share: DEFAULT_TOMBSTONE_FOLD_SHARE,
+            sync_mode: SyncMode::default(),
         }
     }
 }

@@ -13,7 +13,7 @@ use halflife::maintenance::{self, Action, Job, Progress};
 use halflife::report;
 use halflife::server::queries::QueryLimits;
 use halflife::server::{InstanceRole, Limits, Provisioning, Server, ServerConfig};
-use halflife::storage::{Codec, CompressPool, Store};
+use halflife::storage::{Codec, CompressPool, Store, SyncMode};
 use halflife::{Config, Error, Result};
 
 /// halflife: time-stamped blob storage whose data ages under lifecycle policies.
@@ -171,6 +171,20 @@ struct ServeArgs {
     /// is rewritten without them at once (a number in (0, 1]; 1 waits for the last one).
     #[arg(long, env = "RS_TOMBSTONE_FOLD_SHARE", default_value_t = halflife::config::DEFAULT_TOMBSTONE_FOLD_SHARE, value_parser = fold_share)]
     tombstone_fold_share: f64,
+    /// When a change is acknowledged: `always` answers a write, batch, label update or
+    /// removal only once its bytes are on stable storage (group commit: concurrent writers
+    /// of a file share one fdatasync), so a power cut loses nothing acknowledged;
+    /// `interval:<duration>` (e.g. interval:10ms) answers from the page cache and syncs
+    /// every written file at that period, so a power cut loses at most about one period;
+    /// `never` syncs only when blocks are sealed or committed (a power cut may lose the
+    /// open blocks; for throw-away data and benchmarks).
+    #[arg(long = "sync", env = "RS_SYNC_MODE", default_value = "always", value_parser = sync_mode)]
+    sync: SyncMode,
+}
+
+/// Parses `--sync`: `always`, `never` or `interval:<duration>`.
+fn sync_mode(text: &str) -> std::result::Result<SyncMode, String> {
+    text.parse().map_err(|e: Error| e.message().to_string())
 }
 
 /// Parses `--tombstone-fold-share`: a fraction in (0, 1].
@@ -260,6 +274,7 @@ fn serve(args: ServeArgs) -> Result<()> {
     engine.lifecycle_min_older_than = micros(args.lifecycle_min_older_than);
     engine.max_block_overlap = usize::try_from(args.max_block_overlap).unwrap_or(usize::MAX);
     engine.tombstone_fold_share = args.tombstone_fold_share;
+    engine.sync_mode = args.sync;
     let config = ServerConfig {
         engine,
         host: args.host,

@@ -14,6 +14,7 @@ use crate::server::http::Response;
 use crate::server::io::{QueryRequest, QueryType, read_batch_response, run_query_request};
 use crate::server::records::user_bucket;
 use crate::server::request::{Request, no_route, parse_decimal, parse_json};
+use crate::storage::Pending;
 
 /// Where a `/b/{bucket}/…` path goes (ReductStore routes by how the entry part ends).
 pub enum EntryRoute<'a> {
@@ -80,6 +81,7 @@ fn write(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result
         Ok(b)
     });
     let mut results = Vec::with_capacity(records.len());
+    let mut pending = Pending::none();
     for meta in records {
         let payload = req
             .body
@@ -87,11 +89,13 @@ fn write(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result
             .map_err(|e| body_error("reading the batch body", e))?;
         let ts = meta.timestamp;
         let result = match &bucket {
-            Ok(b) => b.write(entry, meta, &payload),
+            Ok(b) => b.write_deferred(entry, meta, &payload),
             Err(e) => Err(e.clone()),
         };
-        results.push((ts, result));
+        results.push((ts, result.map(|p| pending.add(p))));
     }
+    // One sync per file the batch touched, before any of it is acknowledged.
+    pending.wait()?;
     Ok(with_record_errors(results))
 }
 
@@ -115,10 +119,16 @@ fn update(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Resul
     let bucket = app.store.bucket(bucket_name)?;
     bucket.entry(entry)?;
     // Non-empty values set, empty ones remove, other labels stay.
-    Ok(with_record_errors(records.into_iter().map(|meta| {
-        let result = bucket.update_labels(entry, meta.timestamp, &meta.labels);
-        (meta.timestamp, result)
-    })))
+    let mut pending = Pending::none();
+    let results: Vec<_> = records
+        .into_iter()
+        .map(|meta| {
+            let result = bucket.update_labels_deferred(entry, meta.timestamp, &meta.labels);
+            (meta.timestamp, result.map(|p| pending.add(p)))
+        })
+        .collect();
+    pending.wait()?;
+    Ok(with_record_errors(results))
 }
 
 fn remove(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result<Response> {
@@ -127,11 +137,16 @@ fn remove(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Resul
     let stamps = decode_v1_timestamps(&req.head)?;
     let bucket = app.store.bucket(bucket_name)?;
     bucket.entry(entry)?;
-    Ok(with_record_errors(
-        stamps
-            .into_iter()
-            .map(|ts| (ts, bucket.remove_record(entry, ts))),
-    ))
+    let mut pending = Pending::none();
+    let results: Vec<_> = stamps
+        .into_iter()
+        .map(|ts| {
+            let result = bucket.remove_record_deferred(entry, ts);
+            (ts, result.map(|p| pending.add(p)))
+        })
+        .collect();
+    pending.wait()?;
+    Ok(with_record_errors(results))
 }
 
 fn read(

@@ -17,7 +17,7 @@ use crate::server::queries::Batch;
 use crate::server::records::user_bucket;
 use crate::server::request::{Request, no_route, parse_decimal, parse_json};
 use crate::storage::condition::Condition;
-use crate::storage::{Labels, QueryOptions};
+use crate::storage::{Labels, Pending, QueryOptions};
 
 /// Default time a query lives after its last read.
 const DEFAULT_TTL_SECS: u64 = 60;
@@ -193,16 +193,24 @@ fn write(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
     }
     bucket.make_room(total)?;
     let mut response = batch_response(req, &batch);
+    let mut pending = Pending::none();
     for record in &batch.records {
         let payload = req
             .body
             .read_exact_vec(record.meta.size)
             .map_err(|e| body_error("reading the batch body", e))?;
         let entry = &batch.entries[record.entry];
-        let result = bucket.write(entry, record.meta.clone(), &payload);
-        response = with_record_error(response, record, result);
+        let result = bucket.write_deferred(entry, record.meta.clone(), &payload);
+        response = with_record_error(response, record, collect(&mut pending, result));
     }
+    // One sync per file the batch touched, before any of it is acknowledged.
+    pending.wait()?;
     Ok(response)
+}
+
+/// Keeps what a successful change of a batch waits for, and its outcome.
+fn collect(pending: &mut Pending, result: Result<Pending>) -> Result<()> {
+    result.map(|p| pending.add(p))
 }
 
 fn remove(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
@@ -211,11 +219,13 @@ fn remove(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
     let bucket = app.store.bucket(bucket_name)?;
     let batch = decode_write_batch(&req.head)?;
     let mut response = batch_response(req, &batch);
+    let mut pending = Pending::none();
     for record in &batch.records {
         let entry = &batch.entries[record.entry];
-        let result = bucket.remove_record(entry, record.meta.timestamp);
-        response = with_record_error(response, record, result);
+        let result = bucket.remove_record_deferred(entry, record.meta.timestamp);
+        response = with_record_error(response, record, collect(&mut pending, result));
     }
+    pending.wait()?;
     Ok(response)
 }
 
@@ -230,13 +240,15 @@ fn update(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
     let bucket = app.store.bucket(bucket_name)?;
     let mut response = batch_response(req, &batch);
     let mut accumulated: HashMap<usize, Labels> = HashMap::new();
+    let mut pending = Pending::none();
     for record in &batch.records {
         let changes = accumulated.entry(record.entry).or_default();
         changes.extend(record.ops.iter().cloned());
         let entry = &batch.entries[record.entry];
-        let result = bucket.update_labels(entry, record.meta.timestamp, changes);
-        response = with_record_error(response, record, result);
+        let result = bucket.update_labels_deferred(entry, record.meta.timestamp, changes);
+        response = with_record_error(response, record, collect(&mut pending, result));
     }
+    pending.wait()?;
     Ok(response)
 }
 

@@ -20,6 +20,7 @@ use crate::storage::pattern::EntryPatterns;
 use crate::storage::query::{QueryIter, QueryOptions};
 use crate::storage::record::{Labels, Record, RecordMeta};
 use crate::storage::settings::BucketSettings;
+use crate::storage::sync::Pending;
 
 /// File holding a bucket's settings (JSON).
 pub const SETTINGS_FILE: &str = ".settings";
@@ -286,14 +287,22 @@ impl Bucket {
         Ok(entry)
     }
 
-    /// Writes a record; the entry is created on its first write.
+    /// Writes a record; the entry is created on its first write. Returns once the record
+    /// is as durable as the store's sync mode promises.
     pub fn write(&self, entry: &str, meta: RecordMeta, payload: &[u8]) -> Result<()> {
+        self.write_deferred(entry, meta, payload)?.wait()
+    }
+
+    /// [`Bucket::write`] without waiting for the sync: the record is acknowledged once the
+    /// returned [`Pending`] is waited on. A batch collects the `Pending` of each record
+    /// and waits once, which costs one sync per file it touched.
+    pub fn write_deferred(&self, entry: &str, meta: RecordMeta, payload: &[u8]) -> Result<Pending> {
         validate_labels(&meta.labels)?;
         let limits = self.settings().block_limits();
         let entry = self.entry_or_create(entry)?;
-        entry.write(meta, payload, limits)?;
+        let pending = entry.write(meta, payload, limits)?;
         self.merges.request_if_needed(&entry, limits);
-        Ok(())
+        Ok(pending)
     }
 
     /// Reads the record at `ts`, or the latest one when `ts` is `None`.
@@ -301,14 +310,33 @@ impl Bucket {
         self.entry(entry)?.read(ts)
     }
 
-    /// Changes labels of a record (an empty value removes the label).
+    /// Changes labels of a record (an empty value removes the label); returns once the
+    /// change is as durable as the sync mode promises.
     pub fn update_labels(&self, entry: &str, ts: u64, changes: &Labels) -> Result<()> {
+        self.update_labels_deferred(entry, ts, changes)?.wait()
+    }
+
+    /// [`Bucket::update_labels`] without waiting for the sync (see
+    /// [`Bucket::write_deferred`]).
+    pub fn update_labels_deferred(
+        &self,
+        entry: &str,
+        ts: u64,
+        changes: &Labels,
+    ) -> Result<Pending> {
         validate_labels(changes)?;
         self.entry(entry)?.update_labels(ts, changes)
     }
 
-    /// Removes one record.
+    /// Removes one record; returns once the removal is as durable as the sync mode
+    /// promises.
     pub fn remove_record(&self, entry: &str, ts: u64) -> Result<()> {
+        self.remove_record_deferred(entry, ts)?.wait()
+    }
+
+    /// [`Bucket::remove_record`] without waiting for the sync (see
+    /// [`Bucket::write_deferred`]).
+    pub fn remove_record_deferred(&self, entry: &str, ts: u64) -> Result<Pending> {
         self.entry(entry)?.remove_record(ts)
     }
 

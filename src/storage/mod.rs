@@ -24,6 +24,7 @@ pub mod quota;
 pub mod record;
 pub mod settings;
 pub mod store;
+pub mod sync;
 
 pub use bucket::{Bucket, BucketInfo};
 pub use bulk::{RecordFilter, RemoveStats};
@@ -34,3 +35,4 @@ pub use query::{QueryIter, QueryOptions};
 pub use record::{DEFAULT_CONTENT_TYPE, Labels, Payload, Record, RecordMeta};
 pub use settings::{BucketSettings, BucketSettingsUpdate, QuotaType};
 pub use store::Store;
+pub use sync::{Pending, SyncMode};

@@ -14,6 +14,7 @@ use crate::storage::format::fsutil::fsync_dir;
 use crate::storage::merge::Merger;
 use crate::storage::names::{validate_bucket_name, validate_system_bucket_name};
 use crate::storage::settings::BucketSettings;
+use crate::storage::sync::{Durability, Syncer};
 
 /// Name of the lock file in the data directory.
 pub const LOCK_FILE: &str = ".lock";
@@ -44,8 +45,9 @@ fn lock_data_dir(path: &std::path::Path) -> Result<File> {
 
 /// What the entries of one bucket share: a block cache of their own, the frame size, the
 /// overlap bound.
-fn entry_context(config: &Config) -> EntryContext {
+fn entry_context(config: &Config, durability: &Arc<Durability>) -> EntryContext {
     EntryContext {
+        durability: durability.clone(),
         cache: Arc::new(BlockCache::new(config.block_cache)),
         frame_size: config.frame_size,
         max_overlap: config.max_block_overlap,
@@ -59,6 +61,11 @@ pub struct Store {
     buckets: RwLock<BTreeMap<String, Arc<Bucket>>>,
     /// The background merge thread; stopped (and joined) when the store is dropped.
     merger: Merger,
+    /// The sync mode every entry's appends follow.
+    durability: Arc<Durability>,
+    /// The interval syncer (`interval` mode only); its last round runs when the store is
+    /// dropped.
+    _syncer: Syncer,
     /// The data directory's lock, held while the store is open: opening removes files of
     /// interrupted changes, which must never happen under another process's feet.
     _lock: File,
@@ -76,6 +83,8 @@ impl Store {
         let lock = lock_data_dir(data)?;
         remove_trash(data)?;
         let merger = Merger::start()?;
+        let durability = Durability::new(config.sync_mode);
+        let syncer = Syncer::start(&durability)?;
         let mut buckets = BTreeMap::new();
         let listing = std::fs::read_dir(data)
             .map_err(|e| Error::io(format!("listing {}", data.display()), e))?;
@@ -86,18 +95,26 @@ impl Store {
             if !valid || !item.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
-            match Bucket::open(&item.path(), &name, entry_context(&config), merger.queue()) {
+            let ctx = entry_context(&config, &durability);
+            match Bucket::open(&item.path(), &name, ctx, merger.queue()) {
                 Ok(bucket) => {
                     buckets.insert(name, Arc::new(bucket));
                 }
                 Err(e) => log::error!("bucket '{name}' is not available: {e}"),
             }
         }
-        log::info!("opened {} with {} bucket(s)", data.display(), buckets.len());
+        log::info!(
+            "opened {} with {} bucket(s); sync mode {}",
+            data.display(),
+            buckets.len(),
+            config.sync_mode
+        );
         Ok(Store {
             config,
             buckets: RwLock::new(buckets),
             merger,
+            durability,
+            _syncer: syncer,
             _lock: lock,
         })
     }
@@ -145,7 +162,7 @@ impl Store {
             &self.config.data_path,
             name,
             settings,
-            entry_context(&self.config),
+            entry_context(&self.config, &self.durability),
             self.merger.queue(),
         )?);
         buckets.insert(name.to_string(), bucket.clone());

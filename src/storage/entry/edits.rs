@@ -10,6 +10,7 @@ use crate::storage::format::edits::{BlockChange, BlockEdits, apply_change};
 use crate::storage::format::index::{BlockEntry, EditState, block_path, edits_path};
 use crate::storage::format::rewrite::write_records;
 use crate::storage::merge::max_overlap;
+use crate::storage::sync::Pending;
 
 impl Entry {
     /// Changes records of sealed block `pos` by appending to its edit log (created on
@@ -21,7 +22,7 @@ impl Entry {
         st: &mut EntryState,
         pos: usize,
         change: BlockChange,
-    ) -> Result<()> {
+    ) -> Result<Pending> {
         let seq = st.index.blocks[pos].seq;
         let edits = match st.edits.entry(seq) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
@@ -30,23 +31,30 @@ impl Entry {
             }
         };
         edits.append(&change)?;
+        // When a drop or fold below commits, the edit log is retired and this returns at
+        // once: the commit made the change durable.
+        let pending = self
+            .ctx
+            .durability
+            .after_append(edits.sync_handle(), edits.file_len());
         st.index.blocks[pos].edits = edit_state(edits);
         self.ctx.cache.edit((self.uid, seq), |view| {
             apply_change(view.records_mut(), &change)
         });
         if !matches!(change, BlockChange::Remove(_)) {
-            return Ok(());
+            return Ok(pending);
         }
         let b = &st.index.blocks[pos];
         if b.live_records() == 0 {
             let mut next = st.index.clone();
             next.blocks.remove(pos);
-            return self.commit(st, next, &[], &[seq]);
+            self.commit(st, next, &[], &[seq])?;
+        } else if b.edits.removed as f64 >= self.ctx.fold_share * b.record_count as f64 {
+            self.fold(st, pos)?;
+        } else {
+            self.narrow_range(st, seq)?;
         }
-        if b.edits.removed as f64 >= self.ctx.fold_share * b.record_count as f64 {
-            return self.fold(st, pos);
-        }
-        self.narrow_range(st, seq)
+        Ok(pending)
     }
 
     /// Rewrites sealed block `pos` with its edits folded in (tombstoned records dropped,

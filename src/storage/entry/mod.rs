@@ -28,12 +28,13 @@ use crate::error::{Error, Result};
 use crate::storage::bulk::{BlockPlan, RecordFilter, RemoveStats, plan_removal};
 use crate::storage::cache::BlockCache;
 use crate::storage::format::edits::{BlockChange, BlockEdits};
-use crate::storage::format::fsutil::{create_dirs_durably, remove_file_if_exists};
+use crate::storage::format::fsutil::{create_dirs_durably, fsync_dir, remove_file_if_exists};
 use crate::storage::format::index::{BlockEntry, EntryIndex, block_path, edits_path, log_path};
 use crate::storage::format::log::OpenLog;
 use crate::storage::format::rewrite::write_log_block;
 use crate::storage::merge::max_overlap;
 use crate::storage::record::{Labels, RecordMeta};
+use crate::storage::sync::{Durability, Pending};
 
 use edits::edit_state;
 pub use read::{Chunk, EntryInfo, TierInfo};
@@ -54,6 +55,8 @@ pub(crate) struct EntryContext {
     pub max_overlap: usize,
     /// A block whose tombstoned share of records reaches this is rewritten without them.
     pub fold_share: f64,
+    /// The sync mode: what a writer waits for after appending to a log.
+    pub durability: Arc<Durability>,
 }
 
 /// Gives every entry instance a unique id so cached blocks of a removed and re-created
@@ -148,8 +151,23 @@ impl Entry {
             }
         }
         let replay = |seq: Option<u64>| -> Result<Option<OpenLog>> {
-            seq.map(|seq| OpenLog::open(&log_path(dir, seq)))
-                .transpose()
+            let Some(seq) = seq else {
+                return Ok(None);
+            };
+            let path = log_path(dir, seq);
+            if path.exists() {
+                return OpenLog::open(&path).map(Some);
+            }
+            // The index commit that named the log is durable but the log's creation is
+            // not (it cannot happen when both were synced in order, but a file system
+            // that reorders is not impossible): nothing was acknowledged into it.
+            log::warn!(
+                "entry {bucket}/{name}: the index names {} but it is missing (its creation did not survive); starting it empty",
+                path.display()
+            );
+            let log = OpenLog::create(&path)?;
+            fsync_dir(dir)?;
+            Ok(Some(log))
         };
         let open = replay(index.open_log)?;
         let late = replay(index.late_log)?;
@@ -252,7 +270,12 @@ impl Entry {
     /// of the protocol).
     fn discard_block_file(&self, st: &mut EntryState, seq: u64) {
         self.ctx.cache.evict((self.uid, seq));
-        let edits = st.edits.remove(&seq).map(|_| edits_path(&self.dir, seq));
+        // The commit that dropped the block made its edits durable or moot (folded into a
+        // synced rewrite, or every record gone): writers waiting on them are released.
+        let edits = st.edits.remove(&seq).map(|log| {
+            log.sync_handle().retire();
+            edits_path(&self.dir, seq)
+        });
         for path in std::iter::once(block_path(&self.dir, seq)).chain(edits) {
             if let Err(e) = remove_file_if_exists(&path) {
                 // The index no longer names the block: the next open removes it.
@@ -262,8 +285,10 @@ impl Entry {
     }
 
     /// Writes a record. Any timestamp order works and costs one append: a belated record
-    /// goes to the late log. An existing timestamp is a conflict.
-    pub fn write(&self, meta: RecordMeta, payload: &[u8], limits: BlockLimits) -> Result<()> {
+    /// goes to the late log. An existing timestamp is a conflict. The write is acknowledged
+    /// once the returned [`Pending`] has been waited on (after the entry lock is released,
+    /// so concurrent writers share a sync).
+    pub fn write(&self, meta: RecordMeta, payload: &[u8], limits: BlockLimits) -> Result<Pending> {
         let ts = meta.timestamp;
         if ts == u64::MAX {
             // Query stops are exclusive: a record here could be written but never queried.
@@ -305,10 +330,19 @@ impl Entry {
             }
             Some(_) => {}
         }
-        st.log_slot(kind)
+        let log = st
+            .log_slot(kind)
             .as_mut()
-            .expect("a log exists after start_log")
-            .append_record(meta, payload)
+            .expect("a log exists after start_log");
+        log.append_record(meta, payload)?;
+        Ok(self.after_append(log))
+    }
+
+    /// What the writer of an append to `log` waits for, as the sync mode has it.
+    fn after_append(&self, log: &OpenLog) -> Pending {
+        self.ctx
+            .durability
+            .after_append(log.sync_handle(), log.file_len())
     }
 
     /// Starts a new, empty log of `kind` and commits the index naming it.
@@ -328,7 +362,8 @@ impl Entry {
     }
 
     /// Changes labels: a non-empty value sets the label, an empty value removes it.
-    pub fn update_labels(&self, ts: u64, changes: &Labels) -> Result<()> {
+    /// Acknowledged once the returned [`Pending`] has been waited on.
+    pub fn update_labels(&self, ts: u64, changes: &Labels) -> Result<Pending> {
         let mut st = self.lock()?;
         let apply = |labels: &Labels| {
             let mut out = labels.clone();
@@ -349,15 +384,16 @@ impl Entry {
                     .expect("a record was found in this log");
                 let current = &log.records()[&ts].meta.labels;
                 let labels = apply(current);
-                if &labels != current {
-                    log.append_labels(ts, &labels)?;
+                if &labels == current {
+                    return Ok(Pending::none());
                 }
-                Ok(())
+                log.append_labels(ts, &labels)?;
+                Ok(self.after_append(log))
             }
             Place::Sealed { pos, block, record } => {
                 let labels = apply(&block.records()[record].meta.labels);
                 if labels == block.records()[record].meta.labels {
-                    return Ok(());
+                    return Ok(Pending::none());
                 }
                 drop(block);
                 self.change_block(&mut st, pos, BlockChange::Relabel(ts, labels))
@@ -365,15 +401,18 @@ impl Entry {
         }
     }
 
-    /// Removes one record.
-    pub fn remove_record(&self, ts: u64) -> Result<()> {
+    /// Removes one record. Acknowledged once the returned [`Pending`] has been waited on.
+    pub fn remove_record(&self, ts: u64) -> Result<Pending> {
         let mut st = self.lock()?;
         match self.place(&st, ts)?.ok_or_else(|| self.not_found(ts))? {
-            Place::Log(kind) => st
-                .log_slot(kind)
-                .as_mut()
-                .expect("a record was found in this log")
-                .append_remove(ts),
+            Place::Log(kind) => {
+                let log = st
+                    .log_slot(kind)
+                    .as_mut()
+                    .expect("a record was found in this log");
+                log.append_remove(ts)?;
+                Ok(self.after_append(log))
+            }
             Place::Sealed { pos, block, record } => {
                 let size = block.records()[record].meta.size;
                 drop(block);
@@ -397,7 +436,10 @@ impl Entry {
             created.push(path);
         }
         self.commit(st, next, &created, &[])?;
-        *st.log_slot(kind) = None;
+        if let Some(log) = st.log_slot(kind).take() {
+            // Every live record is now in a synced, committed block.
+            log.retire();
+        }
         if let Some(seq) = old_log {
             let _ = remove_file_if_exists(&log_path(&self.dir, seq));
         }
@@ -405,7 +447,8 @@ impl Entry {
     }
 
     /// Removes every record with `start <= ts < stop` that passes `filter`; with `dry_run`
-    /// only counts them. Sealed-block changes commit in one index update.
+    /// only counts them. Sealed-block changes commit in one index update; returns once the
+    /// removal is as durable as the sync mode promises.
     pub fn remove_range(
         &self,
         start: u64,
@@ -446,21 +489,28 @@ impl Entry {
         }
         // Records cut out of a block become tombstones: metadata only, whatever the
         // block's size and codec (a fold or a drop may follow, see `change_block`).
+        let mut pending = Pending::none();
         for (seq, doomed) in trims {
             if let Some(pos) = st.index.blocks.iter().position(|b| b.seq == seq) {
-                self.change_block(&mut st, pos, BlockChange::Remove(doomed))?;
+                pending.add(self.change_block(&mut st, pos, BlockChange::Remove(doomed))?);
             }
         }
         for (kind, doomed) in plan.logs {
             if let Some((_, seq)) = dropped_logs.iter().find(|(k, _)| *k == kind) {
-                *st.log_slot(kind) = None;
+                if let Some(log) = st.log_slot(kind).take() {
+                    // The commit dropped it: nothing in it is needed any more.
+                    log.retire();
+                }
                 let _ = remove_file_if_exists(&log_path(&self.dir, *seq));
             } else if let Some(log) = st.log_slot(kind).as_mut() {
                 for ts in doomed {
                     log.append_remove(ts)?;
                 }
+                pending.add(self.after_append(log));
             }
         }
+        drop(st);
+        pending.wait()?;
         Ok(plan.stats)
     }
 

@@ -18,12 +18,14 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::storage::format::binary::BinaryReader;
 use crate::storage::format::block_meta::BlockRecord;
 use crate::storage::format::oplog;
 use crate::storage::record::Labels;
+use crate::storage::sync::FileSync;
 
 const EDITS_MAGIC: &[u8; 8] = b"HLEDT001";
 const OP_LABELS: u8 = 2;
@@ -41,30 +43,31 @@ pub enum BlockChange {
 /// The edit log of one sealed block, replayed into memory.
 pub struct BlockEdits {
     path: PathBuf,
-    file: File,
+    file: Arc<File>,
+    sync: Arc<FileSync>,
     len: u64,
     labels: HashMap<u64, Labels>,
     removed: HashSet<u64>,
     removed_bytes: u64,
     ops: u64,
-    /// Appended since the last [`BlockEdits::sync`].
-    dirty: bool,
 }
 
 impl BlockEdits {
     /// Creates an empty edit log. It is not fsynced here: like an append, it is durable
-    /// once its entry's next commit syncs it ([`BlockEdits::sync`]) and the directory.
+    /// once its first sync (the sync mode's, or the entry's next commit) has synced it and
+    /// its directory entry ([`FileSync`] knows the directory is pending).
     pub fn create(path: &Path) -> Result<Self> {
-        let file = oplog::create(path, EDITS_MAGIC, false)?;
+        let file = Arc::new(oplog::create(path, EDITS_MAGIC, false)?);
+        let sync = FileSync::new(file.clone(), path, EDITS_MAGIC.len() as u64, false);
         Ok(BlockEdits {
             path: path.to_path_buf(),
             file,
+            sync,
             len: EDITS_MAGIC.len() as u64,
             labels: HashMap::new(),
             removed: HashSet::new(),
             removed_bytes: 0,
             ops: 0,
-            dirty: true,
         })
     }
 
@@ -92,15 +95,19 @@ impl BlockEdits {
             }
             Ok(())
         })?;
+        let file = Arc::new(file);
+        // What a killed process left in the page cache may not be on disk: the next sync
+        // covers it.
+        let sync = FileSync::new(file.clone(), path, len, false);
         Ok(BlockEdits {
             path: path.to_path_buf(),
             file,
+            sync,
             len,
             labels,
             removed,
             removed_bytes,
             ops,
-            dirty: false,
         })
     }
 
@@ -127,8 +134,8 @@ impl BlockEdits {
         oplog::finish_op(&mut op, &[])?;
         oplog::append_at(&self.file, &self.path, self.len, &op.buf, &[])?;
         self.len += op.buf.len() as u64;
+        self.sync.appended(self.len);
         self.ops += 1;
-        self.dirty = true;
         match change {
             BlockChange::Relabel(ts, labels) => {
                 self.labels.insert(*ts, labels.clone());
@@ -145,15 +152,18 @@ impl BlockEdits {
         Ok(())
     }
 
-    /// Makes the appended changes durable (called before the entry's next commit).
+    /// Makes the appended changes durable (called before the entry's next commit, which
+    /// may rely on them); a no-op when a writer's sync already covered them.
     pub fn sync(&mut self) -> Result<()> {
-        if self.dirty {
-            self.file
-                .sync_data()
-                .map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))?;
-            self.dirty = false;
+        if self.sync.is_clean() {
+            return Ok(());
         }
-        Ok(())
+        self.sync.sync_written()
+    }
+
+    /// The group-commit state of the file, what a writer waits on.
+    pub fn sync_handle(&self) -> &Arc<FileSync> {
+        &self.sync
     }
 
     /// Applies every change to a block's records (sorted by timestamp, as the block holds

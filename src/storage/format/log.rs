@@ -16,8 +16,9 @@ use memmap2::Mmap;
 
 use crate::error::{Error, Result};
 use crate::storage::format::binary::{BinaryReader, BinaryWriter};
-use crate::storage::format::oplog;
+use crate::storage::format::oplog::{self, OP_HEADER};
 use crate::storage::record::{Labels, Payload, RecordMeta};
+use crate::storage::sync::FileSync;
 
 const LOG_MAGIC: &[u8; 8] = b"HLLOG001";
 const OP_RECORD: u8 = 1;
@@ -33,12 +34,35 @@ pub struct LogRecord {
     pub meta: RecordMeta,
     /// Byte offset of the payload in the log file.
     pub offset: u64,
+    /// Byte offset of the operation that wrote it (its `[len][crc]` header): the checksum
+    /// covering the payload, checked on every read.
+    pub op: u64,
+}
+
+impl LogRecord {
+    /// Checks `op_bytes` — the record's operation from its header to the end of its
+    /// payload — against the operation's checksum, and returns the payload.
+    fn verified<'b>(&self, op_bytes: &'b [u8], path: &dyn std::fmt::Display) -> Result<&'b [u8]> {
+        let header = OP_HEADER as usize;
+        let stored = op_bytes
+            .get(4..header)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+        let body = op_bytes.get(header..).unwrap_or_default();
+        if stored != Some(crc32fast::hash(body)) {
+            return Err(Error::internal(format!(
+                "record {} in {path} fails its checksum: its bytes are damaged",
+                self.meta.timestamp
+            )));
+        }
+        Ok(&op_bytes[op_bytes.len() - self.meta.size as usize..])
+    }
 }
 
 /// The open block of an entry.
 pub struct OpenLog {
     path: PathBuf,
     file: Arc<File>,
+    sync: Arc<FileSync>,
     len: u64,
     live: LiveRecords,
 }
@@ -60,7 +84,14 @@ impl LiveRecords {
                 let labels = r.labels()?;
                 let size = r.u64()?;
                 let offset = body_offset + (body.len() - r.remaining()) as u64;
+                if offset + size != body_offset + body.len() as u64 {
+                    return Err(Error::internal(format!(
+                        "log {what}: record {timestamp} declares {size} bytes but its operation holds {}",
+                        r.remaining()
+                    )));
+                }
                 self.insert(LogRecord {
+                    op: body_offset - OP_HEADER,
                     meta: RecordMeta {
                         timestamp,
                         labels,
@@ -108,11 +139,16 @@ impl OpenLog {
     /// Creates an empty log; it only counts once the index names it. The file must not
     /// exist (an existing file is never truncated).
     pub fn create(path: &Path) -> Result<Self> {
-        let file = oplog::create(path, LOG_MAGIC, true)?;
+        let file = Arc::new(oplog::create(path, LOG_MAGIC, true)?);
+        let len = LOG_MAGIC.len() as u64;
+        // Synced by `create`; its directory entry is synced by the index commit that names
+        // it, which happens before any append.
+        let sync = FileSync::new(file.clone(), path, len, true);
         Ok(OpenLog {
             path: path.to_path_buf(),
-            file: Arc::new(file),
-            len: LOG_MAGIC.len() as u64,
+            file,
+            sync,
+            len,
             live: LiveRecords::default(),
         })
     }
@@ -124,9 +160,14 @@ impl OpenLog {
         let (file, len) = oplog::open(path, LOG_MAGIC, |body, offset| {
             live.replay(body, offset, &what)
         })?;
+        let file = Arc::new(file);
+        // What a killed process left in the page cache may not be on disk yet: the next
+        // sync covers it.
+        let sync = FileSync::new(file.clone(), path, len, false);
         Ok(OpenLog {
             path: path.to_path_buf(),
-            file: Arc::new(file),
+            file,
+            sync,
             len,
             live,
         })
@@ -146,6 +187,7 @@ impl OpenLog {
             oplog::append_at(&self.file, &self.path, start, &op.buf, payload)?;
         }
         self.len = payload_offset + payload.len() as u64;
+        self.sync.appended(self.len);
         Ok(payload_offset)
     }
 
@@ -159,17 +201,30 @@ impl OpenLog {
             .map_err(|e| Error::io(format!("mapping {}", self.path.display()), e))
     }
 
-    /// The payload of `rec` inside a mapping from [`OpenLog::map`].
+    /// The payload of `rec` inside a mapping from [`OpenLog::map`], checked against its
+    /// operation's checksum.
     pub fn payload_in<'m>(&self, map: &'m Mmap, rec: &LogRecord) -> Result<&'m [u8]> {
-        let start = rec.offset as usize;
-        map.get(start..start + rec.meta.size as usize)
-            .ok_or_else(|| {
-                Error::internal(format!(
-                    "record {} lies past the end of {}",
-                    rec.meta.timestamp,
-                    self.path.display()
-                ))
-            })
+        let end = (rec.offset + rec.meta.size) as usize;
+        let op_bytes = map.get(rec.op as usize..end).ok_or_else(|| {
+            Error::internal(format!(
+                "record {} lies past the end of {}",
+                rec.meta.timestamp,
+                self.path.display()
+            ))
+        })?;
+        rec.verified(op_bytes, &self.path.display())
+    }
+
+    /// The group-commit state of the file: what a writer waits on to make its append
+    /// durable.
+    pub fn sync_handle(&self) -> &Arc<FileSync> {
+        &self.sync
+    }
+
+    /// The file's contents no longer matter (the log was sealed into a synced block, or
+    /// dropped): writers waiting for its sync are released.
+    pub fn retire(&self) {
+        self.sync.retire();
     }
 
     /// Appends a new record.
@@ -179,9 +234,10 @@ impl OpenLog {
         w.str(&meta.content_type);
         w.labels(&meta.labels);
         w.u64(payload.len() as u64);
+        let op = self.len;
         let offset = self.append(w, payload)?;
         meta.size = payload.len() as u64;
-        self.live.insert(LogRecord { meta, offset });
+        self.live.insert(LogRecord { meta, offset, op });
         Ok(())
     }
 
@@ -226,12 +282,17 @@ impl OpenLog {
         self.file.clone()
     }
 
-    /// Reads the payload of a record.
+    /// Reads the payload of a record, checked against its operation's checksum (one
+    /// read of the operation from its header on).
     pub fn read_payload(file: &File, rec: &LogRecord) -> Result<Payload> {
-        let mut buf = vec![0u8; rec.meta.size as usize];
-        file.read_exact_at(&mut buf, rec.offset)
+        let end = rec.offset + rec.meta.size;
+        let mut buf = vec![0u8; (end - rec.op) as usize];
+        file.read_exact_at(&mut buf, rec.op)
             .map_err(|e| Error::io(format!("reading record {}", rec.meta.timestamp), e))?;
-        Ok(Payload::from_vec(buf))
+        rec.verified(&buf, &"the log")?;
+        let start = (rec.offset - rec.op) as usize;
+        let len = buf.len();
+        Ok(Payload::Owned(Arc::new(buf), start..len))
     }
 }
 
@@ -302,5 +363,67 @@ mod tests {
             log.records().keys().copied().collect::<Vec<_>>(),
             vec![1, 3]
         );
+    }
+
+    #[test]
+    fn a_zero_filled_tail_is_cut_and_damage_inside_keeps_the_operations_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("1.log");
+        let mut log = OpenLog::create(&path).unwrap();
+        let mut ends = Vec::new();
+        for ts in 1..=5 {
+            log.append_record(meta(ts), format!("payload {ts}").as_bytes())
+                .unwrap();
+            ends.push(log.file_len() as usize);
+        }
+        drop(log);
+        let bytes = std::fs::read(&path).unwrap();
+
+        // The size reached the disk, the data did not: zeros after record 5.
+        let mut zeros = bytes.clone();
+        zeros.extend_from_slice(&[0u8; 300]);
+        std::fs::write(&path, &zeros).unwrap();
+        let log = OpenLog::open(&path).unwrap();
+        assert_eq!(log.records().len(), 5);
+        assert_eq!(log.file_len() as usize, bytes.len());
+        drop(log);
+
+        // One flipped byte in record 2's payload, one in record 4's header: records 1, 3
+        // and 5 are kept, and the file is not cut.
+        let mut damaged = bytes.clone();
+        damaged[ends[1] - 2] ^= 0x55;
+        damaged[ends[2] + 1] ^= 0x10;
+        std::fs::write(&path, &damaged).unwrap();
+        let mut log = OpenLog::open(&path).unwrap();
+        let kept: Vec<u64> = log.records().keys().copied().collect();
+        assert_eq!(kept, vec![1, 3, 5]);
+        assert_eq!(log.file_len() as usize, damaged.len());
+        log.append_record(meta(6), b"after").unwrap();
+        drop(log);
+        let log = OpenLog::open(&path).unwrap();
+        let kept: Vec<u64> = log.records().keys().copied().collect();
+        assert_eq!(kept, vec![1, 3, 5, 6]);
+
+        // A header of zeros: a creation cut short; it opens empty.
+        std::fs::write(&path, [0u8; 64]).unwrap();
+        let log = OpenLog::open(&path).unwrap();
+        assert!(log.records().is_empty());
+        assert_eq!(std::fs::read(&path).unwrap(), LOG_MAGIC);
+    }
+
+    #[test]
+    fn a_payload_changed_on_disk_is_refused_on_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("1.log");
+        let mut log = OpenLog::create(&path).unwrap();
+        log.append_record(meta(1), b"exact bytes").unwrap();
+        let rec = log.records()[&1].clone();
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[rec.offset as usize + 3] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let err = OpenLog::read_payload(&log.file(), &rec).unwrap_err();
+        assert!(err.message().contains("checksum"), "{}", err.message());
+        let map = log.map().unwrap();
+        assert!(log.payload_in(&map, &rec).is_err());
     }
 }

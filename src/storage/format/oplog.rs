@@ -76,9 +76,15 @@ pub fn create(path: &Path, magic: &[u8; 8], sync: bool) -> Result<File> {
 }
 
 /// Opens an op file and calls `replay(body, body_offset)` for each complete operation in
-/// order; a torn tail is cut off (and the cut fsynced). Returns the file and its valid
-/// length. A file shorter than its magic that starts like it is a creation that was
-/// interrupted: it is completed and replays as empty.
+/// order. Returns the file and the offset appends continue at.
+///
+/// What a crash or a power cut leaves behind is a bad **tail**: a torn last operation, or
+/// zeros where the file's new size reached the disk but its data did not. It is cut off
+/// (the cut fsynced) and logged as a WARN naming the file, the offset and the bytes.
+/// Damage **inside** the file — bad bytes followed by valid operations — is not cut: the
+/// damaged bytes stay where they are, are skipped at every open (an ERROR naming them),
+/// and every valid operation after them is replayed. A file shorter than its magic that
+/// starts like it is a creation that was interrupted: it is completed and replays as empty.
 pub fn open(
     path: &Path,
     magic: &[u8; 8],
@@ -97,29 +103,68 @@ pub fn open(
             .map_err(io)?;
         return Ok((file, magic.len() as u64));
     }
-    if bytes.len() < magic.len() || &bytes[..magic.len()] != magic {
+    if bytes.len() >= magic.len() && bytes[..magic.len()].iter().all(|&b| b == 0) {
+        // Created, and its size reached the disk before its first bytes did.
+        log::warn!(
+            "{}: its header is zeros (a creation cut short by a power loss); restoring it",
+            path.display()
+        );
+        file.write_all_at(magic, 0)
+            .and_then(|_| file.sync_all())
+            .map_err(io)?;
+    } else if bytes.len() < magic.len() || &bytes[..magic.len()] != magic {
         return Err(Error::internal(format!(
             "{} has a bad header",
             path.display()
         )));
     }
     let mut pos = magic.len();
-    while let Some(op_len) = valid_op_at(&bytes, pos) {
-        let body = &bytes[pos + OP_HEADER as usize..pos + op_len];
-        replay(body, (pos as u64) + OP_HEADER)?;
-        pos += op_len;
+    loop {
+        while let Some(op_len) = valid_op_at(&bytes, pos) {
+            let body = &bytes[pos + OP_HEADER as usize..pos + op_len];
+            replay(body, (pos as u64) + OP_HEADER)?;
+            pos += op_len;
+        }
+        if pos == bytes.len() {
+            return Ok((file, pos as u64));
+        }
+        match next_valid_op(&bytes, pos) {
+            Some(next) => {
+                log::error!(
+                    "{}: {} damaged bytes at offset {pos} are skipped; the valid operations after them (from offset {next}) are kept",
+                    path.display(),
+                    next - pos
+                );
+                pos = next;
+            }
+            None => {
+                let tail = &bytes[pos..];
+                let zeros = if tail.iter().all(|&b| b == 0) {
+                    " (all zeros: the file's size reached the disk, its data did not)"
+                } else {
+                    ""
+                };
+                log::warn!(
+                    "{}: cutting off {} bytes at offset {pos}, an interrupted write{zeros}",
+                    path.display(),
+                    tail.len()
+                );
+                file.set_len(pos as u64)
+                    .and_then(|_| file.sync_all())
+                    .map_err(io)?;
+                return Ok((file, pos as u64));
+            }
+        }
     }
-    if pos < bytes.len() {
-        log::warn!(
-            "{}: cutting off {} bytes of an interrupted write",
-            path.display(),
-            bytes.len() - pos
-        );
-        file.set_len(pos as u64)
-            .and_then(|_| file.sync_all())
-            .map_err(io)?;
-    }
-    Ok((file, pos as u64))
+}
+
+/// The first offset after `damaged` where a valid operation starts, if any. Operation kinds
+/// are small numbers (1 to 3), which rules out most offsets before any checksum is taken.
+fn next_valid_op(bytes: &[u8], damaged: usize) -> Option<usize> {
+    let header = OP_HEADER as usize;
+    (damaged + 1..bytes.len().saturating_sub(header)).find(|&at| {
+        matches!(bytes.get(at + header), Some(1..=3)) && valid_op_at(bytes, at).is_some()
+    })
 }
 
 /// Appends `op` (finished with [`finish_op`]) at `start`, followed by `payload` if it is not
