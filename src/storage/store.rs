@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::storage::bucket::{Bucket, BucketInfo, remove_trash, trash_name};
 use crate::storage::cache::BlockCache;
 use crate::storage::entry::EntryContext;
-use crate::storage::format::fsutil::fsync_dir;
+use crate::storage::format::fsutil::{create_dirs_durably, fsync_dir};
 use crate::storage::merge::Merger;
 use crate::storage::names::{validate_bucket_name, validate_system_bucket_name};
 use crate::storage::settings::BucketSettings;
@@ -78,8 +78,8 @@ impl Store {
     /// that one damaged bucket does not take the others down.
     pub fn open(config: Config) -> Result<Store> {
         let data = &config.data_path;
-        std::fs::create_dir_all(data)
-            .map_err(|e| Error::io(format!("creating data directory {}", data.display()), e))?;
+        // Durably: a directory whose creation a power cut undoes takes every bucket with it.
+        create_dirs_durably(data)?;
         let lock = lock_data_dir(data)?;
         remove_trash(data)?;
         let merger = Merger::start()?;

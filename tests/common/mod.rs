@@ -29,6 +29,27 @@ impl Connection {
         Connection { stream, reader }
     }
 
+    /// Connects, or reports why not.
+    pub fn try_open(addr: SocketAddr) -> std::io::Result<Self> {
+        let stream = TcpStream::connect(addr)?;
+        stream.set_nodelay(true)?;
+        let reader = BufReader::new(stream.try_clone()?);
+        Ok(Connection { stream, reader })
+    }
+
+    /// [`Connection::call`] that reports a broken connection (a server that went away)
+    /// instead of panicking.
+    pub fn try_call(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> std::io::Result<Resp> {
+        try_send(&mut self.stream, method, path, headers, body)?;
+        try_read_response(&mut self.reader, method == "HEAD")
+    }
+
     /// Sends a request and reads its whole response on this connection.
     pub fn call(
         &mut self,
@@ -237,6 +258,17 @@ pub fn send(
     headers: &[(&str, &str)],
     body: &[u8],
 ) {
+    try_send(stream, method, path, headers, body).expect("the request is sent");
+}
+
+/// [`send`] that reports a broken connection.
+pub fn try_send(
+    stream: &mut TcpStream,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<()> {
     let mut head = format!("{method} {path} HTTP/1.1\r\nhost: test\r\n");
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
@@ -247,35 +279,46 @@ pub fn send(
         head.push_str(&format!("content-length: {}\r\n", body.len()));
     }
     head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).unwrap();
-    stream.write_all(body).unwrap();
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body)
 }
 
 /// Reads one response from `reader` (HEAD responses have no body whatever their length).
 pub fn read_response(reader: &mut BufReader<TcpStream>, head_request: bool) -> Resp {
+    try_read_response(reader, head_request).expect("a well-formed response")
+}
+
+/// [`read_response`] that reports a closed or broken connection instead of panicking.
+pub fn try_read_response(
+    reader: &mut BufReader<TcpStream>,
+    head_request: bool,
+) -> std::io::Result<Resp> {
+    let broken = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
     let mut line = String::new();
-    reader.read_line(&mut line).unwrap();
+    reader.read_line(&mut line)?;
     let status: u16 = line
         .split_whitespace()
         .nth(1)
-        .unwrap_or_else(|| panic!("bad status line {line:?}"))
-        .parse()
-        .unwrap();
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| broken(format!("bad status line {line:?}")))?;
     let mut headers = Vec::new();
     loop {
         let mut l = String::new();
-        reader.read_line(&mut l).unwrap();
+        reader.read_line(&mut l)?;
         let l = l.trim_end();
         if l.is_empty() {
             break;
         }
-        let (k, v) = l.split_once(':').unwrap();
+        let (k, v) = l
+            .split_once(':')
+            .ok_or_else(|| broken(format!("bad header line {l:?}")))?;
         headers.push((k.to_ascii_lowercase(), v.trim().to_string()));
     }
     let len: usize = headers
         .iter()
         .find(|(k, _)| k == "content-length")
-        .map_or(0, |(_, v)| v.parse().unwrap());
+        .map_or(Ok(0), |(_, v)| v.parse())
+        .map_err(|_| broken("bad content-length".into()))?;
     let mut body = vec![
         0;
         if head_request || status == 100 {
@@ -284,12 +327,12 @@ pub fn read_response(reader: &mut BufReader<TcpStream>, head_request: bool) -> R
             len
         }
     ];
-    reader.read_exact(&mut body).unwrap();
-    Resp {
+    reader.read_exact(&mut body)?;
+    Ok(Resp {
         status,
         headers,
         body,
-    }
+    })
 }
 
 /// One request on a new connection.
