@@ -9,6 +9,11 @@
 //! throughput with 1,000 idle connections open (ratio to none) and `/alive` latency
 //! with 1,000 connections trickling a request head.
 //!
+//! Durability: 1 KiB single-record writes on 1 and 8 connections and 80-record batches
+//! (8 connections), against a server in each sync mode (`never`, `interval:10ms`,
+//! `always`): requests/s, p99 latency and each mode's share of `never`'s rate. The other
+//! workloads run with `never`, so they measure the HTTP path, not the disk.
+//!
 //! Run: `cargo bench --bench server`
 
 #[path = "../tests/common/mod.rs"]
@@ -22,7 +27,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use halflife::Config;
 use halflife::fixtures::{self, FixtureRecord};
 use halflife::server::{InstanceRole, Server, ServerConfig};
-use halflife::storage::{BucketSettings, QueryOptions, RecordMeta, Store};
+use halflife::storage::{BucketSettings, QueryOptions, RecordMeta, Store, SyncMode};
 
 fn write_over_http(
     addr: SocketAddr,
@@ -137,25 +142,9 @@ fn benches(c: &mut Criterion) {
     );
 
     let data = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(
-        ServerConfig {
-            engine: Config::new(data.path().join("http")),
-            host: "127.0.0.1".into(),
-            port: 0,
-            http_threads: 4,
-            limits: Default::default(),
-            queries: Default::default(),
-            api_token: None,
-            role: InstanceRole::Standalone,
-            metrics_public: false,
-        },
-        Default::default(),
-    )
-    .expect("server");
+    let server = start(&data.path().join("http"), SyncMode::Never, 4);
     let addr = server.local_addr();
-    let mut conn = Connection::open(addr);
-    assert_eq!(conn.call("POST", "/api/v1/b/bench", &[], b"").status, 200);
-    let direct = Store::open(Config::new(data.path().join("direct"))).expect("store");
+    let direct = Store::open(engine(&data.path().join("direct"), SyncMode::Never)).expect("store");
     direct
         .create_bucket("bench", BucketSettings::default())
         .expect("bucket");
@@ -300,6 +289,156 @@ fn benches(c: &mut Criterion) {
     }
 }
 
+/// An engine configuration on `path` with the given sync mode.
+fn engine(path: &std::path::Path, sync: SyncMode) -> Config {
+    let mut config = Config::new(path);
+    config.sync_mode = sync;
+    config
+}
+
+/// A server on a free loopback port with bucket `bench`.
+fn start(path: &std::path::Path, sync: SyncMode, http_threads: usize) -> Server {
+    let server = Server::start(
+        ServerConfig {
+            engine: engine(path, sync),
+            host: "127.0.0.1".into(),
+            port: 0,
+            http_threads,
+            limits: Default::default(),
+            queries: Default::default(),
+            api_token: None,
+            role: InstanceRole::Standalone,
+            metrics_public: false,
+        },
+        Default::default(),
+    )
+    .expect("server");
+    let mut conn = Connection::open(server.local_addr());
+    assert_eq!(conn.call("POST", "/api/v1/b/bench", &[], b"").status, 200);
+    server
+}
+
+/// Requests/s and p99 latency of `clients` connections, each sending requests built by
+/// `request(client, n)` for `span`.
+fn load(
+    addr: SocketAddr,
+    clients: usize,
+    span: Duration,
+    request: &(dyn Fn(usize, u64) -> (String, Vec<(String, String)>, Vec<u8>) + Sync),
+) -> (f64, Duration) {
+    let start = Instant::now();
+    let latencies: Vec<Vec<Duration>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..clients)
+            .map(|c| {
+                scope.spawn(move || {
+                    let mut conn = Connection::open(addr);
+                    let mut lat = Vec::new();
+                    let mut n = 0;
+                    while start.elapsed() < span {
+                        let (path, headers, body) = request(c, n);
+                        let headers: Vec<(&str, &str)> = headers
+                            .iter()
+                            .map(|(k, v)| (k.as_str(), v.as_str()))
+                            .collect();
+                        let sent = Instant::now();
+                        let resp = conn.call("POST", &path, &headers, &body);
+                        assert_eq!(resp.status, 200, "{}", resp.error());
+                        lat.push(sent.elapsed());
+                        n += 1;
+                    }
+                    lat
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("client"))
+            .collect()
+    });
+    let elapsed = start.elapsed();
+    let mut all: Vec<Duration> = latencies.into_iter().flatten().collect();
+    all.sort();
+    let p99 = all[(all.len() * 99 / 100).min(all.len() - 1)];
+    (all.len() as f64 / elapsed.as_secs_f64(), p99)
+}
+
+/// Writes per sync mode: what an acknowledgement that survives a power cut costs.
+fn durability(c: &mut Criterion) {
+    let data = tempfile::tempdir().expect("tempdir");
+    let span = Duration::from_secs(3);
+    let payload = vec![0x5au8; 1024];
+    let single = |c: usize, n: u64| {
+        (
+            format!("/api/v1/b/bench/single-{c}?ts={}", n + 1),
+            Vec::new(),
+            payload.clone(),
+        )
+    };
+    let batch = |c: usize, n: u64| {
+        let headers = (0..80u64)
+            .map(|i| {
+                (
+                    format!("x-reduct-time-{}", n * 80 + i + 1),
+                    "1024,application/octet-stream".to_string(),
+                )
+            })
+            .collect();
+        (
+            format!("/api/v1/b/bench/batch-{c}/batch"),
+            headers,
+            payload.repeat(80),
+        )
+    };
+    let modes = [
+        SyncMode::Never,
+        SyncMode::Interval(Duration::from_millis(10)),
+        SyncMode::Always,
+    ];
+    let mut rows = Vec::new();
+    for (i, mode) in modes.into_iter().enumerate() {
+        let server = start(&data.path().join(format!("m{i}")), mode, 8);
+        let addr = server.local_addr();
+        let runs = [
+            ("1 KiB writes, 1 connection", load(addr, 1, span, &single)),
+            ("1 KiB writes, 8 connections", load(addr, 8, span, &single)),
+            (
+                "80-record batches, 8 connections",
+                load(addr, 8, span, &batch),
+            ),
+        ];
+        rows.push((mode, runs));
+        server.shutdown();
+    }
+    // A criterion figure for the default mode, the one users get.
+    let server = start(&data.path().join("criterion"), SyncMode::Always, 8);
+    let addr = server.local_addr();
+    let mut conn = Connection::open(addr);
+    let mut ts = 0u64;
+    let mut group = c.benchmark_group("server/durability");
+    group.sample_size(10).throughput(Throughput::Bytes(1024));
+    group.bench_function("always_write_1k", |b| {
+        b.iter(|| {
+            ts += 1;
+            let path = format!("/api/v1/b/bench/crit?ts={ts}");
+            assert_eq!(conn.call("POST", &path, &[], &payload).status, 200);
+        })
+    });
+    group.finish();
+    server.shutdown();
+    eprintln!("\nsync modes (requests/s, p99; share = the mode's rate ÷ never's, same run):");
+    let never: Vec<f64> = rows[0].1.iter().map(|(_, (rate, _))| *rate).collect();
+    for (mode, runs) in &rows {
+        for (j, (what, (rate, p99))) in runs.iter().enumerate() {
+            eprintln!(
+                "  {:<15} {what:<34} {rate:>9.0} req/s  p99 {:>8.2} ms  share {:.2}",
+                mode.to_string(),
+                p99.as_secs_f64() * 1e3,
+                rate / never[j]
+            );
+        }
+    }
+}
+
 /// How long `f` takes.
 fn timed(f: impl FnOnce()) -> Duration {
     let start = Instant::now();
@@ -314,5 +453,5 @@ fn median_of_three(mut run: impl FnMut() -> Duration) -> Duration {
     times[1]
 }
 
-criterion_group!(server, benches);
+criterion_group!(server, benches, durability);
 criterion_main!(server);

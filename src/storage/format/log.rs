@@ -2,9 +2,11 @@
 //!
 //! New records are appended here rather than rewriting a block, so a write costs one
 //! `pwrite`. Each operation is `[body_len u32][crc32 u32][body]`; a write whose call returned
-//! is in the file (the page cache survives a killed process), and a torn tail left by a
-//! crash mid-append fails its length or CRC and is cut off at the next open. When the block
-//! fills up it is sealed into a block file through the normal commit protocol.
+//! is in the file (the page cache survives a killed process), and on stable storage once
+//! the log's [`FileSync`] says so (what the sync mode makes a writer wait for). A torn tail
+//! left by a crash or power cut mid-append fails its length or CRC and is cut off at the
+//! next open. When the block fills up it is sealed into a block file through the normal
+//! commit protocol.
 
 use std::collections::BTreeMap;
 use std::fs::File;

@@ -1,8 +1,9 @@
 //! The framing both append-only files share — the open and late logs (`log.rs`) and the
 //! per-block edit logs (`edits.rs`): an 8-byte magic, then operations
-//! `[body_len u32][crc32 u32][body]`. An append is one `pwrite`, so an acknowledged change
-//! is in the page cache and survives a killed process; a torn tail (a crash mid-append)
-//! fails its length or checksum and is cut off when the file is next opened.
+//! `[body_len u32][crc32 u32][body]`. An append is one `pwrite` (in the page cache, so it
+//! survives a killed process; when it reaches stable storage is `storage::sync`'s
+//! business); a torn tail (a crash or power cut mid-append) fails its length or checksum
+//! and is cut off when the file is next opened.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
