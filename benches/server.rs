@@ -367,18 +367,29 @@ fn durability(c: &mut Criterion) {
     let data = tempfile::tempdir().expect("tempdir");
     let span = Duration::from_secs(3);
     let payload = vec![0x5au8; 1024];
-    let single = |c: usize, n: u64| {
+    // Timestamps unique across every run against a server.
+    let next_ts = std::sync::atomic::AtomicU64::new(1);
+    let take = |n: u64| next_ts.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    let single = |c: usize, _: u64| {
         (
-            format!("/api/v1/b/bench/single-{c}?ts={}", n + 1),
+            format!("/api/v1/b/bench/single-{c}?ts={}", take(1)),
             Vec::new(),
             payload.clone(),
         )
     };
-    let batch = |c: usize, n: u64| {
+    let shared = |_: usize, _: u64| {
+        (
+            format!("/api/v1/b/bench/shared?ts={}", take(1)),
+            Vec::new(),
+            payload.clone(),
+        )
+    };
+    let batch = |c: usize, _: u64| {
+        let first = take(80);
         let headers = (0..80u64)
             .map(|i| {
                 (
-                    format!("x-reduct-time-{}", n * 80 + i + 1),
+                    format!("x-reduct-time-{}", first + i),
                     "1024,application/octet-stream".to_string(),
                 )
             })
@@ -400,7 +411,14 @@ fn durability(c: &mut Criterion) {
         let addr = server.local_addr();
         let runs = [
             ("1 KiB writes, 1 connection", load(addr, 1, span, &single)),
-            ("1 KiB writes, 8 connections", load(addr, 8, span, &single)),
+            (
+                "1 KiB writes, 8 connections, 8 entries",
+                load(addr, 8, span, &single),
+            ),
+            (
+                "1 KiB writes, 8 connections, 1 entry",
+                load(addr, 8, span, &shared),
+            ),
             (
                 "80-record batches, 8 connections",
                 load(addr, 8, span, &batch),
@@ -430,7 +448,7 @@ fn durability(c: &mut Criterion) {
     for (mode, runs) in &rows {
         for (j, (what, (rate, p99))) in runs.iter().enumerate() {
             eprintln!(
-                "  {:<15} {what:<34} {rate:>9.0} req/s  p99 {:>8.2} ms  share {:.2}",
+                "  {:<15} {what:<40} {rate:>9.0} req/s  p99 {:>8.2} ms  share {:.2}",
                 mode.to_string(),
                 p99.as_secs_f64() * 1e3,
                 rate / never[j]
