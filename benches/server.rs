@@ -318,14 +318,12 @@ fn start(path: &std::path::Path, sync: SyncMode, http_threads: usize) -> Server 
     server
 }
 
+/// Builds request `n` of client `c`: path, headers, body (sent as a POST).
+type RequestFn<'a> = dyn Fn(usize, u64) -> (String, Vec<(String, String)>, Vec<u8>) + Sync + 'a;
+
 /// Requests/s and p99 latency of `clients` connections, each sending requests built by
 /// `request(client, n)` for `span`.
-fn load(
-    addr: SocketAddr,
-    clients: usize,
-    span: Duration,
-    request: &(dyn Fn(usize, u64) -> (String, Vec<(String, String)>, Vec<u8>) + Sync),
-) -> (f64, Duration) {
+fn load(addr: SocketAddr, clients: usize, span: Duration, request: &RequestFn) -> (f64, Duration) {
     let start = Instant::now();
     let latencies: Vec<Vec<Duration>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..clients)
