@@ -1,0 +1,93 @@
+//! Removing records in bulk: a time range (remove-queries, delete policies, maintenance)
+//! planned before anything is written, and whole blocks (the FIFO quota).
+
+use super::{Entry, index_log};
+use crate::error::Result;
+use crate::storage::bulk::{BlockPlan, RecordFilter, RemoveStats, plan_removal};
+use crate::storage::format::edits::BlockChange;
+use crate::storage::format::fsutil::remove_file_if_exists;
+use crate::storage::format::index::log_path;
+use crate::storage::sync::Pending;
+
+impl Entry {
+    /// Removes every record with `start <= ts < stop` that passes `filter`; with `dry_run`
+    /// only counts them. Sealed-block changes commit in one index update; returns once the
+    /// removal is as durable as the sync mode promises.
+    pub fn remove_range(
+        &self,
+        start: u64,
+        stop: u64,
+        filter: Option<&RecordFilter>,
+        dry_run: bool,
+    ) -> Result<RemoveStats> {
+        let mut st = self.lock()?;
+        // Plan first, so a failing filter aborts before anything is written.
+        let plan = plan_removal(self, &st, start, stop, filter)?;
+        if dry_run {
+            return Ok(plan.stats);
+        }
+        let mut next = st.index.clone();
+        let mut obsolete = Vec::new();
+        let mut trims = Vec::new();
+        for (b, action) in st.index.blocks.iter().zip(plan.blocks) {
+            match action {
+                BlockPlan::Keep => {}
+                BlockPlan::Drop => obsolete.push(b.seq),
+                BlockPlan::Trim(doomed) => trims.push((b.seq, doomed)),
+            }
+        }
+        next.blocks.retain(|b| !obsolete.contains(&b.seq));
+
+        // A log whose every record goes is dropped with the commit; others get removals.
+        let mut dropped_logs = Vec::new();
+        for (kind, doomed) in &plan.logs {
+            let log = st.log(*kind).expect("the plan names only existing logs");
+            if doomed.len() == log.records().len()
+                && let Some(seq) = index_log(&mut next, *kind).take()
+            {
+                dropped_logs.push((*kind, seq));
+            }
+        }
+        if next != st.index {
+            self.commit(&mut st, next, &[], &obsolete)?;
+        }
+        // Records cut out of a block become tombstones: metadata only, whatever the
+        // block's size and codec (a fold or a drop may follow, see `change_block`).
+        let mut pending = Pending::none();
+        for (seq, doomed) in trims {
+            if let Some(pos) = st.index.blocks.iter().position(|b| b.seq == seq) {
+                pending.add(self.change_block(&mut st, pos, BlockChange::Remove(doomed))?);
+            }
+        }
+        for (kind, doomed) in plan.logs {
+            if let Some((_, seq)) = dropped_logs.iter().find(|(k, _)| *k == kind) {
+                if let Some(log) = st.log_slot(kind).take() {
+                    // The commit dropped it: nothing in it is needed any more.
+                    log.retire();
+                }
+                let _ = remove_file_if_exists(&log_path(&self.dir, *seq));
+            } else if let Some(log) = st.log_slot(kind).as_mut() {
+                for ts in doomed {
+                    log.append_remove(ts)?;
+                }
+                pending.add(self.after_append(log));
+            }
+        }
+        drop(st);
+        pending.wait()?;
+        Ok(plan.stats)
+    }
+
+    /// Removes sealed block `seq` as a whole (the FIFO quota); returns its record count, 0
+    /// when it is no longer there.
+    pub(crate) fn drop_block(&self, seq: u64) -> Result<u64> {
+        let mut st = self.lock()?;
+        let Some(pos) = st.index.blocks.iter().position(|b| b.seq == seq) else {
+            return Ok(0);
+        };
+        let mut next = st.index.clone();
+        let gone = next.blocks.remove(pos);
+        self.commit(&mut st, next, &[], &[seq])?;
+        Ok(gone.live_records())
+    }
+}
