@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{Connection, Resp, ServerProcess, start_server};
-use powerfs::{Cut, PowerFs};
+use powerfs::{Cut, PowerFs, Rng};
 
 const BUCKET: &str = "b";
 /// Cuts per run of the test (the issue asks for at least 50).
@@ -83,19 +83,6 @@ fn payload(entry: &str, ts: u64) -> Vec<u8> {
     (0..len)
         .map(|i| (seed as usize).wrapping_add(i * 13) as u8)
         .collect()
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }
 
 fn base_ts() -> u64 {
