@@ -8,27 +8,14 @@
 //! from the mapped blocks) and gives the connection back. Idle and slow clients cost no
 //! thread, and every connection waits its turn per request.
 
-pub mod app;
+pub mod api;
 pub mod auth;
-pub mod batch;
-pub mod batch_v1;
-pub mod body;
-pub mod buckets;
-pub mod connection;
-pub mod entry_batch;
-pub mod head;
 pub mod http;
-pub mod io;
-pub mod lifecycles;
 pub mod metrics;
-pub mod percent;
+pub mod protocol;
 pub mod provision;
 pub mod queries;
-pub mod reactor;
-pub mod records;
-pub mod request;
-pub mod response;
-pub mod tokens;
+pub mod state;
 pub mod unsupported;
 
 use std::collections::BTreeSet;
@@ -43,12 +30,12 @@ use crate::error::{Error, Result};
 use crate::lifecycle::LifecycleRepository;
 use crate::storage::Store;
 
-pub use app::{App, InstanceRole};
 use http::After;
 pub use http::Limits;
+use http::reactor::{Reactor, ReturnPath};
 pub use provision::Provisioning;
 use provision::provision_buckets;
-use reactor::{Reactor, ReturnPath};
+pub use state::{App, InstanceRole};
 
 /// How often expired queries are dropped.
 const QUERY_SWEEP: std::time::Duration = std::time::Duration::from_secs(1);
@@ -157,7 +144,7 @@ impl Server {
             started: Instant::now(),
         });
         let stop = Arc::new(AtomicBool::new(false));
-        let (work_tx, work_rx) = crossbeam_channel::unbounded::<connection::Connection>();
+        let (work_tx, work_rx) = crossbeam_channel::unbounded::<http::connection::Connection>();
         let (reactor, returns) = Reactor::new(listener, config.limits, stop.clone(), work_tx)
             .map_err(|e| Error::io("setting up the connection poller", e))?;
         let mut handlers = Vec::new();
@@ -171,7 +158,7 @@ impl Server {
                     .spawn(move || {
                         let others_waiting = || !rx.is_empty();
                         for conn in rx.iter() {
-                            match http::serve(&app, conn, &limits, &stop, &others_waiting) {
+                            match http::serve(app.as_ref(), conn, &limits, &stop, &others_waiting) {
                                 After::Park(conn) => returns.park(conn),
                                 After::Close(conn) => returns.close(conn),
                             }

@@ -28,31 +28,9 @@ use crate::storage::entry::{BlockLimits, Entry, Replacement};
 use crate::storage::format::block::SealedBlock;
 use crate::storage::format::codec::Codec;
 use crate::storage::format::fsutil::remove_file_if_exists;
+pub use crate::storage::format::index::max_overlap;
 use crate::storage::format::index::{BlockEntry, block_path};
 use crate::storage::format::rewrite::write_new_block;
-
-/// The largest number of blocks whose time ranges contain one instant, and the first
-/// instant where that many do (0 and 0 for no blocks).
-pub fn max_overlap(blocks: &[BlockEntry]) -> (usize, u64) {
-    // Sweep over range starts and (exclusive) ends; at equal instants ends come first.
-    let mut events: Vec<(u64, i8)> = Vec::with_capacity(blocks.len() * 2);
-    for b in blocks {
-        events.push((b.first_ts, 1));
-        if let Some(after) = b.last_ts.checked_add(1) {
-            events.push((after, -1));
-        }
-    }
-    events.sort_unstable();
-    let (mut depth, mut best, mut at) = (0i64, 0i64, 0u64);
-    for (ts, delta) in events {
-        depth += i64::from(delta);
-        if depth > best {
-            best = depth;
-            at = ts;
-        }
-    }
-    (best as usize, at)
-}
 
 /// The blocks to merge when more than `bound` of them cover one instant: those covering
 /// the busiest instant.

@@ -176,3 +176,12 @@ fn expiry_ttl_and_allowlists() {
     let public: Option<IpAddr> = "8.8.8.8".parse().ok();
     assert_eq!(client_ip(public, None, Some("10.0.0.1")), public);
 }
+
+#[test]
+fn secrets_compare_by_content_and_length() {
+    assert!(constant_time_eq(b"s3cret", b"s3cret"));
+    assert!(!constant_time_eq(b"s3cret", b"s3creT"));
+    assert!(!constant_time_eq(b"s3cret", b"s3cret2"));
+    assert!(!constant_time_eq(b"", b"x"));
+    assert!(constant_time_eq(b"", b""));
+}

@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 use super::{Entry, EntryState};
 use crate::error::Result;
 use crate::storage::format::edits::{BlockChange, BlockEdits, apply_change};
+use crate::storage::format::index::max_overlap;
 use crate::storage::format::index::{BlockEntry, EditState, block_path, edits_path};
 use crate::storage::format::rewrite::write_records;
-use crate::storage::merge::max_overlap;
 use crate::storage::sync::Pending;
 
 impl Entry {

@@ -29,10 +29,10 @@ use crate::error::{Error, Result};
 use crate::storage::cache::BlockCache;
 use crate::storage::format::edits::{BlockChange, BlockEdits};
 use crate::storage::format::fsutil::{create_dirs_durably, fsync_dir, remove_file_if_exists};
+use crate::storage::format::index::max_overlap;
 use crate::storage::format::index::{BlockEntry, EntryIndex, block_path, edits_path, log_path};
 use crate::storage::format::log::OpenLog;
 use crate::storage::format::rewrite::write_log_block;
-use crate::storage::merge::max_overlap;
 use crate::storage::record::{Labels, RecordMeta};
 use crate::storage::sync::{Durability, Pending};
 

@@ -5,42 +5,16 @@
 //! follow the v2 paths; per-record failures are `x-reduct-error-<ts>` headers on a 200.
 
 use crate::error::{Error, Result};
-use crate::server::app::App;
-use crate::server::batch_v1::{
+use crate::server::api::io::{QueryRequest, QueryType, read_batch_response, run_query_request};
+use crate::server::api::records::user_bucket;
+use crate::server::http::Response;
+use crate::server::http::body::body_error;
+use crate::server::http::request::{Request, no_route, parse_decimal, parse_json};
+use crate::server::protocol::batch_v1::{
     decode_v1_batch, decode_v1_timestamps, encode_v1_record, v1_error_header,
 };
-use crate::server::body::body_error;
-use crate::server::http::Response;
-use crate::server::io::{QueryRequest, QueryType, read_batch_response, run_query_request};
-use crate::server::records::user_bucket;
-use crate::server::request::{Request, no_route, parse_decimal, parse_json};
+use crate::server::state::App;
 use crate::storage::Pending;
-
-/// Where a `/b/{bucket}/…` path goes (ReductStore routes by how the entry part ends).
-pub enum EntryRoute<'a> {
-    /// `…/{entry}/batch`.
-    Batch(&'a str),
-    /// `…/{entry}/q`.
-    Query(&'a str),
-    /// The single-record endpoints.
-    Record,
-}
-
-/// Routes an entry path: a `/batch` or `/q` suffix after a non-empty entry name (so
-/// top-level entries named `batch` or `q` stay reachable as records).
-pub fn entry_route<'a>(method: &str, entry: &'a str) -> EntryRoute<'a> {
-    if let Some(name) = entry.strip_suffix("/batch").filter(|n| !n.is_empty())
-        && matches!(method, "POST" | "PATCH" | "DELETE" | "GET" | "HEAD")
-    {
-        return EntryRoute::Batch(name);
-    }
-    if let Some(name) = entry.strip_suffix("/q").filter(|n| !n.is_empty())
-        && matches!(method, "POST" | "GET" | "HEAD" | "DELETE")
-    {
-        return EntryRoute::Query(name);
-    }
-    EntryRoute::Record
-}
 
 /// `/b/{bucket}/{entry}/batch`.
 pub fn batch(

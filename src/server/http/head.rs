@@ -66,7 +66,7 @@ impl RequestHead {
     pub fn query_param(&self, name: &str) -> Option<String> {
         self.query.split('&').find_map(|pair| {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (k == name).then(|| crate::server::percent::decode(v))
+            (k == name).then(|| crate::server::protocol::percent::decode(v))
         })
     }
 }
@@ -224,7 +224,7 @@ pub fn framing(head: &RequestHead) -> Result<Framing, FramingError> {
     }
     let mut length = None;
     for text in lengths {
-        let value = crate::server::request::parse_decimal(text).ok_or_else(|| {
+        let value = parse_decimal(text).ok_or_else(|| {
             framing_error(
                 400,
                 format!("Content-Length '{}' is not a number", text.escape_default()),
@@ -239,6 +239,15 @@ pub fn framing(head: &RequestHead) -> Result<Framing, FramingError> {
         length = Some(value);
     }
     Ok(Framing::Length(length.unwrap_or(0)))
+}
+
+/// A decimal number as HTTP and the API write them: ASCII digits only (no sign, no spaces,
+/// no `0x`), which `str::parse` alone would not enforce (it takes `+5`).
+pub fn parse_decimal(text: &str) -> Option<u64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use std::io::{self, Read, Write};
 
-use crate::server::connection::Connection;
+use crate::server::http::connection::Connection;
 
 /// Largest unread body the server reads and discards to keep a connection alive;
 /// past it the connection is closed instead.

@@ -56,7 +56,7 @@ impl Connection {
     /// while it is incomplete; the search resumes where the last one stopped, so a head
     /// that trickles in is scanned once.
     pub fn head_len(&mut self) -> Option<usize> {
-        crate::server::head::head_end(&self.buf[self.start..self.end], &mut self.head_scanned)
+        crate::server::http::head::head_end(&self.buf[self.start..self.end], &mut self.head_scanned)
     }
 
     /// Marks `n` pending bytes consumed.

@@ -8,14 +8,16 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::server::app::App;
+use crate::server::api::records::user_bucket;
 use crate::server::auth::{Access, Caller};
-use crate::server::batch::{BatchRecord, WriteBatch, decode_write_batch, encode_read_batch};
-use crate::server::body::body_error;
+use crate::server::http::body::body_error;
+use crate::server::http::request::{Request, no_route, parse_decimal, parse_json};
 use crate::server::http::{Response, ResponseBody};
+use crate::server::protocol::batch::{
+    BatchRecord, WriteBatch, decode_write_batch, encode_read_batch,
+};
 use crate::server::queries::Batch;
-use crate::server::records::user_bucket;
-use crate::server::request::{Request, no_route, parse_decimal, parse_json};
+use crate::server::state::App;
 use crate::storage::condition::Condition;
 use crate::storage::{Labels, Pending, QueryOptions};
 

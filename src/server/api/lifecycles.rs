@@ -5,10 +5,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::lifecycle::{LifecycleInfo, LifecycleMode, LifecycleSettings};
-use crate::server::app::App;
 use crate::server::http::Response;
-use crate::server::percent;
-use crate::server::request::{Request, no_route, parse_json, read_body};
+use crate::server::http::request::{Request, no_route, parse_json, read_body};
+use crate::server::protocol::percent;
+use crate::server::state::App;
 
 #[derive(Deserialize)]
 struct ModeBody {

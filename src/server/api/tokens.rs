@@ -5,10 +5,10 @@
 use serde_json::json;
 
 use crate::error::{Error, Result};
-use crate::server::app::App;
 use crate::server::auth::{Caller, TokenRepository};
 use crate::server::http::Response;
-use crate::server::request::{Request, no_route, read_body};
+use crate::server::http::request::{Request, no_route, read_body};
+use crate::server::state::App;
 
 /// `GET /me`.
 pub fn me(app: &App, caller: Option<&Caller>) -> Result<Response> {
@@ -37,7 +37,7 @@ fn enabled(app: &App) -> Result<&TokenRepository> {
 
 /// `/tokens`, `/tokens/{name}`, `/tokens/{name}/rotate`.
 pub fn tokens(app: &App, method: &str, tail: &str, req: &mut Request) -> Result<Response> {
-    let name = crate::server::percent::decode(tail);
+    let name = crate::server::protocol::percent::decode(tail);
     match (method, name.as_str()) {
         ("GET", "") => {
             let list = app.tokens.as_ref().map_or_else(Vec::new, |t| t.list());

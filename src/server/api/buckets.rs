@@ -4,10 +4,10 @@
 use serde_json::{Value, json};
 
 use crate::error::Result;
-use crate::server::app::App;
 use crate::server::auth::{Access, Caller};
 use crate::server::http::Response;
-use crate::server::request::{Request, no_route, read_body};
+use crate::server::http::request::{Request, no_route, read_body};
+use crate::server::state::App;
 use crate::storage::{BucketInfo, BucketSettings, BucketSettingsUpdate};
 
 fn bucket_info_json(app: &App, info: &BucketInfo) -> Value {

@@ -3,11 +3,11 @@
 //! no query string).
 
 use crate::error::{Error, Result};
-use crate::server::app::App;
-use crate::server::body::body_error;
-use crate::server::head::RequestHead;
+use crate::server::http::body::body_error;
+use crate::server::http::head::RequestHead;
+use crate::server::http::request::{Request, no_route, parse_decimal, required_ts, ts_param};
 use crate::server::http::{Response, ResponseBody};
-use crate::server::request::{Request, no_route, parse_decimal, required_ts, ts_param};
+use crate::server::state::App;
 use crate::storage::names::validate_entry_name;
 use crate::storage::{DEFAULT_CONTENT_TYPE, Labels, RecordMeta};
 

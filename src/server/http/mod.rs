@@ -9,13 +9,28 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::server::app::App;
-use crate::server::body::{Body, ChunkedError, decode_chunked};
-use crate::server::connection::Connection;
-use crate::server::head::{self, Framing, HeadError};
-use crate::server::request::Request;
+use crate::server::http::body::{Body, ChunkedError, decode_chunked};
+use crate::server::http::connection::Connection;
+use crate::server::http::head::{Framing, HeadError};
+use crate::server::http::request::Request;
 
-pub use crate::server::response::{Response, ResponseBody, write_response};
+pub mod body;
+pub mod connection;
+pub mod head;
+pub mod reactor;
+pub mod request;
+pub mod response;
+
+pub use response::{Response, ResponseBody, write_response};
+
+/// What the transport serves requests with: the router implements it, so this layer never
+/// names a handler.
+pub trait Service: Sync {
+    /// Answers one request.
+    fn handle(&self, req: &mut Request) -> Response;
+    /// Counts one answered request (method, raw path, status, time from head to last byte).
+    fn observe(&self, method: &str, path: &str, status: u16, elapsed: Duration);
+}
 
 /// Requests served back to back on one connection before it goes to the back of the
 /// queue (only while nobody else is waiting).
@@ -79,7 +94,7 @@ pub enum After {
 /// Serves the requests whose heads are in the connection's buffer (the first always; the
 /// next ones only while nobody else waits for a thread).
 pub fn serve(
-    app: &App,
+    app: &dyn Service,
     mut conn: Connection,
     limits: &Limits,
     stop: &AtomicBool,
@@ -208,16 +223,16 @@ fn refuse(conn: &mut Connection, response: &Response) -> (bool, u16) {
 
 /// Refuses a request whose head could not be read, counting it for `/metrics` with no
 /// route or method (it has none we could trust); returns keep-alive off.
-fn refuse_unread(app: &App, conn: &mut Connection, response: &Response) -> bool {
+fn refuse_unread(app: &dyn Service, conn: &mut Connection, response: &Response) -> bool {
     let (_, status) = refuse(conn, response);
-    app.http_metrics.observe("", "", status, Duration::ZERO);
+    app.observe("", "", status, Duration::ZERO);
     false
 }
 
 /// Serves one request and counts it for `/metrics`; true when the connection may serve
 /// another.
 fn serve_request(
-    app: &App,
+    app: &dyn Service,
     conn: &mut Connection,
     head: head::RequestHead,
     limits: &Limits,
@@ -226,14 +241,13 @@ fn serve_request(
     let started = Instant::now();
     let (method, path) = (head.method.clone(), head.path.clone());
     let (keep_alive, status) = answer(app, conn, head, limits, stop);
-    app.http_metrics
-        .observe(&method, &path, status, started.elapsed());
+    app.observe(&method, &path, status, started.elapsed());
     keep_alive
 }
 
 /// Answers one request; returns whether the connection may serve another and the status.
 fn answer(
-    app: &App,
+    app: &dyn Service,
     conn: &mut Connection,
     head: head::RequestHead,
     limits: &Limits,
@@ -312,7 +326,7 @@ fn answer(
 }
 
 /// Runs the handler; a panic becomes a 500 (the thread and the connection survive).
-fn run_handler(app: &App, req: &mut Request) -> Response {
+fn run_handler(app: &dyn Service, req: &mut Request) -> Response {
     catch_unwind(AssertUnwindSafe(|| app.handle(req))).unwrap_or_else(|_| {
         log::error!(
             "{} {}: the handler panicked",

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use polling::{Event, Events, Poller};
 
-use crate::server::connection::Connection;
-use crate::server::head::MAX_HEAD_BYTES;
+use crate::server::http::connection::Connection;
+use crate::server::http::head::MAX_HEAD_BYTES;
 use crate::server::http::{Limits, Response, too_large_head, write_response};
 
 /// The poller key of the listening socket; connections get the keys after it.

@@ -1,98 +1,37 @@
-//! The server's shared state and request routing: authentication, the replica role, and
-//! the dispatch of `/api/v1/...` paths to the handlers of each resource.
+//! Routing: authenticates a request, checks its permission, and hands `/api/v1/...`
+//! paths to the handler of each resource. The transport reaches it through the
+//! [`Service`] trait, so `http/` never names a handler and no handler names the router.
 
-use std::collections::BTreeSet;
-use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::lifecycle::LifecycleRepository;
-use crate::server::auth::{Access, Caller, TokenRepository, client_ip};
-use crate::server::entry_batch::{self, EntryRoute};
-use crate::server::http::{Response, ResponseBody};
-use crate::server::metrics::{self, HttpMetrics};
-use crate::server::queries::QueryRegistry;
-use crate::server::request::{Request, no_route};
-use crate::server::{buckets, io, lifecycles, percent, records, tokens};
-use crate::storage::Store;
+use crate::server::api::routes::{EntryRoute, entry_route};
+use crate::server::api::{buckets, entry_batch, io, lifecycles, records, tokens};
+use crate::server::auth::{Access, Caller, client_ip};
+use crate::server::http::request::{Request, no_route};
+use crate::server::http::{Response, ResponseBody, Service};
+use crate::server::metrics;
+use crate::server::protocol::percent;
+use crate::server::state::App;
 
-/// The role of this instance, as `RS_INSTANCE_ROLE` names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InstanceRole {
-    /// A normal server (the default).
-    Standalone,
-    /// Primary of a pair (behaves as standalone here).
-    Primary,
-    /// Secondary of a pair (behaves as standalone here).
-    Secondary,
-    /// Read-only: every change is refused with 403 and no lifecycle policy runs.
-    Replica,
-}
+impl Service for App {
+    fn handle(&self, req: &mut Request) -> Response {
+        self.answer(req)
+    }
 
-impl InstanceRole {
-    /// The API's name of the role.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            InstanceRole::Standalone => "STANDALONE",
-            InstanceRole::Primary => "PRIMARY",
-            InstanceRole::Secondary => "SECONDARY",
-            InstanceRole::Replica => "REPLICA",
-        }
+    fn observe(&self, method: &str, path: &str, status: u16, elapsed: Duration) {
+        self.http_metrics.observe(method, path, status, elapsed);
     }
 }
 
-impl std::str::FromStr for InstanceRole {
-    type Err = String;
-
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s.to_ascii_uppercase().as_str() {
-            "STANDALONE" => Ok(InstanceRole::Standalone),
-            "PRIMARY" => Ok(InstanceRole::Primary),
-            "SECONDARY" => Ok(InstanceRole::Secondary),
-            "REPLICA" => Ok(InstanceRole::Replica),
-            _ => Err(format!(
-                "instance role '{s}' is not one of STANDALONE, PRIMARY, SECONDARY, REPLICA"
-            )),
-        }
-    }
+/// Routing as methods of the shared state, private to this file.
+trait Route {
+    fn authenticate(&self, req: &Request) -> Result<Option<Caller>>;
+    fn answer(&self, req: &mut Request) -> Response;
+    fn route(&self, req: &mut Request) -> Result<Response>;
 }
 
-/// Everything handlers share.
-pub struct App {
-    /// The storage engine.
-    pub store: Arc<Store>,
-    /// Lifecycle policies (read-only on a replica).
-    pub lifecycles: LifecycleRepository,
-    /// Open batch queries.
-    pub queries: QueryRegistry,
-    /// The tokens; `None` turns authentication off.
-    pub tokens: Option<TokenRepository>,
-    /// Buckets provisioned from the environment at start: they cannot be removed or
-    /// changed over HTTP.
-    pub provisioned_buckets: BTreeSet<String>,
-    /// Request counts and latencies for `/metrics`.
-    pub http_metrics: HttpMetrics,
-    /// `/metrics` needs no token.
-    pub metrics_public: bool,
-    /// This instance's role.
-    pub role: InstanceRole,
-    /// Reported by `/info`.
-    pub instance_name: String,
-    /// When the server started (for `uptime`).
-    pub started: Instant,
-}
-
-impl App {
-    /// Refuses a change on a replica, naming it (`Cannot {action} in read-only mode`).
-    pub fn writable(&self, action: &str) -> Result<()> {
-        if self.role == InstanceRole::Replica {
-            return Err(Error::forbidden(format!(
-                "Cannot {action} in read-only mode"
-            )));
-        }
-        Ok(())
-    }
-
+impl Route for App {
     /// The caller a request's `Authorization` names; `None` with authentication off.
     fn authenticate(&self, req: &Request) -> Result<Option<Caller>> {
         let Some(tokens) = &self.tokens else {
@@ -109,7 +48,7 @@ impl App {
     }
 
     /// Answers one request.
-    pub fn handle(&self, req: &mut Request) -> Response {
+    fn answer(&self, req: &mut Request) -> Response {
         let result = self.route(req);
         match result {
             Ok(response) => response,
@@ -176,7 +115,7 @@ impl App {
                     Some((bucket, entry)) => {
                         let bucket = percent::decode(bucket);
                         let entry = percent::decode(entry);
-                        let route = entry_batch::entry_route(&method, &entry);
+                        let route = entry_route(&method, &entry);
                         // A query by POST reads; a REMOVE query asks for write itself.
                         let read_only =
                             reads || (method == "POST" && matches!(route, EntryRoute::Query(_)));
@@ -221,19 +160,5 @@ impl App {
             }
             _ => Err(no_route(&method, &path)),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::server::auth::constant_time_eq;
-
-    #[test]
-    fn secrets_compare_by_content_and_length() {
-        assert!(constant_time_eq(b"s3cret", b"s3cret"));
-        assert!(!constant_time_eq(b"s3cret", b"s3creT"));
-        assert!(!constant_time_eq(b"s3cret", b"s3cret2"));
-        assert!(!constant_time_eq(b"", b"x"));
-        assert!(constant_time_eq(b"", b""));
     }
 }

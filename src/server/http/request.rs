@@ -2,8 +2,9 @@
 //! read it: JSON bodies, the `ts` parameter, decimal numbers, the "no route" error.
 
 use crate::error::{Error, Result};
-use crate::server::body::{Body, body_error};
-use crate::server::head::RequestHead;
+use crate::server::http::body::{Body, body_error};
+use crate::server::http::head::RequestHead;
+pub use crate::server::http::head::parse_decimal;
 
 /// A request being handled: its head and its body.
 pub struct Request<'a> {
@@ -46,15 +47,6 @@ pub fn read_body(req: &mut Request) -> Result<Vec<u8>> {
     req.body
         .read_all()
         .map_err(|e| body_error("reading the request body", e))
-}
-
-/// A decimal number as HTTP and the API write them: ASCII digits only (no sign, no spaces,
-/// no `0x`), which `str::parse` alone would not enforce (it takes `+5`).
-pub fn parse_decimal(text: &str) -> Option<u64> {
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    text.parse().ok()
 }
 
 /// The `ts` query parameter: `Ok(None)` when absent.

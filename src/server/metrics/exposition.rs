@@ -1,13 +1,4 @@
-//! `GET /metrics`: Prometheus text exposition (format 0.0.4, encoded by `prometheus-client`).
-//!
-//! HTTP counters and latencies are kept as requests are served ([`HttpMetrics`]); everything
-//! else is read when scraped — per policy from the scheduler's runtime state, per bucket
-//! and codec tier from the entries' block indexes (in memory, no disk read), open queries
-//! from the query registry — so nothing is counted twice and nothing goes stale.
-//!
-//! Label values are bounded: routes are a fixed set of classes, methods outside the API's
-//! are `OTHER`, statuses are the server's own; policy and bucket names follow the
-//! bucket-name rules, and the encoder escapes every label value anyway.
+//! The exposition: everything the server measures, read when scraped.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
@@ -17,89 +8,11 @@ use prometheus_client::encoding::prometheus_text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use super::http::Labels;
 use crate::error::{Error, Result};
-use crate::server::app::App;
-use crate::server::entry_batch::{EntryRoute, entry_route};
-
-/// The content type of the exposition.
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
-
-type Labels = Vec<(&'static str, String)>;
-type LatencyFamily = Family<Labels, Histogram, fn() -> Histogram>;
-
-/// Latency buckets: 100 µs to ~26 s, ×4 apart.
-fn latency_histogram() -> Histogram {
-    Histogram::new(exponential_buckets(0.0001, 4.0, 10))
-}
-
-/// Request counts and latencies, updated by the HTTP threads.
-#[derive(Debug)]
-pub struct HttpMetrics {
-    requests: Family<Labels, Counter>,
-    latency: LatencyFamily,
-}
-
-impl Default for HttpMetrics {
-    fn default() -> Self {
-        HttpMetrics {
-            requests: Family::default(),
-            latency: Family::new_with_constructor(latency_histogram),
-        }
-    }
-}
-
-impl HttpMetrics {
-    /// Counts one answered request: its route class, method and status, and how long it
-    /// took from its head to the last byte of its response.
-    pub fn observe(&self, method: &str, path: &str, status: u16, elapsed: Duration) {
-        let route = route_class(method, path);
-        let method = match method {
-            "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE" => method,
-            _ => "OTHER",
-        };
-        self.requests
-            .get_or_create(&vec![
-                ("route", route.to_string()),
-                ("method", method.to_string()),
-                ("status", status.to_string()),
-            ])
-            .inc();
-        self.latency
-            .get_or_create(&vec![("route", route.to_string())])
-            .observe(elapsed.as_secs_f64());
-    }
-}
-
-/// The class of a request path: what a dashboard groups requests by.
-pub fn route_class(method: &str, path: &str) -> &'static str {
-    let path = path.split('?').next().unwrap_or_default();
-    if path == "/metrics" {
-        return "metrics";
-    }
-    let Some(rest) = path.strip_prefix("/api/v1/") else {
-        return "other";
-    };
-    let (first, tail) = rest.split_once('/').unwrap_or((rest, ""));
-    match first {
-        "alive" | "ready" => "alive",
-        "info" | "list" | "me" => "server",
-        "tokens" => "tokens",
-        "lifecycles" => "lifecycles",
-        "io" => "io",
-        "b" => match tail.split_once('/') {
-            None => "bucket",
-            Some((_, entry)) => match entry_route(method, entry) {
-                EntryRoute::Batch(_) => "batch",
-                EntryRoute::Query(_) => "query",
-                EntryRoute::Record => "record",
-            },
-        },
-        _ => "other",
-    }
-}
+use crate::server::state::App;
 
 fn labels(pairs: &[(&'static str, &str)]) -> Labels {
     pairs.iter().map(|(k, v)| (*k, v.to_string())).collect()
@@ -288,47 +201,4 @@ pub fn exposition(app: &App) -> Result<String> {
     encode(&mut text, &registry)
         .map_err(|_| Error::internal("encoding the metrics exposition failed"))?;
     Ok(text)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn routes_fall_into_a_fixed_set_of_classes() {
-        for (method, path, class) in [
-            ("GET", "/metrics", "metrics"),
-            ("GET", "/api/v1/alive", "alive"),
-            ("GET", "/api/v1/info", "server"),
-            ("GET", "/api/v1/list", "server"),
-            ("POST", "/api/v1/tokens/t", "tokens"),
-            ("GET", "/api/v1/b/cams", "bucket"),
-            ("POST", "/api/v1/b/cams/front", "record"),
-            ("GET", "/api/v1/b/cams/front?ts=1", "record"),
-            ("POST", "/api/v1/b/cams/front/batch", "batch"),
-            ("GET", "/api/v1/b/cams/front/q?q=1", "query"),
-            ("POST", "/api/v1/io/cams/write", "io"),
-            ("PUT", "/api/v1/lifecycles/p", "lifecycles"),
-            ("GET", "/nope", "other"),
-            ("GET", "/api/v1/whatever", "other"),
-        ] {
-            assert_eq!(route_class(method, path), class, "{method} {path}");
-        }
-    }
-
-    #[test]
-    fn hostile_methods_do_not_grow_the_label_set() {
-        let metrics = HttpMetrics::default();
-        metrics.observe("GET", "/api/v1/info", 200, Duration::from_millis(1));
-        metrics.observe("BREW\"}\n", "/x", 400, Duration::from_millis(1));
-        let mut registry = Registry::default();
-        registry.register("r", "requests", metrics.requests.clone());
-        let mut text = String::new();
-        encode(&mut text, &registry).expect("encodes");
-        assert!(
-            text.contains(r#"r_total{route="other",method="OTHER",status="400"} 1"#),
-            "{text}"
-        );
-        assert!(!text.contains("BREW"), "{text}");
-    }
 }

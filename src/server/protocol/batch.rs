@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 
 use crate::error::{Error, Result};
-use crate::server::head::RequestHead;
-use crate::server::percent;
-use crate::server::request::parse_decimal;
+use crate::server::http::head::RequestHead;
+use crate::server::http::head::parse_decimal;
+use crate::server::protocol::percent;
 use crate::storage::{DEFAULT_CONTENT_TYPE, Labels, RecordMeta};
 
 /// Headers of a read batch holding records of one entry, in timestamp order.

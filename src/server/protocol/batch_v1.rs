@@ -4,9 +4,9 @@
 //! tokenizer both protocol versions share (`batch::label_pairs`).
 
 use crate::error::{Error, Result};
-use crate::server::batch::label_pairs;
-use crate::server::head::RequestHead;
-use crate::server::request::parse_decimal;
+use crate::server::http::head::RequestHead;
+use crate::server::http::head::parse_decimal;
+use crate::server::protocol::batch::label_pairs;
 use crate::storage::{DEFAULT_CONTENT_TYPE, Labels, RecordMeta};
 
 const TIME_PREFIX: &str = "x-reduct-time-";

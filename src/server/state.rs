@@ -1,0 +1,91 @@
+//! The state every handler shares ([`App`]) and the instance role. Routing lives in
+//! `api/router.rs`; handlers depend on this file, never on the router.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::lifecycle::LifecycleRepository;
+use crate::server::auth::TokenRepository;
+use crate::server::metrics::HttpMetrics;
+use crate::server::queries::QueryRegistry;
+use crate::storage::Store;
+
+/// The role of this instance, as `RS_INSTANCE_ROLE` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstanceRole {
+    /// A normal server (the default).
+    Standalone,
+    /// Primary of a pair (behaves as standalone here).
+    Primary,
+    /// Secondary of a pair (behaves as standalone here).
+    Secondary,
+    /// Read-only: every change is refused with 403 and no lifecycle policy runs.
+    Replica,
+}
+
+impl InstanceRole {
+    /// The API's name of the role.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstanceRole::Standalone => "STANDALONE",
+            InstanceRole::Primary => "PRIMARY",
+            InstanceRole::Secondary => "SECONDARY",
+            InstanceRole::Replica => "REPLICA",
+        }
+    }
+}
+
+impl std::str::FromStr for InstanceRole {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.to_ascii_uppercase().as_str() {
+            "STANDALONE" => Ok(InstanceRole::Standalone),
+            "PRIMARY" => Ok(InstanceRole::Primary),
+            "SECONDARY" => Ok(InstanceRole::Secondary),
+            "REPLICA" => Ok(InstanceRole::Replica),
+            _ => Err(format!(
+                "instance role '{s}' is not one of STANDALONE, PRIMARY, SECONDARY, REPLICA"
+            )),
+        }
+    }
+}
+
+/// Everything handlers share.
+pub struct App {
+    /// The storage engine.
+    pub store: Arc<Store>,
+    /// Lifecycle policies (read-only on a replica).
+    pub lifecycles: LifecycleRepository,
+    /// Open batch queries.
+    pub queries: QueryRegistry,
+    /// The tokens; `None` turns authentication off.
+    pub tokens: Option<TokenRepository>,
+    /// Buckets provisioned from the environment at start: they cannot be removed or
+    /// changed over HTTP.
+    pub provisioned_buckets: BTreeSet<String>,
+    /// Request counts and latencies for `/metrics`.
+    pub http_metrics: HttpMetrics,
+    /// `/metrics` needs no token.
+    pub metrics_public: bool,
+    /// This instance's role.
+    pub role: InstanceRole,
+    /// Reported by `/info`.
+    pub instance_name: String,
+    /// When the server started (for `uptime`).
+    pub started: Instant,
+}
+
+impl App {
+    /// Refuses a change on a replica, naming it (`Cannot {action} in read-only mode`).
+    pub fn writable(&self, action: &str) -> Result<()> {
+        if self.role == InstanceRole::Replica {
+            return Err(Error::forbidden(format!(
+                "Cannot {action} in read-only mode"
+            )));
+        }
+        Ok(())
+    }
+}
