@@ -104,16 +104,135 @@ fn query_over_http(addr: SocketAddr, bucket: &str, entries: &str) -> (u64, u64) 
         if r.status == 204 {
             return (records, bytes);
         }
-        records += r
-            .headers
-            .iter()
-            .filter(|(k, _)| k.starts_with("x-reduct-0-"))
-            .count() as u64;
+        records += record_headers(&r);
         bytes += r.body.len() as u64;
         if r.header("x-reduct-last") == Some("true") {
             return (records, bytes);
         }
     }
+}
+
+/// How many record headers (`x-reduct-<entry>-<delta>`) a v2 read batch carries.
+fn record_headers(r: &common::Resp) -> u64 {
+    r.headers
+        .iter()
+        .filter(|(k, _)| {
+            k.strip_prefix("x-reduct-")
+                .and_then(|rest| rest.split_once('-'))
+                .is_some_and(|(e, d)| {
+                    !e.is_empty()
+                        && e.bytes().all(|b| b.is_ascii_digit())
+                        && !d.is_empty()
+                        && d.bytes().all(|b| b.is_ascii_digit())
+                })
+        })
+        .count() as u64
+}
+
+/// Reads a query over `entries` (a JSON list) to the end: records, batches, time.
+fn read_query(addr: SocketAddr, bucket: &str, entries: &str) -> (u64, u64, Duration) {
+    let started = Instant::now();
+    let mut conn = Connection::open(addr);
+    let body = format!(r#"{{"query_type":"QUERY","entries":{entries}}}"#);
+    let id = conn
+        .call(
+            "POST",
+            &format!("/api/v1/io/{bucket}/q"),
+            &[],
+            body.as_bytes(),
+        )
+        .json()["id"]
+        .as_u64()
+        .expect("query id")
+        .to_string();
+    let (mut records, mut batches) = (0, 0);
+    loop {
+        let r = conn.call(
+            "GET",
+            &format!("/api/v1/io/{bucket}/read"),
+            &[("x-reduct-query-id", &id)],
+            b"",
+        );
+        if r.status == 204 {
+            break;
+        }
+        records += record_headers(&r);
+        batches += 1;
+        if r.header("x-reduct-last") == Some("true") {
+            break;
+        }
+    }
+    (records, batches, started.elapsed())
+}
+
+/// What ending a batch where the merged stream returns to an entry costs: 20,000 1 KiB
+/// records in two entries whose timestamps alternate, read in one query, against the
+/// same records in one entry (same run, same server).
+fn interleaving(_c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start(dir.path(), SyncMode::Never, 4);
+    let addr = server.local_addr();
+    let mut conn = Connection::open(addr);
+    assert_eq!(conn.call("POST", "/api/v1/b/solo", &[], b"").status, 200);
+    let payload = vec![b'x'; 1024];
+    for (bucket, two) in [("bench", true), ("solo", false)] {
+        for start in (0..20_000u64).step_by(80) {
+            let mut headers = vec![
+                (
+                    "x-reduct-entries".to_string(),
+                    if two { "cam,lidar" } else { "cam" }.to_string(),
+                ),
+                ("x-reduct-start-ts".to_string(), start.to_string()),
+            ];
+            for ts in start..start + 80 {
+                let e = if two { ts % 2 } else { 0 };
+                headers.push((
+                    format!("x-reduct-{e}-{}", ts - start),
+                    "1024,application/octet-stream".to_string(),
+                ));
+            }
+            let headers: Vec<(&str, &str)> = headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            let body = payload.repeat(80);
+            let r = conn.call(
+                "POST",
+                &format!("/api/v1/io/{bucket}/write"),
+                &headers,
+                &body,
+            );
+            assert_eq!(r.status, 200, "{}", r.error());
+        }
+    }
+    let mut lines = Vec::new();
+    let mut rates = Vec::new();
+    for (bucket, entries, what) in [
+        ("bench", r#"["cam","lidar"]"#, "two entries, alternating"),
+        ("solo", r#"["cam"]"#, "one entry"),
+    ] {
+        let mut runs: Vec<(u64, u64, Duration)> =
+            (0..3).map(|_| read_query(addr, bucket, entries)).collect();
+        runs.sort_by_key(|r| r.2);
+        let (records, batches, time) = runs[1];
+        assert_eq!(records, 20_000);
+        let rate = records as f64 / time.as_secs_f64();
+        rates.push(rate);
+        lines.push(format!(
+            "{what}: {:.1} records per batch, {:.0} records/s",
+            records as f64 / batches as f64,
+            rate
+        ));
+    }
+    server.shutdown();
+    eprintln!(
+        "
+multi-entry reads (20,000 1 KiB records; median of 3):"
+    );
+    for line in lines {
+        eprintln!("  {line}");
+    }
+    eprintln!("  share of one entry's rate: {:.2}", rates[0] / rates[1]);
 }
 
 fn query_direct(store: &Store, bucket: &str, entries: &str) -> (u64, u64) {
@@ -469,5 +588,5 @@ fn median_of_three(mut run: impl FnMut() -> Duration) -> Duration {
     times[1]
 }
 
-criterion_group!(server, benches, durability);
+criterion_group!(server, benches, durability, interleaving);
 criterion_main!(server);

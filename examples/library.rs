@@ -37,7 +37,7 @@ fn main() -> Result<()> {
 
     // Count, then remove, a time range of the entries matching some patterns, only the
     // records matching a `when` condition (whole blocks are dropped as files).
-    let when = Condition::parse_str(r#"{"&origin": {"$in": ["EWR", "JFK"]}}"#, false)?;
+    let when = Condition::parse_str(r#"{"$in": ["&origin", "EWR", "JFK"]}"#, false)?;
     let entries = vec!["weather/**".to_string(), "!weather/private/**".to_string()];
     let stop = 1_600_000_000_000_000;
     let would = bucket.count_records(&entries, 0, stop, Some(&when))?;

@@ -17,7 +17,7 @@ use crate::storage::{Bucket, BucketSettings, QueryOptions, Store};
 
 const DELETE_POLICY: &str = r#"{"type":"delete","bucket":"airport","entries":["flights","logs/*"],
   "older_than":"30d","interval":"1s","processing_interval":"1000d",
-  "when":{"$or":[{"&carrier":{"$in":["OO","HA"]}},{"&action":{"$eq":"status"}}]}}"#;
+  "when":{"$or":[{"$in":["&carrier","OO","HA"]},{"&action":{"$eq":"status"}}]}}"#;
 const COMPRESS_POLICY: &str = r#"{"type":"compress","bucket":"airport","older_than":"1d",
   "interval":"1s","processing_interval":"1000d","compression":{"algorithm":"zstd","level":9}}"#;
 

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 
 pub mod embedded;
 use crate::storage::{Bucket, Labels, RecordMeta};
-use crate::timefmt::days_from_civil;
+use crate::timefmt::utc_micros;
 
 /// One record of a fixture data set.
 #[derive(Debug, Clone, PartialEq)]
@@ -149,13 +149,8 @@ pub fn parse_utc(text: &str) -> Result<u64> {
     let [y, mo, d, h, mi, s] = digits[..] else {
         return Err(bad());
     };
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
-        return Err(bad());
-    }
-    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s;
-    u64::try_from(secs)
-        .map(|s| s * 1_000_000)
-        .map_err(|_| bad())
+    let micros = utc_micros(y, mo, d, h, mi, s).ok_or_else(bad)?;
+    u64::try_from(micros).map_err(|_| bad())
 }
 
 /// Gives rows that share a timestamp distinct ones by adding their order (in µs).
@@ -226,7 +221,9 @@ fn csv_records(
         .into_iter()
         .map(|(base, row, cells)| {
             let mut labels = Labels::new();
-            let mut object = serde_json::Map::new();
+            // Keys sorted by name: the payload bytes the golden data directories hold
+            // (serde_json keeps insertion order, which conditions need).
+            let mut object = std::collections::BTreeMap::new();
             for (name, cell) in header.iter().zip(&cells) {
                 if label_columns.contains(name) {
                     labels.insert(name.to_string(), cell.to_string());
@@ -238,7 +235,8 @@ fn csv_records(
                 timestamp: unique.next(base),
                 labels,
                 content_type: "application/json".into(),
-                payload: serde_json::Value::Object(object).to_string().into_bytes(),
+                payload: serde_json::to_vec(&object)
+                    .expect("a map of JSON values always serializes"),
             };
             (row, record)
         })

@@ -647,3 +647,54 @@ fn policies_over_shuffled_data_delete_compress_and_compact() {
     assert_eq!(got, want);
     repo.shutdown();
 }
+
+#[test]
+fn a_delete_policy_thins_old_data_with_each_n() {
+    let (dir, store) = setup();
+    let now = now_us();
+    let base = now - 3 * HOUR;
+    // Written out of order, over several blocks and the late log.
+    let mut order: Vec<u64> = (0..100).collect();
+    order.sort_by_key(|i| (i * 37) % 100);
+    for i in &order {
+        write(&store, "b", "thin", base + i * 1000, &[]);
+        write(&store, "b", "every10", base + i * 1000, &[]);
+    }
+    let repo = LifecycleRepository::open(store.clone(), &config(dir.path())).unwrap();
+    // Keep every tenth record: delete the others.
+    repo.create(
+        "keep-tenth",
+        settings(r#"{"type":"delete","bucket":"b","entries":["thin"],"older_than":"1h","interval":"1h","when":{"$not":[{"$each_n":10}]}}"#),
+    )
+    .unwrap();
+    // Delete every tenth record.
+    repo.create(
+        "drop-tenth",
+        settings(r#"{"type":"delete","bucket":"b","entries":["every10"],"older_than":"1h","interval":"1h","when":{"$each_n":10}}"#),
+    )
+    .unwrap();
+    repo.run_now("keep-tenth").unwrap();
+    repo.run_now("drop-tenth").unwrap();
+    let left = |entry: &str| -> Vec<u64> {
+        store
+            .bucket("b")
+            .unwrap()
+            .query(&QueryOptions {
+                entries: vec![entry.to_string()],
+                only_metadata: true,
+                ..Default::default()
+            })
+            .unwrap()
+            .map(|r| (r.unwrap().meta.timestamp - base) / 1000)
+            .collect()
+    };
+    wait_until("both policies ran", || {
+        left("thin").len() == 10 && left("every10").len() == 90
+    });
+    assert_eq!(
+        left("thin"),
+        (0..100).filter(|i| i % 10 == 9).collect::<Vec<_>>()
+    );
+    assert!(left("every10").iter().all(|i| i % 10 != 9));
+    repo.shutdown();
+}

@@ -120,7 +120,7 @@ fn a_query_over_ten_overlapping_blocks_returns_records_in_order() {
         },
     );
     assert_eq!(part, (1123..1377).collect::<Vec<_>>());
-    let when = Condition::parse_str(r#"{"&series": {"$in": ["3", "7"]}}"#, false).unwrap();
+    let when = Condition::parse_str(r#"{"$in": ["&series", 3, 7]}"#, false).unwrap();
     let filtered = query_ts(
         &bucket,
         QueryOptions {
@@ -190,7 +190,7 @@ fn changes_and_removals_work_in_overlapping_blocks_and_the_late_log() {
     // A bulk removal across overlapping blocks and both logs.
     let stats = bucket.remove_records(&[], 1200, 1300, None).unwrap();
     assert_eq!(stats.records, 100);
-    let when = Condition::parse_str(r#"{"&series": {"$eq": "5"}}"#, false).unwrap();
+    let when = Condition::parse_str(r#"{"&series": {"$eq": 5}}"#, false).unwrap();
     let counted = bucket.count_records(&[], 0, u64::MAX, Some(&when)).unwrap();
     assert_eq!(counted.records, 40);
     let mut want: Vec<u64> = (1000..1500)

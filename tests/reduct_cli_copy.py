@@ -111,6 +111,8 @@ async def main():
                 args += ["-t", TOKEN]
             cli(*args, env=env)
         cli("cp", "src/fx", "dst/fx", env=env)
+        # `--limit` sends `$limit` in the condition: ten records of each entry.
+        cli("cp", "src/fx", "dst/ten", "--limit", "10", env=env)
         listed = cli("bucket", "ls", "src", env=env)
         check("fx" in listed, "reduct-cli bucket ls lists the bucket")
         shown = cli("bucket", "show", "dst/fx", "--full", env=env)
@@ -122,6 +124,11 @@ async def main():
     differing = [(w[0], w[1]) for w, g in zip(want, got) if w != g]
     check(not differing,
           f"every copied record is byte-identical, with its labels and content type {differing[:5]}")
+    ten = await dst.get_bucket("ten")
+    counts = {e.name: e.record_count for e in await ten.get_entry_list()}
+    source = {e.name: e.record_count for e in await (await src.get_bucket("fx")).get_entry_list()}
+    check(counts == {name: min(10, n) for name, n in source.items()},
+          f"reduct-cli cp --limit 10 copies ten records of each entry ({counts})")
     print("reduct-cli copy scenario passed")
 
 

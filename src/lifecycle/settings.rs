@@ -241,9 +241,17 @@ impl LifecycleSettings {
             ));
         }
         let when = match &self.when {
-            Some(json) => Some(Condition::parse(json, false).map_err(|e| {
-                Error::unprocessable(format!("Invalid lifecycle condition: {}", e.message()))
-            })?),
+            Some(json) => {
+                let condition = Condition::parse(json, false).map_err(|e| {
+                    Error::unprocessable(format!("Invalid lifecycle condition: {}", e.message()))
+                })?;
+                if condition.raw_directives().ext().is_some() {
+                    return Err(Error::unprocessable(
+                        "Lifecycle condition cannot use '#ext' directive",
+                    ));
+                }
+                Some(condition)
+            }
             None => None,
         };
         EntryPatterns::parse(&self.entries).map_err(|e| {

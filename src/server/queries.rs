@@ -8,27 +8,98 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::storage::condition::BatchDirectives;
 use crate::storage::{Payload, QueryIter, Record, RecordMeta};
 
-/// Most records in one batch (what the reference server sends).
+/// Most records in one batch (`RS_IO_BATCH_MAX_RECORDS` in ReductStore).
 pub const BATCH_RECORDS: usize = 85;
-/// A batch stops growing once its body passes this many bytes.
-pub const BATCH_BYTES: u64 = 8 << 20;
+/// A batch stops growing once its payloads pass this many bytes (`RS_IO_BATCH_MAX_SIZE`).
+pub const BATCH_BYTES: u64 = 8_000_000;
+/// A batch stops growing once its record headers pass this many bytes
+/// (`RS_IO_BATCH_MAX_METADATA_SIZE`).
+pub const BATCH_METADATA_BYTES: u64 = 512_000;
+/// Longest a read of a caught-up continuous query waits for new records (ReductStore
+/// waits a quarter of the TTL; this caps it so a long TTL cannot hold a handler thread).
+const MAX_CONTINUOUS_WAIT: Duration = Duration::from_secs(10);
+/// How often a waiting continuous read looks for new records.
+const CONTINUOUS_POLL: Duration = Duration::from_millis(50);
 
-/// One batch: records of a single entry, in timestamp order.
+/// One batch: runs of records of one entry each, in timestamp order within an entry. The
+/// merged stream never returns to an entry already in the batch, so no batch interleaves
+/// entries and every client's pairing of headers with payloads is right.
 pub struct Batch {
-    /// The entry the records belong to.
-    pub entry: String,
-    /// Metadata of each record.
-    pub metas: Vec<RecordMeta>,
+    /// The entries, in the order their runs appear (= by first timestamp in the batch).
+    pub entries: Vec<String>,
+    /// Each record's entry (index into `entries`) and metadata.
+    pub records: Vec<(usize, RecordMeta)>,
     /// Payloads (none for metadata-only reads).
     pub payloads: Vec<Payload>,
-    /// This batch holds the query's final record.
+    /// This batch holds the query's final record; for a continuous query, it drained
+    /// what there is now.
     pub last: bool,
+}
+
+impl Batch {
+    /// Total payload bytes.
+    pub fn total_size(&self) -> u64 {
+        self.records.iter().map(|(_, m)| m.size).sum()
+    }
+}
+
+/// Where a batch ends: ReductStore's limits, or the query's `#batch_*` directives.
+#[derive(Debug, Clone, Copy)]
+struct BatchLimits {
+    records: usize,
+    bytes: u64,
+    metadata_bytes: u64,
+}
+
+impl BatchLimits {
+    fn of(d: &BatchDirectives) -> Self {
+        BatchLimits {
+            records: d.records.map_or(BATCH_RECORDS, |n| {
+                usize::try_from(n.max(1)).unwrap_or(usize::MAX)
+            }),
+            bytes: d.size.unwrap_or(BATCH_BYTES),
+            metadata_bytes: d.metadata_size.unwrap_or(BATCH_METADATA_BYTES),
+        }
+    }
+}
+
+/// The header bytes a record costs in a batch, roughly as both protocols write them.
+fn header_bytes(meta: &RecordMeta) -> u64 {
+    let labels: usize = meta.labels.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+    (32 + meta.content_type.len() + labels) as u64
+}
+
+/// Which queries an endpoint may read: `/io/{bucket}/read` reads bucket queries, the
+/// entry endpoints read the queries made on that entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// Made by `POST /io/{bucket}/q`.
+    Bucket,
+    /// Made by `POST|GET /b/{bucket}/{entry}/q`.
+    Entry(String),
+}
+
+/// The endpoint reading a query, which decides how the end and a caught-up continuous
+/// query are answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reader {
+    /// `GET|HEAD /io/{bucket}/read` (protocol v2).
+    Io,
+    /// `GET|HEAD /b/{bucket}/{entry}/batch?q=` (protocol v1).
+    Batch,
+    /// `GET|HEAD /b/{bucket}/{entry}?q=`: one record per read.
+    Single,
 }
 
 struct OpenQuery {
     bucket: String,
+    scope: Scope,
+    limits: BatchLimits,
+    /// The last read of this continuous query found nothing new.
+    caught_up: bool,
     iter: QueryIter,
     /// A record taken from the iterator that belongs to the next batch.
     peeked: Option<Record>,
@@ -67,6 +138,9 @@ impl Default for QueryLimits {
 /// read (204, as the API has it) until its TTL passes, and does not count as open.
 struct Finished {
     bucket: String,
+    scope: Scope,
+    /// A single-record read already answered 204 after the end.
+    ended: bool,
     ttl: Duration,
     last_access: Instant,
 }
@@ -113,7 +187,13 @@ impl QueryRegistry {
 
     /// Registers a query on `bucket` for `ttl` (cut to the limit); returns its id (unique
     /// in the process, from 1). 429 when the open-query limit is reached.
-    pub fn register(&self, bucket: &str, iter: QueryIter, ttl: Duration) -> Result<u64> {
+    pub fn register(
+        &self,
+        bucket: &str,
+        scope: Scope,
+        iter: QueryIter,
+        ttl: Duration,
+    ) -> Result<u64> {
         let mut open = self.lock();
         Self::purge(&mut open, Instant::now());
         if open.live.len() >= self.limits.max_open {
@@ -125,9 +205,12 @@ impl QueryRegistry {
                 ),
             ));
         }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = self.allocate_id();
         let query = OpenQuery {
             bucket: bucket.to_string(),
+            scope,
+            limits: BatchLimits::of(&iter.directives().batch),
+            caught_up: false,
             iter,
             peeked: None,
             pending_error: None,
@@ -137,6 +220,12 @@ impl QueryRegistry {
         };
         open.live.insert(id, Arc::new(Mutex::new(query)));
         Ok(id)
+    }
+
+    /// A fresh query id (unique in the process, from 1); a query refused after its id was
+    /// taken (an unknown extension) names it, as ReductStore does.
+    pub fn allocate_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// Drops the queries whose TTL has passed since their last read, and with them the
@@ -167,7 +256,7 @@ impl QueryRegistry {
     }
 
     /// Moves a query whose last batch was served out of the live ones.
-    fn finish(&self, id: u64, bucket: &str, ttl: Duration) {
+    fn finish(&self, id: u64, bucket: &str, scope: Scope, ttl: Duration, ended: bool) {
         let mut open = self.lock();
         open.live.remove(&id);
         if open.finished.len() >= MAX_FINISHED {
@@ -176,6 +265,8 @@ impl QueryRegistry {
         if open.finished.len() < MAX_FINISHED {
             let finished = Finished {
                 bucket: bucket.to_string(),
+                scope,
+                ended,
                 ttl,
                 last_access: Instant::now(),
             };
@@ -191,91 +282,74 @@ impl QueryRegistry {
         open.finished.retain(|_, q| q.bucket != bucket);
     }
 
-    /// The next batch of query `id` on `bucket`; `None` once the query has no more records.
-    pub fn next_batch(&self, bucket: &str, id: u64, with_payload: bool) -> Result<Option<Batch>> {
+    /// The next batch of query `id` on `bucket` for `reader` (a single-record reader gets
+    /// batches of one); `None` once the query has no more records now (204).
+    pub fn next_batch(
+        &self,
+        bucket: &str,
+        scope: &Scope,
+        id: u64,
+        with_payload: bool,
+        reader: Reader,
+    ) -> Result<Option<Batch>> {
         let query = {
             let mut open = self.lock();
             match open.live.get(&id) {
                 Some(query) => query.clone(),
-                None => {
-                    // One read after the last batch answers 204.
-                    return match open.finished.remove(&id) {
-                        Some(f) if f.bucket == bucket && f.last_access.elapsed() < f.ttl => {
-                            Ok(None)
-                        }
-                        _ => Err(expired(id)),
-                    };
-                }
+                None => return Self::after_end(&mut open, bucket, scope, id, reader),
             }
         };
         let mut q = query.lock().unwrap_or_else(|p| p.into_inner());
-        if q.bucket != bucket || q.last_access.elapsed() >= q.ttl {
+        if q.bucket != bucket || q.scope != *scope || q.last_access.elapsed() >= q.ttl {
             return Err(expired(id));
         }
         q.last_access = Instant::now();
         if let Some(e) = q.pending_error.take() {
             return Err(e);
         }
-        let mut batch = Batch {
-            entry: String::new(),
-            metas: Vec::new(),
-            payloads: Vec::new(),
-            last: false,
-        };
-        let mut bytes = 0u64;
-        loop {
-            if batch.metas.len() >= BATCH_RECORDS || bytes >= BATCH_BYTES {
-                break;
+        let mut limits = q.limits;
+        if reader == Reader::Single {
+            limits.records = 1;
+        }
+        if !with_payload {
+            // The payload limit does not apply to metadata-only reads.
+            limits.bytes = u64::MAX;
+        }
+        let (mut batch, mut drained) = Self::gather(&mut q, limits, with_payload)?;
+        let following = q.iter.is_following();
+        // A caught-up continuous query: a batch read (and a single read that found nothing
+        // the time before) waits a while for new records, as ReductStore does.
+        if following && batch.records.is_empty() && (reader != Reader::Single || q.caught_up) {
+            let wait = (q.ttl / 4).min(MAX_CONTINUOUS_WAIT);
+            let deadline = Instant::now() + wait;
+            while batch.records.is_empty() && Instant::now() < deadline {
+                drop(q);
+                std::thread::sleep(CONTINUOUS_POLL);
+                q = query.lock().unwrap_or_else(|p| p.into_inner());
+                (batch, drained) = Self::gather(&mut q, limits, with_payload)?;
             }
-            let record = match q.peeked.take() {
-                Some(r) => r,
-                None if q.done => break,
-                None => match q.iter.next() {
-                    None if q.iter.is_following() => {
-                        // Caught up: the next read looks again from where each entry
-                        // stopped.
-                        q.iter.rewind();
-                        break;
-                    }
-                    None => {
-                        q.done = true;
-                        break;
-                    }
-                    Some(Ok(r)) => r,
-                    Some(Err(e)) if batch.metas.is_empty() => return Err(e),
-                    Some(Err(e)) => {
-                        q.pending_error = Some(e);
-                        break;
-                    }
-                },
-            };
-            if batch.metas.is_empty() {
-                batch.entry = record.entry.clone();
-            } else if record.entry != batch.entry {
-                // Never mix entries in one batch: both record orders clients expect agree.
-                q.peeked = Some(record);
-                break;
-            }
-            bytes += record.meta.size;
-            if with_payload && let Some(p) = record.payload {
-                batch.payloads.push(p);
-            }
-            batch.metas.push(record.meta);
         }
         // A continuous query counts its TTL from the end of each read (reduct-py polls
         // with a TTL of twice its interval plus one second).
         q.last_access = Instant::now();
-        if batch.metas.is_empty() {
+        if following {
+            q.caught_up = batch.records.is_empty();
+            if batch.records.is_empty() {
+                return Ok(None);
+            }
+            // v1 says `x-reduct-last: true` when a batch drains what there is now; v2
+            // clients read on until they stop, so it never says so.
+            batch.last = drained && reader == Reader::Batch;
+            return Ok(Some(batch));
+        }
+        if batch.records.is_empty() {
             if q.done && q.pending_error.is_none() {
-                let ttl = q.ttl;
+                let (ttl, scope) = (q.ttl, q.scope.clone());
                 drop(q);
-                self.finish(id, bucket, ttl);
+                // This read is the one 204 a single-record reader gets.
+                self.finish(id, bucket, scope, ttl, reader == Reader::Single);
             }
             return Ok(None);
-        }
-        if q.iter.is_following() {
-            // Never the last batch: more may be written.
-            return Ok(Some(batch));
         }
         if q.peeked.is_none() && q.pending_error.is_none() && !q.done {
             match q.iter.next() {
@@ -288,10 +362,99 @@ impl QueryRegistry {
         if batch.last {
             // Nothing more to read: release the iterator (and the blocks it maps) now,
             // not when the TTL runs out, and free the query's place under the limit.
-            let ttl = q.ttl;
+            let (ttl, scope) = (q.ttl, q.scope.clone());
             drop(q);
-            self.finish(id, bucket, ttl);
+            self.finish(id, bucket, scope, ttl, false);
         }
         Ok(Some(batch))
+    }
+
+    /// A read of a query whose last record was delivered: 204 until its TTL passes
+    /// (then 404); a single-record reader gets one 204, then 400 "closed".
+    fn after_end(
+        open: &mut Queries,
+        bucket: &str,
+        scope: &Scope,
+        id: u64,
+        reader: Reader,
+    ) -> Result<Option<Batch>> {
+        let Some(f) = open.finished.get_mut(&id) else {
+            return Err(expired(id));
+        };
+        if f.bucket != bucket || f.scope != *scope || f.last_access.elapsed() >= f.ttl {
+            return Err(expired(id));
+        }
+        if reader == Reader::Single {
+            if f.ended {
+                let entry = match &f.scope {
+                    Scope::Entry(e) => e.as_str(),
+                    Scope::Bucket => "",
+                };
+                return Err(Error::bad_request(format!(
+                    "Query'{bucket}/{entry}/{id}' was closed: broken channel"
+                )));
+            }
+            f.ended = true;
+        }
+        Ok(None)
+    }
+
+    /// Takes the next records of the query, up to the limits, never returning to an entry
+    /// already in the batch; returns the batch and whether the iterator ran dry. An error
+    /// drops what was gathered (the answer is the error alone, as in ReductStore).
+    fn gather(q: &mut OpenQuery, limits: BatchLimits, with_payload: bool) -> Result<(Batch, bool)> {
+        let mut batch = Batch {
+            entries: Vec::new(),
+            records: Vec::new(),
+            payloads: Vec::new(),
+            last: false,
+        };
+        let (mut bytes, mut header_total) = (0u64, 0u64);
+        let mut drained = false;
+        loop {
+            if batch.records.len() >= limits.records
+                || bytes > limits.bytes
+                || header_total > limits.metadata_bytes
+            {
+                break;
+            }
+            let record = match q.peeked.take() {
+                Some(r) => r,
+                None if q.done => break,
+                None => match q.iter.next() {
+                    None if q.iter.is_following() => {
+                        // Caught up: the next look starts where each entry stopped.
+                        q.iter.rewind();
+                        drained = true;
+                        break;
+                    }
+                    None => {
+                        q.done = true;
+                        break;
+                    }
+                    Some(Ok(r)) => r,
+                    Some(Err(e)) => return Err(e),
+                },
+            };
+            let index = match batch.entries.iter().position(|e| *e == record.entry) {
+                Some(i) if i + 1 == batch.entries.len() => i,
+                Some(_) => {
+                    // Back to an entry already in the batch: the batch ends here.
+                    q.peeked = Some(record);
+                    break;
+                }
+                None => {
+                    batch.entries.push(record.entry.clone());
+                    batch.entries.len() - 1
+                }
+            };
+            bytes += record.meta.size;
+            header_total += header_bytes(&record.meta);
+            if with_payload && let Some(p) = record.payload {
+                batch.payloads.push(p);
+            }
+            batch.records.push((index, record.meta));
+        }
+        Ok((batch, drained))
     }
 }

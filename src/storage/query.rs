@@ -1,13 +1,18 @@
-//! A streaming query over entries and a time range: records come entry by entry (in name
-//! order), each entry's in timestamp order, one block at a time, so a query over a whole
-//! bucket never holds more than one block's record table and one frame in memory.
+//! A streaming query over entries and a time range. Each entry is read in timestamp
+//! order, one block at a time, through its own [`Matcher`] (so `$limit`, `$each_n` and
+//! the context directives count per entry, as in ReductStore); the entries are merged by
+//! timestamp (ties by entry name). A query holds at most one block's record table per
+//! entry and the records its context directives keep.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
-use crate::storage::condition::Condition;
-use crate::storage::entry::{Chunk, Entry, chunk_len, chunk_meta, chunk_record};
+use crate::error::{Error, ErrorKind, Result};
+use crate::storage::condition::context::Context;
+use crate::storage::condition::{Condition, Directives, Matcher, Verdict};
+use crate::storage::entry::{
+    Chunk, Entry, MergedRecord, chunk_len, chunk_locator, chunk_meta, chunk_record, locator_record,
+};
 use crate::storage::record::Record;
 
 /// What a query selects.
@@ -27,29 +32,50 @@ pub struct QueryOptions {
     pub when: Option<Condition>,
 }
 
-/// Iterator over the records a query selects.
-pub struct QueryIter {
-    /// Entries still to read, each with where its reading starts.
-    entries: VecDeque<(Arc<Entry>, u64)>,
-    stop: u64,
-    with_payload: bool,
-    when: Option<Condition>,
-    current: Option<Cursor>,
-    /// A continuous query keeps each entry it has read to the end, with where it stopped,
-    /// to read on from there after [`QueryIter::rewind`].
-    following: Option<Vec<(Arc<Entry>, u64)>>,
+/// What a record that comes out of an entry's filter is.
+enum Ready {
+    /// A record of the current chunk: read it from there (no copy of its metadata yet).
+    Here(usize),
+    /// A record kept aside (a context record, or one of an earlier chunk).
+    Kept(MergedRecord),
 }
 
+/// One entry being read.
 struct Cursor {
     entry: Arc<Entry>,
     next_from: u64,
     chunk: Option<(Chunk, usize)>,
     /// Blocks that failed to open: reported once, then read around.
     broken: HashSet<u64>,
+    matcher: Option<Matcher>,
+    context: Option<Context<MergedRecord>>,
+    /// Records selected and not yet returned, in time order.
+    ready: VecDeque<Ready>,
+    /// Read to the end (or stopped by `$limit`) in this pass.
+    done: bool,
+    /// `$limit` stopped this entry at this record, which a continuous query's next pass
+    /// examines again.
+    stopped_at: Option<u64>,
+}
+
+/// Iterator over the records a query selects.
+pub struct QueryIter {
+    cursors: Vec<Cursor>,
+    start: u64,
+    stop: u64,
+    with_payload: bool,
+    when: Option<Condition>,
+    directives: Directives,
+    /// A continuous query reads on after [`QueryIter::rewind`].
+    following: bool,
+    /// A strict condition's error, returned once; the query then ends.
+    failed: bool,
 }
 
 impl QueryIter {
-    /// A query over `entries` (already selected, sorted by name).
+    /// A query over `entries` (already selected, sorted by name). The condition's
+    /// directive values are checked here, when there is an entry to query (as 1.21.5
+    /// does).
     pub fn new(entries: Vec<Arc<Entry>>, options: &QueryOptions) -> Result<Self> {
         let start = options.start.unwrap_or(0);
         let stop = options.stop.unwrap_or(u64::MAX);
@@ -58,99 +84,192 @@ impl QueryIter {
                 "Start time must be before stop time (start {start}, stop {stop})"
             )));
         }
-        Ok(QueryIter {
-            entries: entries.into_iter().map(|e| (e, start)).collect(),
+        let directives = match (&options.when, entries.is_empty()) {
+            (Some(when), false) => when.directives()?,
+            _ => Directives::default(),
+        };
+        let mut query = QueryIter {
+            cursors: Vec::with_capacity(entries.len()),
+            start,
             stop,
             with_payload: !options.only_metadata,
             when: options.when.clone(),
-            current: None,
-            following: None,
-        })
+            directives,
+            following: false,
+            failed: false,
+        };
+        for entry in entries {
+            let cursor = query.cursor(entry, start);
+            query.cursors.push(cursor);
+        }
+        Ok(query)
+    }
+
+    /// The checked directives of the query's condition (batching, labels, context).
+    pub fn directives(&self) -> &Directives {
+        &self.directives
+    }
+
+    fn cursor(&self, entry: Arc<Entry>, from: u64) -> Cursor {
+        let stateful = self.when.as_ref().is_some_and(|w| w.is_stateful());
+        let has_context =
+            self.directives.ctx_before.is_some() || self.directives.ctx_after.is_some();
+        Cursor {
+            entry,
+            next_from: from,
+            chunk: None,
+            broken: HashSet::new(),
+            matcher: self.when.as_ref().map(Condition::matcher),
+            context: (stateful && has_context)
+                .then(|| Context::new(self.directives.ctx_before, self.directives.ctx_after)),
+            ready: VecDeque::new(),
+            done: false,
+            stopped_at: None,
+        }
     }
 
     /// Makes this a continuous query: it has no stop, and an entry read to the end is
-    /// kept to be read on, from where it stopped, after [`QueryIter::rewind`]. Follows the
-    /// entries selected when the query was made, as ReductStore does.
+    /// read on, from where it stopped, after [`QueryIter::rewind`]. Follows the entries
+    /// selected when the query was made, as ReductStore does.
     pub fn following(mut self) -> Self {
         self.stop = u64::MAX;
-        self.following = Some(Vec::new());
+        self.following = true;
         self
     }
 
     /// Whether this is a continuous query.
     pub fn is_following(&self) -> bool {
-        self.following.is_some()
+        self.following
     }
 
     /// For a continuous query that returned `None` (caught up): starts another pass over
-    /// its entries, each from where it stopped, to return what was written since.
+    /// its entries, each from where it stopped, with the condition's state fresh (1.21.5
+    /// parses the condition again for each pass).
     pub fn rewind(&mut self) {
-        if let Some(done) = self.following.as_mut() {
-            self.entries.extend(done.drain(..));
+        if !self.following || self.failed {
+            return;
+        }
+        let cursors = std::mem::take(&mut self.cursors);
+        for old in cursors {
+            let from = old.stopped_at.unwrap_or(old.next_from).max(self.start);
+            let cursor = self.cursor(old.entry, from);
+            self.cursors.push(cursor);
         }
     }
 
-    /// The cursor finished its entry: a continuous query keeps it for the next pass.
-    fn finish_entry(&mut self) {
-        if let Some(cursor) = self.current.take()
-            && let Some(done) = self.following.as_mut()
-        {
-            done.push((cursor.entry, cursor.next_from));
-        }
-    }
-
-    fn advance(&mut self) -> Result<Option<Record>> {
-        loop {
-            let Some(cursor) = self.current.as_mut() else {
-                let Some((entry, from)) = self.entries.pop_front() else {
-                    return Ok(None);
-                };
-                self.current = Some(Cursor {
-                    entry,
-                    next_from: from,
-                    chunk: None,
-                    broken: HashSet::new(),
-                });
-                continue;
-            };
-            if let Some((chunk, pos)) = cursor.chunk.as_mut() {
+    /// Fills the cursor's `ready` queue with at least one record, or marks it done. An
+    /// error comes with whether the condition raised it (strict mode: the query ends)
+    /// rather than the storage (a damaged block: reported once, then read around).
+    fn fill(&self, c: &mut Cursor) -> std::result::Result<(), (Error, bool)> {
+        while c.ready.is_empty() && !c.done {
+            if let Some((chunk, pos)) = c.chunk.as_mut() {
                 if *pos < chunk_len(chunk) {
+                    let i = *pos;
                     // Step past the record first: a damaged record yields its error once
                     // and the query goes on with the next one.
                     *pos += 1;
-                    if let Some(when) = &self.when
-                        && !when.evaluate(chunk_meta(chunk, *pos - 1))?
-                    {
-                        continue;
+                    let meta = chunk_meta(chunk, i);
+                    let verdict = match c.matcher.as_mut() {
+                        Some(m) => m.evaluate(meta).map_err(|e| (e, true))?,
+                        None => Verdict::Match,
+                    };
+                    match (verdict, c.context.as_mut()) {
+                        (Verdict::Stop, _) => {
+                            c.stopped_at = Some(meta.timestamp);
+                            c.done = true;
+                        }
+                        (verdict, Some(context)) => {
+                            let mut out = VecDeque::new();
+                            context.offer(
+                                meta.timestamp,
+                                chunk_locator(chunk, i),
+                                verdict == Verdict::Match,
+                                &mut out,
+                            );
+                            c.ready.extend(out.into_iter().map(Ready::Kept));
+                        }
+                        (Verdict::Match, None) => c.ready.push_back(Ready::Here(i)),
+                        (Verdict::Skip, None) => {}
                     }
-                    let (meta, payload) = chunk_record(chunk, *pos - 1, self.with_payload)?;
-                    return Ok(Some(Record {
-                        entry: cursor.entry.name().to_string(),
-                        meta,
-                        payload,
-                    }));
+                    continue;
                 }
-                cursor.chunk = None;
+                c.chunk = None;
             }
-            if cursor.next_from >= self.stop {
-                self.finish_entry();
+            if c.next_from >= self.stop {
+                c.done = true;
                 continue;
             }
-            match cursor
-                .entry
-                .next_chunk(cursor.next_from, self.stop, &mut cursor.broken)
-            {
+            match c.entry.next_chunk(c.next_from, self.stop, &mut c.broken) {
                 Ok(Some((chunk, next_from))) => {
                     // A block that cannot be opened yields its error once and is skipped.
-                    cursor.next_from = next_from;
-                    cursor.chunk = Some((chunk?, 0));
+                    c.next_from = next_from;
+                    c.chunk = Some((chunk.map_err(|e| (e, false))?, 0));
                 }
-                Ok(None) => self.finish_entry(),
+                Ok(None) => c.done = true,
                 // An entry removed while the query runs simply has no more records.
-                Err(e) if e.kind() == crate::error::ErrorKind::NotFound => self.current = None,
-                Err(e) => return Err(e),
+                Err(e) if e.kind() == ErrorKind::NotFound => c.done = true,
+                Err(e) => return Err((e, false)),
             }
         }
+        Ok(())
+    }
+
+    fn ready_ts(c: &Cursor) -> Option<u64> {
+        Some(match c.ready.front()? {
+            Ready::Here(i) => chunk_meta(&c.chunk.as_ref()?.0, *i).timestamp,
+            Ready::Kept(at) => at.meta().timestamp,
+        })
+    }
+
+    fn advance(&mut self) -> Result<Option<Record>> {
+        if self.failed {
+            return Ok(None);
+        }
+        let mut cursors = std::mem::take(&mut self.cursors);
+        let mut best: Option<(u64, usize)> = None;
+        let mut failure = None;
+        for (i, c) in cursors.iter_mut().enumerate() {
+            if let Err(e) = self.fill(c) {
+                failure = Some(e);
+                break;
+            }
+            if let Some(ts) = Self::ready_ts(c)
+                && best.is_none_or(|(b, _)| ts < b)
+            {
+                best = Some((ts, i));
+            }
+        }
+        let result = match (failure, best) {
+            (Some((e, from_condition)), _) => {
+                // A strict condition's error ends the query; a damaged block does not.
+                self.failed = from_condition;
+                Err(e)
+            }
+            (None, None) => Ok(None),
+            (None, Some((_, i))) => self.pop_record(&mut cursors[i]).map(Some),
+        };
+        self.cursors = cursors;
+        result
+    }
+
+    /// Returns the cursor's next ready record, labels trimmed by `#select_labels`.
+    fn pop_record(&self, c: &mut Cursor) -> Result<Record> {
+        let ready = c.ready.pop_front().expect("the cursor has a ready record");
+        let (mut meta, payload) = match ready {
+            Ready::Here(i) => {
+                let (chunk, _) = c.chunk.as_ref().expect("a Here record's chunk is current");
+                chunk_record(chunk, i, self.with_payload)?
+            }
+            Ready::Kept(at) => locator_record(&at, self.with_payload)?,
+        };
+        if let Some(keep) = &self.directives.select_labels {
+            meta.labels.retain(|name, _| keep.contains(name));
+        }
+        Ok(Record {
+            entry: c.entry.name().to_string(),
+            meta,
+            payload,
+        })
     }
 }
 

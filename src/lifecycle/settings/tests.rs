@@ -116,14 +116,14 @@ fn validation_messages_follow_the_api_reference() {
             "Lifecycle type 'compress' does not support 'when' condition",
         ),
         (
-            r#"{"type":"delete","bucket":"b","older_than":"1d","when":{"$each_n":2}}"#,
-            ErrorKind::Unprocessable,
-            "Invalid lifecycle condition: Aggregation operator '$each_n'",
-        ),
-        (
             r##"{"type":"delete","bucket":"b","older_than":"1d","when":{"#ext":{}}}"##,
             ErrorKind::Unprocessable,
-            "Invalid lifecycle condition: Directive '#ext'",
+            "Lifecycle condition cannot use '#ext' directive",
+        ),
+        (
+            r##"{"type":"delete","bucket":"b","older_than":"1d","when":{"#foo":1}}"##,
+            ErrorKind::Unprocessable,
+            "Invalid lifecycle condition: Directive '#foo' is not supported",
         ),
         (
             r#"{"type":"delete","bucket":"b","older_than":"1d","entries":["a//b"]}"#,

@@ -13,6 +13,7 @@ use crate::server::http::request::{Request, no_route, parse_decimal, parse_json}
 use crate::server::protocol::batch_v1::{
     decode_v1_batch, decode_v1_timestamps, encode_v1_record, v1_error_header,
 };
+use crate::server::queries::{Reader, Scope};
 use crate::server::state::App;
 use crate::storage::Pending;
 
@@ -137,10 +138,18 @@ fn read(
     let id =
         parse_decimal(&id_text).ok_or_else(|| Error::unprocessable("'query' must be a number"))?;
     app.store.bucket(bucket_name)?.entry(entry)?;
-    let Some(batch) = app.queries.next_batch(bucket_name, id, with_body)? else {
+    let scope = Scope::Entry(entry.to_string());
+    let batch = app
+        .queries
+        .next_batch(bucket_name, &scope, id, with_body, Reader::Batch)?;
+    let Some(batch) = batch else {
         return Ok(Response::status(204).header("x-reduct-error", "No content"));
     };
-    let headers = batch.metas.iter().map(encode_v1_record).collect();
+    let headers = batch
+        .records
+        .iter()
+        .map(|(_, m)| encode_v1_record(m))
+        .collect();
     Ok(read_batch_response(batch, headers, with_body))
 }
 
@@ -203,6 +212,7 @@ pub fn query(
         bucket_name,
         q,
         vec![entry.to_string()],
+        Scope::Entry(entry.to_string()),
         req.caller.as_ref(),
     )
 }

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use serde::Deserialize;
+use serde_json::Value as Json;
 
 use crate::error::{Error, Result};
 use crate::server::api::records::user_bucket;
@@ -16,7 +17,8 @@ use crate::server::http::{Response, ResponseBody};
 use crate::server::protocol::batch::{
     BatchRecord, WriteBatch, decode_write_batch, encode_read_batch,
 };
-use crate::server::queries::Batch;
+use crate::server::protocol::batch_remove::decode_remove_batch;
+use crate::server::queries::{Batch, Reader, Scope};
 use crate::server::state::App;
 use crate::storage::condition::Condition;
 use crate::storage::{Labels, Pending, QueryOptions};
@@ -47,6 +49,8 @@ pub struct QueryRequest {
     pub when: Option<Box<serde_json::value::RawValue>>,
     /// A missing label is an error instead of false.
     pub strict: Option<bool>,
+    /// Extension parameters (this server has no extensions: refused).
+    pub ext: Option<serde_json::Value>,
 }
 
 /// What a query request does.
@@ -76,22 +80,90 @@ fn query(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
     let q: QueryRequest = parse_json(req)?;
     let entries = q.entries.clone().unwrap_or_default();
     let caller = req.caller.clone();
-    run_query_request(app, bucket_name, q, entries, caller.as_ref())
+    run_query_request(app, bucket_name, q, entries, Scope::Bucket, caller.as_ref())
+}
+
+/// The refusal of a query that asks for an extension (`#ext` in `when`, else the body's
+/// `ext`), worded as ReductStore without extensions words it; its id is taken first, as
+/// there.
+fn extension_refusal(app: &App, when: Option<&Condition>, body_ext: Option<&Json>) -> Result<()> {
+    let (ext, directive) = match when.and_then(|w| w.raw_directives().ext()) {
+        Some(d) => (d.json.clone(), true),
+        None => match body_ext.filter(|e| !e.is_null()) {
+            Some(e) => (e.clone(), false),
+            None => return Ok(()),
+        },
+    };
+    let id = app.queries.allocate_id();
+    let shape = || {
+        Error::unprocessable(format!(
+            "Extension parameters must be a JSON object or an array of JSON objects in query id={id}"
+        ))
+    };
+    let ext = match ext {
+        Json::String(text) if directive => serde_json::from_str::<Json>(&text).map_err(|e| {
+            Error::unprocessable(format!(
+                "Directive '#ext' must be a JSON object or an array of JSON objects in query id={id}: {e}"
+            ))
+        })?,
+        other => other,
+    };
+    let steps: Vec<(String, Option<Json>)> = match &ext {
+        Json::Object(map) => {
+            if let Some(inner) = map.get("when") {
+                // A step's own condition is parsed first: its syntax errors surface.
+                Condition::parse(inner, true)?;
+            }
+            map.iter()
+                .filter(|(k, _)| k.as_str() != "when")
+                .map(|(k, v)| (k.clone(), Some(v.clone())))
+                .collect()
+        }
+        Json::Array(items) if !items.is_empty() => {
+            let mut steps = Vec::new();
+            for item in items {
+                let Json::Object(map) = item else {
+                    return Err(shape());
+                };
+                match map.iter().find(|(k, _)| k.as_str() != "when") {
+                    Some((k, v)) => steps.push((k.clone(), Some(v.clone()))),
+                    None => steps.push((String::new(), None)),
+                }
+            }
+            steps
+        }
+        _ => return Err(shape()),
+    };
+    let several = steps.len() > 1 || matches!(ext, Json::Array(_));
+    match steps.first() {
+        Some((name, Some(_))) if several => Err(Error::unprocessable(format!(
+            "Unknown extension '{name}' in query id={id} at step 0"
+        ))),
+        Some((name, Some(_))) => Err(Error::unprocessable(format!(
+            "Unknown extension '{name}' in query id={id}"
+        ))),
+        _ => Err(Error::unprocessable(format!(
+            "Extension name is not found in query id={id}"
+        ))),
+    }
 }
 
 /// Opens a query (answers `{"id": N}`) or runs a remove-query (answers
-/// `{"removed_records": N}`) over `entries` (patterns) of a bucket.
+/// `{"removed_records": N}`) over `entries` (patterns) of a bucket. A query needs read
+/// access, a remove-query write access only.
 pub fn run_query_request(
     app: &App,
     bucket_name: &str,
     q: QueryRequest,
     entries: Vec<String>,
+    scope: Scope,
     caller: Option<&Caller>,
 ) -> Result<Response> {
-    if q.query_type == QueryType::Remove
-        && let Some(caller) = caller
-    {
-        caller.check(Access::Write(bucket_name))?;
+    if let Some(caller) = caller {
+        caller.check(match q.query_type {
+            QueryType::Query => Access::Read(bucket_name),
+            QueryType::Remove => Access::Write(bucket_name),
+        })?;
     }
     let bucket = app.store.bucket(bucket_name)?;
     if q.continuous != Some(true) && q.start.zip(q.stop).is_some_and(|(a, b)| a > b) {
@@ -106,6 +178,7 @@ pub fn run_query_request(
         .transpose()?;
     match q.query_type {
         QueryType::Query => {
+            extension_refusal(app, when.as_ref(), q.ext.as_ref())?;
             let continuous = q.continuous == Some(true);
             let iter = bucket.query(&QueryOptions {
                 entries,
@@ -117,13 +190,23 @@ pub fn run_query_request(
             })?;
             let iter = if continuous { iter.following() } else { iter };
             let ttl = Duration::from_secs(q.ttl.unwrap_or(DEFAULT_TTL_SECS));
-            let id = app.queries.register(bucket_name, iter, ttl)?;
+            let id = app.queries.register(bucket_name, scope, iter, ttl)?;
             Ok(Response::json(&serde_json::json!({ "id": id })))
         }
         QueryType::Remove => {
             app.writable("remove records")?;
             user_bucket(bucket_name)?;
-            if q.entries.is_none() && q.start.is_none() && q.stop.is_none() && when.is_none() {
+            // Any explicit field counts as a parameter (explicit nulls do not).
+            let defaults = q.entries.is_none()
+                && q.start.is_none()
+                && q.stop.is_none()
+                && when.is_none()
+                && q.ttl.is_none()
+                && q.only_metadata.is_none()
+                && q.continuous.is_none()
+                && q.strict.is_none()
+                && q.ext.as_ref().is_none_or(Json::is_null);
+            if defaults {
                 return Err(Error::unprocessable(
                     "Define at least one query parameter to delete records",
                 ));
@@ -153,10 +236,13 @@ fn read(app: &App, bucket_name: &str, with_body: bool, req: &mut Request) -> Res
         Error::unprocessable(format!("Invalid query id '{}'", id_text.escape_default()))
     })?;
     app.store.bucket(bucket_name)?;
-    let Some(batch) = app.queries.next_batch(bucket_name, id, with_body)? else {
+    let batch = app
+        .queries
+        .next_batch(bucket_name, &Scope::Bucket, id, with_body, Reader::Io)?;
+    let Some(batch) = batch else {
         return Ok(Response::status(204));
     };
-    let headers = encode_read_batch(&batch.entry, &batch.metas);
+    let headers = encode_read_batch(&batch.entries, &batch.records);
     Ok(read_batch_response(batch, headers, with_body))
 }
 
@@ -167,7 +253,7 @@ pub fn read_batch_response(
     headers: Vec<(String, String)>,
     with_body: bool,
 ) -> Response {
-    let total: u64 = batch.metas.iter().map(|m| m.size).sum();
+    let total = batch.total_size();
     let mut response = Response::ok();
     response.headers = headers;
     let body = if with_body {
@@ -218,14 +304,26 @@ fn collect(pending: &mut Pending, result: Result<Pending>) -> Result<()> {
 fn remove(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
     app.writable("remove records")?;
     user_bucket(bucket_name)?;
+    // Headers first: a malformed delete is refused before the bucket is looked up.
+    let batch = decode_remove_batch(&req.head)?;
     let bucket = app.store.bucket(bucket_name)?;
-    let batch = decode_write_batch(&req.head)?;
-    let mut response = batch_response(req, &batch);
+    let mut response = Response::ok().header(
+        "x-reduct-entries",
+        req.head.header("x-reduct-entries").unwrap_or_default(),
+    );
+    if let Some(start) = req.head.header("x-reduct-start-ts") {
+        response = response.header("x-reduct-start-ts", start);
+    }
     let mut pending = Pending::none();
     for record in &batch.records {
         let entry = &batch.entries[record.entry];
-        let result = bucket.remove_record_deferred(entry, record.meta.timestamp);
-        response = with_record_error(response, record, collect(&mut pending, result));
+        let result = bucket.remove_record_deferred(entry, record.timestamp);
+        if let Err(e) = collect(&mut pending, result) {
+            response = response.header(
+                &format!("x-reduct-error-{}-{}", record.entry, record.delta),
+                format!("{},{}", e.kind().http_status(), e.message()),
+            );
+        }
     }
     pending.wait()?;
     Ok(response)

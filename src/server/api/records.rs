@@ -7,9 +7,10 @@ use crate::server::http::body::body_error;
 use crate::server::http::head::RequestHead;
 use crate::server::http::request::{Request, no_route, parse_decimal, required_ts, ts_param};
 use crate::server::http::{Response, ResponseBody};
+use crate::server::queries::{Reader, Scope};
 use crate::server::state::App;
 use crate::storage::names::validate_entry_name;
-use crate::storage::{DEFAULT_CONTENT_TYPE, Labels, RecordMeta};
+use crate::storage::{DEFAULT_CONTENT_TYPE, Labels, Record, RecordMeta};
 
 const LABEL_PREFIX: &str = "x-reduct-label-";
 
@@ -35,6 +36,24 @@ pub fn user_bucket(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// A record as `GET|HEAD /b/{bucket}/{entry}` answers it: metadata in headers, the
+/// payload as the body.
+fn single_record(record: Record, method: &str, entry: &str) -> Response {
+    let mut response = Response::ok()
+        .header("x-reduct-time", record.meta.timestamp.to_string())
+        .header("content-type", record.meta.content_type.clone())
+        .header("x-reduct-entry", entry)
+        .header("content-disposition", "attachment");
+    for (k, v) in &record.meta.labels {
+        response = response.header(&format!("{LABEL_PREFIX}{k}"), v.clone());
+    }
+    let body = match (method, record.payload) {
+        ("GET", Some(payload)) => ResponseBody::Payloads(vec![payload]),
+        _ => ResponseBody::Head(record.meta.size),
+    };
+    response.with_body(body)
+}
+
 /// `/b/{bucket}/{entry}`.
 pub fn record(
     app: &App,
@@ -47,21 +66,38 @@ pub fn record(
         "POST" => write(app, bucket_name, entry, req),
         "GET" | "HEAD" => {
             let bucket = app.store.bucket(bucket_name)?;
-            let ts = ts_param(req)?.filter(|&ts| ts != 0);
-            let record = bucket.read(entry, ts)?;
-            let mut response = Response::ok()
-                .header("x-reduct-time", record.meta.timestamp.to_string())
-                .header("content-type", record.meta.content_type.clone())
-                .header("x-reduct-entry", entry)
-                .header("content-disposition", "attachment");
-            for (k, v) in &record.meta.labels {
-                response = response.header(&format!("{LABEL_PREFIX}{k}"), v.clone());
+            let ts = ts_param(req)?;
+            // `?q=<id>` reads the next record of an entry query, unless `ts` is given.
+            if ts.is_none()
+                && let Some(id_text) = req.head.query_param("q")
+            {
+                bucket.entry(entry)?;
+                let id = parse_decimal(&id_text)
+                    .ok_or_else(|| Error::unprocessable("'query' must be a number"))?;
+                let scope = Scope::Entry(entry.to_string());
+                let batch = app.queries.next_batch(
+                    bucket_name,
+                    &scope,
+                    id,
+                    method == "GET",
+                    Reader::Single,
+                )?;
+                let Some(mut batch) = batch else {
+                    return Ok(Response::status(204)
+                        .header("x-reduct-error", "No content")
+                        .header("content-type", "application/json"));
+                };
+                let (_, meta) = batch.records.remove(0);
+                let record = Record {
+                    entry: entry.to_string(),
+                    meta,
+                    payload: batch.payloads.pop(),
+                };
+                return Ok(single_record(record, method, entry));
             }
-            let body = match (method, record.payload) {
-                ("GET", Some(payload)) => ResponseBody::Payloads(vec![payload]),
-                _ => ResponseBody::Head(record.meta.size),
-            };
-            Ok(response.with_body(body))
+            // An explicit `ts=0` is a timestamp like any other (404 unless written).
+            let record = bucket.read(entry, ts)?;
+            Ok(single_record(record, method, entry))
         }
         "PATCH" => {
             app.writable("update record")?;

@@ -116,14 +116,17 @@ impl Route for App {
                         let bucket = percent::decode(bucket);
                         let entry = percent::decode(entry);
                         let route = entry_route(&method, &entry);
-                        // A query by POST reads; a REMOVE query asks for write itself.
-                        let read_only =
-                            reads || (method == "POST" && matches!(route, EntryRoute::Query(_)));
-                        need(if read_only {
-                            Access::Read(&bucket)
-                        } else {
-                            Access::Write(&bucket)
-                        })?;
+                        // A query by POST needs read (QUERY) or write only (REMOVE): the
+                        // handler checks which, once it knows the type.
+                        need(
+                            if method == "POST" && matches!(route, EntryRoute::Query(_)) {
+                                Access::Any
+                            } else if reads {
+                                Access::Read(&bucket)
+                            } else {
+                                Access::Write(&bucket)
+                            },
+                        )?;
                         match route {
                             EntryRoute::Batch(name) => {
                                 entry_batch::batch(self, &method, &bucket, name, req)
@@ -141,7 +144,10 @@ impl Route for App {
             (_, "io", tail) => match tail.split_once('/') {
                 Some((bucket, op)) => {
                     let bucket = percent::decode(bucket);
-                    need(if matches!(op, "q" | "read") {
+                    need(if op == "q" {
+                        // QUERY needs read, REMOVE write only: checked by the handler.
+                        Access::Any
+                    } else if op == "read" {
                         Access::Read(&bucket)
                     } else {
                         Access::Write(&bucket)

@@ -9,7 +9,7 @@ pub const MAX_HEAD_BYTES: usize = 1 << 20;
 pub const MAX_HEADERS: usize = 10_000;
 
 /// A parsed request line and headers.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RequestHead {
     /// Method, as sent (`GET`, `POST`, …).
     pub method: String,

@@ -10,14 +10,24 @@ use crate::server::http::head::parse_decimal;
 use crate::server::protocol::percent;
 use crate::storage::{DEFAULT_CONTENT_TYPE, Labels, RecordMeta};
 
-/// Headers of a read batch holding records of one entry, in timestamp order.
-pub fn encode_read_batch(entry: &str, records: &[RecordMeta]) -> Vec<(String, String)> {
-    let start = records.first().map_or(0, |r| r.timestamp);
+/// Headers of a read batch: `records` are (entry index, metadata), in (entry, timestamp)
+/// order, the body's order too. Content types and labels are deltas per entry; label
+/// names share one `x-reduct-labels` list, numbered as they first appear.
+pub fn encode_read_batch(
+    entries: &[String],
+    records: &[(usize, RecordMeta)],
+) -> Vec<(String, String)> {
+    let start = records.iter().map(|(_, r)| r.timestamp).min().unwrap_or(0);
     let mut names: Vec<&str> = Vec::new();
     let mut index: HashMap<&str, usize> = HashMap::new();
     let mut headers = Vec::with_capacity(records.len() + 4);
     let mut prev: Option<&RecordMeta> = None;
-    for meta in records {
+    let mut prev_entry = usize::MAX;
+    for (entry, meta) in records {
+        if *entry != prev_entry {
+            prev = None;
+            prev_entry = *entry;
+        }
         let mut value = meta.size.to_string();
         let ct_changed = prev.is_none_or(|p| p.content_type != meta.content_type);
         let mut ops: Vec<(usize, String)> = Vec::new();
@@ -59,11 +69,21 @@ pub fn encode_read_batch(entry: &str, records: &[RecordMeta]) -> Vec<(String, St
             let delta: Vec<String> = ops.iter().map(|(i, v)| format!("{i}={v}")).collect();
             value.push_str(&delta.join(","));
         }
-        headers.push((format!("x-reduct-0-{}", meta.timestamp - start), value));
+        headers.push((
+            format!("x-reduct-{entry}-{}", meta.timestamp - start),
+            value,
+        ));
         prev = Some(meta);
     }
     let mut out = vec![
-        ("x-reduct-entries".to_string(), percent::encode(entry)),
+        (
+            "x-reduct-entries".to_string(),
+            entries
+                .iter()
+                .map(|e| percent::encode(e))
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
         ("x-reduct-start-ts".to_string(), start.to_string()),
     ];
     if !names.is_empty() {
@@ -100,7 +120,9 @@ pub struct WriteBatch {
     pub records: Vec<BatchRecord>,
 }
 
-fn split_names(value: &str) -> Vec<String> {
+/// The names of a comma-separated header (`x-reduct-entries`, `x-reduct-labels`),
+/// percent-decoded.
+pub fn split_names(value: &str) -> Vec<String> {
     value
         .split(',')
         .map(|n| percent::decode(n.trim()))
@@ -291,8 +313,25 @@ mod tests {
     }
 
     #[test]
-    fn read_batch_uses_deltas() {
+    fn a_batch_of_several_entries_numbers_them_and_restarts_deltas() {
         let records = vec![
+            (0, meta(10, "text/plain", &[("k", "1")])),
+            (0, meta(20, "text/plain", &[("k", "1")])),
+            (1, meta(15, "text/plain", &[("k", "1")])),
+        ];
+        let h = encode_read_batch(&["c".to_string(), "a b".to_string()], &records);
+        let get = |n: &str| h.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
+        assert_eq!(get("x-reduct-entries"), Some("c,a%20b"));
+        assert_eq!(get("x-reduct-start-ts"), Some("10"));
+        assert_eq!(get("x-reduct-0-0"), Some("6,text/plain,0=1"));
+        assert_eq!(get("x-reduct-0-10"), Some("6"));
+        // The second entry's first record states its content type and labels again.
+        assert_eq!(get("x-reduct-1-5"), Some("6,text/plain,0=1"));
+    }
+
+    #[test]
+    fn read_batch_uses_deltas() {
+        let records = [
             meta(
                 1000,
                 "application/octet-stream",
@@ -311,7 +350,8 @@ mod tests {
             meta(1006, "text/plain", &[("csv", "a,b"), ("idx", "1")]),
             meta(1007, "text/plain", &[("csv", "a,b"), ("idx", "1")]),
         ];
-        let h = encode_read_batch("cam/front", &records);
+        let one: Vec<(usize, RecordMeta)> = records.iter().cloned().map(|r| (0, r)).collect();
+        let h = encode_read_batch(&["cam/front".to_string()], &one);
         let get = |n: &str| h.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
         assert_eq!(get("x-reduct-entries"), Some("cam%2Ffront"));
         assert_eq!(get("x-reduct-start-ts"), Some("1000"));
@@ -333,7 +373,8 @@ mod tests {
             meta(1003, "image/jpeg", &[("idx", "1")]),
             meta(1004, "text/plain", &[("idx", "1")]),
         ];
-        let headers = encode_read_batch("e", &records);
+        let one: Vec<(usize, RecordMeta)> = records.iter().cloned().map(|r| (0, r)).collect();
+        let headers = encode_read_batch(&["e".to_string()], &one);
         let head = RequestHead {
             method: "POST".into(),
             path: "/".into(),

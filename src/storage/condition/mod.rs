@@ -1,88 +1,132 @@
-//! `when` conditions in the ReductStore syntax, for selecting records to query or delete.
+//! `when` conditions: the whole condition language of ReductStore 1.21.5 (see
+//! `shared/reductstore-conditions.md`), for queries, remove-queries and delete policies.
 //!
 //! ```json
-//! {"&origin": {"$in": ["EWR", "JFK"]}, "$lt": ["$timestamp", 1700000000000000]}
+//! {"$in": ["&origin", "EWR", "JFK"], "$lt": ["$timestamp", 1700000000000000]}
 //! ```
 //!
-//! A condition is parsed once into a tree ([`Condition::parse`]); evaluating it against a
-//! record ([`Condition::evaluate`]) borrows label text and allocates nothing. Top-level keys
-//! are ANDed. See `parse.rs` for the accepted operators and what is rejected.
+//! A condition is parsed once ([`Condition::parse`]) into an immutable tree; evaluating it
+//! on a record's metadata borrows label text and allocates nothing. The state of the
+//! aggregates (`$each_n`, `$each_t`, `$limit`, `$gate`) lives in a [`Matcher`], one per
+//! evaluation context (a query's entry, a removal's entry), so one parsed condition serves
+//! many entries and threads. An evaluation error is not a false value: it rejects the
+//! record (or, with `strict`, fails the query).
+//!
+//! Files, by family: `parse.rs` (structure), `literal.rs` (string literals, durations),
+//! `value.rs` (types, conversions), `compare.rs`, `logic.rs`, `arith.rs`, `dates.rs`,
+//! `aggregates.rs`, `directives.rs` (`#` keys), `context.rs` (`#ctx_before`/`#ctx_after`).
 
+mod aggregates;
+mod arith;
+mod compare;
+pub mod context;
+mod dates;
+pub mod directives;
+mod expr;
+mod literal;
+mod logic;
 mod parse;
 pub mod value;
 
-use std::cmp::Ordering;
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::storage::record::RecordMeta;
-use value::{Literal, Val, compare};
-
+use aggregates::State;
+pub use directives::{BatchDirectives, Directives, RawDirectives, Span};
+use expr::{Call, Expr, Op};
 pub use parse::{MAX_CONDITION_DEPTH, MAX_CONDITION_TERMS};
+use value::{Text, Value};
 
 /// Longest JSON text of a condition accepted (ample for [`MAX_CONDITION_TERMS`] terms).
 pub const MAX_CONDITION_BYTES: usize = 256 << 10;
 
-/// A comparison operator.
+/// Why the evaluation of a record stopped short of a value.
+#[derive(Debug)]
+pub enum Fault<'a> {
+    /// `&name` is not a label of the record.
+    Missing(&'a str),
+    /// `@name` is not a computed label (there are none outside extensions).
+    MissingComputed(&'a str),
+    /// Any other evaluation error.
+    Error(Error),
+    /// `$limit` was passed: the entry's query ends here.
+    Interrupt,
+}
+
+impl Fault<'_> {
+    /// A 422 evaluation error.
+    pub fn unprocessable(message: String) -> Fault<'static> {
+        Fault::Error(Error::unprocessable(message))
+    }
+
+    fn into_error(self) -> Error {
+        match self {
+            Fault::Missing(name) => Error::not_found(format!("Reference '{name}' not found")),
+            Fault::MissingComputed(name) => {
+                Error::not_found(format!("Reference '@{name}' not found"))
+            }
+            Fault::Error(e) => e,
+            Fault::Interrupt => Error::internal("interrupted by $limit"),
+        }
+    }
+}
+
+/// What a condition says of one record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CmpOp {
-    Eq,
-    Ne,
-    Gt,
-    Gte,
-    Lt,
-    Lte,
+pub enum Verdict {
+    /// Selected.
+    Match,
+    /// Not selected (false, or an evaluation error outside strict mode).
+    Skip,
+    /// `$limit` ended this entry's part of the query: no later record is examined.
+    Stop,
 }
 
-/// A string operator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TextOp {
-    Contains,
-    StartsWith,
-    EndsWith,
+struct Inner {
+    root: Option<Expr>,
+    slots: Vec<Op>,
+    directives: RawDirectives,
+    /// The condition's compact JSON: what equality compares and `Debug` shows.
+    source: String,
 }
 
-/// Something a node compares.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Operand {
-    Label(String),
-    Timestamp,
-    Lit(Literal),
-}
-
-/// A node of the parsed condition tree.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Node {
-    Compare(CmpOp, Operand, Operand),
-    Member {
-        negate: bool,
-        value: Operand,
-        set: Vec<Operand>,
-    },
-    Text(TextOp, Operand, Operand),
-    Exists {
-        labels: Vec<String>,
-        want: bool,
-    },
-    All(Vec<Node>),
-    Any(Vec<Node>),
-    NoneOf(Vec<Node>),
-    OneOf(Vec<Node>),
-}
-
-/// A parsed `when` condition.
-#[derive(Debug, Clone, PartialEq)]
+/// A parsed `when` condition; cheap to clone (the tree is shared).
+#[derive(Clone)]
 pub struct Condition {
-    root: Node,
+    inner: Arc<Inner>,
     strict: bool,
 }
 
+impl PartialEq for Condition {
+    fn eq(&self, other: &Self) -> bool {
+        self.strict == other.strict && self.inner.source == other.inner.source
+    }
+}
+
+impl std::fmt::Debug for Condition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Condition({}, strict: {})",
+            self.inner.source, self.strict
+        )
+    }
+}
+
 impl Condition {
-    /// Parses a condition; unknown or unsupported operators and `#` directives are errors
-    /// naming them. With `strict`, a record missing a referenced label makes evaluation
-    /// fail; otherwise that comparison is simply false.
+    /// Parses a condition: structure, operators, arity, literals and directive shapes.
+    /// Directive values are checked by [`Condition::directives`]. With `strict`, an
+    /// evaluation error fails the query instead of rejecting the record.
     pub fn parse(json: &serde_json::Value, strict: bool) -> Result<Condition> {
+        let parsed = parse::parse_condition(json)?;
         Ok(Condition {
-            root: parse::parse_root(json)?,
+            inner: Arc::new(Inner {
+                root: parsed.root,
+                slots: parsed.slots,
+                directives: RawDirectives(parsed.directives),
+                source: json.to_string(),
+            }),
             strict,
         })
     }
@@ -97,129 +141,259 @@ impl Condition {
             )));
         }
         let json: serde_json::Value = serde_json::from_str(text)
-            .map_err(|e| Error::unprocessable(format!("Invalid JSON in condition: {e}")))?;
+            .map_err(|e| Error::unprocessable(format!("Invalid JSON: {e}")))?;
         Self::parse(&json, strict)
     }
 
-    /// True when the record matches.
+    /// Whether evaluation errors fail the query.
+    pub fn is_strict(&self) -> bool {
+        self.strict
+    }
+
+    /// The directives as written (values unchecked).
+    pub fn raw_directives(&self) -> &RawDirectives {
+        &self.inner.directives
+    }
+
+    /// The directives with their values checked (1.21.5 checks them when an entry query
+    /// is built, not when the condition is parsed).
+    pub fn directives(&self) -> Result<Directives> {
+        self.inner.directives.resolve()
+    }
+
+    /// Whether the result for a record depends on the records before it (aggregates or
+    /// context directives), so records must be evaluated in time order, per entry.
+    pub fn is_stateful(&self) -> bool {
+        !self.inner.slots.is_empty()
+            || self
+                .inner
+                .directives
+                .0
+                .iter()
+                .any(|d| matches!(d.name.as_str(), "#ctx_before" | "#ctx_after"))
+    }
+
+    /// A matcher with fresh aggregate state.
+    pub fn matcher(&self) -> Matcher {
+        Matcher {
+            state: State::new(&self.inner.slots),
+            condition: self.clone(),
+        }
+    }
+
+    /// True when the record matches, for a condition without aggregates (one with them
+    /// sees each record as its first; use a [`Matcher`]). `$limit` past its count is false.
     pub fn evaluate(&self, meta: &RecordMeta) -> Result<bool> {
-        self.eval(&self.root, meta)
+        Ok(self.matcher().evaluate(meta)? == Verdict::Match)
     }
+}
 
-    /// The value of an operand; `None` for a label the record does not have.
-    #[inline]
-    fn resolve<'a>(operand: &'a Operand, meta: &'a RecordMeta) -> Option<Val<'a>> {
-        match operand {
-            Operand::Lit(lit) => Some(lit.as_val()),
-            Operand::Timestamp => Some(Val::Int(i64::try_from(meta.timestamp).unwrap_or(i64::MAX))),
-            Operand::Label(name) => meta.labels.get(name).map(|text| Val::of_label(text)),
+/// A condition with the aggregate state of one evaluation context.
+pub struct Matcher {
+    condition: Condition,
+    state: State,
+}
+
+impl Matcher {
+    /// The verdict on the next record (records are offered in time order).
+    pub fn evaluate(&mut self, meta: &RecordMeta) -> Result<Verdict> {
+        let Some(root) = &self.condition.inner.root else {
+            return Ok(Verdict::Match);
+        };
+        let mut eval = Eval {
+            meta,
+            state: &mut self.state,
+        };
+        match eval.value(root) {
+            Ok(v) if v.truthy() => Ok(Verdict::Match),
+            Ok(_) => Ok(Verdict::Skip),
+            Err(Fault::Interrupt) => Ok(Verdict::Stop),
+            Err(_) if !self.condition.strict => Ok(Verdict::Skip),
+            Err(fault) => Err(fault.into_error()),
         }
     }
 
-    /// The raw text of an operand, for the string operators; `None` for a missing label.
-    #[inline]
-    fn text<'a>(operand: &'a Operand, meta: &'a RecordMeta) -> Option<&'a str> {
-        match operand {
-            Operand::Label(name) => meta.labels.get(name).map(String::as_str),
-            Operand::Lit(Literal::Str(s) | Literal::Duration(_, s)) => Some(s),
-            // The parser only lets text literals and labels reach string operators.
-            Operand::Lit(_) | Operand::Timestamp => None,
+    /// The condition this matcher evaluates.
+    pub fn condition(&self) -> &Condition {
+        &self.condition
+    }
+}
+
+/// A constant as a value borrowing the condition (no copy of its text).
+fn borrow_const<'a>(v: &'a Value<'static>) -> Value<'a> {
+    match v {
+        Value::Str(t) => Value::Str(Text::Borrowed(t.as_str())),
+        other => other.clone(),
+    }
+}
+
+/// One record's evaluation.
+struct Eval<'a, 's> {
+    meta: &'a RecordMeta,
+    state: &'s mut State,
+}
+
+type Out<'a> = std::result::Result<Value<'a>, Fault<'a>>;
+
+impl<'a> Eval<'a, '_> {
+    fn timestamp(&self) -> i64 {
+        i64::try_from(self.meta.timestamp).unwrap_or(i64::MAX)
+    }
+
+    fn value(&mut self, expr: &'a Expr) -> Out<'a> {
+        match expr {
+            Expr::Const(v) => Ok(borrow_const(v)),
+            Expr::Label(name) => match self.meta.labels.get(name) {
+                Some(text) => Ok(Value::of_label(text)),
+                None => Err(Fault::Missing(name)),
+            },
+            Expr::Computed(name) => Err(Fault::MissingComputed(name)),
+            Expr::Timestamp => Ok(Value::Int(self.timestamp())),
+            Expr::Call(call) => self.call(call),
         }
     }
 
-    /// Outcome of a comparison with a missing label: no match, or in strict mode an error
-    /// naming the label. Kept out of line so the hot path stays small.
-    #[cold]
-    fn missing(&self, operands: &[&Operand], meta: &RecordMeta) -> Result<bool> {
-        if self.strict {
-            for operand in operands {
-                if let Operand::Label(name) = operand
-                    && !meta.labels.contains_key(name)
-                {
-                    return Err(Error::not_found(format!("Reference '{name}' not found")));
-                }
+    fn call(&mut self, call: &'a Call) -> Out<'a> {
+        let args = &call.args;
+        Ok(match call.op {
+            Op::Eq | Op::Ne | Op::Gt | Op::Gte | Op::Lt | Op::Lte => {
+                let a = self.value(&args[0])?;
+                let b = self.value(&args[1])?;
+                Value::Bool(compare::comparison(call.op, &a, &b))
             }
-        }
-        Ok(false)
-    }
-
-    fn eval(&self, node: &Node, meta: &RecordMeta) -> Result<bool> {
-        Ok(match node {
-            Node::Compare(op, a_op, b_op) => {
-                let (Some(a), Some(b)) = (Self::resolve(a_op, meta), Self::resolve(b_op, meta))
-                else {
-                    return self.missing(&[a_op, b_op], meta);
-                };
-                let ord = compare(a, b);
-                match op {
-                    CmpOp::Eq => ord == Some(Ordering::Equal),
-                    CmpOp::Ne => ord != Some(Ordering::Equal),
-                    CmpOp::Gt => ord == Some(Ordering::Greater),
-                    CmpOp::Gte => matches!(ord, Some(Ordering::Greater | Ordering::Equal)),
-                    CmpOp::Lt => ord == Some(Ordering::Less),
-                    CmpOp::Lte => matches!(ord, Some(Ordering::Less | Ordering::Equal)),
-                }
+            Op::And | Op::Or | Op::Not | Op::Xor => {
+                Value::Bool(logic::logical(call.op, args, |e| {
+                    self.value(e).map(|v| v.truthy())
+                })?)
             }
-            Node::Member { negate, value, set } => {
-                let Some(v) = Self::resolve(value, meta) else {
-                    return self.missing(&[value], meta);
-                };
+            Op::In | Op::Nin => {
+                let first = self.value(&args[0])?;
                 let mut found = false;
-                for candidate in set {
-                    match Self::resolve(candidate, meta) {
-                        Some(c) if compare(v, c) == Some(Ordering::Equal) => {
-                            found = true;
-                            break;
-                        }
-                        Some(_) => {}
-                        None => return self.missing(&[candidate], meta),
+                for candidate in &args[1..] {
+                    if compare::equal(&first, &self.value(candidate)?) {
+                        found = true;
+                        break;
                     }
                 }
-                found != *negate
+                Value::Bool(found == (call.op == Op::In))
             }
-            Node::Text(op, a_op, b_op) => {
-                let (Some(a), Some(b)) = (Self::text(a_op, meta), Self::text(b_op, meta)) else {
-                    return self.missing(&[a_op, b_op], meta);
+            Op::Exists => {
+                for arg in args {
+                    let name = self.value(arg)?.to_text();
+                    if !self.meta.labels.contains_key(name.as_str()) {
+                        return Ok(Value::Bool(false));
+                    }
+                }
+                Value::Bool(true)
+            }
+            Op::Contains | Op::StartsWith | Op::EndsWith => {
+                let a = self.value(&args[0])?.to_text();
+                let b = self.value(&args[1])?.to_text();
+                let (a, b) = (a.as_str(), b.as_str());
+                Value::Bool(match call.op {
+                    Op::Contains => a.contains(b),
+                    Op::StartsWith => a.starts_with(b),
+                    _ => a.ends_with(b),
+                })
+            }
+            Op::Add | Op::Mult => {
+                let Some((first, rest)) = args.split_first() else {
+                    return Ok(Value::Int(0));
                 };
-                match op {
-                    TextOp::Contains => a.contains(b),
-                    TextOp::StartsWith => a.starts_with(b),
-                    TextOp::EndsWith => a.ends_with(b),
+                let mut acc = self.value(first)?;
+                for arg in rest {
+                    let next = self.value(arg)?;
+                    acc = if call.op == Op::Add {
+                        arith::add(&acc, &next)?
+                    } else {
+                        arith::mult(&acc, &next)?
+                    };
+                }
+                acc
+            }
+            Op::Sub | Op::Div | Op::DivNum | Op::Rem => {
+                let a = self.value(&args[0])?;
+                let b = self.value(&args[1])?;
+                match call.op {
+                    Op::Sub => arith::sub(&a, &b)?,
+                    Op::Div => arith::div(&a, &b)?,
+                    Op::DivNum => arith::div_num(&a, &b)?,
+                    _ => arith::rem(&a, &b)?,
                 }
             }
-            Node::Exists { labels, want } => {
-                labels.iter().all(|l| meta.labels.contains_key(l)) == *want
+            Op::Abs => arith::abs(&self.value(&args[0])?)?,
+            Op::Date(part) => {
+                let micros = self.value(&args[0])?;
+                match (&call.zone, args.get(1)) {
+                    (Some(zone), Some(Expr::Const(Value::Str(name)))) => {
+                        dates::date_part(part, call.name, &micros, Some((zone, name.as_str())))?
+                    }
+                    (_, Some(zone_expr)) => {
+                        let Value::Str(name) = self.value(zone_expr)? else {
+                            return Err(Fault::unprocessable(format!(
+                                "{} requires timezone to be a string",
+                                call.name
+                            )));
+                        };
+                        let zone = dates::Zone::resolve(name.as_str());
+                        dates::date_part(part, call.name, &micros, Some((&zone, name.as_str())))?
+                    }
+                    (_, None) => dates::date_part(part, call.name, &micros, None)?,
+                }
             }
-            Node::All(nodes) => {
-                for n in nodes {
-                    if !self.eval(n, meta)? {
-                        return Ok(false);
+            Op::Cast => {
+                let v = self.value(&args[0])?;
+                let kind = self.value(&args[1])?.to_text();
+                match kind.as_str() {
+                    "bool" => Value::Bool(v.truthy()),
+                    "int" => Value::Int(v.to_int()?),
+                    "float" => Value::Float(v.to_float()?),
+                    "string" => Value::Str(v.to_text()),
+                    "duration" => Value::Duration(v.to_int()?),
+                    other => {
+                        return Err(Fault::unprocessable(format!("Unknown type '{other}'")));
                     }
                 }
-                true
             }
-            Node::Any(nodes) => {
-                for n in nodes {
-                    if self.eval(n, meta)? {
-                        return Ok(true);
+            Op::Ref => {
+                let name = self.value(&args[0])?.to_text();
+                match self.meta.labels.get(name.as_str()) {
+                    Some(text) => Value::of_label(text),
+                    None => {
+                        return Err(Fault::Error(Error::not_found(format!(
+                            "Label '\"{}\"' not found",
+                            name.as_str()
+                        ))));
                     }
                 }
-                false
             }
-            Node::NoneOf(nodes) => {
-                for n in nodes {
-                    if self.eval(n, meta)? {
-                        return Ok(false);
-                    }
-                }
-                true
+            Op::Timestamp => Value::Int(self.timestamp()),
+            Op::EachN => {
+                let count = aggregates::count(self.state, call.slot)?;
+                let n = self.value(&args[0])?;
+                Value::Bool(aggregates::each_n(count, &n)?)
             }
-            Node::OneOf(nodes) => {
-                let mut count = 0;
-                for n in nodes {
-                    count += usize::from(self.eval(n, meta)?);
-                }
-                count == 1
+            Op::Limit => {
+                let count = aggregates::count(self.state, call.slot)?;
+                let n = self.value(&args[0])?;
+                Value::Bool(aggregates::limit(count, &n)?)
+            }
+            Op::EachT => {
+                let t = self.timestamp();
+                aggregates::each_t_arm(self.state, call.slot, t)?;
+                let interval = self.value(&args[0])?;
+                Value::Bool(aggregates::each_t_decide(
+                    self.state, call.slot, t, &interval,
+                )?)
+            }
+            Op::Gate => {
+                let t = self.timestamp();
+                aggregates::gate_arm(self.state, call.slot, t)?;
+                let window = self.value(&args[0])?;
+                let input = self.value(&args[1])?;
+                Value::Bool(aggregates::gate_decide(
+                    self.state, call.slot, t, &window, &input,
+                )?)
             }
         })
     }

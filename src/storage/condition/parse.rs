@@ -1,38 +1,41 @@
-//! Parsing `when` JSON into a [`Node`] tree.
-//!
-//! Accepted: object notation `{"&label": {"$op": arg}}` and array notation
-//! `{"$op": [operand, …]}`, nested to any depth; `$eq $ne $gt $gte $lt $lte`, `$in $nin`,
-//! `$contains $starts_with $ends_with`, `$exists`/`$has`, `$and`/`$all_of`,
-//! `$or`/`$any_of`, `$not`/`$none_of`, `$xor`/`$one_of`, and `$timestamp` (the record's
-//! timestamp, as an operand or as an object-notation key). Operands: `&label`, `$timestamp`,
-//! literals (bool, numbers, strings; `$$x` is the literal string `$x`; duration strings
-//! such as `"1h"` compare as µs with numbers).
-//!
-//! Rejected at parse time, with the operator named: unknown operators, aggregation
-//! operators (`$each_n $each_t $limit $gate`) that make no sense for selecting data to
-//! delete, computed labels (`@name`), and `#` directives.
+//! JSON → expression tree, with 1.21.5's structure rules (section 2 of the reference):
+//! top-level `#` keys are directives, every other key is one expression and they are ANDed
+//! in document order; `{"$op": [..]}` is the array form, `{"left": {"$op": right}}` the
+//! object form (the key read as a literal), `{"$op": scalar}` the unary form; an object in
+//! operand position contributes one operand per key. Arity is checked here; operand types
+//! are not (they fail per record).
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value as Json};
 
-use super::value::Literal;
-use super::{CmpOp, Node, Operand, TextOp};
+use super::dates;
+use super::directives::{DirValue, RawDirective, parse_directive};
+use super::expr::{Call, Expr, Op};
+use super::literal::string_operand;
+use super::value::Value;
 use crate::error::{Error, Result};
 
-const AGGREGATES: [&str; 4] = ["$each_n", "$each_t", "$limit", "$gate"];
+/// Most JSON values (operators, operands, literals) a condition may hold.
+pub const MAX_CONDITION_TERMS: usize = 10_000;
+/// Deepest nesting a condition may have (the HTTP layer's JSON parser stops at 128).
+pub const MAX_CONDITION_DEPTH: usize = 128;
 
 fn err(message: String) -> Error {
     Error::unprocessable(message)
 }
 
-/// Most JSON values (operators, operands, literals) a condition may hold.
-pub const MAX_CONDITION_TERMS: usize = 10_000;
-/// Deepest nesting a condition may have.
-pub const MAX_CONDITION_DEPTH: usize = 64;
+/// What parsing a condition yields.
+pub struct Parsed {
+    /// The expression; `None` selects every record.
+    pub root: Option<Expr>,
+    /// The kind of each aggregate's state slot.
+    pub slots: Vec<Op>,
+    /// Directives with their values, shapes checked, values not yet.
+    pub directives: Vec<RawDirective>,
+}
 
 /// Refuses conditions past [`MAX_CONDITION_TERMS`] or [`MAX_CONDITION_DEPTH`] before any
-/// of it is compiled: a condition is client input held for a query's lifetime, so its
-/// size is bounded like every other input.
-fn check_size(json: &Value) -> Result<()> {
+/// of it is compiled: a condition is client input held for a query's lifetime.
+fn check_size(json: &Json) -> Result<()> {
     let mut terms = 0usize;
     let mut stack = vec![(json, 1usize)];
     while let Some((value, depth)) = stack.pop() {
@@ -48,288 +51,185 @@ fn check_size(json: &Value) -> Result<()> {
             )));
         }
         match value {
-            Value::Array(items) => stack.extend(items.iter().map(|v| (v, depth + 1))),
-            Value::Object(map) => stack.extend(map.values().map(|v| (v, depth + 1))),
+            Json::Array(items) => stack.extend(items.iter().map(|v| (v, depth + 1))),
+            Json::Object(map) => stack.extend(map.values().map(|v| (v, depth + 1))),
             _ => {}
         }
     }
     Ok(())
 }
 
-/// Parses the top-level object; its keys are ANDed.
-pub(super) fn parse_root(json: &Value) -> Result<Node> {
+/// Parses a whole `when` value. Errors come in 1.21.5's order: directive names and value
+/// shapes first, then expressions in document order.
+pub fn parse_condition(json: &Json) -> Result<Parsed> {
     check_size(json)?;
-    match json {
-        Value::Object(map) => parse_object(map),
-        other => Err(err(format!(
-            "A condition must be a JSON object, got {other}"
-        ))),
-    }
-}
-
-fn parse_object(map: &Map<String, Value>) -> Result<Node> {
-    let mut nodes = Vec::with_capacity(map.len());
-    for (key, value) in map {
-        nodes.push(parse_key(key, value)?);
-    }
-    Ok(match nodes.len() {
-        1 => nodes.pop().expect("one node was just checked"),
-        _ => Node::All(nodes),
-    })
-}
-
-fn parse_key(key: &str, value: &Value) -> Result<Node> {
-    if key.starts_with('#') {
-        return Err(err(format!(
-            "Directive '{key}' is not supported in a condition that selects records"
-        )));
-    }
-    if key.starts_with('@') {
-        return Err(err(format!("Computed label '{key}' is not supported")));
-    }
-    if let Some(label) = key.strip_prefix('&') {
-        return parse_reference(Operand::Label(label.to_string()), key, value);
-    }
-    if key == "$timestamp" && value.is_object() {
-        return parse_reference(Operand::Timestamp, key, value);
-    }
-    if key.starts_with('$') {
-        let args = match value {
-            Value::Array(items) => items.clone(),
-            single => vec![single.clone()],
-        };
-        return parse_operator(key, &args);
-    }
-    Err(err(format!(
-        "'{key}' is neither a label reference ('&{key}') nor an operator"
-    )))
-}
-
-/// Object notation: `{"&label": {"$gt": 1, "$lt": 5}}` (several operators are ANDed).
-fn parse_reference(subject: Operand, key: &str, value: &Value) -> Result<Node> {
-    let Value::Object(ops) = value else {
-        return Err(err(format!(
-            "'{key}' must map to an object of operators, e.g. {{\"$eq\": 1}}"
-        )));
+    let mut parser = Parser { slots: Vec::new() };
+    let mut directives = Vec::new();
+    let root = match json {
+        Json::Null => None,
+        Json::Object(map) => {
+            for (key, value) in map.iter().filter(|(k, _)| k.starts_with('#')) {
+                directives.push(parse_directive(key, value)?);
+            }
+            let mut all = Vec::new();
+            for (key, value) in map.iter().filter(|(k, _)| !k.starts_with('#')) {
+                all.push(parser.pair(key, value)?);
+            }
+            Some(match all.len() {
+                0 => Expr::Const(Value::Bool(true)),
+                1 => all.pop().expect("one expression was just counted"),
+                _ => parser.call("$and", all)?,
+            })
+        }
+        Json::Array(_) => return Err(array_error(json)),
+        scalar => {
+            let mut operands = parser.operand(scalar)?;
+            Some(operands.pop().expect("a scalar is one operand"))
+        }
     };
-    let mut nodes = Vec::with_capacity(ops.len());
-    for (op, arg) in ops {
-        check_known(op)?;
-        let node = match op.as_str() {
-            "$exists" | "$has" => {
-                let Operand::Label(label) = &subject else {
-                    return Err(err(format!("'{op}' needs a label, not '{key}'")));
-                };
-                let Value::Bool(want) = arg else {
-                    return Err(err(format!("'{op}' on '{key}' expects true or false")));
-                };
-                Node::Exists {
-                    labels: vec![label.clone()],
-                    want: *want,
-                }
-            }
-            "$in" | "$nin" => {
-                let Value::Array(items) = arg else {
-                    return Err(err(format!("'{op}' on '{key}' expects an array of values")));
-                };
-                let mut args = vec![subject.clone()];
-                for item in items {
-                    args.push(parse_operand(item, op)?);
-                }
-                member(op, args)?
-            }
-            _ if is_logical(op) => {
-                return Err(err(format!(
-                    "Logical operator '{op}' cannot apply to '{key}'; use array notation"
-                )));
-            }
-            _ => binary(op, vec![subject.clone(), parse_operand(arg, op)?])?,
-        };
-        nodes.push(node);
-    }
-    Ok(match nodes.len() {
-        1 => nodes.pop().expect("one node was just checked"),
-        0 => return Err(err(format!("'{key}' has no operator"))),
-        _ => Node::All(nodes),
+    Ok(Parsed {
+        root,
+        slots: parser.slots,
+        directives,
     })
 }
 
-fn is_logical(op: &str) -> bool {
-    matches!(
-        op,
-        "$and" | "$all_of" | "$or" | "$any_of" | "$not" | "$none_of" | "$xor" | "$one_of"
-    )
+fn array_error(json: &Json) -> Error {
+    err(format!("Array type is not supported: {json}"))
 }
 
-fn check_known(op: &str) -> Result<()> {
-    if AGGREGATES.contains(&op) {
-        return Err(err(format!(
-            "Aggregation operator '{op}' is not supported in a condition that selects records"
-        )));
+fn null_error() -> Error {
+    err("Null type is not supported: null".to_string())
+}
+
+struct Parser {
+    slots: Vec<Op>,
+}
+
+impl Parser {
+    /// One key/value pair: array, object or unary form.
+    fn pair(&mut self, key: &str, value: &Json) -> Result<Expr> {
+        match value {
+            Json::Array(items) => {
+                check_operator_name(key)?;
+                let mut operands = Vec::with_capacity(items.len());
+                for item in items {
+                    operands.extend(self.operand(item)?);
+                }
+                self.call(key, operands)
+            }
+            Json::Object(inner) => self.object_form(key, inner),
+            Json::Null => Err(null_error()),
+            scalar => {
+                check_operator_name(key)?;
+                let operands = self.operand(scalar)?;
+                self.call(key, operands)
+            }
+        }
     }
-    const KNOWN: [&str; 20] = [
-        "$eq",
-        "$ne",
-        "$gt",
-        "$gte",
-        "$lt",
-        "$lte",
-        "$in",
-        "$nin",
-        "$contains",
-        "$starts_with",
-        "$ends_with",
-        "$exists",
-        "$has",
-        "$and",
-        "$all_of",
-        "$or",
-        "$any_of",
-        "$not",
-        "$none_of",
-        "$xor",
-    ];
-    if KNOWN.contains(&op) || op == "$one_of" {
+
+    /// `{"left": {"$op": right}}`: the key is a literal operand, then the operator's
+    /// further operands.
+    fn object_form(&mut self, key: &str, inner: &Map<String, Json>) -> Result<Expr> {
+        if inner.len() != 1 {
+            return Err(err(
+                "Object notation must have exactly one operator".to_string()
+            ));
+        }
+        let left = string_operand(key)?;
+        let (op, right) = inner.iter().next().expect("one member was just checked");
+        check_operator_name(op)?;
+        let mut operands = vec![left];
+        operands.extend(self.operand(right)?);
+        self.call(op, operands)
+    }
+
+    /// One operand position: scalars and strings give one operand, an object one per key.
+    fn operand(&mut self, json: &Json) -> Result<Vec<Expr>> {
+        Ok(match json {
+            Json::Null => return Err(null_error()),
+            Json::Bool(b) => vec![Expr::Const(Value::Bool(*b))],
+            Json::Number(n) => vec![Expr::Const(if let Some(i) = n.as_i64() {
+                Value::Int(i)
+            } else if n.is_u64() {
+                // 1.21.5 exits on this; a clear refusal instead.
+                return Err(err(format!(
+                    "Integer {n} is out of range: integers in a condition must fit a signed 64-bit integer (at most {})",
+                    i64::MAX
+                )));
+            } else {
+                Value::Float(n.as_f64().unwrap_or(f64::NAN))
+            })],
+            Json::String(s) => vec![string_operand(s)?],
+            Json::Array(_) => return Err(array_error(json)),
+            Json::Object(map) => {
+                let mut out = Vec::with_capacity(map.len());
+                for (key, value) in map {
+                    out.push(self.pair(key, value)?);
+                }
+                out
+            }
+        })
+    }
+
+    /// An operator call, its arity checked.
+    fn call(&mut self, name: &str, args: Vec<Expr>) -> Result<Expr> {
+        check_operator_name(name)?;
+        let (op, canonical) =
+            Op::from_name(name).ok_or_else(|| err(format!("Operator '{name}' not supported")))?;
+        if let Some(message) = op.arity_error(canonical, args.len()) {
+            return Err(err(message));
+        }
+        let slot = if op.is_aggregate() {
+            self.slots.push(op);
+            self.slots.len() - 1
+        } else {
+            0
+        };
+        let zone = match (op, args.get(1)) {
+            (Op::Date(_), Some(Expr::Const(Value::Str(name)))) => {
+                Some(dates::Zone::resolve(name.as_str()))
+            }
+            _ => None,
+        };
+        Ok(Expr::Call(Box::new(Call {
+            op,
+            name: canonical,
+            args,
+            slot,
+            zone,
+        })))
+    }
+}
+
+fn check_operator_name(name: &str) -> Result<()> {
+    if name.starts_with('$') {
         Ok(())
     } else {
-        Err(err(format!("Unknown operator '{op}'")))
+        Err(err(format!("Operator '{name}' must start with '$'")))
     }
 }
 
-/// Array notation: `{"$op": [operand, …]}`.
-fn parse_operator(op: &str, args: &[Value]) -> Result<Node> {
-    check_known(op)?;
-    if is_logical(op) {
-        let mut nodes = Vec::with_capacity(args.len());
-        for arg in args {
-            match arg {
-                Value::Object(map) => nodes.push(parse_object(map)?),
-                other => {
-                    return Err(err(format!(
-                        "'{op}' expects conditions (objects) as operands, got {other}"
-                    )));
-                }
-            }
-        }
-        if nodes.is_empty() {
-            return Err(err(format!("'{op}' needs at least one operand")));
-        }
-        return Ok(match op {
-            "$and" | "$all_of" => Node::All(nodes),
-            "$or" | "$any_of" => Node::Any(nodes),
-            "$not" | "$none_of" => Node::NoneOf(nodes),
-            _ => Node::OneOf(nodes),
-        });
-    }
-    let mut operands = Vec::with_capacity(args.len());
-    for arg in args {
-        match arg {
-            // `{"$in": ["&x", [1, 2]]}`: a list as the second operand is the set.
-            Value::Array(items) if matches!(op, "$in" | "$nin") && !operands.is_empty() => {
-                for item in items {
-                    operands.push(parse_operand(item, op)?);
-                }
-            }
-            _ => operands.push(parse_operand(arg, op)?),
-        }
-    }
-    match op {
-        "$exists" | "$has" => {
-            let labels = operands
-                .into_iter()
-                .map(|o| match o {
-                    Operand::Label(l) => Ok(l),
-                    other => Err(err(format!(
-                        "'{op}' expects label references, got {other:?}"
-                    ))),
-                })
-                .collect::<Result<Vec<String>>>()?;
-            if labels.is_empty() {
-                return Err(err(format!("'{op}' needs at least one label")));
-            }
-            Ok(Node::Exists { labels, want: true })
-        }
-        "$in" | "$nin" => member(op, operands),
-        _ => binary(op, operands),
-    }
-}
-
-fn member(op: &str, mut operands: Vec<Operand>) -> Result<Node> {
-    if operands.is_empty() {
-        return Err(err(format!("'{op}' needs a value and a list")));
-    }
-    let value = operands.remove(0);
-    Ok(Node::Member {
-        negate: op == "$nin",
-        value,
-        set: operands,
-    })
-}
-
-fn binary(op: &str, operands: Vec<Operand>) -> Result<Node> {
-    let count = operands.len();
-    let Ok([a, b]) = <[Operand; 2]>::try_from(operands) else {
-        return Err(err(format!("'{op}' needs 2 operands, got {count}")));
-    };
-    let cmp = |c| Ok(Node::Compare(c, a.clone(), b.clone()));
-    let text = |t| {
-        for o in [&a, &b] {
-            if matches!(
-                o,
-                Operand::Timestamp
-                    | Operand::Lit(Literal::Bool(_) | Literal::Int(_) | Literal::Float(_))
-            ) {
-                return Err(err(format!("'{op}' expects text operands, got {o:?}")));
-            }
-        }
-        Ok(Node::Text(t, a.clone(), b.clone()))
-    };
-    match op {
-        "$eq" => cmp(CmpOp::Eq),
-        "$ne" => cmp(CmpOp::Ne),
-        "$gt" => cmp(CmpOp::Gt),
-        "$gte" => cmp(CmpOp::Gte),
-        "$lt" => cmp(CmpOp::Lt),
-        "$lte" => cmp(CmpOp::Lte),
-        "$contains" => text(TextOp::Contains),
-        "$starts_with" => text(TextOp::StartsWith),
-        "$ends_with" => text(TextOp::EndsWith),
-        _ => Err(err(format!("Unknown operator '{op}'"))),
-    }
-}
-
-fn parse_operand(value: &Value, op: &str) -> Result<Operand> {
-    Ok(match value {
-        Value::Bool(b) => Operand::Lit(Literal::Bool(*b)),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => Operand::Lit(Literal::Int(i)),
-            None => match n.as_f64() {
-                Some(f) if n.is_f64() => Operand::Lit(Literal::Float(f)),
-                _ => return Err(err(format!("Number {n} in '{op}' is out of range"))),
-            },
-        },
-        Value::String(s) => {
-            if let Some(label) = s.strip_prefix('&') {
-                Operand::Label(label.to_string())
-            } else if s == "$timestamp" {
-                Operand::Timestamp
-            } else if let Some(escaped) = s.strip_prefix("$$") {
-                Operand::Lit(Literal::Str(format!("${escaped}")))
-            } else if s.starts_with('$') {
-                check_known(s)?;
+/// Directive values as the scalar rule reads them (used by `directives.rs`).
+pub(super) fn directive_scalar(name: &str, json: &Json) -> Result<DirValue> {
+    Ok(match json {
+        Json::Bool(b) => DirValue::Bool(*b),
+        Json::Number(n) => match n.as_i64() {
+            Some(i) => DirValue::Int(i),
+            None if n.is_u64() => {
                 return Err(err(format!(
-                    "Operator '{s}' cannot be used as an operand of '{op}'"
+                    "Directive '{name}' contains integer value out of range: {n}"
                 )));
-            } else if s.starts_with('@') {
-                return Err(err(format!("Computed label '{s}' is not supported")));
-            } else {
-                Operand::Lit(Literal::from_text(s))
             }
-        }
-        Value::Null => return Err(err(format!("null is not a valid operand of '{op}'"))),
-        Value::Array(_) | Value::Object(_) => {
+            None => DirValue::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Json::String(s) => match super::literal::parse_duration_literal(s) {
+            Some(micros) => DirValue::Duration(micros),
+            None => DirValue::Str(s.clone()),
+        },
+        other => {
             return Err(err(format!(
-                "'{op}' expects plain values (labels, numbers, strings), got {value}"
+                "Directive '{name}' contains unsupported value type: {other}"
             )));
         }
     })

@@ -38,7 +38,9 @@ use crate::storage::sync::{Durability, Pending};
 
 use edits::edit_state;
 pub use read::{Chunk, EntryInfo, TierInfo};
-pub(crate) use read::{chunk_len, chunk_meta, chunk_record};
+pub(crate) use read::{
+    MergedRecord, chunk_len, chunk_locator, chunk_meta, chunk_record, locator_record,
+};
 pub(crate) use stale::StaleLog;
 use state::index_log;
 pub(crate) use state::{EntryState, LogKind, Place};

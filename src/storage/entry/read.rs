@@ -12,7 +12,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::{Entry, EntryState, LogKind, Place};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::storage::format::block::SealedBlock;
 use crate::storage::format::index::{BlockEntry, block_path};
 use crate::storage::format::log::{LogRecord, OpenLog};
@@ -68,7 +68,8 @@ pub enum MergedRecord {
 }
 
 impl MergedRecord {
-    fn meta(&self) -> &RecordMeta {
+    /// The record's metadata.
+    pub(crate) fn meta(&self) -> &RecordMeta {
         match self {
             MergedRecord::Sealed(block, i) => &block.records()[*i].meta,
             MergedRecord::Log(_, rec) => &rec.meta,
@@ -194,7 +195,10 @@ impl Entry {
                 Some(ts) => ts,
                 None => Self::latest_of(&st).unwrap_or(0),
             };
-            match self.place(&st, ts)?.ok_or_else(|| self.not_found(ts))? {
+            match self
+                .place(&st, ts)?
+                .ok_or_else(|| Self::read_miss(self, &st, ts))?
+            {
                 Place::Log(kind) => {
                     let log = st.log(kind).expect("a record was found in this log");
                     let rec = log.records()[&ts].clone();
@@ -214,6 +218,23 @@ impl Entry {
             meta,
             payload: Some(payload),
         })
+    }
+
+    /// The 404 of a read that found nothing, worded as ReductStore words it: naming the
+    /// block (by its first timestamp) that would hold `ts`, or the entry when `ts` lies
+    /// before every block.
+    fn read_miss(&self, st: &EntryState, ts: u64) -> Error {
+        let sealed = st.index.blocks.iter().map(|b| b.first_ts);
+        let logs = st
+            .logs()
+            .filter_map(|(_, log)| log.records().keys().next().copied());
+        match sealed.chain(logs).filter(|first| *first <= ts).max() {
+            Some(block) => Error::not_found(format!(
+                "Record {ts} not found in block {}/{}/{block}",
+                self.bucket, self.name
+            )),
+            None => self.not_found(ts),
+        }
     }
 
     /// How many sealed blocks a read of `ts` may have to search: those whose time range
@@ -484,6 +505,32 @@ pub(crate) fn chunk_record(
             Ok((records[i].meta().clone(), payload))
         }
     }
+}
+
+/// Where the record at position `i` of a chunk lives, to read it later (a query holding
+/// context records): shares the block or copies the log record's metadata.
+pub(crate) fn chunk_locator(chunk: &Chunk, i: usize) -> MergedRecord {
+    match chunk {
+        Chunk::Sealed(block, range) => MergedRecord::Sealed(block.clone(), range.start + i),
+        Chunk::Open(file, records) => MergedRecord::Log(file.clone(), records[i].clone()),
+        Chunk::Merged(records) => match &records[i] {
+            MergedRecord::Sealed(block, idx) => MergedRecord::Sealed(block.clone(), *idx),
+            MergedRecord::Log(file, rec) => MergedRecord::Log(file.clone(), rec.clone()),
+        },
+    }
+}
+
+/// The metadata and (with `with_payload`) payload of a located record.
+pub(crate) fn locator_record(
+    at: &MergedRecord,
+    with_payload: bool,
+) -> Result<(RecordMeta, Option<Payload>)> {
+    let payload = match at {
+        _ if !with_payload => None,
+        MergedRecord::Sealed(block, idx) => Some(block.payload(*idx)?),
+        MergedRecord::Log(file, rec) => Some(OpenLog::read_payload(file, rec)?),
+    };
+    Ok((at.meta().clone(), payload))
 }
 
 /// Metadata of the record at position `i` of a chunk, without copying it.
