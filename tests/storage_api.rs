@@ -1,22 +1,13 @@
 //! Storage engine behaviour through the public API.
 
+mod common;
+
+use common::meta;
 use halflife::storage::condition::Condition;
 use halflife::storage::{
-    BucketSettings, BucketSettingsUpdate, Labels, QueryOptions, QuotaType, RecordMeta, Store,
+    BucketSettings, BucketSettingsUpdate, Labels, QueryOptions, QuotaType, Store,
 };
 use halflife::{Config, ErrorKind};
-
-fn meta(ts: u64, labels: &[(&str, &str)]) -> RecordMeta {
-    RecordMeta {
-        timestamp: ts,
-        labels: labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        content_type: "text/plain".into(),
-        size: 0,
-    }
-}
 
 fn payload(ts: u64) -> Vec<u8> {
     format!("payload of record {ts}").into_bytes()

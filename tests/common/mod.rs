@@ -378,3 +378,16 @@ pub fn assert_well_formed(head: &[u8], case: &str) -> String {
     }
     text
 }
+
+/// Record metadata with these labels (text/plain, size 0: writes fill the size in).
+pub fn meta(ts: u64, labels: &[(&str, &str)]) -> halflife::storage::RecordMeta {
+    halflife::storage::RecordMeta {
+        timestamp: ts,
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        content_type: "text/plain".into(),
+        size: 0,
+    }
+}
