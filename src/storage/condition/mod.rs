@@ -204,9 +204,9 @@ impl Matcher {
             meta,
             state: &mut self.state,
         };
-        match eval.value(root) {
-            Ok(v) if v.truthy() => Ok(Verdict::Match),
-            Ok(_) => Ok(Verdict::Skip),
+        match eval.truth(root) {
+            Ok(true) => Ok(Verdict::Match),
+            Ok(false) => Ok(Verdict::Skip),
             Err(Fault::Interrupt) => Ok(Verdict::Stop),
             Err(_) if !self.condition.strict => Ok(Verdict::Skip),
             Err(fault) => Err(fault.into_error()),
@@ -240,6 +240,26 @@ impl<'a> Eval<'a, '_> {
         i64::try_from(self.meta.timestamp).unwrap_or(i64::MAX)
     }
 
+    /// An operand read by truthiness; comparisons and logic answer without making values.
+    fn truth(&mut self, expr: &'a Expr) -> std::result::Result<bool, Fault<'a>> {
+        if let Expr::Call(call) = expr {
+            match call.op {
+                Op::Eq | Op::Ne | Op::Gt | Op::Gte | Op::Lt | Op::Lte => {
+                    let a = self.value(&call.args[0])?;
+                    let b = self.value(&call.args[1])?;
+                    return Ok(compare::comparison(call.op, &a, &b));
+                }
+                Op::And | Op::Or | Op::Not | Op::Xor => {
+                    return logic::logical(call.op, &call.args, |e| self.truth(e));
+                }
+                _ => {}
+            }
+        }
+        self.value(expr).map(|v| v.truthy())
+    }
+
+    /// Leaves inline (the hot path: a label, a constant), calls out of line.
+    #[inline(always)]
     fn value(&mut self, expr: &'a Expr) -> Out<'a> {
         match expr {
             Expr::Const(v) => Ok(borrow_const(v)),
@@ -253,19 +273,29 @@ impl<'a> Eval<'a, '_> {
         }
     }
 
+    /// The common operators on a short path; the rest, with their larger frames, apart.
     fn call(&mut self, call: &'a Call) -> Out<'a> {
-        let args = &call.args;
-        Ok(match call.op {
+        match call.op {
             Op::Eq | Op::Ne | Op::Gt | Op::Gte | Op::Lt | Op::Lte => {
-                let a = self.value(&args[0])?;
-                let b = self.value(&args[1])?;
-                Value::Bool(compare::comparison(call.op, &a, &b))
+                let a = self.value(&call.args[0])?;
+                let b = self.value(&call.args[1])?;
+                Ok(Value::Bool(compare::comparison(call.op, &a, &b)))
             }
             Op::And | Op::Or | Op::Not | Op::Xor => {
-                Value::Bool(logic::logical(call.op, args, |e| {
-                    self.value(e).map(|v| v.truthy())
-                })?)
+                let truth = logic::logical(call.op, &call.args, |e| self.truth(e))?;
+                Ok(Value::Bool(truth))
             }
+            _ => self.other_call(call),
+        }
+    }
+
+    #[inline(never)]
+    fn other_call(&mut self, call: &'a Call) -> Out<'a> {
+        let args = &call.args;
+        Ok(match call.op {
+            // Answered by `call`.
+            Op::Eq | Op::Ne | Op::Gt | Op::Gte | Op::Lt | Op::Lte => return self.call(call),
+            Op::And | Op::Or | Op::Not | Op::Xor => return self.call(call),
             Op::In | Op::Nin => {
                 let first = self.value(&args[0])?;
                 let mut found = false;

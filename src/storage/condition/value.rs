@@ -10,7 +10,16 @@ use super::literal::write_duration;
 
 /// Longest text kept inline; longer text (a huge float written out, a concatenation) is
 /// owned.
-const INLINE: usize = 46;
+const INLINE: usize = 23;
+
+/// Inline text bytes, aligned so values move as whole words (a byte-aligned buffer made
+/// every move of a value byte-wise, and evaluation several times slower).
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+pub struct InlineText {
+    bytes: [u8; INLINE],
+    len: u8,
+}
 
 /// Text of a String value.
 #[derive(Clone)]
@@ -18,7 +27,7 @@ pub enum Text<'a> {
     /// Borrowed from a label or from the condition.
     Borrowed(&'a str),
     /// A short text made during evaluation.
-    Inline(u8, [u8; INLINE]),
+    Inline(InlineText),
     /// A longer text made during evaluation.
     Owned(String),
 }
@@ -29,10 +38,10 @@ impl Text<'_> {
         match self {
             Text::Borrowed(s) => s,
             Text::Owned(s) => s,
-            Text::Inline(len, bytes) => {
+            Text::Inline(inline) => {
                 // Only whole `str` writes fill the buffer (see `Inline`), so the prefix is
                 // valid UTF-8.
-                std::str::from_utf8(&bytes[..usize::from(*len)]).unwrap_or_default()
+                std::str::from_utf8(&inline.bytes[..usize::from(inline.len)]).unwrap_or_default()
             }
         }
     }
@@ -69,7 +78,10 @@ pub fn text_of(write: impl Fn(&mut dyn Write) -> fmt::Result) -> Text<'static> {
         bytes: [0; INLINE],
     };
     if write(&mut inline).is_ok() {
-        return Text::Inline(inline.len as u8, inline.bytes);
+        return Text::Inline(InlineText {
+            bytes: inline.bytes,
+            len: inline.len as u8,
+        });
     }
     let mut owned = String::new();
     let _ = write(&mut owned);
