@@ -400,8 +400,7 @@ impl QueryRegistry {
     }
 
     /// Takes the next records of the query, up to the limits, never returning to an entry
-    /// already in the batch; returns the batch and whether the iterator ran dry. An error
-    /// drops what was gathered (the answer is the error alone, as in ReductStore).
+    /// already in the batch; returns the batch and whether the iterator ran dry.
     fn gather(q: &mut OpenQuery, limits: BatchLimits, with_payload: bool) -> Result<(Batch, bool)> {
         let mut batch = Batch {
             entries: Vec::new(),
@@ -433,7 +432,16 @@ impl QueryRegistry {
                         break;
                     }
                     Some(Ok(r)) => r,
-                    Some(Err(e)) => return Err(e),
+                    // A strict condition's error is the whole answer (ReductStore drops
+                    // what the response had gathered); a damaged block's comes after the
+                    // records already gathered, with the next read.
+                    Some(Err(e)) if q.iter.has_failed() || batch.records.is_empty() => {
+                        return Err(e);
+                    }
+                    Some(Err(e)) => {
+                        q.pending_error = Some(e);
+                        break;
+                    }
                 },
             };
             let index = match batch.entries.iter().position(|e| *e == record.entry) {

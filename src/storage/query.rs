@@ -105,6 +105,11 @@ impl QueryIter {
         Ok(query)
     }
 
+    /// Whether a strict condition's error ended the query.
+    pub fn has_failed(&self) -> bool {
+        self.failed
+    }
+
     /// The checked directives of the query's condition (batching, labels, context).
     pub fn directives(&self) -> &Directives {
         &self.directives
