@@ -266,6 +266,13 @@ fn directives_cut_batches_and_limit_counts_per_entry() {
         "{}",
         r.error()
     );
+    // Directive values come before the extension.
+    let r = query(
+        &s,
+        "d",
+        json!({"query_type": "QUERY", "when": {"#ext": {"ai": {}}, "#ctx_before": -1}}),
+    );
+    assert_eq!(r.error(), "#ctx_before must be non-negative");
     let r = query(&s, "d", json!({"query_type": "QUERY", "ext": {}}));
     assert!(
         r.error()

@@ -178,8 +178,10 @@ pub fn run_query_request(
         .transpose()?;
     match q.query_type {
         QueryType::Query => {
-            extension_refusal(app, when.as_ref(), q.ext.as_ref())?;
             let continuous = q.continuous == Some(true);
+            let ext_source = when.clone();
+            // Building the iterator checks the directive values, which 1.21.5 reports
+            // before an extension is refused.
             let iter = bucket.query(&QueryOptions {
                 entries,
                 start: q.start,
@@ -188,6 +190,7 @@ pub fn run_query_request(
                 only_metadata: q.only_metadata.unwrap_or(false),
                 when,
             })?;
+            extension_refusal(app, ext_source.as_ref(), q.ext.as_ref())?;
             let iter = if continuous { iter.following() } else { iter };
             let ttl = Duration::from_secs(q.ttl.unwrap_or(DEFAULT_TTL_SECS));
             let id = app.queries.register(bucket_name, scope, iter, ttl)?;
