@@ -5,9 +5,10 @@
 //! round the parent writes a backfill of belated records, whose blocks overlap the
 //! compressed ones, so every round has a merge to be killed in.
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use halflife::Config;
 use halflife::fixtures::{self, FixtureRecord};
@@ -43,8 +44,18 @@ fn compress_crash_child() {
     let bucket = store.bucket("b").unwrap();
     let pool = CompressPool::new(2).unwrap();
     println!("STARTED");
+    // One line per block done: the parent picks the moment to kill from these reports.
+    let report = |_bytes: u64| println!("BLOCK");
     let stats = bucket
-        .compress_blocks(&[], 0, u64::MAX, Codec::Zstd(level), &pool, &|| false)
+        .compress_blocks_observed(
+            &[],
+            0,
+            u64::MAX,
+            Codec::Zstd(level),
+            &pool,
+            &|| false,
+            &report,
+        )
         .unwrap();
     println!("DONE {}", stats.blocks);
 }
@@ -57,9 +68,11 @@ fn seed() -> u64 {
         | 1
 }
 
-/// Starts the child on `dir` at `level`, lets it run a random while, kills it; returns
-/// whether it finished first.
-fn run_and_kill(dir: &Path, level: i32, rng: &mut u64) -> bool {
+/// Starts the child on `dir` at `level` and kills it right after its k-th block report,
+/// k random in `0..=most` (0: as soon as it says it started, so the kill lands in its
+/// first block or merge). The instant comes from the child's own progress, never from a
+/// clock; returns whether it finished first.
+fn run_and_kill(dir: &Path, level: i32, rng: &mut u64, most: u64) -> bool {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -76,10 +89,25 @@ fn run_and_kill(dir: &Path, level: i32, rng: &mut u64) -> bool {
     *rng ^= *rng << 13;
     *rng ^= *rng >> 7;
     *rng ^= *rng << 17;
-    std::thread::sleep(Duration::from_millis(20 + *rng % 250));
-    child.kill().unwrap();
-    let out = child.wait_with_output().unwrap();
-    String::from_utf8_lossy(&out.stdout).contains("DONE")
+    let kill_after = *rng % (most + 1);
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut reports = 0;
+    let mut finished = false;
+    for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+        if line.starts_with("DONE") {
+            finished = true;
+            break;
+        }
+        if line == "BLOCK" {
+            reports += 1;
+        }
+        if (line == "STARTED" || line == "BLOCK") && reports >= kill_after {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    finished
 }
 
 /// Reopens the store and checks: no leftover file, and a query returns exactly `records`
@@ -160,7 +188,7 @@ fn compaction_survives_sigkill() {
         }
         written.extend_from_slice(share);
         written.sort_by_key(|r| r.timestamp);
-        if !run_and_kill(dir.path(), 1 + (round as i32 % 9), &mut rng) {
+        if !run_and_kill(dir.path(), 1 + (round as i32 % 9), &mut rng, 1) {
             interrupted += 1;
         }
         verify(dir.path(), &written, round);
@@ -206,7 +234,7 @@ fn recompression_survives_sigkill() {
     for round in 0..KILLS {
         // Levels climb so every round has work; a killed round's level is retried.
         let level = 1 + (round as i32 % 22);
-        if !run_and_kill(dir.path(), level, &mut rng) {
+        if !run_and_kill(dir.path(), level, &mut rng, 100) {
             interrupted += 1;
         }
         verify(dir.path(), &records, round);
