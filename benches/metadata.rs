@@ -46,6 +46,7 @@ fn start(data: &Path) -> Server {
             api_token: None,
             role: InstanceRole::Standalone,
             metrics_public: false,
+            trusted_proxies: Default::default(),
         },
         Default::default(),
     )

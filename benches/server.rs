@@ -428,6 +428,7 @@ fn start(path: &std::path::Path, sync: SyncMode, http_threads: usize) -> Server 
             api_token: None,
             role: InstanceRole::Standalone,
             metrics_public: false,
+            trusted_proxies: Default::default(),
         },
         Default::default(),
     )

@@ -11,6 +11,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use halflife::duration::parse_duration;
 use halflife::maintenance::{self, Action, Job, Progress};
 use halflife::report;
+use halflife::server::auth::TrustedProxies;
 use halflife::server::queries::QueryLimits;
 use halflife::server::{InstanceRole, Limits, Provisioning, Server, ServerConfig};
 use halflife::storage::{Codec, CompressPool, Store, SyncMode};
@@ -113,6 +114,12 @@ struct ServeArgs {
     /// (true/false, yes/no, 1/0); otherwise any valid token may read it.
     #[arg(long, env = "RS_METRICS_PUBLIC", default_value = "false", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::Set)]
     metrics_public: bool,
+    /// Proxies whose `Forwarded` / `X-Forwarded-For` headers name the client (for a
+    /// token's `ip_allowlist`): comma-separated addresses or CIDR blocks. The client is
+    /// the nearest untrusted hop, read from the right. Empty (the default): forwarding
+    /// headers are ignored and the allowlist compares the connection's own peer.
+    #[arg(long, env = "RS_TRUSTED_PROXIES", default_value = "", value_parser = TrustedProxies::parse)]
+    trusted_proxies: TrustedProxies,
     /// Turns authentication on: this value is the full-access `init-token`, and every
     /// request needs `Authorization: Bearer <token>` of it or of a token created over the
     /// API (`/tokens`). Empty: no authentication.
@@ -294,6 +301,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         api_token: args.api_token,
         role: args.instance_role,
         metrics_public: args.metrics_public,
+        trusted_proxies: args.trusted_proxies,
     };
     // Handlers are installed before any thread starts, so no signal is lost; the main
     // thread then just waits for one.

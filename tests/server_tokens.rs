@@ -276,18 +276,34 @@ fn expiry_and_ip_allowlists_are_honoured() {
         (r.status, r.error()),
         (401, "Token is not allowed for client IP 127.0.0.1")
     );
-    // Behind a local proxy, the forwarded address is the client's.
+    // Forwarding headers from a peer that is not a trusted proxy count for nothing.
     let auth = bearer(&fenced);
-    let r = s.request(
-        "GET",
-        "/api/v1/info",
-        &[
-            ("authorization", auth.as_str()),
-            ("x-forwarded-for", "10.1.2.3"),
-        ],
-        b"",
+    let via = |s: &ServerProcess, header: &str, value: &str| {
+        s.request(
+            "GET",
+            "/api/v1/info",
+            &[("authorization", auth.as_str()), (header, value)],
+            b"",
+        )
+        .status
+    };
+    assert_eq!(via(&s, "x-forwarded-for", "10.1.2.3"), 401);
+    assert_eq!(via(&s, "forwarded", "for=10.1.2.3"), 401);
+    // Behind a trusted proxy, the nearest untrusted hop (from the right) is the client.
+    let dir_path = s.data.clone();
+    s.terminate();
+    let s = start_server(
+        &dir_path,
+        &[("RS_API_TOKEN", INIT), ("RS_TRUSTED_PROXIES", "127.0.0.1")],
     );
-    assert_eq!(r.status, 200, "{}", r.error());
+    assert_eq!(via(&s, "x-forwarded-for", "10.1.2.3"), 200);
+    assert_eq!(via(&s, "forwarded", "for=10.1.2.3"), 200);
+    assert_eq!(via(&s, "x-forwarded-for", "6.6.6.6, 10.1.2.3"), 200);
+    assert_eq!(
+        via(&s, "x-forwarded-for", "10.1.2.3, 6.6.6.6"),
+        401,
+        "a client-written first address is not believed"
+    );
 }
 
 #[test]

@@ -61,6 +61,8 @@ pub struct ServerConfig {
     pub role: InstanceRole,
     /// `GET /metrics` answers without a token even with authentication on.
     pub metrics_public: bool,
+    /// Proxies whose forwarding headers are believed (none by default).
+    pub trusted_proxies: auth::TrustedProxies,
 }
 
 /// A running server.
@@ -139,6 +141,7 @@ impl Server {
             provisioned_buckets,
             http_metrics: metrics::HttpMetrics::default(),
             metrics_public: config.metrics_public,
+            trusted_proxies: config.trusted_proxies.clone(),
             role: config.role,
             instance_name: config.engine.instance_name.clone(),
             started: Instant::now(),

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::lifecycle::LifecycleRepository;
-use crate::server::auth::TokenRepository;
+use crate::server::auth::{TokenRepository, TrustedProxies};
 use crate::server::metrics::HttpMetrics;
 use crate::server::queries::QueryRegistry;
 use crate::storage::Store;
@@ -70,6 +70,8 @@ pub struct App {
     pub http_metrics: HttpMetrics,
     /// `/metrics` needs no token.
     pub metrics_public: bool,
+    /// Proxies whose `Forwarded` / `X-Forwarded-For` headers name the client.
+    pub trusted_proxies: TrustedProxies,
     /// This instance's role.
     pub role: InstanceRole,
     /// Reported by `/info`.

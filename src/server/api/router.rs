@@ -41,6 +41,7 @@ impl Route for App {
             req.peer_ip,
             req.head.header("forwarded"),
             req.head.header("x-forwarded-for"),
+            &self.trusted_proxies,
         );
         tokens
             .authenticate(req.head.header("authorization"), client)

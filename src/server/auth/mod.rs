@@ -541,44 +541,99 @@ fn ip_in(entry: &str, ip: IpAddr) -> bool {
     (net >> shift) == (ip >> shift)
 }
 
-/// The client address of a request: the TCP peer, or, when the peer is a proxy on this
-/// machine or network (loopback, private, link-local, IPv6 unique-local), the first
-/// address of `Forwarded: for=` or `X-Forwarded-For`.
+/// Proxies whose forwarding headers are believed: addresses or CIDR blocks
+/// (`--trusted-proxies`). Empty (the default) believes none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TrustedProxies(Vec<String>);
+
+impl TrustedProxies {
+    /// Parses a comma-separated list of addresses and CIDR blocks, naming a bad entry.
+    pub fn parse(list: &str) -> std::result::Result<TrustedProxies, String> {
+        let mut entries = Vec::new();
+        for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            let (addr, bits) = match entry.split_once('/') {
+                Some((a, b)) => (a, Some(b)),
+                None => (entry, None),
+            };
+            let ip: IpAddr = addr.parse().map_err(|_| {
+                format!("trusted proxy '{entry}' is not an IP address or CIDR block")
+            })?;
+            let width = if ip.is_ipv4() { 32 } else { 128 };
+            if let Some(bits) = bits
+                && bits.parse::<u32>().map_or(true, |b| b > width)
+            {
+                return Err(format!(
+                    "trusted proxy '{entry}': the prefix length must be 0 to {width}"
+                ));
+            }
+            entries.push(entry.to_string());
+        }
+        Ok(TrustedProxies(entries))
+    }
+
+    /// Whether `ip` is one of the trusted proxies.
+    pub fn trusts(&self, ip: IpAddr) -> bool {
+        self.0.iter().any(|entry| ip_in(entry, ip))
+    }
+
+    /// Whether no proxy is trusted.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// The client address of a request: the TCP peer, unless the peer is a trusted proxy;
+/// then the nearest untrusted hop of its forwarding chain (`Forwarded: for=`, else
+/// `X-Forwarded-For`), read from the right, since only the hops trusted proxies appended
+/// can be believed (the leftmost is whatever the client wrote).
 pub fn client_ip(
     peer: Option<IpAddr>,
     forwarded: Option<&str>,
     x_forwarded_for: Option<&str>,
+    trusted: &TrustedProxies,
 ) -> Option<IpAddr> {
-    let local = |ip: IpAddr| match ip {
-        IpAddr::V4(v4) => v4.is_loopback() || v4.is_private() || v4.is_link_local(),
-        IpAddr::V6(v6) => {
-            v6.is_loopback()
-                || (v6.segments()[0] & 0xfe00) == 0xfc00
-                || (v6.segments()[0] & 0xffc0) == 0xfe80
-        }
-    };
     let peer = peer?;
-    if !local(peer) {
+    if !trusted.trusts(peer) {
         return Some(peer);
     }
-    let from_forwarded = forwarded.and_then(|f| {
-        f.split([',', ';'])
-            .filter_map(|part| part.trim().strip_prefix("for="))
-            .map(|v| {
-                v.trim_matches('"')
-                    .trim_start_matches('[')
-                    .split(']')
-                    .next()
-                    .unwrap_or("")
+    let hops: Vec<&str> = match (forwarded, x_forwarded_for) {
+        (Some(f), _) => f
+            .split([',', ';'])
+            .filter_map(|part| {
+                let (key, value) = part.trim().split_once('=')?;
+                key.trim()
+                    .eq_ignore_ascii_case("for")
+                    .then_some(value.trim())
             })
-            .find_map(|v| v.parse::<IpAddr>().ok())
-    });
-    let from_xff = || {
-        x_forwarded_for
-            .and_then(|x| x.split(',').next())
-            .and_then(|v| v.trim().parse::<IpAddr>().ok())
+            .collect(),
+        (None, Some(x)) => x.split(',').map(str::trim).collect(),
+        (None, None) => Vec::new(),
     };
-    Some(from_forwarded.or_else(from_xff).unwrap_or(peer))
+    let mut client = peer;
+    for hop in hops.iter().rev() {
+        let Some(ip) = hop_address(hop) else {
+            // A hop that is not an address: what a trusted proxy said before it stands.
+            break;
+        };
+        client = ip;
+        if !trusted.trusts(ip) {
+            break;
+        }
+    }
+    Some(client)
+}
+
+/// The address of one forwarding hop: `1.2.3.4`, `"[2001:db8::1]:80"`, `1.2.3.4:80`.
+fn hop_address(hop: &str) -> Option<IpAddr> {
+    let hop = hop.trim().trim_matches('"');
+    if let Some(rest) = hop.strip_prefix('[') {
+        return rest.split(']').next()?.parse().ok();
+    }
+    hop.parse().ok().or_else(|| {
+        let (addr, port) = hop.rsplit_once(':')?;
+        port.parse::<u16>().ok()?;
+        addr.parse().ok()
+    })
 }
 
 #[cfg(test)]

@@ -163,18 +163,32 @@ fn expiry_ttl_and_allowlists() {
         Some(1_000_000),
         5_000_001
     ));
-    // The client behind a local proxy is the forwarded address.
+    // Without trusted proxies, forwarding headers count for nothing.
     let local: Option<IpAddr> = "127.0.0.1".parse().ok();
+    let none = TrustedProxies::default();
+    assert_eq!(client_ip(local, None, Some("10.9.9.9"), &none), local);
+    assert_eq!(client_ip(local, Some("for=10.9.9.9"), None, &none), local);
+    // Behind a trusted proxy: the nearest untrusted hop, read from the right.
+    let trusted = TrustedProxies::parse("127.0.0.1, 10.0.0.0/8").expect("valid");
     assert_eq!(
-        client_ip(local, None, Some("10.9.9.9, 1.2.3.4")),
-        "10.9.9.9".parse().ok()
+        client_ip(local, None, Some("6.6.6.6, 1.2.3.4, 10.0.0.7"), &trusted),
+        "1.2.3.4".parse().ok(),
+        "the client-written 6.6.6.6 is not believed"
     );
     assert_eq!(
-        client_ip(local, Some("for=\"[2001:db8::1]:80\""), None),
+        client_ip(local, Some("for=\"[2001:db8::1]:80\""), None, &trusted),
         "2001:db8::1".parse().ok()
     );
+    assert_eq!(
+        client_ip(local, Some("for=unknown"), None, &trusted),
+        local,
+        "an obfuscated hop leaves the proxy's own address"
+    );
     let public: Option<IpAddr> = "8.8.8.8".parse().ok();
-    assert_eq!(client_ip(public, None, Some("10.0.0.1")), public);
+    assert_eq!(client_ip(public, None, Some("10.0.0.1"), &trusted), public);
+    assert!(TrustedProxies::parse("10.0.0.0/33").is_err());
+    assert!(TrustedProxies::parse("proxy.local").is_err());
+    assert!(TrustedProxies::parse("").expect("empty").is_empty());
 }
 
 #[test]
