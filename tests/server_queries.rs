@@ -533,3 +533,80 @@ fn a_remove_query_needs_write_access_only() {
     let r = call(&wonly, "POST", "/api/v1/io/nob/q", remove);
     assert_eq!(r.status, 403);
 }
+
+#[test]
+fn a_query_belongs_to_the_token_that_made_it() {
+    const INIT: &str = "init-secret";
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_server(dir.path(), &[("RS_API_TOKEN", INIT)]);
+    let call = |token: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str| {
+        let auth = format!("Bearer {token}");
+        let mut all = vec![("authorization", auth.as_str())];
+        all.extend_from_slice(headers);
+        s.request(method, path, &all, body.as_bytes())
+    };
+    for bucket in ["mine", "other"] {
+        assert_eq!(
+            call(INIT, "POST", &format!("/api/v1/b/{bucket}"), &[], "").status,
+            200
+        );
+        let path = format!("/api/v1/b/{bucket}/e?ts=1");
+        assert_eq!(call(INIT, "POST", &path, &[], "x").status, 200);
+    }
+    let token = |name: &str, read: &[&str]| {
+        let body = json!({"full_access": false, "read": read, "write": []}).to_string();
+        let r = call(INIT, "POST", &format!("/api/v1/tokens/{name}"), &[], &body);
+        assert_eq!(r.status, 200, "{}", r.error());
+        r.json()["value"].as_str().unwrap().to_string()
+    };
+    let alice = token("alice", &["mine"]);
+    let bob = token("bob", &["mine"]);
+    let q = |t: &str| {
+        call(
+            t,
+            "POST",
+            "/api/v1/io/mine/q",
+            &[],
+            r#"{"query_type":"QUERY"}"#,
+        )
+        .json()["id"]
+            .as_u64()
+            .unwrap()
+    };
+    let (first, second) = (q(&alice), q(&alice));
+    assert_ne!(first + 1, second, "ids are not a sequence");
+    assert!(
+        first < 1 << 53 && second < 1 << 53,
+        "ids fit a JavaScript number"
+    );
+    let id = first.to_string();
+    let read = |t: &str| {
+        call(
+            t,
+            "GET",
+            "/api/v1/io/mine/read",
+            &[("x-reduct-query-id", id.as_str())],
+            "",
+        )
+    };
+    let r = read(&bob);
+    assert_eq!(r.status, 403, "{}", r.error());
+    assert!(
+        r.error().contains("belongs to another token"),
+        "{}",
+        r.error()
+    );
+    assert_eq!(read(&alice).status, 200, "the owner still reads it whole");
+    // Bucket existence and metrics: only what the token may read.
+    assert_eq!(call(&alice, "HEAD", "/api/v1/b/other", &[], "").status, 403);
+    assert_eq!(
+        call(&alice, "HEAD", "/api/v1/b/nothere", &[], "").status,
+        403
+    );
+    assert_eq!(call(&alice, "HEAD", "/api/v1/b/mine", &[], "").status, 200);
+    let metrics = String::from_utf8(call(&alice, "GET", "/metrics", &[], "").body).unwrap();
+    assert!(metrics.contains("bucket=\"mine\""), "{metrics}");
+    assert!(!metrics.contains("bucket=\"other\""), "{metrics}");
+    let all = String::from_utf8(call(INIT, "GET", "/metrics", &[], "").body).unwrap();
+    assert!(all.contains("bucket=\"other\""));
+}

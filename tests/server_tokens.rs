@@ -68,11 +68,14 @@ fn permissions_decide_every_route() {
     let no_write = "Token 'reader' doesn't have write access to bucket 'a'".to_string();
     assert_eq!(r("GET", "/api/v1/b/a", b"").0, 200);
     assert_eq!(r("GET", "/api/v1/b/a/e?ts=1", b"").0, 200);
+    // Whether a bucket exists is told only to a token that may read it (ReductStore
+    // answers any token).
     assert_eq!(
         r("HEAD", "/api/v1/b/b", b"").0,
-        200,
-        "HEAD of any bucket needs any token"
+        403,
+        "HEAD of a bucket needs read access"
     );
+    assert_eq!(r("HEAD", "/api/v1/b/a", b"").0, 200);
     assert_eq!(
         r("POST", "/api/v1/b/a/e?ts=2", b"x"),
         (403, no_write.clone())

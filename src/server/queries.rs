@@ -97,6 +97,8 @@ pub enum Reader {
 struct OpenQuery {
     bucket: String,
     scope: Scope,
+    /// The token that made it (authentication on): only it may read the query.
+    owner: Option<String>,
     limits: BatchLimits,
     /// The last read of this continuous query found nothing new.
     caught_up: bool,
@@ -139,6 +141,7 @@ impl Default for QueryLimits {
 struct Finished {
     bucket: String,
     scope: Scope,
+    owner: Option<String>,
     /// A single-record read already answered 204 after the end.
     ended: bool,
     ttl: Duration,
@@ -162,6 +165,16 @@ pub struct QueryRegistry {
     limits: QueryLimits,
     next_id: AtomicU64,
     open: Mutex<Queries>,
+}
+
+/// 403 when a query made by one token is read with another.
+fn check_owner(owner: Option<&str>, token: Option<&str>, id: u64) -> Result<()> {
+    match (owner, token) {
+        (Some(owner), Some(token)) if owner != token => Err(Error::forbidden(format!(
+            "Query {id} belongs to another token than '{token}'"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 fn expired(id: u64) -> Error {
@@ -191,6 +204,7 @@ impl QueryRegistry {
         &self,
         bucket: &str,
         scope: Scope,
+        owner: Option<String>,
         iter: QueryIter,
         ttl: Duration,
     ) -> Result<u64> {
@@ -205,10 +219,14 @@ impl QueryRegistry {
                 ),
             ));
         }
-        let id = self.allocate_id();
+        let mut id = self.allocate_id();
+        while open.live.contains_key(&id) || open.finished.contains_key(&id) {
+            id = self.allocate_id();
+        }
         let query = OpenQuery {
             bucket: bucket.to_string(),
             scope,
+            owner,
             limits: BatchLimits::of(&iter.directives().batch),
             caught_up: false,
             iter,
@@ -222,10 +240,16 @@ impl QueryRegistry {
         Ok(id)
     }
 
-    /// A fresh query id (unique in the process, from 1); a query refused after its id was
-    /// taken (an unknown extension) names it, as ReductStore does.
+    /// A fresh query id: random, so one client cannot guess another's, and below 2^53
+    /// so JavaScript clients read it exactly. A query refused after its id was taken (an
+    /// unknown extension) names it, as ReductStore does.
     pub fn allocate_id(&self) -> u64 {
-        self.next_id.fetch_add(1, Ordering::Relaxed) + 1
+        let mut bytes = [0u8; 8];
+        if getrandom::fill(&mut bytes).is_err() {
+            // No system randomness: fall back to a counter (still unique).
+            return self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        }
+        (u64::from_le_bytes(bytes) >> 11).max(1)
     }
 
     /// Drops the queries whose TTL has passed since their last read, and with them the
@@ -256,7 +280,14 @@ impl QueryRegistry {
     }
 
     /// Moves a query whose last batch was served out of the live ones.
-    fn finish(&self, id: u64, bucket: &str, scope: Scope, ttl: Duration, ended: bool) {
+    fn finish(
+        &self,
+        id: u64,
+        bucket: &str,
+        (scope, owner): (Scope, Option<String>),
+        ttl: Duration,
+        ended: bool,
+    ) {
         let mut open = self.lock();
         open.live.remove(&id);
         if open.finished.len() >= MAX_FINISHED {
@@ -266,6 +297,7 @@ impl QueryRegistry {
             let finished = Finished {
                 bucket: bucket.to_string(),
                 scope,
+                owner,
                 ended,
                 ttl,
                 last_access: Instant::now(),
@@ -284,6 +316,8 @@ impl QueryRegistry {
 
     /// The next batch of query `id` on `bucket` for `reader` (a single-record reader gets
     /// batches of one); `None` once the query has no more records now (204).
+    /// `token` is the reading token (authentication on): a query made by another is
+    /// refused with 403.
     pub fn next_batch(
         &self,
         bucket: &str,
@@ -291,18 +325,20 @@ impl QueryRegistry {
         id: u64,
         with_payload: bool,
         reader: Reader,
+        token: Option<&str>,
     ) -> Result<Option<Batch>> {
         let query = {
             let mut open = self.lock();
             match open.live.get(&id) {
                 Some(query) => query.clone(),
-                None => return Self::after_end(&mut open, bucket, scope, id, reader),
+                None => return Self::after_end(&mut open, (bucket, scope, id), reader, token),
             }
         };
         let mut q = query.lock().unwrap_or_else(|p| p.into_inner());
         if q.bucket != bucket || q.scope != *scope || q.last_access.elapsed() >= q.ttl {
             return Err(expired(id));
         }
+        check_owner(q.owner.as_deref(), token, id)?;
         q.last_access = Instant::now();
         if let Some(e) = q.pending_error.take() {
             return Err(e);
@@ -344,10 +380,10 @@ impl QueryRegistry {
         }
         if batch.records.is_empty() {
             if q.done && q.pending_error.is_none() {
-                let (ttl, scope) = (q.ttl, q.scope.clone());
+                let (ttl, who) = (q.ttl, (q.scope.clone(), q.owner.clone()));
                 drop(q);
                 // This read is the one 204 a single-record reader gets.
-                self.finish(id, bucket, scope, ttl, reader == Reader::Single);
+                self.finish(id, bucket, who, ttl, reader == Reader::Single);
             }
             return Ok(None);
         }
@@ -362,9 +398,9 @@ impl QueryRegistry {
         if batch.last {
             // Nothing more to read: release the iterator (and the blocks it maps) now,
             // not when the TTL runs out, and free the query's place under the limit.
-            let (ttl, scope) = (q.ttl, q.scope.clone());
+            let (ttl, who) = (q.ttl, (q.scope.clone(), q.owner.clone()));
             drop(q);
-            self.finish(id, bucket, scope, ttl, false);
+            self.finish(id, bucket, who, ttl, false);
         }
         Ok(Some(batch))
     }
@@ -373,10 +409,9 @@ impl QueryRegistry {
     /// (then 404); a single-record reader gets one 204, then 400 "closed".
     fn after_end(
         open: &mut Queries,
-        bucket: &str,
-        scope: &Scope,
-        id: u64,
+        (bucket, scope, id): (&str, &Scope, u64),
         reader: Reader,
+        token: Option<&str>,
     ) -> Result<Option<Batch>> {
         let Some(f) = open.finished.get_mut(&id) else {
             return Err(expired(id));
@@ -384,6 +419,7 @@ impl QueryRegistry {
         if f.bucket != bucket || f.scope != *scope || f.last_access.elapsed() >= f.ttl {
             return Err(expired(id));
         }
+        check_owner(f.owner.as_deref(), token, id)?;
         if reader == Reader::Single {
             if f.ended {
                 let entry = match &f.scope {

@@ -139,9 +139,10 @@ fn read(
         parse_decimal(&id_text).ok_or_else(|| Error::unprocessable("'query' must be a number"))?;
     app.store.bucket(bucket_name)?.entry(entry)?;
     let scope = Scope::Entry(entry.to_string());
+    let token = req.caller.as_ref().map(|c| c.name.as_str());
     let batch = app
         .queries
-        .next_batch(bucket_name, &scope, id, with_body, Reader::Batch)?;
+        .next_batch(bucket_name, &scope, id, with_body, Reader::Batch, token)?;
     let Some(batch) = batch else {
         return Ok(Response::status(204).header("x-reduct-error", "No content"));
     };

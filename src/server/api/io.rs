@@ -193,7 +193,8 @@ pub fn run_query_request(
             extension_refusal(app, ext_source.as_ref(), q.ext.as_ref())?;
             let iter = if continuous { iter.following() } else { iter };
             let ttl = Duration::from_secs(q.ttl.unwrap_or(DEFAULT_TTL_SECS));
-            let id = app.queries.register(bucket_name, scope, iter, ttl)?;
+            let owner = caller.map(|c| c.name.clone());
+            let id = app.queries.register(bucket_name, scope, owner, iter, ttl)?;
             Ok(Response::json(&serde_json::json!({ "id": id })))
         }
         QueryType::Remove => {
@@ -239,9 +240,15 @@ fn read(app: &App, bucket_name: &str, with_body: bool, req: &mut Request) -> Res
         Error::unprocessable(format!("Invalid query id '{}'", id_text.escape_default()))
     })?;
     app.store.bucket(bucket_name)?;
-    let batch = app
-        .queries
-        .next_batch(bucket_name, &Scope::Bucket, id, with_body, Reader::Io)?;
+    let token = req.caller.as_ref().map(|c| c.name.as_str());
+    let batch = app.queries.next_batch(
+        bucket_name,
+        &Scope::Bucket,
+        id,
+        with_body,
+        Reader::Io,
+        token,
+    )?;
     let Some(batch) = batch else {
         return Ok(Response::status(204));
     };

@@ -75,12 +75,14 @@ pub fn record(
                 let id = parse_decimal(&id_text)
                     .ok_or_else(|| Error::unprocessable("'query' must be a number"))?;
                 let scope = Scope::Entry(entry.to_string());
+                let token = req.caller.as_ref().map(|c| c.name.as_str());
                 let batch = app.queries.next_batch(
                     bucket_name,
                     &scope,
                     id,
                     method == "GET",
                     Reader::Single,
+                    token,
                 )?;
                 let Some(mut batch) = batch else {
                     return Ok(Response::status(204)

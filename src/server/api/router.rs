@@ -69,13 +69,17 @@ impl Route for App {
         let path = req.head.path.clone();
         let method = req.head.method.clone();
         if path.split('?').next() == Some("/metrics") && matches!(method.as_str(), "GET" | "HEAD") {
-            if !self.metrics_public {
-                // Any valid token may read them, as `/info`.
-                self.authenticate(req)?;
-            }
+            // Any valid token may read them, as `/info`, but sees only the buckets it may
+            // read (and policies only with full access).
+            let caller = if self.metrics_public {
+                None
+            } else {
+                self.authenticate(req)?
+            };
+            let text = metrics::exposition(self, caller.as_ref())?;
             return Ok(Response::ok()
                 .header("content-type", metrics::CONTENT_TYPE)
-                .with_body(ResponseBody::Bytes(metrics::exposition(self)?.into_bytes())));
+                .with_body(ResponseBody::Bytes(text.into_bytes())));
         }
         let Some(rest) = path.strip_prefix("/api/v1/") else {
             return Err(Error::not_found(format!(
@@ -107,8 +111,8 @@ impl Route for App {
                     None => {
                         let bucket = percent::decode(tail);
                         need(match method.as_str() {
-                            "HEAD" => Access::Any,
-                            "GET" => Access::Read(&bucket),
+                            // Whether a bucket exists is for those who may read it.
+                            "HEAD" | "GET" => Access::Read(&bucket),
                             _ => Access::Full,
                         })?;
                         buckets::bucket(self, &method, &bucket, req)

@@ -12,6 +12,7 @@ use prometheus_client::registry::Registry;
 
 use super::http::Labels;
 use crate::error::{Error, Result};
+use crate::server::auth::{Access, Caller};
 use crate::server::state::App;
 
 fn labels(pairs: &[(&'static str, &str)]) -> Labels {
@@ -65,8 +66,10 @@ fn signed(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
-/// The exposition of everything the server measures, as of now.
-pub fn exposition(app: &App) -> Result<String> {
+/// The exposition of everything the server measures, as of now, as `caller` may see it:
+/// buckets it may read, and policies only with full access (`None`: a public
+/// `/metrics` or authentication off, everything).
+pub fn exposition(app: &App, caller: Option<&Caller>) -> Result<String> {
     let mut registry = Registry::with_prefix("halflife");
 
     // HTTP: the live families (a clone shares their values).
@@ -88,7 +91,13 @@ pub fn exposition(app: &App) -> Result<String> {
     );
 
     // Lifecycle policies, from the scheduler's runtime state.
-    let mut runtime: Vec<_> = app.lifecycles.runtime()?.into_iter().collect();
+    let sees_policies = caller.is_none_or(|c| c.check(Access::Full).is_ok());
+    let mut runtime: Vec<_> = app
+        .lifecycles
+        .runtime()?
+        .into_iter()
+        .filter(|_| sees_policies)
+        .collect();
     runtime.sort_by(|a, b| a.0.cmp(&b.0));
     let per_policy = |value: &dyn Fn(&crate::lifecycle::scheduler::RuntimeInfo) -> u64| {
         runtime
@@ -155,7 +164,11 @@ pub fn exposition(app: &App) -> Result<String> {
 
     // Buckets by storage tier, from the block indexes.
     let mut tiers: BTreeMap<(String, String), (u64, u64, u64)> = BTreeMap::new();
+    let readable = |name: &str| caller.is_none_or(|c| c.check(Access::Read(name)).is_ok());
     for bucket in app.store.buckets() {
+        if !readable(bucket.name()) {
+            continue;
+        }
         for entry in bucket.entries() {
             for tier in entry.tiers()? {
                 let sum = tiers
