@@ -322,3 +322,38 @@ fn with_authentication_off_tokens_answer_as_reductstore_does() {
     assert_eq!((r.status, r.error()), (400, "Authentication is disabled"));
     assert_eq!(s.get("/api/v1/tokens/x").status, 400);
 }
+
+#[test]
+fn a_chunked_body_without_a_token_is_refused_before_any_of_it_is_read() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_server(dir.path(), &[("RS_API_TOKEN", INIT)]);
+    assert_eq!(call(&s, INIT, "POST", "/api/v1/b/up", b"").status, 200);
+    // A chunked upload that never ends: the answer must not wait for its body.
+    let mut stream = std::net::TcpStream::connect(s.addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    stream
+        .write_all(
+            b"POST /api/v1/b/up/e?ts=1 HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n10000000\r\nabc",
+        )
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 401"), "{text}");
+    // With the token, a chunked upload is read and stored.
+    let mut stream = std::net::TcpStream::connect(s.addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let head = format!(
+        "POST /api/v1/b/up/e?ts=2 HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {INIT}\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"));
+    assert_eq!(call(&s, INIT, "GET", "/api/v1/b/up/e?ts=2", b"").body, b"abc");
+}

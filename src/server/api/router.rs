@@ -2,12 +2,14 @@
 //! paths to the handler of each resource. The transport reaches it through the
 //! [`Service`] trait, so `http/` never names a handler and no handler names the router.
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::server::api::routes::{EntryRoute, entry_route};
 use crate::server::api::{buckets, entry_batch, io, lifecycles, records, tokens};
 use crate::server::auth::{Access, Caller, client_ip};
+use crate::server::http::head::RequestHead;
 use crate::server::http::request::{Request, no_route};
 use crate::server::http::{Response, ResponseBody, Service};
 use crate::server::metrics;
@@ -19,8 +21,49 @@ impl Service for App {
         self.answer(req)
     }
 
+    fn admit(&self, head: &RequestHead, peer: Option<IpAddr>) -> Option<Response> {
+        if !needs_token(self, head) {
+            return None;
+        }
+        authenticate_head(self, head, peer)
+            .err()
+            .map(|e| Response::error(e.kind().http_status(), e.message()))
+    }
+
     fn observe(&self, method: &str, path: &str, status: u16, elapsed: Duration) {
         self.http_metrics.observe(method, path, status, elapsed);
+    }
+}
+
+/// The caller a request head's `Authorization` names; `None` with authentication off.
+fn authenticate_head(
+    app: &App,
+    head: &RequestHead,
+    peer: Option<IpAddr>,
+) -> Result<Option<Caller>> {
+    let Some(tokens) = &app.tokens else {
+        return Ok(None);
+    };
+    let client = client_ip(
+        peer,
+        head.header("forwarded"),
+        head.header("x-forwarded-for"),
+        &app.trusted_proxies,
+    );
+    tokens
+        .authenticate(head.header("authorization"), client)
+        .map(Some)
+}
+
+/// Whether the route of `head` needs a token: everything under `/api/v1/` but `alive`
+/// and `ready`, and `/metrics` unless it is public.
+fn needs_token(app: &App, head: &RequestHead) -> bool {
+    let path = head.path.split('?').next().unwrap_or_default();
+    let reads = matches!(head.method.as_str(), "GET" | "HEAD");
+    match path {
+        "/metrics" if reads => !app.metrics_public,
+        "/api/v1/alive" | "/api/v1/ready" if reads => false,
+        _ => app.tokens.is_some() && path.starts_with("/api/v1/"),
     }
 }
 
@@ -34,18 +77,7 @@ trait Route {
 impl Route for App {
     /// The caller a request's `Authorization` names; `None` with authentication off.
     fn authenticate(&self, req: &Request) -> Result<Option<Caller>> {
-        let Some(tokens) = &self.tokens else {
-            return Ok(None);
-        };
-        let client = client_ip(
-            req.peer_ip,
-            req.head.header("forwarded"),
-            req.head.header("x-forwarded-for"),
-            &self.trusted_proxies,
-        );
-        tokens
-            .authenticate(req.head.header("authorization"), client)
-            .map(Some)
+        authenticate_head(self, &req.head, req.peer_ip)
     }
 
     /// Answers one request.

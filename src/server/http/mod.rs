@@ -5,13 +5,14 @@
 //! at most two milliseconds and only when it is free anyway, waiting for the next one.
 
 use std::io::{BufWriter, Write};
+use std::net::IpAddr;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::server::http::body::{Body, ChunkedError, decode_chunked};
 use crate::server::http::connection::Connection;
-use crate::server::http::head::{Framing, HeadError};
+use crate::server::http::head::{Framing, HeadError, RequestHead};
 use crate::server::http::request::Request;
 
 pub mod body;
@@ -28,6 +29,9 @@ pub use response::{Response, ResponseBody, write_response};
 pub trait Service: Sync {
     /// Answers one request.
     fn handle(&self, req: &mut Request) -> Response;
+    /// Checks, on the head alone, whether the request may have its body read (the
+    /// token, for routes that need one); the refusal to send instead, without reading it.
+    fn admit(&self, head: &RequestHead, peer: Option<IpAddr>) -> Option<Response>;
     /// Counts one answered request (method, raw path, status, time from head to last byte).
     fn observe(&self, method: &str, path: &str, status: u16, elapsed: Duration);
 }
@@ -286,6 +290,11 @@ fn answer(
             (response, keep_alive)
         }
         Ok(Framing::Chunked) => {
+            // A chunked body is decoded before the handler runs: authenticate first, so
+            // no byte of it is read (or buffered) for a request without a valid token.
+            if let Some(refusal) = app.admit(&head, conn.peer_ip) {
+                return refuse(conn, &refusal);
+            }
             if head.expects_continue()
                 && conn
                     .stream
