@@ -355,5 +355,8 @@ fn a_chunked_body_without_a_token_is_refused_before_any_of_it_is_read() {
     let mut answer = Vec::new();
     let _ = stream.read_to_end(&mut answer);
     assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"));
-    assert_eq!(call(&s, INIT, "GET", "/api/v1/b/up/e?ts=2", b"").body, b"abc");
+    assert_eq!(
+        call(&s, INIT, "GET", "/api/v1/b/up/e?ts=2", b"").body,
+        b"abc"
+    );
 }

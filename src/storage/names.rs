@@ -12,6 +12,10 @@ fn is_name_char(c: char) -> bool {
 /// name, and file systems stop at 255 bytes (with room left for the suffixes of
 /// directories being removed).
 pub const MAX_NAME_LEN: usize = 128;
+/// Most segments an entry name may have: each is a directory level.
+pub const MAX_ENTRY_SEGMENTS: usize = 32;
+/// Longest entry name in bytes, so its path stays far below the system's path limit.
+pub const MAX_ENTRY_NAME_LEN: usize = 1024;
 
 fn too_long(what: &str, name: &str) -> Error {
     Error::unprocessable(format!(
@@ -65,6 +69,19 @@ pub fn validate_entry_name(name: &str) -> Result<()> {
     let name = &quoted(name);
     if name.is_empty() {
         return Err(Error::unprocessable("Entry name can't be empty"));
+    }
+    if name.len() > MAX_ENTRY_NAME_LEN {
+        return Err(Error::unprocessable(format!(
+            "Entry name '{}…' is longer than {MAX_ENTRY_NAME_LEN} bytes",
+            name.chars().take(32).collect::<String>()
+        )));
+    }
+    let segments = name.split('/').count();
+    if segments > MAX_ENTRY_SEGMENTS {
+        return Err(Error::unprocessable(format!(
+            "Entry name '{}…' has {segments} segments; at most {MAX_ENTRY_SEGMENTS} are allowed",
+            name.chars().take(32).collect::<String>()
+        )));
     }
     for segment in name.split('/') {
         if segment.is_empty() {
@@ -146,6 +163,18 @@ mod tests {
         ] {
             assert!(validate_entry_name(bad).is_err(), "{bad}");
         }
+        // Deep or long names are refused before any directory is made.
+        let deep = vec!["a"; 2100].join("/");
+        let e = validate_entry_name(&deep).expect_err("too long");
+        assert_eq!(e.kind(), crate::ErrorKind::Unprocessable);
+        let many = vec!["ab"; MAX_ENTRY_SEGMENTS + 1].join("/");
+        assert!(
+            validate_entry_name(&many)
+                .unwrap_err()
+                .message()
+                .contains("segments")
+        );
+        validate_entry_name(&vec!["ab"; MAX_ENTRY_SEGMENTS].join("/")).expect("at the limit");
     }
 
     #[test]
