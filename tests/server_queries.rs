@@ -459,6 +459,19 @@ fn batch_deletes_ignore_values() {
             "Invalid header 'x-reduct-x-1': entry index must be a number"
         )
     );
+    // A label value batch headers cannot carry is refused when written, naming it.
+    let r = s.request(
+        "POST",
+        "/api/v1/b/r1/a?ts=9",
+        &[("x-reduct-label-q", "x\",y")],
+        b"x",
+    );
+    assert_eq!(r.status, 422);
+    assert!(
+        r.error().contains("'q'") && r.error().contains("cannot be carried"),
+        "{}",
+        r.error()
+    );
     let r = s.request("DELETE", "/api/v1/io/r1/remove", &[], b"");
     assert_eq!((r.status, r.header("x-reduct-entries")), (200, Some("")));
     let r = s.request(
