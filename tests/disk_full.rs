@@ -115,3 +115,92 @@ fn fill_the_disk(bucket_settings: &[u8]) {
     drop(s);
     drop(fs);
 }
+
+#[test]
+fn compress_runs_on_a_full_and_a_nearly_full_disk_leave_only_named_files() {
+    use halflife::storage::{BucketSettings, Codec, CompressPool, RecordMeta, Store};
+    let root = tempfile::tempdir().unwrap();
+    let Some(fs) = Tmpfs::mount(&root.path().join("small"), "3m") else {
+        eprintln!("NOT RUN: mounting a tmpfs was refused (needs root)");
+        return;
+    };
+    let data = fs.0.join("data");
+    let store = Store::open(halflife::Config::new(&data)).unwrap();
+    let settings = BucketSettings {
+        max_block_records: 4,
+        ..Default::default()
+    };
+    let bucket = store.create_bucket("b", settings).unwrap();
+    // Incompressible payloads (xorshift), so recompression needs as much new space.
+    let payload = |ts: u64| {
+        let mut x = ts.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..48usize << 10)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect::<Vec<u8>>()
+    };
+    // Some room is kept back, to be freed before compressing: the run starts, writes
+    // some blocks, then meets the full disk midway.
+    let filler = fs.0.join("filler");
+    std::fs::write(&filler, vec![0u8; 600 << 10]).unwrap();
+    let mut written = 0;
+    // Out of order (each group of ten written backwards, every other group late), so
+    // blocks overlap and the run compacts as well as recompresses.
+    let order: Vec<u64> = (0..20u64)
+        .flat_map(|g| (1..=10u64).rev().map(move |i| g * 10 + i))
+        .collect();
+    for ts in order {
+        let meta = RecordMeta {
+            timestamp: ts,
+            labels: Default::default(),
+            content_type: "application/octet-stream".into(),
+            size: 48 << 10,
+        };
+        match bucket.write("e", meta, &payload(ts)) {
+            Ok(()) => written += 1,
+            Err(e) => {
+                assert_eq!(e.kind(), halflife::ErrorKind::InsufficientStorage, "{e}");
+                break;
+            }
+        }
+    }
+    assert!(written > 10, "{written} written before the disk filled");
+    let pool = CompressPool::new(2).unwrap();
+    // Full: the run fails at its first block file, which it removes.
+    let before = files_under(&data);
+    let result = bucket.compress_blocks(&[], 0, u64::MAX, Codec::Zstd(3), &pool, &|| false);
+    let e = result.expect_err("no room for a new block");
+    assert_eq!(e.kind(), halflife::ErrorKind::InsufficientStorage, "{e}");
+    let named = halflife::storage::format::index::EntryIndex::load(&data.join("b").join("e"))
+        .unwrap()
+        .kept_files();
+    for file in files_under(&data).difference(&before) {
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(named.contains(&name), "the failed run left {name}");
+    }
+    // Nearly full: runs compact and recompress what fits.
+    std::fs::remove_file(&filler).unwrap();
+    for level in [1, 19] {
+        let result = bucket.compress_blocks(&[], 0, u64::MAX, Codec::Zstd(level), &pool, &|| false);
+        eprintln!("compress at level {level} on a nearly full disk: {result:?}");
+        // What the run committed replaced what it read; every file of the entry is one
+        // its index names.
+        let after = files_under(&data);
+        let named = halflife::storage::format::index::EntryIndex::load(&data.join("b").join("e"))
+            .unwrap()
+            .kept_files();
+        for file in &after {
+            let name = file.file_name().unwrap().to_string_lossy().into_owned();
+            if file.starts_with("b/e") {
+                assert!(named.contains(&name), "a failed run left {name}");
+            }
+        }
+    }
+    drop(bucket);
+    drop(store);
+    drop(fs);
+}
