@@ -153,6 +153,10 @@ struct ServeArgs {
     /// it is read to the end or expires); past it, new queries get 429.
     #[arg(long, env = "RS_MAX_OPEN_QUERIES", default_value_t = halflife::server::queries::DEFAULT_MAX_OPEN_QUERIES as u64, value_parser = clap::value_parser!(u64).range(1..))]
     max_open_queries: u64,
+    /// Queries one token may hold open at once (authentication on), so one client cannot
+    /// take every slot; past it, that token's new queries get 429.
+    #[arg(long, env = "RS_MAX_OPEN_QUERIES_PER_TOKEN", default_value_t = halflife::server::queries::DEFAULT_MAX_OPEN_QUERIES_PER_TOKEN as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    max_open_queries_per_token: u64,
     /// Longest TTL a query may ask for; longer ones are cut to it.
     #[arg(long, env = "RS_MAX_QUERY_TTL", default_value = "1h", value_parser = positive_duration)]
     max_query_ttl: std::time::Duration,
@@ -296,6 +300,8 @@ fn serve(args: ServeArgs) -> Result<()> {
         },
         queries: QueryLimits {
             max_open: usize::try_from(args.max_open_queries).unwrap_or(usize::MAX),
+            max_open_per_token: usize::try_from(args.max_open_queries_per_token)
+                .unwrap_or(usize::MAX),
             max_ttl: args.max_query_ttl,
         },
         api_token: args.api_token,

@@ -623,3 +623,30 @@ fn a_query_belongs_to_the_token_that_made_it() {
     let all = String::from_utf8(call(INIT, "GET", "/metrics", &[], "").body).unwrap();
     assert!(all.contains("bucket=\"other\""));
 }
+
+#[test]
+fn one_token_cannot_take_every_query_slot() {
+    const INIT: &str = "init-secret";
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_server(
+        dir.path(),
+        &[("RS_API_TOKEN", INIT), ("RS_MAX_OPEN_QUERIES_PER_TOKEN", "3")],
+    );
+    let call = |token: &str, method: &str, path: &str, body: &str| {
+        let auth = format!("Bearer {token}");
+        s.request(method, path, &[("authorization", auth.as_str())], body.as_bytes())
+    };
+    assert_eq!(call(INIT, "POST", "/api/v1/b/b", "").status, 200);
+    assert_eq!(call(INIT, "POST", "/api/v1/b/b/e?ts=1", "x").status, 200);
+    let body = json!({"full_access": false, "read": ["b"], "write": []}).to_string();
+    let r = call(INIT, "POST", "/api/v1/tokens/greedy", &body);
+    let greedy = r.json()["value"].as_str().unwrap().to_string();
+    let open = |t: &str| call(t, "POST", "/api/v1/io/b/q", r#"{"query_type":"QUERY"}"#);
+    for _ in 0..3 {
+        assert_eq!(open(&greedy).status, 200);
+    }
+    let r = open(&greedy);
+    assert_eq!(r.status, 429);
+    assert!(r.error().contains("Token 'greedy' has 3 open queries"), "{}", r.error());
+    assert_eq!(open(INIT).status, 200, "another token still gets a slot");
+}

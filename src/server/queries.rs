@@ -114,6 +114,8 @@ struct OpenQuery {
 
 /// Default of [`QueryLimits::max_open`].
 pub const DEFAULT_MAX_OPEN_QUERIES: usize = 1024;
+/// Default of [`QueryLimits::max_open_per_token`].
+pub const DEFAULT_MAX_OPEN_QUERIES_PER_TOKEN: usize = 256;
 /// Default of [`QueryLimits::max_ttl`].
 pub const DEFAULT_MAX_QUERY_TTL: Duration = Duration::from_secs(3600);
 
@@ -123,6 +125,9 @@ pub const DEFAULT_MAX_QUERY_TTL: Duration = Duration::from_secs(3600);
 pub struct QueryLimits {
     /// Open queries at most; a new one past it gets 429.
     pub max_open: usize,
+    /// Open queries one token may hold (authentication on), so one client cannot take
+    /// every slot; past it, its new queries get 429.
+    pub max_open_per_token: usize,
     /// Longest TTL a query may ask for; longer ones are cut to it.
     pub max_ttl: Duration,
 }
@@ -131,6 +136,7 @@ impl Default for QueryLimits {
     fn default() -> Self {
         QueryLimits {
             max_open: DEFAULT_MAX_OPEN_QUERIES,
+            max_open_per_token: DEFAULT_MAX_OPEN_QUERIES_PER_TOKEN,
             max_ttl: DEFAULT_MAX_QUERY_TTL,
         }
     }
@@ -218,6 +224,25 @@ impl QueryRegistry {
                     self.limits.max_open
                 ),
             ));
+        }
+        if let Some(owner) = owner.as_deref() {
+            // A query busy in a read is not counted: the cap is a bound, not a ledger.
+            let held = open
+                .live
+                .values()
+                .filter(|q| {
+                    q.try_lock()
+                        .is_ok_and(|q| q.owner.as_deref() == Some(owner))
+                })
+                .count();
+            if held >= self.limits.max_open_per_token {
+                return Err(Error::new(
+                    crate::ErrorKind::TooManyRequests,
+                    format!(
+                        "Token '{owner}' has {held} open queries, the most one token may hold (--max-open-queries-per-token): read them to the end or let them expire"
+                    ),
+                ));
+            }
         }
         let mut id = self.allocate_id();
         while open.live.contains_key(&id) || open.finished.contains_key(&id) {
