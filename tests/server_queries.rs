@@ -630,11 +630,19 @@ fn one_token_cannot_take_every_query_slot() {
     let dir = tempfile::tempdir().unwrap();
     let s = start_server(
         dir.path(),
-        &[("RS_API_TOKEN", INIT), ("RS_MAX_OPEN_QUERIES_PER_TOKEN", "3")],
+        &[
+            ("RS_API_TOKEN", INIT),
+            ("RS_MAX_OPEN_QUERIES_PER_TOKEN", "3"),
+        ],
     );
     let call = |token: &str, method: &str, path: &str, body: &str| {
         let auth = format!("Bearer {token}");
-        s.request(method, path, &[("authorization", auth.as_str())], body.as_bytes())
+        s.request(
+            method,
+            path,
+            &[("authorization", auth.as_str())],
+            body.as_bytes(),
+        )
     };
     assert_eq!(call(INIT, "POST", "/api/v1/b/b", "").status, 200);
     assert_eq!(call(INIT, "POST", "/api/v1/b/b/e?ts=1", "x").status, 200);
@@ -647,6 +655,10 @@ fn one_token_cannot_take_every_query_slot() {
     }
     let r = open(&greedy);
     assert_eq!(r.status, 429);
-    assert!(r.error().contains("Token 'greedy' has 3 open queries"), "{}", r.error());
+    assert!(
+        r.error().contains("Token 'greedy' has 3 open queries"),
+        "{}",
+        r.error()
+    );
     assert_eq!(open(INIT).status, 200, "another token still gets a slot");
 }

@@ -7,6 +7,10 @@ use std::collections::VecDeque;
 
 use super::directives::Span;
 
+/// Most records a context buffer keeps: a `#ctx_before` window over dense data would
+/// otherwise hold every record of an entry until a match (the oldest go first past it).
+pub const MAX_CONTEXT_RECORDS: usize = 100_000;
+
 /// The context buffer of one evaluation context; `T` is what the caller emits (a record
 /// locator, a timestamp).
 #[derive(Debug)]
@@ -49,6 +53,9 @@ impl<T> Context<T> {
                     self.buffer.pop_front();
                 }
             }
+        }
+        while self.buffer.len() > MAX_CONTEXT_RECORDS {
+            self.buffer.pop_front();
         }
         let emit = match self.after {
             Span::Records(m) => {
