@@ -142,7 +142,14 @@ struct StoredToken {
     /// Seconds of inactivity after which it expires.
     ttl: Option<u64>,
     ip_allowlist: Vec<String>,
+    /// When it was last used (µs), kept to the minute so an inactivity TTL survives a
+    /// restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_used: Option<u64>,
 }
+
+/// How stale the kept last use of a token may get before it is written again.
+const LAST_USE_GRANULARITY: u64 = 60_000_000;
 
 /// The body of `POST /tokens/{name}`: the 1.21 form, or the bare permissions (legacy).
 #[derive(Debug, Deserialize)]
@@ -242,8 +249,11 @@ impl TokenRepository {
             init: init.to_string(),
             started: now_micros(),
             state: Mutex::new(State {
+                last_access: tokens
+                    .iter()
+                    .filter_map(|t| Some((t.name.clone(), t.last_used?)))
+                    .collect(),
                 tokens: tokens.into_iter().map(|t| (t.name.clone(), t)).collect(),
-                last_access: HashMap::new(),
             }),
         })
     }
@@ -311,6 +321,21 @@ impl TokenRepository {
             }
         }
         st.last_access.insert(name.to_string(), now);
+        if token.ttl.is_some()
+            && token
+                .last_used
+                .is_none_or(|at| now.saturating_sub(at) >= LAST_USE_GRANULARITY)
+        {
+            // Kept to the minute: a token in use does not expire because of a restart.
+            let mut next = st.tokens.clone();
+            if let Some(t) = next.get_mut(name) {
+                t.last_used = Some(now);
+            }
+            match self.save(&next) {
+                Ok(()) => st.tokens = next,
+                Err(e) => log::warn!("keeping the last use of token '{name}': {e}"),
+            }
+        }
         Ok(Caller {
             name: token.name,
             permissions: token.permissions,
@@ -450,6 +475,7 @@ impl TokenRepository {
             expires_at,
             ttl: request.ttl,
             ip_allowlist: request.ip_allowlist,
+            last_used: None,
         };
         let mut next = st.tokens.clone();
         next.insert(name.to_string(), token);

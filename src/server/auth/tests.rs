@@ -145,6 +145,7 @@ fn expiry_ttl_and_allowlists() {
         expires_at: Some(10),
         ttl: None,
         ip_allowlist: Vec::new(),
+        last_used: None,
     };
     assert!(!TokenRepository::is_expired(&token, None, 9));
     assert!(TokenRepository::is_expired(&token, None, 10));
@@ -198,4 +199,27 @@ fn secrets_compare_by_content_and_length() {
     assert!(!constant_time_eq(b"s3cret", b"s3cret2"));
     assert!(!constant_time_eq(b"", b"x"));
     assert!(constant_time_eq(b"", b""));
+}
+
+#[test]
+fn the_last_use_of_a_ttl_token_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = TokenRepository::open(dir.path(), "x").unwrap();
+    let (v, _) = repo
+        .create("idle", br#"{"permissions":{},"ttl":3600}"#)
+        .unwrap();
+    repo.authenticate(Some(&format!("Bearer {v}")), None)
+        .unwrap();
+    assert!(repo.get("idle").unwrap().last_access.is_some());
+    drop(repo);
+    let again = TokenRepository::open(dir.path(), "x").unwrap();
+    assert!(
+        again.get("idle").unwrap().last_access.is_some(),
+        "the last use was kept"
+    );
+    assert!(
+        again
+            .authenticate(Some(&format!("Bearer {v}")), None)
+            .is_ok()
+    );
 }
