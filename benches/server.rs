@@ -80,36 +80,8 @@ fn write_direct(store: &Store, bucket: &str, prefix: &str, records: &[FixtureRec
 }
 
 fn query_over_http(addr: SocketAddr, bucket: &str, entries: &str) -> (u64, u64) {
-    let mut conn = Connection::open(addr);
-    let body = format!(r#"{{"query_type":"QUERY","entries":["{entries}"]}}"#);
-    let id = conn
-        .call(
-            "POST",
-            &format!("/api/v1/io/{bucket}/q"),
-            &[],
-            body.as_bytes(),
-        )
-        .json()["id"]
-        .as_u64()
-        .expect("query id")
-        .to_string();
-    let (mut records, mut bytes) = (0, 0);
-    loop {
-        let r = conn.call(
-            "GET",
-            &format!("/api/v1/io/{bucket}/read"),
-            &[("x-reduct-query-id", &id)],
-            b"",
-        );
-        if r.status == 204 {
-            return (records, bytes);
-        }
-        records += record_headers(&r);
-        bytes += r.body.len() as u64;
-        if r.header("x-reduct-last") == Some("true") {
-            return (records, bytes);
-        }
-    }
+    let (records, bytes, _, _) = read_query(addr, bucket, &format!(r#"["{entries}"]"#));
+    (records, bytes)
 }
 
 /// How many record headers (`x-reduct-<entry>-<delta>`) a v2 read batch carries.
@@ -129,8 +101,9 @@ fn record_headers(r: &common::Resp) -> u64 {
         .count() as u64
 }
 
-/// Reads a query over `entries` (a JSON list) to the end: records, batches, time.
-fn read_query(addr: SocketAddr, bucket: &str, entries: &str) -> (u64, u64, Duration) {
+/// Reads a query over `entries` (a JSON list) to the end: records, payload bytes,
+/// batches, time.
+fn read_query(addr: SocketAddr, bucket: &str, entries: &str) -> (u64, u64, u64, Duration) {
     let started = Instant::now();
     let mut conn = Connection::open(addr);
     let body = format!(r#"{{"query_type":"QUERY","entries":{entries}}}"#);
@@ -145,7 +118,7 @@ fn read_query(addr: SocketAddr, bucket: &str, entries: &str) -> (u64, u64, Durat
         .as_u64()
         .expect("query id")
         .to_string();
-    let (mut records, mut batches) = (0, 0);
+    let (mut records, mut bytes, mut batches) = (0, 0, 0);
     loop {
         let r = conn.call(
             "GET",
@@ -157,12 +130,13 @@ fn read_query(addr: SocketAddr, bucket: &str, entries: &str) -> (u64, u64, Durat
             break;
         }
         records += record_headers(&r);
+        bytes += r.body.len() as u64;
         batches += 1;
         if r.header("x-reduct-last") == Some("true") {
             break;
         }
     }
-    (records, batches, started.elapsed())
+    (records, bytes, batches, started.elapsed())
 }
 
 /// What ending a batch where the merged stream returns to an entry costs: 20,000 1 KiB
@@ -211,10 +185,10 @@ fn interleaving(_c: &mut Criterion) {
         ("bench", r#"["cam","lidar"]"#, "two entries, alternating"),
         ("solo", r#"["cam"]"#, "one entry"),
     ] {
-        let mut runs: Vec<(u64, u64, Duration)> =
+        let mut runs: Vec<(u64, u64, u64, Duration)> =
             (0..3).map(|_| read_query(addr, bucket, entries)).collect();
-        runs.sort_by_key(|r| r.2);
-        let (records, batches, time) = runs[1];
+        runs.sort_by_key(|r| r.3);
+        let (records, _, batches, time) = runs[1];
         assert_eq!(records, 20_000);
         let rate = records as f64 / time.as_secs_f64();
         rates.push(rate);

@@ -7,7 +7,8 @@
 
 use crate::error::{Error, Result};
 
-const UNITS: [(&str, i64); 6] = [
+/// The units, largest first, with their length in µs.
+pub(crate) const UNITS: [(&str, i64); 6] = [
     ("d", 86_400_000_000),
     ("h", 3_600_000_000),
     ("m", 60_000_000),
@@ -16,7 +17,8 @@ const UNITS: [(&str, i64); 6] = [
     ("us", 1),
 ];
 
-fn unit_factor(unit: &str) -> Option<i64> {
+/// The length in µs of a unit (`us ms s m h d`).
+pub(crate) fn unit_factor(unit: &str) -> Option<i64> {
     UNITS.iter().find(|(u, _)| *u == unit).map(|(_, f)| *f)
 }
 

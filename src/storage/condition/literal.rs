@@ -6,16 +6,8 @@ use std::fmt::{self, Write};
 
 use super::expr::Expr;
 use super::value::{Text, Value};
+use crate::duration::{UNITS, unit_factor};
 use crate::error::{Error, Result};
-
-const MICROS: [(&str, i64); 6] = [
-    ("d", 86_400_000_000),
-    ("h", 3_600_000_000),
-    ("m", 60_000_000),
-    ("s", 1_000_000),
-    ("ms", 1_000),
-    ("us", 1),
-];
 
 /// The value of a duration literal in µs, or `None` when the text is not one. Each
 /// whitespace-separated part gathers its digits, `.` and `-` into a number (a signed
@@ -41,8 +33,8 @@ pub fn parse_duration_literal(text: &str) -> Option<i64> {
         }
         let value: i64 = std::str::from_utf8(&number[..n]).ok()?.parse().ok()?;
         let unit = std::str::from_utf8(&unit[..u]).ok()?;
-        let (_, scale) = MICROS.iter().find(|(name, _)| *name == unit)?;
-        total = total.wrapping_add(value.wrapping_mul(*scale));
+        let scale = unit_factor(unit)?;
+        total = total.wrapping_add(value.wrapping_mul(scale));
     }
     (parts > 0).then_some(total)
 }
@@ -55,7 +47,7 @@ pub fn write_duration(w: &mut dyn Write, micros: i64) -> fmt::Result {
     }
     let mut rest = micros;
     let mut first = true;
-    for (unit, scale) in MICROS {
+    for (unit, scale) in UNITS {
         let part = rest / scale;
         rest %= scale;
         if part != 0 {

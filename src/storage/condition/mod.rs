@@ -184,7 +184,23 @@ impl Condition {
     /// True when the record matches, for a condition without aggregates (one with them
     /// sees each record as its first; use a [`Matcher`]). `$limit` past its count is false.
     pub fn evaluate(&self, meta: &RecordMeta) -> Result<bool> {
-        Ok(self.matcher().evaluate(meta)? == Verdict::Match)
+        let mut state = State::new(&self.inner.slots);
+        Ok(self.verdict(meta, &mut state)? == Verdict::Match)
+    }
+
+    /// The verdict on one record with this aggregate state.
+    fn verdict(&self, meta: &RecordMeta, state: &mut State) -> Result<Verdict> {
+        let Some(root) = &self.inner.root else {
+            return Ok(Verdict::Match);
+        };
+        let mut eval = Eval { meta, state };
+        match eval.truth(root) {
+            Ok(true) => Ok(Verdict::Match),
+            Ok(false) => Ok(Verdict::Skip),
+            Err(Fault::Interrupt) => Ok(Verdict::Stop),
+            Err(_) if !self.strict => Ok(Verdict::Skip),
+            Err(fault) => Err(fault.into_error()),
+        }
     }
 }
 
@@ -197,20 +213,7 @@ pub struct Matcher {
 impl Matcher {
     /// The verdict on the next record (records are offered in time order).
     pub fn evaluate(&mut self, meta: &RecordMeta) -> Result<Verdict> {
-        let Some(root) = &self.condition.inner.root else {
-            return Ok(Verdict::Match);
-        };
-        let mut eval = Eval {
-            meta,
-            state: &mut self.state,
-        };
-        match eval.truth(root) {
-            Ok(true) => Ok(Verdict::Match),
-            Ok(false) => Ok(Verdict::Skip),
-            Err(Fault::Interrupt) => Ok(Verdict::Stop),
-            Err(_) if !self.condition.strict => Ok(Verdict::Skip),
-            Err(fault) => Err(fault.into_error()),
-        }
+        self.condition.verdict(meta, &mut self.state)
     }
 
     /// The condition this matcher evaluates.
