@@ -9,6 +9,7 @@
 //! - [`server`]: the blocking HTTP server speaking the ReductStore API.
 //! - [`fixtures`]: real data sets as records, for benches, tests and demos.
 
+pub mod check;
 pub mod config;
 pub mod demo;
 pub mod duration;

@@ -319,3 +319,115 @@ fn on_a_terminal_the_progress_bar_shows_bytes_and_time_left() {
         "then the summary: {screen}"
     );
 }
+
+/// Every file under `dir` with its bytes.
+fn snapshot(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut files: Vec<_> = walk(dir)
+        .into_iter()
+        .filter(|p| !p.ends_with(".lock"))
+        .map(|p| {
+            let bytes = std::fs::read(&p).expect("read");
+            (p, bytes)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+fn flip_byte(path: &std::path::Path, at: usize) {
+    let mut bytes = std::fs::read(path).expect("read");
+    bytes[at] ^= 0x5a;
+    std::fs::write(path, bytes).expect("write");
+}
+
+#[test]
+fn check_reports_damage_without_changing_anything_and_repair_fixes_what_it_can() {
+    use halflife::storage::format::index::{EntryIndex, block_path, edits_path, log_path};
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let store = Store::open(Config::new(dir.path())).expect("store");
+        let settings = BucketSettings {
+            max_block_records: 10,
+            ..Default::default()
+        };
+        let b = store.create_bucket("b", settings).expect("bucket");
+        for entry in ["edited", "logged", "indexless", "damaged"] {
+            for ts in 0..45u64 {
+                let meta = halflife::storage::RecordMeta {
+                    timestamp: ts,
+                    labels: Default::default(),
+                    content_type: "text/plain".into(),
+                    size: 0,
+                };
+                b.write(entry, meta, format!("{entry} {ts} ").repeat(30).as_bytes())
+                    .expect("write");
+            }
+        }
+        let mut labels = halflife::storage::Labels::new();
+        labels.insert("k".into(), "v".into());
+        b.update_labels("edited", 3, &labels).expect("relabel");
+    }
+    let entry = |name: &str| dir.path().join("b").join(name);
+    let index = |name: &str| EntryIndex::load(&entry(name)).expect("index");
+    // A lost edit log, a leftover file, a flipped byte inside a log, a lost index, and a
+    // flipped byte in a block's payload.
+    let first = index("edited").blocks[0].seq;
+    std::fs::remove_file(edits_path(&entry("edited"), first)).expect("remove edt");
+    std::fs::write(entry("edited").join("00000000000000ff.blk"), b"half").expect("leftover");
+    let log = log_path(
+        &entry("logged"),
+        index("logged").open_log.expect("open log"),
+    );
+    flip_byte(&log, 200);
+    std::fs::remove_file(entry("indexless").join(".index")).expect("remove index");
+    let block = block_path(&entry("damaged"), index("damaged").blocks[1].seq);
+    flip_byte(&block, 20);
+
+    let before = snapshot(dir.path());
+    let (code, out, err) = run(&["check"], dir.path());
+    assert_eq!(code, 1, "{out}{err}");
+    for expected in [
+        "the edit log of block 0 is missing",
+        "00000000000000ff.blk: a file the index does not name",
+        "damaged bytes at offset",
+        "the entry's index is missing",
+        "frame 0 checksum mismatch",
+        "checked 1 bucket(s), 4 entries",
+    ] {
+        assert!(out.contains(expected), "{expected:?} in:\n{out}");
+    }
+    assert_eq!(snapshot(dir.path()), before, "a check changes nothing");
+
+    let (code, out, err) = run(&["check", "--repair"], dir.path());
+    assert_eq!(code, 1, "the damaged block stays damaged:\n{out}{err}");
+    let after = out
+        .split("after the repair:")
+        .nth(1)
+        .expect("a second check");
+    assert!(after.contains("frame 0 checksum mismatch"), "{after}");
+    for gone in ["edit log", "00000000000000ff.blk", "index is missing"] {
+        assert!(!after.contains(gone), "{gone:?} repaired:\n{after}");
+    }
+    assert_eq!(
+        after.matches("ERROR").count(),
+        1,
+        "only the block:\n{after}"
+    );
+    assert!(
+        after.contains("note"),
+        "the damaged log bytes are set aside:\n{after}"
+    );
+    // The rebuilt entry serves every record.
+    let store = Store::open(Config::new(dir.path())).expect("store");
+    let records = store
+        .bucket("b")
+        .expect("bucket")
+        .query(&QueryOptions {
+            entries: vec!["indexless".into()],
+            ..Default::default()
+        })
+        .expect("query")
+        .filter(|r| r.is_ok())
+        .count();
+    assert_eq!(records, 45);
+}

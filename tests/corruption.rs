@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use halflife::storage::format::index::{EntryIndex, log_path};
-use halflife::storage::{BucketSettings, QueryOptions, RecordMeta, Store};
+use halflife::storage::{BucketSettings, Codec, CompressPool, QueryOptions, RecordMeta, Store};
 use halflife::{Config, ErrorKind};
 
 fn payload(ts: u64) -> Vec<u8> {
@@ -134,35 +134,124 @@ fn flipped_record_table_byte_fails_only_that_block() {
     assert_rest_works(&store);
 }
 
-#[test]
-fn damaged_index_disables_only_its_entry() {
-    let dir = tempfile::tempdir().unwrap();
-    build(dir.path());
-    flip(
-        &dir.path().join("b").join("e").join(".index"),
-        Some(5),
-        None,
-    );
-    let store = Store::open(Config::new(dir.path())).unwrap();
+/// The timestamps a query over entry `e` returns, and whether any record failed.
+fn timestamps(store: &Store, entry: &str) -> (Vec<u64>, usize) {
+    let results: Vec<_> = store
+        .bucket("b")
+        .unwrap()
+        .query(&QueryOptions {
+            entries: vec![entry.into()],
+            ..Default::default()
+        })
+        .unwrap()
+        .collect();
+    let errors = results.iter().filter(|r| r.is_err()).count();
+    let good = results
+        .into_iter()
+        .filter_map(|r| r.ok())
+        .map(|r| r.meta.timestamp)
+        .collect();
+    (good, errors)
+}
+
+/// The names of the files in a directory, sorted.
+fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Every record of `e` reads back with its payload, and the entry takes writes.
+fn assert_entry_whole(store: &Store) {
     let b = store.bucket("b").unwrap();
-    assert_eq!(b.entry_names(), vec!["other"]);
-    assert_eq!(
-        b.read("other", Some(3))
-            .unwrap()
-            .payload
-            .unwrap()
-            .as_slice(),
-        payload(3)
-    );
-    // The damaged entry is not overwritten by a fresh one.
-    let meta = RecordMeta {
-        timestamp: 1,
+    assert_eq!(b.entry_names(), vec!["e", "other"]);
+    assert_eq!(timestamps(store, "e"), ((0..50).collect(), 0));
+    for ts in 0..50 {
+        let rec = b.read("e", Some(ts)).unwrap();
+        assert_eq!(rec.payload.unwrap().as_slice(), payload(ts));
+    }
+    b.write("e", meta(1000), b"after").unwrap();
+}
+
+fn meta(ts: u64) -> RecordMeta {
+    RecordMeta {
+        timestamp: ts,
         labels: Default::default(),
         content_type: "text/plain".into(),
         size: 0,
-    };
-    let err = b.write("e", meta, b"x").unwrap_err();
-    assert!(err.message().contains("failed to open"), "{err}");
+    }
+}
+
+#[test]
+fn a_damaged_index_is_rebuilt_from_the_files_and_kept_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path());
+    let entry_dir = dir.path().join("b").join("e");
+    let blocks_before: Vec<String> = file_names(&entry_dir)
+        .into_iter()
+        .filter(|n| n.ends_with(".blk"))
+        .collect();
+    flip(&entry_dir.join(".index"), Some(5), None);
+    {
+        let store = Store::open(Config::new(dir.path())).unwrap();
+        assert_entry_whole(&store);
+    }
+    let names = file_names(&entry_dir);
+    assert!(names.contains(&".index.damaged".to_string()), "{names:?}");
+    for block in &blocks_before {
+        assert!(names.contains(block), "{block} was deleted: {names:?}");
+    }
+    // The rebuilt index is a normal index from now on.
+    let store = Store::open(Config::new(dir.path())).unwrap();
+    let (ts, errors) = timestamps(&store, "e");
+    assert_eq!((ts.len(), errors), (51, 0));
+}
+
+#[test]
+fn a_lost_index_is_rebuilt_and_no_block_file_is_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path());
+    let entry_dir = dir.path().join("b").join("e");
+    // A rewrite's leftover: an old copy of a block beside the block that replaced it (the
+    // copy has the lower sequence number: it is the older file).
+    let second = second_block(dir.path());
+    let index = EntryIndex::load(&entry_dir).unwrap();
+    let newer = entry_dir.join(format!("{:016x}.blk", index.next_seq + 3));
+    std::fs::rename(&second, &newer).unwrap();
+    std::fs::copy(&newer, &second).unwrap();
+    std::fs::remove_file(entry_dir.join(".index")).unwrap();
+    {
+        let store = Store::open(Config::new(dir.path())).unwrap();
+        assert_entry_whole(&store);
+        // A compression after the rebuild finds consistent files (it failed with "File
+        // exists" when the lost index's sequence numbers were reused).
+        let stats = store
+            .bucket("b")
+            .unwrap()
+            .compress_blocks(
+                &["e".to_string()],
+                0,
+                u64::MAX,
+                Codec::Zstd(3),
+                &CompressPool::new(2).unwrap(),
+                &|| false,
+            )
+            .unwrap();
+        assert!(stats.blocks > 0, "{stats:?}");
+    }
+    let names = file_names(&entry_dir);
+    let superseded = format!(
+        "{}.superseded",
+        second.file_name().unwrap().to_string_lossy()
+    );
+    assert!(names.contains(&superseded), "{names:?}");
+    let store = Store::open(Config::new(dir.path())).unwrap();
+    let (ts, errors) = timestamps(&store, "e");
+    assert_eq!(ts, (0..50).chain([1000]).collect::<Vec<_>>());
+    assert_eq!(errors, 0);
 }
 
 /// What a power cut can leave of the logs: an index naming an open log whose file is
@@ -227,4 +316,148 @@ fn power_cut_leftovers_of_logs_open_cleanly() {
     };
     b.write("e", meta.clone(), b"again").unwrap();
     b.write("other", meta, b"again").unwrap();
+}
+
+/// Log lines of this test process, kept so tests can check what was reported.
+struct Captured;
+
+static LINES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+impl log::Log for Captured {
+    fn enabled(&self, _: &log::Metadata) -> bool {
+        true
+    }
+    fn log(&self, record: &log::Record) {
+        let line = format!("{} {}", record.level(), record.args());
+        LINES.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+    }
+    fn flush(&self) {}
+}
+
+/// The captured log lines that mention `text`.
+fn logged(text: &str) -> Vec<String> {
+    let _ = log::set_logger(&Captured);
+    log::set_max_level(log::LevelFilter::Debug);
+    LINES
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter(|l| l.contains(text))
+        .cloned()
+        .collect()
+}
+
+/// Start offsets of the operations of an op file (`[len u32][crc u32][body]` after the
+/// 8-byte magic).
+fn op_offsets(path: &Path) -> Vec<usize> {
+    let bytes = std::fs::read(path).unwrap();
+    let mut at = 8;
+    let mut offsets = Vec::new();
+    while at + 8 <= bytes.len() {
+        offsets.push(at);
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        at += 8 + len;
+    }
+    offsets
+}
+
+fn labelled(store: &Store, entry: &str, ts: u64) -> Option<String> {
+    let rec = store.bucket("b").unwrap().read(entry, Some(ts)).ok()?;
+    rec.meta.labels.get("k").cloned()
+}
+
+#[test]
+fn a_flipped_byte_in_a_log_costs_only_its_operation() {
+    let _ = logged("");
+    let dir = tempfile::tempdir().unwrap();
+    let path = {
+        let store = Store::open(Config::new(dir.path())).unwrap();
+        let b = store.create_bucket("b", BucketSettings::default()).unwrap();
+        for ts in 0..20 {
+            b.write("e", meta(ts), &payload(ts)).unwrap();
+        }
+        let mut labels = halflife::storage::Labels::new();
+        labels.insert("k".into(), "v".into());
+        b.update_labels("e", 15, &labels).unwrap();
+        b.remove_record("e", 17).unwrap();
+        let entry_dir = dir.path().join("b").join("e");
+        log_path(
+            &entry_dir,
+            EntryIndex::load(&entry_dir).unwrap().open_log.unwrap(),
+        )
+    };
+    let ops = op_offsets(&path);
+    assert_eq!(ops.len(), 22);
+    // A byte of the first record (inside its payload), then one of the eleventh.
+    for (flipped, lost) in [(0usize, vec![0u64]), (10, vec![0, 10])] {
+        flip(&path, Some(ops[flipped] + 40), None);
+        let store = Store::open(Config::new(dir.path())).unwrap();
+        let expected: Vec<u64> = (0..20)
+            .filter(|ts| *ts != 17 && !lost.contains(ts))
+            .collect();
+        assert_eq!(timestamps(&store, "e"), (expected, 0));
+        assert_eq!(labelled(&store, "e", 15).as_deref(), Some("v"));
+        let copy = format!("{}.damaged-{}", path.display(), ops[flipped]);
+        assert!(Path::new(&copy).exists(), "{copy} is kept");
+        assert!(
+            !logged(&format!("{}: ", path.display()))
+                .iter()
+                .filter(|l| l.starts_with("ERROR") && l.contains("damaged bytes at offset"))
+                .collect::<Vec<_>>()
+                .is_empty()
+        );
+    }
+    // The records after the damage take changes as before.
+    let store = Store::open(Config::new(dir.path())).unwrap();
+    store.bucket("b").unwrap().remove_record("e", 18).unwrap();
+    drop(store);
+    let store = Store::open(Config::new(dir.path())).unwrap();
+    let (ts, _) = timestamps(&store, "e");
+    assert!(!ts.contains(&18) && ts.contains(&19), "{ts:?}");
+}
+
+#[test]
+fn a_damaged_edit_log_keeps_its_other_changes_and_a_lost_one_is_reported() {
+    let _ = logged("");
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path());
+    let entry_dir = dir.path().join("b").join("e");
+    {
+        let store = Store::open(Config::new(dir.path())).unwrap();
+        let b = store.bucket("b").unwrap();
+        for (ts, value) in [(3, "first"), (5, "second")] {
+            let mut labels = halflife::storage::Labels::new();
+            labels.insert("k".into(), value.into());
+            b.update_labels("e", ts, &labels).unwrap();
+        }
+        b.remove_record("e", 7).unwrap();
+    }
+    let index = EntryIndex::load(&entry_dir).unwrap();
+    let first = index.blocks.iter().find(|b| b.first_ts == 0).unwrap();
+    assert!(first.edited, "the index names the block's edit log");
+    let edits = entry_dir.join(format!("{:016x}.edt", first.seq));
+    let ops = op_offsets(&edits);
+    assert_eq!(ops.len(), 3);
+    flip(&edits, Some(ops[0] + 9), None);
+    {
+        let store = Store::open(Config::new(dir.path())).unwrap();
+        assert_eq!(labelled(&store, "e", 3), None);
+        assert_eq!(labelled(&store, "e", 5).as_deref(), Some("second"));
+        let (ts, _) = timestamps(&store, "e");
+        assert!(!ts.contains(&7) && ts.contains(&8), "{ts:?}");
+    }
+    std::fs::remove_file(&edits).unwrap();
+    let store = Store::open(Config::new(dir.path())).unwrap();
+    let reports = logged(&format!(
+        "the edit log {} of block 0 is missing",
+        edits.display()
+    ));
+    assert!(
+        reports.iter().any(|l| l.starts_with("ERROR")),
+        "a lost edit log is reported: {reports:?}"
+    );
+    // What the block file holds reads back; nothing else of the entry changed.
+    assert_eq!(labelled(&store, "e", 5), None);
+    let (ts, errors) = timestamps(&store, "e");
+    assert_eq!((ts.len(), errors), (50, 0));
 }

@@ -11,9 +11,8 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::storage::bulk::{RecordFilter, RemoveStats};
 use crate::storage::condition::Condition;
-use crate::storage::entry::{Entry, EntryContext, EntryInfo};
+use crate::storage::entry::{Entry, EntryContext, EntryInfo, holds_entry};
 use crate::storage::format::fsutil::{TMP_SUFFIX, fsync_dir, remove_file_if_exists, write_atomic};
-use crate::storage::format::index::INDEX_FILE;
 use crate::storage::merge::MergeQueue;
 use crate::storage::names::{validate_entry_name, validate_labels};
 use crate::storage::pattern::EntryPatterns;
@@ -177,7 +176,7 @@ impl Bucket {
                 continue;
             }
             let path = item.path();
-            if path.join(INDEX_FILE).exists() {
+            if holds_entry(&path) {
                 // A damaged entry is left alone on disk (see `entry_or_create`) and the rest
                 // of the bucket keeps working.
                 match Entry::open(&self.name, &name, &path, self.ctx.clone()) {
@@ -275,7 +274,7 @@ impl Bucket {
             return Ok(entry.clone());
         }
         let dir = self.dir.join(name);
-        if dir.join(INDEX_FILE).exists() {
+        if holds_entry(&dir) {
             // Never write a fresh index over an entry that failed to open: that would lose it.
             return Err(Error::internal(format!(
                 "Entry '{name}' in bucket '{}' exists on disk but failed to open; see the log",

@@ -294,6 +294,7 @@ mod tests {
             payload_bytes: 1,
             codec: Codec::None,
             meta_crc: 0,
+            edited: false,
             edits: Default::default(),
         }
     }

@@ -20,7 +20,7 @@ use crate::storage::sync::{Durability, Syncer};
 pub const LOCK_FILE: &str = ".lock";
 
 /// Takes the data directory's lock file, refusing a second opener (a server, a maintenance command, a library user) of the same directory.
-fn lock_data_dir(path: &std::path::Path) -> Result<File> {
+pub(crate) fn lock_data_dir(path: &std::path::Path) -> Result<File> {
     std::fs::create_dir_all(path)
         .map_err(|e| Error::io(format!("creating data directory {}", path.display()), e))?;
     let lock_path = path.join(LOCK_FILE);

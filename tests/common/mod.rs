@@ -156,6 +156,12 @@ impl ServerProcess {
             .expect("VmRSS in /proc status")
     }
 
+    /// The log lines so far that contain `text`.
+    pub fn log_lines(&self, text: &str) -> Vec<String> {
+        let log = self.log.lock().unwrap();
+        log.iter().filter(|l| l.contains(text)).cloned().collect()
+    }
+
     /// Whether the log has a line containing `text`.
     pub fn logged(&self, text: &str) -> bool {
         self.log.lock().unwrap().iter().any(|l| l.contains(text))

@@ -16,17 +16,36 @@ impl Entry {
     /// Changes records of sealed block `pos` by appending to its edit log (created on
     /// the first change): one small `pwrite`, as durable as a write, fsynced with the
     /// entry's next commit. Removals then drop a block left empty, rewrite one whose
-    /// tombstoned share reached the fold threshold, or narrow its range.
+    /// tombstoned share reached the fold threshold, or narrow its range. A block's first
+    /// change also commits the index, which from then on names the block as edited.
     pub(super) fn change_block(
         &self,
         st: &mut EntryState,
         pos: usize,
         change: BlockChange,
     ) -> Result<Pending> {
+        let (pending, flag_to_commit) = self.change_block_deferred(st, pos, change)?;
+        if flag_to_commit {
+            self.commit(st, st.index.clone(), &[], &[])?;
+        }
+        Ok(pending)
+    }
+
+    /// [`Entry::change_block`] without its commit: returns whether the index in memory now
+    /// marks a block as edited that the index on disk does not (a bulk removal commits
+    /// once for all its blocks).
+    pub(super) fn change_block_deferred(
+        &self,
+        st: &mut EntryState,
+        pos: usize,
+        change: BlockChange,
+    ) -> Result<(Pending, bool)> {
         let seq = st.index.blocks[pos].seq;
+        let mut created = false;
         let edits = match st.edits.entry(seq) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => {
+                created = true;
                 v.insert(BlockEdits::create(&edits_path(&self.dir, seq))?)
             }
         };
@@ -37,12 +56,16 @@ impl Entry {
             .ctx
             .durability
             .after_append(edits.sync_handle(), edits.file_len());
-        st.index.blocks[pos].edits = edit_state(edits);
+        let b = &mut st.index.blocks[pos];
+        b.edits = edit_state(edits);
+        // So that a lost edit log is noticed at open rather than its changes silently
+        // undone; the next commit (which syncs the log first) persists it.
+        b.edited = true;
         self.ctx.cache.edit((self.uid, seq), |view| {
             apply_change(view.records_mut(), &change)
         });
         if !matches!(change, BlockChange::Remove(_)) {
-            return Ok(pending);
+            return Ok((pending, created));
         }
         let b = &st.index.blocks[pos];
         if b.live_records() == 0 {
@@ -53,8 +76,9 @@ impl Entry {
             self.fold(st, pos)?;
         } else {
             self.narrow_range(st, seq)?;
+            return Ok((pending, created));
         }
-        Ok(pending)
+        Ok((pending, false))
     }
 
     /// Rewrites sealed block `pos` with its edits folded in (tombstoned records dropped,

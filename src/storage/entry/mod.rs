@@ -16,6 +16,7 @@
 mod background;
 mod edits;
 mod read;
+mod rebuild;
 mod removal;
 mod stale;
 mod state;
@@ -28,9 +29,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::error::{Error, Result};
 use crate::storage::cache::BlockCache;
 use crate::storage::format::edits::{BlockChange, BlockEdits};
-use crate::storage::format::fsutil::{create_dirs_durably, fsync_dir, remove_file_if_exists};
+use crate::storage::format::fsutil::{
+    create_dirs_durably, fsync_dir, is_set_aside, remove_file_if_exists,
+};
 use crate::storage::format::index::max_overlap;
-use crate::storage::format::index::{BlockEntry, EntryIndex, block_path, edits_path, log_path};
+use crate::storage::format::index::{
+    BlockEntry, EntryIndex, IndexLoad, block_path, edits_path, log_path,
+};
 use crate::storage::format::log::OpenLog;
 use crate::storage::format::rewrite::write_log_block;
 use crate::storage::record::{Labels, RecordMeta};
@@ -41,6 +46,8 @@ pub use read::{Chunk, EntryInfo, TierInfo};
 pub(crate) use read::{
     MergedRecord, chunk_len, chunk_locator, chunk_meta, chunk_record, locator_record,
 };
+use rebuild::rebuild_index;
+pub(crate) use rebuild::{EntryFiles, holds_entry};
 pub(crate) use stale::StaleLog;
 use state::index_log;
 pub(crate) use state::{EntryState, LogKind, Place};
@@ -138,8 +145,21 @@ impl Entry {
 
     /// Opens an entry directory: loads the index, removes files of interrupted changes
     /// (anything the index does not name), and replays the logs.
+    /// A missing or damaged index is rebuilt from the entry's files (`rebuild.rs`).
     pub(crate) fn open(bucket: &str, name: &str, dir: &Path, ctx: EntryContext) -> Result<Entry> {
-        let index = EntryIndex::load(dir)?;
+        let index = match EntryIndex::try_load(dir)? {
+            IndexLoad::Loaded(index) => index,
+            IndexLoad::Missing => {
+                rebuild_index(bucket, name, dir, ctx.frame_size, "the index is missing")?
+            }
+            IndexLoad::Damaged(e) => rebuild_index(
+                bucket,
+                name,
+                dir,
+                ctx.frame_size,
+                &format!("the index is damaged ({e})"),
+            )?,
+        };
         let named = index.kept_files();
         let listing = std::fs::read_dir(dir)
             .map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
@@ -147,7 +167,7 @@ impl Entry {
             let item = item.map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
             let is_file = item.file_type().map(|t| t.is_file()).unwrap_or(false);
             let file_name = item.file_name().to_string_lossy().into_owned();
-            if is_file && !named.contains(&file_name) {
+            if is_file && !named.contains(&file_name) && !is_set_aside(&file_name) {
                 log::info!("entry {bucket}/{name}: removing leftover {file_name}");
                 remove_file_if_exists(&item.path())?;
             }
@@ -174,14 +194,30 @@ impl Entry {
         let open = replay(index.open_log)?;
         let late = replay(index.late_log)?;
         let mut index = index;
+        let mut lost_edits = false;
         let mut edits = HashMap::new();
         for b in &mut index.blocks {
             let path = edits_path(dir, b.seq);
             if path.exists() {
                 let log = BlockEdits::open(&path)?;
                 b.edits = edit_state(&log);
+                // (An index written before blocks were marked learns it at its next commit.)
+                b.edited = true;
                 edits.insert(b.seq, log);
+            } else if b.edited {
+                // Reported once: the index stops expecting the log (committed below), and
+                // the block reads as its file has it.
+                log::error!(
+                    "entry {bucket}/{name}: the edit log {} of block {} is missing: the relabels and removals made to its records since it was written are lost, its records read as the block file has them",
+                    path.display(),
+                    b.first_ts
+                );
+                b.edited = false;
+                lost_edits = true;
             }
+        }
+        if lost_edits {
+            index.save(dir)?;
         }
         let entry = Self::with_state(
             bucket,

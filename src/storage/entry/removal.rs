@@ -54,10 +54,19 @@ impl Entry {
         // Records cut out of a block become tombstones: metadata only, whatever the
         // block's size and codec (a fold or a drop may follow, see `change_block`).
         let mut pending = Pending::none();
+        let mut flags_to_commit = false;
         for (seq, doomed) in trims {
             if let Some(pos) = st.index.blocks.iter().position(|b| b.seq == seq) {
-                pending.add(self.change_block(&mut st, pos, BlockChange::Remove(doomed))?);
+                let (p, flag) =
+                    self.change_block_deferred(&mut st, pos, BlockChange::Remove(doomed))?;
+                pending.add(p);
+                flags_to_commit |= flag;
             }
+        }
+        if flags_to_commit {
+            // One commit names every block this removal gave an edit log.
+            let next = st.index.clone();
+            self.commit(&mut st, next, &[], &[])?;
         }
         for (kind, doomed) in plan.logs {
             if let Some((_, seq)) = dropped_logs.iter().find(|(k, _)| *k == kind) {

@@ -270,6 +270,8 @@ pub struct SealedBlock {
     table_format: u32,
     verified: Vec<AtomicBool>,
     last_frame: Mutex<Option<(u32, Arc<Vec<u8>>)>>,
+    /// The checksum of the metadata section, as the footer has it.
+    meta_crc: u32,
 }
 
 impl SealedBlock {
@@ -370,7 +372,22 @@ impl SealedBlock {
             table_format: encoding & !0xff,
             verified,
             last_frame: Mutex::new(None),
+            meta_crc,
         })
+    }
+
+    /// What the file holds, as its writer would have reported it: how an index that was
+    /// lost is rebuilt from the block itself. Needs the records parsed ([`SealedBlock::open`]).
+    pub fn summary(&self) -> BlockSummary {
+        BlockSummary {
+            first_ts: self.records.first().map_or(0, |r| r.meta.timestamp),
+            last_ts: self.records.last().map_or(0, |r| r.meta.timestamp),
+            record_count: self.records.len() as u64,
+            size: self.map.len() as u64,
+            payload_bytes: self.records.iter().map(|r| r.meta.size).sum(),
+            codec: self.codec,
+            meta_crc: self.meta_crc,
+        }
     }
 
     /// The block's codec tier.
@@ -406,6 +423,7 @@ impl SealedBlock {
                 .map(|v| AtomicBool::new(v.load(Ordering::Acquire)))
                 .collect(),
             last_frame: Mutex::new(None),
+            meta_crc: self.meta_crc,
         }
     }
 

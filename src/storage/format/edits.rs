@@ -71,6 +71,13 @@ impl BlockEdits {
         })
     }
 
+    /// What [`BlockEdits::open`] would find in an edit log, without changing it.
+    pub fn scan(path: &Path) -> Result<oplog::Scan> {
+        let bytes =
+            std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        Ok(oplog::scan(&bytes, EDITS_MAGIC))
+    }
+
     /// Opens an edit log and replays it; a torn tail is cut off.
     pub fn open(path: &Path) -> Result<Self> {
         let what = path.display().to_string();

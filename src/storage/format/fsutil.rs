@@ -9,6 +9,41 @@ use crate::error::{Error, Result};
 /// Suffix of a file being written before its atomic rename; leftovers are removed at open.
 pub const TMP_SUFFIX: &str = ".tmp";
 
+/// In the name of a file set aside because it is damaged (a copy of damaged log bytes, an
+/// unreadable index or block): kept for inspection, never removed as a leftover.
+pub const DAMAGED_MARK: &str = ".damaged";
+/// In the name of a block file an index rebuild found superseded (every record of it is in
+/// a newer block): kept for inspection, never removed as a leftover.
+pub const SUPERSEDED_MARK: &str = ".superseded";
+
+/// Whether a file name is one set aside for inspection (see [`set_aside`]).
+pub fn is_set_aside(name: &str) -> bool {
+    name.contains(DAMAGED_MARK) || name.contains(SUPERSEDED_MARK)
+}
+
+/// Renames `path` to `<path><mark>` (or `<path><mark>-<n>` if that is taken) so nothing
+/// treats it as live data any more while its bytes stay for inspection; the directory is
+/// fsynced. Returns the new path.
+pub fn set_aside(path: &Path, mark: &str) -> Result<PathBuf> {
+    let mut n = 0u32;
+    let target = loop {
+        let mut name = path.as_os_str().to_owned();
+        name.push(mark);
+        if n > 0 {
+            name.push(format!("-{n}"));
+        }
+        let target = PathBuf::from(name);
+        if !target.exists() {
+            break target;
+        }
+        n += 1;
+    };
+    fs::rename(path, &target)
+        .map_err(|e| Error::io(format!("renaming {} aside", path.display()), e))?;
+    fsync_dir(parent_of(path))?;
+    Ok(target)
+}
+
 /// Makes a directory's entries (creations, renames, unlinks) durable.
 pub fn fsync_dir(dir: &Path) -> Result<()> {
     let handle = File::open(dir).map_err(|e| Error::io(format!("opening {}", dir.display()), e))?;

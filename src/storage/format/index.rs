@@ -44,6 +44,11 @@ pub struct BlockEntry {
     pub codec: Codec,
     /// CRC of the block's record table, checked when the block is mapped.
     pub meta_crc: u32,
+    /// Whether the block has an edit log (`<seq>.edt`): committed when the log is created,
+    /// so an edit log that goes missing is noticed at open instead of its changes
+    /// silently coming undone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub edited: bool,
     /// The block's edit log as the entry has replayed it: in memory only (the edit log
     /// itself is the persistent form, so a crash between an edit and the next commit
     /// cannot leave the index disagreeing with it).
@@ -74,6 +79,7 @@ impl BlockEntry {
             payload_bytes: s.payload_bytes,
             codec: s.codec,
             meta_crc: s.meta_crc,
+            edited: false,
             edits: EditState::default(),
         }
     }
@@ -129,6 +135,44 @@ pub struct EntryIndex {
     pub late_log: Option<u64>,
 }
 
+/// What reading an entry's index found.
+#[derive(Debug)]
+pub enum IndexLoad {
+    /// The index, checksum-valid and in a format this version reads.
+    Loaded(EntryIndex),
+    /// No index file.
+    Missing,
+    /// An index file whose checksum or JSON is broken.
+    Damaged(Error),
+}
+
+/// What kind of file of an entry directory a name is, and its sequence number:
+/// `<seq:016x>.blk`, `.log` or `.edt`.
+pub fn parse_file_name(name: &str) -> Option<(EntryFileKind, u64)> {
+    let (stem, ext) = name.split_once('.')?;
+    let kind = match ext {
+        "blk" => EntryFileKind::Block,
+        "log" => EntryFileKind::Log,
+        "edt" => EntryFileKind::Edits,
+        _ => return None,
+    };
+    if stem.len() != 16 || !stem.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    u64::from_str_radix(stem, 16).ok().map(|seq| (kind, seq))
+}
+
+/// The kinds of data file an entry directory holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryFileKind {
+    /// A sealed block, `<seq>.blk`.
+    Block,
+    /// An open or late log, `<seq>.log`.
+    Log,
+    /// A block's edit log, `<seq>.edt`.
+    Edits,
+}
+
 /// Path of block file `seq` in an entry directory.
 pub fn block_path(dir: &Path, seq: u64) -> PathBuf {
     dir.join(format!("{seq:016x}.blk"))
@@ -182,14 +226,41 @@ impl EntryIndex {
         names
     }
 
-    /// Loads the index of an entry directory.
+    /// Loads the index of an entry directory; a missing or damaged index is an error.
     pub fn load(dir: &Path) -> Result<Self> {
+        match Self::try_load(dir)? {
+            IndexLoad::Loaded(index) => Ok(index),
+            IndexLoad::Missing => Err(Error::not_found(format!(
+                "{} is missing",
+                dir.join(INDEX_FILE).display()
+            ))),
+            IndexLoad::Damaged(e) => Err(e),
+        }
+    }
+
+    /// Loads the index of an entry directory, telling a missing or damaged index (which the
+    /// entry's files can replace) from a failure to read it or a format this version does
+    /// not read (errors: nothing may be rebuilt over those).
+    pub fn try_load(dir: &Path) -> Result<IndexLoad> {
         let path = dir.join(INDEX_FILE);
-        let bytes = std::fs::read(&path)
-            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-        let body = strip_crc_trailer(&bytes, &path)?;
-        let index: EntryIndex = serde_json::from_slice(body)
-            .map_err(|e| Error::internal(format!("{} does not parse: {e}", path.display())))?;
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(IndexLoad::Missing),
+            Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
+        };
+        let body = match strip_crc_trailer(&bytes, &path) {
+            Ok(body) => body,
+            Err(e) => return Ok(IndexLoad::Damaged(e)),
+        };
+        let index: EntryIndex = match serde_json::from_slice(body) {
+            Ok(index) => index,
+            Err(e) => {
+                return Ok(IndexLoad::Damaged(Error::internal(format!(
+                    "{} does not parse: {e}",
+                    path.display()
+                ))));
+            }
+        };
         if !(OLDEST_READABLE_FORMAT..=INDEX_FORMAT).contains(&index.format) {
             return Err(Error::internal(format!(
                 "{} has format {}, this version reads {OLDEST_READABLE_FORMAT} to {INDEX_FORMAT}",
@@ -197,7 +268,7 @@ impl EntryIndex {
                 index.format
             )));
         }
-        Ok(index)
+        Ok(IndexLoad::Loaded(index))
     }
 
     /// Commits the index: atomic replace, the moment a change happens.
@@ -254,6 +325,7 @@ mod tests {
             payload_bytes: 50,
             codec: Codec::Zstd(3),
             meta_crc: 7,
+            edited: true,
             edits: EditState::default(),
         });
         index.open_log = Some(index.take_seq());

@@ -155,6 +155,13 @@ impl OpenLog {
         })
     }
 
+    /// What [`OpenLog::open`] would find in a log, without changing it (`halflife check`).
+    pub fn scan(path: &Path) -> Result<oplog::Scan> {
+        let bytes =
+            std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        Ok(oplog::scan(&bytes, LOG_MAGIC))
+    }
+
     /// Opens a log, replays its operations and cuts off a torn tail.
     pub fn open(path: &Path) -> Result<Self> {
         let what = path.display().to_string();

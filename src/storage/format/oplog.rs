@@ -6,11 +6,13 @@
 //! and is cut off when the file is next opened.
 
 use std::fs::{File, OpenOptions};
+use std::ops::Range;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::storage::format::binary::BinaryWriter;
+use crate::storage::format::fsutil::{DAMAGED_MARK, write_new_file};
 
 /// Length of `[body_len][crc]` before each body.
 pub const OP_HEADER: u64 = 8;
@@ -76,6 +78,89 @@ pub fn create(path: &Path, magic: &[u8; 8], sync: bool) -> Result<File> {
     Ok(file)
 }
 
+/// How an op file starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Header {
+    /// The magic: the file is what it claims to be.
+    Valid,
+    /// Shorter than the magic and a prefix of it: a creation that was interrupted.
+    Interrupted,
+    /// Zeros where the magic belongs: the file's size reached the disk before its data.
+    Zeros,
+    /// Something else: not one of our files, or damaged beyond recovery.
+    Bad,
+}
+
+/// What a scan of an op file finds, before anything is changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scan {
+    /// How the file starts.
+    pub header: Header,
+    /// Every complete, checksum-valid operation (from its header to its end), in order.
+    pub ops: Vec<Range<usize>>,
+    /// Damage inside the file: bad bytes with valid operations after them.
+    pub damaged: Vec<Range<usize>>,
+    /// A torn or zero-filled tail (nothing valid after it), cut off at open.
+    pub tail: Option<Range<usize>>,
+}
+
+impl Scan {
+    /// Where appends continue once the tail is cut.
+    pub fn end(&self, len: usize) -> usize {
+        self.tail.as_ref().map_or(len, |t| t.start)
+    }
+}
+
+/// Scans the bytes of an op file: which operations are valid, where damage sits inside it,
+/// and what tail a crash left. Pure: `open` and `halflife check` act on the same answer.
+pub fn scan(bytes: &[u8], magic: &[u8; 8]) -> Scan {
+    let header = if bytes.len() < magic.len() && magic.starts_with(bytes) {
+        Header::Interrupted
+    } else if bytes.len() >= magic.len() && bytes[..magic.len()].iter().all(|&b| b == 0) {
+        Header::Zeros
+    } else if bytes.len() < magic.len() || &bytes[..magic.len()] != magic {
+        Header::Bad
+    } else {
+        Header::Valid
+    };
+    let mut found = Scan {
+        header,
+        ops: Vec::new(),
+        damaged: Vec::new(),
+        tail: None,
+    };
+    if matches!(header, Header::Interrupted | Header::Bad) {
+        return found;
+    }
+    let mut pos = magic.len();
+    loop {
+        while let Some(op_len) = valid_op_at(bytes, pos) {
+            found.ops.push(pos..pos + op_len);
+            pos += op_len;
+        }
+        if pos == bytes.len() {
+            return found;
+        }
+        match next_valid_op(bytes, pos) {
+            Some(next) => {
+                found.damaged.push(pos..next);
+                pos = next;
+            }
+            None => {
+                found.tail = Some(pos..bytes.len());
+                return found;
+            }
+        }
+    }
+}
+
+/// Path of the copy of damaged bytes at `offset` of `path`: `<file>.damaged-<offset>`.
+pub fn damaged_copy_path(path: &Path, offset: usize) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!("{DAMAGED_MARK}-{offset}"));
+    PathBuf::from(name)
+}
+
 /// Opens an op file and calls `replay(body, body_offset)` for each complete operation in
 /// order. Returns the file and the offset appends continue at.
 ///
@@ -83,9 +168,10 @@ pub fn create(path: &Path, magic: &[u8; 8], sync: bool) -> Result<File> {
 /// zeros where the file's new size reached the disk but its data did not. It is cut off
 /// (the cut fsynced) and logged as a WARN naming the file, the offset and the bytes.
 /// Damage **inside** the file — bad bytes followed by valid operations — is not cut: the
-/// damaged bytes stay where they are, are skipped at every open (an ERROR naming them),
-/// and every valid operation after them is replayed. A file shorter than its magic that
-/// starts like it is a creation that was interrupted: it is completed and replays as empty.
+/// damaged bytes stay where they are, are skipped at every open (an ERROR naming file,
+/// offset and length), a copy of them is set aside once as `<file>.damaged-<offset>`, and
+/// every valid operation after them is replayed. A file shorter than its magic that starts
+/// like it is a creation that was interrupted: it is completed and replays as empty.
 pub fn open(
     path: &Path,
     magic: &[u8; 8],
@@ -98,64 +184,83 @@ pub fn open(
         .open(path)
         .map_err(io)?;
     let bytes = std::fs::read(path).map_err(io)?;
-    if bytes.len() < magic.len() && magic.starts_with(&bytes) {
-        file.write_all_at(magic, 0)
-            .and_then(|_| file.sync_all())
-            .map_err(io)?;
-        return Ok((file, magic.len() as u64));
+    let found = scan(&bytes, magic);
+    match found.header {
+        Header::Bad => {
+            return Err(Error::internal(format!(
+                "{} has a bad header",
+                path.display()
+            )));
+        }
+        Header::Interrupted => {
+            file.write_all_at(magic, 0)
+                .and_then(|_| file.sync_all())
+                .map_err(io)?;
+            return Ok((file, magic.len() as u64));
+        }
+        Header::Zeros => {
+            log::warn!(
+                "{}: its header is zeros (a creation cut short by a power loss); restoring it",
+                path.display()
+            );
+            file.write_all_at(magic, 0)
+                .and_then(|_| file.sync_all())
+                .map_err(io)?;
+        }
+        Header::Valid => {}
     }
-    if bytes.len() >= magic.len() && bytes[..magic.len()].iter().all(|&b| b == 0) {
-        // Created, and its size reached the disk before its first bytes did.
-        log::warn!(
-            "{}: its header is zeros (a creation cut short by a power loss); restoring it",
-            path.display()
+    for damage in &found.damaged {
+        log::error!(
+            "{}: {} damaged bytes at offset {} are skipped; the valid operations after them (from offset {}) are kept",
+            path.display(),
+            damage.len(),
+            damage.start,
+            damage.end
         );
-        file.write_all_at(magic, 0)
+        set_aside(path, damage.start, &bytes[damage.clone()]);
+    }
+    for op in &found.ops {
+        replay(
+            &bytes[op.start + OP_HEADER as usize..op.end],
+            (op.start as u64) + OP_HEADER,
+        )?;
+    }
+    if let Some(tail) = &found.tail {
+        let zeros = if bytes[tail.clone()].iter().all(|&b| b == 0) {
+            " (all zeros: the file's size reached the disk, its data did not)"
+        } else {
+            ""
+        };
+        log::warn!(
+            "{}: cutting off {} bytes at offset {}, an interrupted write{zeros}",
+            path.display(),
+            tail.len(),
+            tail.start
+        );
+        file.set_len(tail.start as u64)
             .and_then(|_| file.sync_all())
             .map_err(io)?;
-    } else if bytes.len() < magic.len() || &bytes[..magic.len()] != magic {
-        return Err(Error::internal(format!(
-            "{} has a bad header",
-            path.display()
-        )));
     }
-    let mut pos = magic.len();
-    loop {
-        while let Some(op_len) = valid_op_at(&bytes, pos) {
-            let body = &bytes[pos + OP_HEADER as usize..pos + op_len];
-            replay(body, (pos as u64) + OP_HEADER)?;
-            pos += op_len;
-        }
-        if pos == bytes.len() {
-            return Ok((file, pos as u64));
-        }
-        match next_valid_op(&bytes, pos) {
-            Some(next) => {
-                log::error!(
-                    "{}: {} damaged bytes at offset {pos} are skipped; the valid operations after them (from offset {next}) are kept",
-                    path.display(),
-                    next - pos
-                );
-                pos = next;
-            }
-            None => {
-                let tail = &bytes[pos..];
-                let zeros = if tail.iter().all(|&b| b == 0) {
-                    " (all zeros: the file's size reached the disk, its data did not)"
-                } else {
-                    ""
-                };
-                log::warn!(
-                    "{}: cutting off {} bytes at offset {pos}, an interrupted write{zeros}",
-                    path.display(),
-                    tail.len()
-                );
-                file.set_len(pos as u64)
-                    .and_then(|_| file.sync_all())
-                    .map_err(io)?;
-                return Ok((file, pos as u64));
-            }
-        }
+    Ok((file, found.end(bytes.len()) as u64))
+}
+
+/// Keeps a copy of damaged bytes beside their file, once, for whoever inspects them; a
+/// failure to write it is logged and changes nothing else.
+fn set_aside(path: &Path, offset: usize, damaged: &[u8]) {
+    let copy = damaged_copy_path(path, offset);
+    if copy.exists() {
+        return;
+    }
+    match write_new_file(&copy, damaged) {
+        Ok(()) => log::error!(
+            "{}: the damaged bytes are copied to {}",
+            path.display(),
+            copy.display()
+        ),
+        Err(e) => log::error!(
+            "{}: could not keep a copy of the damaged bytes: {e}",
+            path.display()
+        ),
     }
 }
 

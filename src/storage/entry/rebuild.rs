@@ -1,0 +1,267 @@
+//! Rebuilding an entry's index from its own files, when the index is missing or damaged.
+//!
+//! The index is only the commit point: every block file describes itself (frames, record
+//! table, footer), every log replays on its own, and an edit log is named after its block.
+//! So a lost index costs nothing that is in the files: the blocks are read back, the logs
+//! sealed into blocks, and a new index committed — never deleting a file. What cannot be
+//! used is set aside under a name that says why (`*.damaged`, `*.superseded`).
+//!
+//! Copies of the same records (a crash after a rewrite's commit and before its cleanup
+//! leaves the old block beside the new one; a seal's log beside its block) are resolved
+//! by sequence number, the newer file winning: a file whose live records all appear in
+//! newer files is superseded; one that shares only some gets tombstones for them, so each
+//! timestamp is live once. What cannot be recovered this way: records a drop or a fold
+//! removed just before the index was lost may come back (their old block was still there).
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::storage::format::block::SealedBlock;
+use crate::storage::format::edits::{BlockChange, BlockEdits};
+use crate::storage::format::fsutil::{
+    DAMAGED_MARK, SUPERSEDED_MARK, remove_file_if_exists, set_aside,
+};
+use crate::storage::format::index::{
+    BlockEntry, EntryFileKind, EntryIndex, INDEX_FILE, block_path, edits_path, log_path,
+    parse_file_name,
+};
+use crate::storage::format::log::OpenLog;
+use crate::storage::format::rewrite::write_log_block;
+
+/// The data files of an entry directory by kind, each list sorted by sequence number.
+#[derive(Debug, Default)]
+pub(crate) struct EntryFiles {
+    /// Sealed blocks.
+    pub blocks: Vec<u64>,
+    /// Open and late logs.
+    pub logs: Vec<u64>,
+    /// Edit logs.
+    pub edits: Vec<u64>,
+}
+
+impl EntryFiles {
+    /// Lists the data files of `dir` (anything else — the index, set-aside files,
+    /// subdirectories — is not listed).
+    pub(crate) fn list(dir: &Path) -> Result<EntryFiles> {
+        let mut files = EntryFiles::default();
+        let listing = std::fs::read_dir(dir)
+            .map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
+        for item in listing {
+            let item = item.map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
+            if !item.file_type().is_ok_and(|t| t.is_file()) {
+                continue;
+            }
+            match parse_file_name(&item.file_name().to_string_lossy()) {
+                Some((EntryFileKind::Block, seq)) => files.blocks.push(seq),
+                Some((EntryFileKind::Log, seq)) => files.logs.push(seq),
+                Some((EntryFileKind::Edits, seq)) => files.edits.push(seq),
+                None => {}
+            }
+        }
+        files.blocks.sort_unstable();
+        files.logs.sort_unstable();
+        files.edits.sort_unstable();
+        Ok(files)
+    }
+
+    /// Whether there are blocks or logs: records an index could be rebuilt from.
+    pub(crate) fn has_records(&self) -> bool {
+        !self.blocks.is_empty() || !self.logs.is_empty()
+    }
+
+    /// The largest sequence number in use.
+    fn max_seq(&self) -> Option<u64> {
+        [&self.blocks, &self.logs, &self.edits]
+            .iter()
+            .filter_map(|l| l.last().copied())
+            .max()
+    }
+}
+
+/// Whether `dir` holds an entry: its index, or data files an index can be rebuilt from.
+pub(crate) fn holds_entry(dir: &Path) -> bool {
+    dir.join(INDEX_FILE).exists() || EntryFiles::list(dir).is_ok_and(|f| f.has_records())
+}
+
+/// A source of records found in the directory, newest first when rebuilding.
+enum Source {
+    Block(u64, Box<SealedBlock>, Option<BlockEdits>),
+    Log(u64, OpenLog),
+}
+
+impl Source {
+    fn seq(&self) -> u64 {
+        match self {
+            Source::Block(seq, ..) | Source::Log(seq, _) => *seq,
+        }
+    }
+}
+
+/// Rebuilds the index of entry `bucket/name` in `dir` from its files and commits it; `why`
+/// says what happened to the old one (logged). A damaged old index is kept as
+/// `.index.damaged`. Fails (and changes no index) when a block cannot be accounted for.
+pub(super) fn rebuild_index(
+    bucket: &str,
+    name: &str,
+    dir: &Path,
+    frame_size: usize,
+    why: &str,
+) -> Result<EntryIndex> {
+    let what = format!("entry {bucket}/{name}");
+    log::error!("{what}: {why}; rebuilding the index from the entry's files");
+    let files = EntryFiles::list(dir)?;
+    let mut index = EntryIndex::new();
+    index.next_seq = files.max_seq().map_or(0, |s| s + 1);
+    let mut set_aside_files: Vec<(PathBuf, &str)> = Vec::new();
+    let mut sources = Vec::new();
+    for &seq in &files.blocks {
+        let path = block_path(dir, seq);
+        match SealedBlock::open(&path, format!("block file {}", path.display()), None) {
+            Ok(block) => {
+                let edits_file = edits_path(dir, seq);
+                let edits = if edits_file.exists() {
+                    Some(BlockEdits::open(&edits_file)?)
+                } else {
+                    None
+                };
+                sources.push(Source::Block(seq, Box::new(block), edits));
+            }
+            Err(e) => {
+                log::error!(
+                    "{what}: {} cannot be read ({e}); setting it aside",
+                    path.display()
+                );
+                set_aside_files.push((path, DAMAGED_MARK));
+            }
+        }
+    }
+    for &seq in &files.logs {
+        let path = log_path(dir, seq);
+        match OpenLog::open(&path) {
+            Ok(log) => sources.push(Source::Log(seq, log)),
+            Err(e) => {
+                log::error!(
+                    "{what}: {} cannot be read ({e}); setting it aside",
+                    path.display()
+                );
+                set_aside_files.push((path, DAMAGED_MARK));
+            }
+        }
+    }
+    // Newest first: a newer file is the later copy of any record two files share.
+    sources.sort_by_key(|s| std::cmp::Reverse(s.seq()));
+    let mut seen: HashSet<u64> = HashSet::new();
+    let mut sealed_logs = Vec::new();
+    let mut records = 0u64;
+    for source in sources {
+        match source {
+            Source::Block(seq, block, mut edits) => {
+                let live: Vec<(u64, u64)> = block
+                    .records()
+                    .iter()
+                    .map(|r| (r.meta.timestamp, r.meta.size))
+                    .filter(|(ts, _)| !edits.as_ref().is_some_and(|e| e.is_removed(*ts)))
+                    .collect();
+                let dups: Vec<(u64, u64)> = live
+                    .iter()
+                    .copied()
+                    .filter(|(ts, _)| seen.contains(ts))
+                    .collect();
+                if dups.len() == live.len() {
+                    log::warn!(
+                        "{what}: block {} holds no record a newer file does not (a rewrite's leftover); setting it aside",
+                        seq
+                    );
+                    set_aside_files.push((block_path(dir, seq), SUPERSEDED_MARK));
+                    if edits.is_some() {
+                        set_aside_files.push((edits_path(dir, seq), SUPERSEDED_MARK));
+                    }
+                    continue;
+                }
+                if !dups.is_empty() {
+                    let log = match &mut edits {
+                        Some(log) => log,
+                        None => edits.insert(BlockEdits::create(&edits_path(dir, seq))?),
+                    };
+                    log.append(&BlockChange::Remove(dups.clone()))?;
+                    log.sync()?;
+                    log::warn!(
+                        "{what}: block {seq} shares {} record(s) with newer files; the newer copies are kept",
+                        dups.len()
+                    );
+                }
+                seen.extend(live.iter().map(|(ts, _)| *ts));
+                records += (live.len() - dups.len()) as u64;
+                let mut entry = BlockEntry::from_summary(seq, &block.summary());
+                if let Some(log) = &edits {
+                    entry.edited = true;
+                    entry.edits = super::edits::edit_state(log);
+                }
+                index.blocks.push(entry);
+            }
+            Source::Log(seq, mut log) => {
+                let dups: Vec<u64> = log
+                    .records()
+                    .keys()
+                    .copied()
+                    .filter(|ts| seen.contains(ts))
+                    .collect();
+                for &ts in &dups {
+                    log.append_remove(ts)?;
+                }
+                seen.extend(log.records().keys().copied());
+                records += log.records().len() as u64;
+                if log.records().is_empty() {
+                    sealed_logs.push(seq);
+                    continue;
+                }
+                let block_seq = index.take_seq();
+                let path = block_path(dir, block_seq);
+                match write_log_block(&log, &path, frame_size) {
+                    Ok(summary) => {
+                        index
+                            .blocks
+                            .push(BlockEntry::from_summary(block_seq, &summary));
+                        sealed_logs.push(seq);
+                    }
+                    Err(e) if index.late_log.is_none() => {
+                        // Kept as it is: reads check every payload of a log.
+                        log::error!(
+                            "{what}: log {} could not be sealed ({e}); it stays the entry's late log",
+                            log_path(dir, seq).display()
+                        );
+                        log.file()
+                            .sync_all()
+                            .map_err(|e| Error::io(format!("syncing log {seq:016x}"), e))?;
+                        index.late_log = Some(seq);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+    index.blocks.sort_by_key(|b| b.first_ts);
+    let old_index = dir.join(INDEX_FILE);
+    if old_index.exists() {
+        set_aside(&old_index, DAMAGED_MARK)?;
+    }
+    index.save(dir)?;
+    let mut aside = Vec::new();
+    for (path, mark) in &set_aside_files {
+        aside.push(set_aside(path, mark)?.display().to_string());
+    }
+    for seq in sealed_logs {
+        remove_file_if_exists(&log_path(dir, seq))?;
+    }
+    log::error!(
+        "{what}: index rebuilt: {} block(s), {records} record(s){}",
+        index.blocks.len(),
+        if aside.is_empty() {
+            String::new()
+        } else {
+            format!("; set aside: {}", aside.join(", "))
+        }
+    );
+    Ok(index)
+}
