@@ -308,15 +308,12 @@ fn check_entry(dir: &Path, report: &mut CheckReport) -> Result<()> {
 /// Turns what a scan of a log or an edit log found into findings.
 fn report_scan(report: &mut CheckReport, path: &Path, scan: Scan) {
     match scan.header {
-        Header::Bad => {
-            report.add(
-                Severity::Error,
-                path,
-                "the file does not start as a log: its entry does not open".into(),
-                None,
-            );
-            return;
-        }
+        Header::Bad => report.add(
+            Severity::Error,
+            path,
+            "its header is damaged".into(),
+            Some("restored, the operations after it kept"),
+        ),
         Header::Interrupted => report.add(
             Severity::Warning,
             path,

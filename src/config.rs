@@ -49,6 +49,11 @@ pub struct Config {
     /// When appended changes reach stable storage, and so what an acknowledgement
     /// promises (default [`SyncMode::Always`]: nothing acknowledged is lost to a power cut).
     pub sync_mode: SyncMode,
+    /// How many logs (open, late and edit logs) may hold a file descriptor at once; the
+    /// others are opened again on their next use (default
+    /// [`crate::storage::sync::open_files::DEFAULT_OPEN_FILE_LIMIT`]). The bound is the
+    /// process's, set by the last store opened.
+    pub max_open_log_files: usize,
 }
 
 impl Config {
@@ -67,6 +72,7 @@ impl Config {
             max_block_overlap: DEFAULT_MAX_BLOCK_OVERLAP,
             tombstone_fold_share: DEFAULT_TOMBSTONE_FOLD_SHARE,
             sync_mode: SyncMode::default(),
+            max_open_log_files: crate::storage::sync::open_files::DEFAULT_OPEN_FILE_LIMIT,
         }
     }
 }

@@ -177,6 +177,12 @@ struct ServeArgs {
     /// take every slot; past it, that token's new queries get 429.
     #[arg(long, env = "RS_MAX_OPEN_QUERIES_PER_TOKEN", default_value_t = halflife::server::queries::DEFAULT_MAX_OPEN_QUERIES_PER_TOKEN as u64, value_parser = clap::value_parser!(u64).range(1..))]
     max_open_queries_per_token: u64,
+    /// Logs (open, late and edit logs) holding a file descriptor at once; the others are
+    /// opened again when next used, so the number of entries and edited blocks does not
+    /// set the number of open files. Keep it well under the process's descriptor limit
+    /// less the connections (the soft limit is raised to the hard one at start).
+    #[arg(long, env = "RS_MAX_OPEN_LOG_FILES", default_value_t = halflife::storage::sync::open_files::DEFAULT_OPEN_FILE_LIMIT as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    max_open_log_files: u64,
     /// Longest TTL a query may ask for; longer ones are cut to it.
     #[arg(long, env = "RS_MAX_QUERY_TTL", default_value = "1h", value_parser = positive_duration)]
     max_query_ttl: std::time::Duration,
@@ -295,7 +301,15 @@ fn serve(args: ServeArgs) -> Result<()> {
     for name in halflife::server::unsupported::unsupported_settings(std::env::vars()) {
         log::warn!("{name} is a ReductStore setting halflife does not implement: it is ignored");
     }
+    match halflife::storage::sync::open_files::raise_descriptor_limit() {
+        Ok((before, after)) if before != after => {
+            log::info!("open file limit raised from {before} to {after} (the hard limit)")
+        }
+        Ok((_, after)) => log::info!("open file limit: {after}"),
+        Err(e) => log::warn!("could not read or raise the open file limit: {e}"),
+    }
     let mut engine = Config::new(&args.data_path);
+    engine.max_open_log_files = usize::try_from(args.max_open_log_files).unwrap_or(usize::MAX);
     engine.instance_name = args.instance_name;
     engine.worker_threads = args.lifecycle_workers as usize;
     engine.compress_threads = args

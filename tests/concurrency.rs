@@ -117,3 +117,68 @@ fn writers_readers_queries_and_removals_run_together() {
         assert_eq!(all, (0..1000).collect::<Vec<u64>>());
     }
 }
+
+/// Writes racing the removal of their entry or bucket fail with 404 (or 409), never with
+/// an internal error, and never re-create a removed bucket's directory.
+#[test]
+fn writes_racing_entry_and_bucket_removals_get_not_found() {
+    use halflife::ErrorKind;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(Config::new(dir.path())).unwrap());
+    let settings = BucketSettings {
+        max_block_records: 3,
+        ..Default::default()
+    };
+    store.create_bucket("b", settings).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..4usize)
+        .map(|w| {
+            let (store, stop) = (store.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut failures = Vec::new();
+                let mut ts = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    ts += 1;
+                    let Ok(bucket) = store.bucket("b") else {
+                        continue;
+                    };
+                    let entry = format!("e{}", ts % 3);
+                    if let Err(e) = bucket.write(&entry, meta(ts * 4 + w as u64), b"x") {
+                        if !matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Conflict) {
+                            failures.push(e.to_string());
+                        }
+                    }
+                }
+                failures
+            })
+        })
+        .collect();
+    for round in 0..300 {
+        if let Ok(bucket) = store.bucket("b") {
+            let _ = bucket.remove_entry(&format!("e{}", round % 3));
+        }
+        if round % 10 == 9 {
+            store.remove_bucket("b").unwrap();
+            assert!(!dir.path().join("b").exists() || store.bucket("b").is_ok());
+            store.create_bucket("b", settings).unwrap();
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let failures: Vec<String> = writers
+        .into_iter()
+        .flat_map(|w| w.join().unwrap())
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} failures: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+    // Every entry still there opens and reads after a restart.
+    drop(store);
+    let store = Store::open(Config::new(dir.path())).unwrap();
+    let bucket = store.bucket("b").unwrap();
+    for record in bucket.query(&QueryOptions::default()).unwrap() {
+        record.unwrap();
+    }
+}

@@ -343,6 +343,20 @@ fn a_chunked_body_without_a_token_is_refused_before_any_of_it_is_read() {
     let _ = stream.read_to_end(&mut answer);
     let text = String::from_utf8_lossy(&answer);
     assert!(text.starts_with("HTTP/1.1 401"), "{text}");
+    // A valid token without the route's permission: 403 on the head alone, too.
+    let reader = create(&s, "reader", r#"{"permissions":{"read":["up"]}}"#);
+    let mut stream = std::net::TcpStream::connect(s.addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let head = format!(
+        "POST /api/v1/b/up/e?ts=1 HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {reader}\r\ntransfer-encoding: chunked\r\n\r\n10000000\r\nabc"
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 403"), "{text}");
     // With the token, a chunked upload is read and stored.
     let mut stream = std::net::TcpStream::connect(s.addr).unwrap();
     stream

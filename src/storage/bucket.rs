@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use serde::Serialize;
@@ -83,6 +83,10 @@ pub struct Bucket {
     entries: RwLock<BTreeMap<String, Arc<Entry>>>,
     ctx: EntryContext,
     merges: MergeQueue,
+    /// Set (under the entries lock) before the bucket's directory is renamed away, so no
+    /// entry is created in its path any more: a write racing the removal gets a 404
+    /// instead of re-creating the directory.
+    removed: AtomicBool,
 }
 
 impl Bucket {
@@ -114,6 +118,7 @@ impl Bucket {
             entries: RwLock::new(BTreeMap::new()),
             ctx,
             merges,
+            removed: AtomicBool::new(false),
         })
     }
 
@@ -137,6 +142,7 @@ impl Bucket {
             entries: RwLock::new(BTreeMap::new()),
             ctx,
             merges,
+            removed: AtomicBool::new(false),
         };
         let mut found = BTreeMap::new();
         bucket.discover(dir, "", &mut found)?;
@@ -273,6 +279,12 @@ impl Bucket {
         if let Some(entry) = entries.get(name) {
             return Ok(entry.clone());
         }
+        if self.removed.load(Ordering::Acquire) {
+            return Err(Error::not_found(format!(
+                "Bucket '{}' is not found",
+                self.name
+            )));
+        }
         let dir = self.dir.join(name);
         if holds_entry(&dir) {
             // Never write a fresh index over an entry that failed to open: that would lose it.
@@ -299,7 +311,9 @@ impl Bucket {
         validate_labels(&meta.labels)?;
         let limits = self.settings().block_limits();
         let entry = self.entry_or_create(entry)?;
-        let pending = entry.write(meta, payload, limits)?;
+        let pending = entry
+            .write(meta, payload, limits)
+            .map_err(|e| self.raced_removal(&entry, e))?;
         self.merges.request_if_needed(&entry, limits);
         Ok(pending)
     }
@@ -383,6 +397,31 @@ impl Bucket {
             );
         }
         Ok(())
+    }
+
+    /// A write that failed because its entry or this bucket was being removed meanwhile
+    /// (its directory renamed away under it) is a 404 the client can act on, not a 500.
+    fn raced_removal(&self, entry: &Entry, e: Error) -> Error {
+        if entry.is_removing() || self.removed.load(Ordering::Acquire) {
+            Error::not_found(format!(
+                "Entry '{}' in bucket '{}' was removed while the record was being written",
+                entry.name(),
+                self.name
+            ))
+        } else {
+            e
+        }
+    }
+
+    /// Begins the bucket's removal: no entry is created in it from now on.
+    pub(crate) fn begin_removal(&self) {
+        let _entries = self.entries_mut();
+        self.removed.store(true, Ordering::Release);
+    }
+
+    /// Undoes [`Bucket::begin_removal`] when the removal failed.
+    pub(crate) fn abandon_removal(&self) {
+        self.removed.store(false, Ordering::Release);
     }
 
     /// Marks every entry removed (the bucket's directory is being deleted).

@@ -81,6 +81,7 @@ impl Store {
         // Durably: a directory whose creation a power cut undoes takes every bucket with it.
         create_dirs_durably(data)?;
         let lock = lock_data_dir(data)?;
+        crate::storage::sync::open_files::set_open_file_limit(config.max_open_log_files);
         remove_trash(data)?;
         let merger = Merger::start()?;
         let durability = Durability::new(config.sync_mode);
@@ -196,8 +197,11 @@ impl Store {
             .ok_or_else(|| Error::not_found(format!("Bucket '{name}' is not found")))?;
         let data = &self.config.data_path;
         let trash = data.join(trash_name());
-        std::fs::rename(bucket.dir(), &trash)
-            .map_err(|e| Error::io(format!("removing bucket '{name}'"), e))?;
+        bucket.begin_removal();
+        if let Err(e) = std::fs::rename(bucket.dir(), &trash) {
+            bucket.abandon_removal();
+            return Err(Error::io(format!("removing bucket '{name}'"), e));
+        }
         fsync_dir(data)?;
         buckets.remove(name);
         bucket.mark_removed();

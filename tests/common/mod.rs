@@ -82,7 +82,33 @@ pub fn try_start_server(
     data: &Path,
     env: &[(&str, &str)],
 ) -> Result<ServerProcess, (ExitStatus, Vec<String>)> {
+    try_start_server_limited(data, env, None)
+}
+
+/// Like [`try_start_server`], with the server's descriptor limit (soft and hard) set to
+/// `open_files`, as `ulimit -n` does.
+pub fn try_start_server_limited(
+    data: &Path,
+    env: &[(&str, &str)],
+    open_files: Option<u64>,
+) -> Result<ServerProcess, (ExitStatus, Vec<String>)> {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_halflife"));
+    if let Some(limit) = open_files {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let rl = libc::rlimit {
+                    rlim_cur: limit as libc::rlim_t,
+                    rlim_max: limit as libc::rlim_t,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
     cmd.args(["serve", "--port", "0", "--data-path"])
         .arg(data)
         .env("RS_LOG_LEVEL", "info")
@@ -143,6 +169,13 @@ impl ServerProcess {
     /// GET with no headers.
     pub fn get(&self, path: &str) -> Resp {
         self.request("GET", path, &[], b"")
+    }
+
+    /// How many file descriptors the server has open (`/proc/<pid>/fd`).
+    pub fn open_descriptors(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
+            .map(|d| d.count())
+            .unwrap_or(0)
     }
 
     /// The server's resident memory in KiB (`VmRSS` from `/proc/<pid>/status`).

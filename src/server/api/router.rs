@@ -21,11 +21,20 @@ impl Service for App {
         self.answer(req)
     }
 
+    /// The token and the route's permission, on the head alone: a request refused here
+    /// has none of its body read.
     fn admit(&self, head: &RequestHead, peer: Option<IpAddr>) -> Option<Response> {
         if !needs_token(self, head) {
             return None;
         }
-        authenticate_head(self, head, peer)
+        let path = head.path.split('?').next().unwrap_or_default();
+        let admitted = authenticate_head(self, head, peer).and_then(|caller| {
+            match (caller, path.strip_prefix("/api/v1/")) {
+                (Some(caller), Some(rest)) => caller.check(route_need(&head.method, rest).access()),
+                _ => Ok(()),
+            }
+        });
+        admitted
             .err()
             .map(|e| Response::error(e.kind().http_status(), e.message()))
     }
@@ -64,6 +73,62 @@ fn needs_token(app: &App, head: &RequestHead) -> bool {
         "/metrics" if reads => !app.metrics_public,
         "/api/v1/alive" | "/api/v1/ready" if reads => false,
         _ => app.tokens.is_some() && path.starts_with("/api/v1/"),
+    }
+}
+
+/// The permission a route needs, decided from its method and path alone (`rest`: the
+/// path after `/api/v1/`), so that it is checked on the head before any body byte is read,
+/// and before anything is looked up, as ReductStore does.
+enum Need {
+    Any,
+    Read(String),
+    Write(String),
+    Full,
+}
+
+impl Need {
+    fn access(&self) -> Access<'_> {
+        match self {
+            Need::Any => Access::Any,
+            Need::Read(bucket) => Access::Read(bucket),
+            Need::Write(bucket) => Access::Write(bucket),
+            Need::Full => Access::Full,
+        }
+    }
+}
+
+fn route_need(method: &str, rest: &str) -> Need {
+    let reads = matches!(method, "GET" | "HEAD");
+    let (first, tail) = rest.split_once('/').unwrap_or((rest, ""));
+    match (first, tail) {
+        ("tokens", _) | ("lifecycles", _) => Need::Full,
+        // `/b/{bucket}/` names an entry (an empty one, refused as such), never the bucket.
+        ("b", tail) if !tail.is_empty() => match tail.split_once('/') {
+            // Whether a bucket exists is for those who may read it.
+            None if reads => Need::Read(percent::decode(tail)),
+            None => Need::Full,
+            Some((bucket, entry)) => {
+                let bucket = percent::decode(bucket);
+                let entry = percent::decode(entry);
+                // A query by POST needs read (QUERY) or write only (REMOVE): the handler
+                // checks which, once it knows the type.
+                if method == "POST" && matches!(entry_route(method, &entry), EntryRoute::Query(_)) {
+                    Need::Any
+                } else if reads {
+                    Need::Read(bucket)
+                } else {
+                    Need::Write(bucket)
+                }
+            }
+        },
+        ("io", tail) => match tail.split_once('/') {
+            // QUERY needs read, REMOVE write only: checked by the handler.
+            Some((_, "q")) => Need::Any,
+            Some((bucket, "read")) => Need::Read(percent::decode(bucket)),
+            Some((bucket, _)) => Need::Write(percent::decode(bucket)),
+            None => Need::Any,
+        },
+        _ => Need::Any,
     }
 }
 
@@ -124,47 +189,29 @@ impl Route for App {
         }
         let caller = self.authenticate(req)?;
         req.caller = caller.clone();
-        // Permissions are checked before anything is looked up, as ReductStore does.
-        let need = |access: Access| caller.as_ref().map_or(Ok(()), |c| c.check(access));
-        let reads = matches!(method.as_str(), "GET" | "HEAD");
+        if let Some(caller) = &caller {
+            // (`admit` checked it on the head already; this serves requests that did
+            // not pass through it.)
+            caller.check(route_need(&method, rest).access())?;
+        }
         let (first, tail) = rest.split_once('/').unwrap_or((rest, ""));
         match (method.as_str(), first, tail) {
             ("GET", "info", "") => buckets::server_info(self),
             ("GET", "list", "") => buckets::list(self, caller.as_ref()),
             ("GET", "me", "") => tokens::me(self, caller.as_ref()),
-            (_, "tokens", _) => {
-                need(Access::Full)?;
-                tokens::tokens(self, &method, tail, req)
-            }
+            (_, "tokens", _) => tokens::tokens(self, &method, tail, req),
             (_, "b", tail) if !tail.is_empty() => {
                 // `/b/{bucket}/` names an entry (an empty one, refused as such), never
                 // the bucket: a stray slash must not turn an entry call into a bucket one.
                 match tail.split_once('/') {
                     None => {
                         let bucket = percent::decode(tail);
-                        need(match method.as_str() {
-                            // Whether a bucket exists is for those who may read it.
-                            "HEAD" | "GET" => Access::Read(&bucket),
-                            _ => Access::Full,
-                        })?;
                         buckets::bucket(self, &method, &bucket, req)
                     }
                     Some((bucket, entry)) => {
                         let bucket = percent::decode(bucket);
                         let entry = percent::decode(entry);
-                        let route = entry_route(&method, &entry);
-                        // A query by POST needs read (QUERY) or write only (REMOVE): the
-                        // handler checks which, once it knows the type.
-                        need(
-                            if method == "POST" && matches!(route, EntryRoute::Query(_)) {
-                                Access::Any
-                            } else if reads {
-                                Access::Read(&bucket)
-                            } else {
-                                Access::Write(&bucket)
-                            },
-                        )?;
-                        match route {
+                        match entry_route(&method, &entry) {
                             EntryRoute::Batch(name) => {
                                 entry_batch::batch(self, &method, &bucket, name, req)
                             }
@@ -181,26 +228,15 @@ impl Route for App {
             (_, "io", tail) => match tail.split_once('/') {
                 Some((bucket, op)) => {
                     let bucket = percent::decode(bucket);
-                    need(if op == "q" {
-                        // QUERY needs read, REMOVE write only: checked by the handler.
-                        Access::Any
-                    } else if op == "read" {
-                        Access::Read(&bucket)
-                    } else {
-                        Access::Write(&bucket)
-                    })?;
                     io::io(self, &method, &bucket, op, req)
                 }
                 None => Err(no_route(&method, &path)),
             },
-            (_, "lifecycles", _) => {
-                need(Access::Full)?;
-                match tail {
-                    "" if method == "GET" => lifecycles::list(self),
-                    "" => Err(no_route(&method, &path)),
-                    tail => lifecycles::lifecycle(self, &method, tail, req),
-                }
-            }
+            (_, "lifecycles", _) => match tail {
+                "" if method == "GET" => lifecycles::list(self),
+                "" => Err(no_route(&method, &path)),
+                tail => lifecycles::lifecycle(self, &method, tail, req),
+            },
             _ => Err(no_route(&method, &path)),
         }
     }

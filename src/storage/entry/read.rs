@@ -202,7 +202,7 @@ impl Entry {
                 Place::Log(kind) => {
                     let log = st.log(kind).expect("a record was found in this log");
                     let rec = log.records()[&ts].clone();
-                    let file = log.file();
+                    let file = log.file()?;
                     drop(st);
                     let payload = OpenLog::read_payload(&file, &rec)?;
                     (rec.meta, payload)
@@ -428,7 +428,13 @@ impl Entry {
                 .range(lo..end)
                 .map(|(_, r)| r.clone())
                 .collect();
-            (log.file(), records)
+            // A log's number stands in for a block's in the report of a failure to open it.
+            let seq = match kind {
+                LogKind::Open => st.index.open_log,
+                LogKind::Late => st.index.late_log,
+            };
+            let file = log.file().map_err(|e| (seq.unwrap_or(u64::MAX), e))?;
+            Ok((file, records))
         };
         if let [only] = active {
             let chunk = match *only {
@@ -438,7 +444,7 @@ impl Entry {
                     (!range.is_empty()).then(|| Chunk::Sealed(block, range))
                 }
                 Source::Log(kind) => {
-                    let (file, records) = log_records(kind);
+                    let (file, records) = log_records(kind)?;
                     (!records.is_empty()).then(|| Chunk::Open(file, records))
                 }
             };
@@ -454,7 +460,7 @@ impl Entry {
                     }
                 }
                 Source::Log(kind) => {
-                    let (file, records) = log_records(kind);
+                    let (file, records) = log_records(kind)?;
                     merged.extend(
                         records
                             .into_iter()

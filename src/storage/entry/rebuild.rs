@@ -231,7 +231,7 @@ pub(super) fn rebuild_index(
                             "{what}: log {} could not be sealed ({e}); it stays the entry's late log",
                             log_path(dir, seq).display()
                         );
-                        log.file()
+                        log.file()?
                             .sync_all()
                             .map_err(|e| Error::io(format!("syncing log {seq:016x}"), e))?;
                         index.late_log = Some(seq);

@@ -26,21 +26,23 @@ impl Entry {
     /// seal.
     pub(crate) fn stale_logs(&self, start: u64, stop: u64) -> Result<Vec<StaleLog>> {
         let st = self.lock()?;
-        Ok(Self::stale_kinds(&st, start, stop)
+        Self::stale_kinds(&st, start, stop)
             .into_iter()
             .filter_map(|kind| st.log(kind))
-            .map(|log| StaleLog {
-                records: log.records().len() as u64,
-                bytes: log.file_len(),
-                payload_bytes: log.records().values().map(|r| r.meta.size).sum(),
-                file: log.file(),
-                payloads: log
-                    .records()
-                    .values()
-                    .map(|r| (r.offset, r.meta.size))
-                    .collect(),
+            .map(|log| {
+                Ok(StaleLog {
+                    records: log.records().len() as u64,
+                    bytes: log.file_len(),
+                    payload_bytes: log.records().values().map(|r| r.meta.size).sum(),
+                    file: log.file()?,
+                    payloads: log
+                        .records()
+                        .values()
+                        .map(|r| (r.offset, r.meta.size))
+                        .collect(),
+                })
             })
-            .collect())
+            .collect()
     }
 
     /// Seals the logs whose every record lies in `[start, stop)`, so a compress run over

@@ -16,7 +16,6 @@
 //!   so sizes and quotas are right without reading the block.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -25,7 +24,7 @@ use crate::storage::format::binary::BinaryReader;
 use crate::storage::format::block_meta::BlockRecord;
 use crate::storage::format::oplog;
 use crate::storage::record::Labels;
-use crate::storage::sync::FileSync;
+use crate::storage::sync::{FileSync, LazyFile};
 
 const EDITS_MAGIC: &[u8; 8] = b"HLEDT001";
 const OP_LABELS: u8 = 2;
@@ -43,7 +42,7 @@ pub enum BlockChange {
 /// The edit log of one sealed block, replayed into memory.
 pub struct BlockEdits {
     path: PathBuf,
-    file: Arc<File>,
+    file: Arc<LazyFile>,
     sync: Arc<FileSync>,
     len: u64,
     labels: HashMap<u64, Labels>,
@@ -53,11 +52,12 @@ pub struct BlockEdits {
 }
 
 impl BlockEdits {
-    /// Creates an empty edit log. It is not fsynced here: like an append, it is durable
-    /// once its first sync (the sync mode's, or the entry's next commit) has synced it and
-    /// its directory entry ([`FileSync`] knows the directory is pending).
+    /// Creates an empty edit log, its header fsynced: any other file's sync may make the
+    /// directory entry durable before this log's own sync does, and a name that survives a
+    /// power loss must not hold a torn header. Its directory entry is synced with its first
+    /// sync (the sync mode's, or the entry's next commit; [`FileSync`] knows it is pending).
     pub fn create(path: &Path) -> Result<Self> {
-        let file = Arc::new(oplog::create(path, EDITS_MAGIC, false)?);
+        let file = LazyFile::new(path, oplog::create(path, EDITS_MAGIC, true)?);
         let sync = FileSync::new(file.clone(), path, EDITS_MAGIC.len() as u64, false);
         Ok(BlockEdits {
             path: path.to_path_buf(),
@@ -102,7 +102,7 @@ impl BlockEdits {
             }
             Ok(())
         })?;
-        let file = Arc::new(file);
+        let file = LazyFile::new(path, file);
         // What a killed process left in the page cache may not be on disk: the next sync
         // covers it.
         let sync = FileSync::new(file.clone(), path, len, false);
@@ -139,7 +139,11 @@ impl BlockEdits {
             }
         };
         oplog::finish_op(&mut op, &[])?;
-        oplog::append_at(&self.file, &self.path, self.len, &op.buf, &[])?;
+        let file = self
+            .file
+            .get()
+            .map_err(|e| oplog::reopen_error(&self.path, e))?;
+        oplog::append_at(&file, &self.path, self.len, &op.buf, &[])?;
         self.len += op.buf.len() as u64;
         self.sync.appended(self.len);
         self.ops += 1;
@@ -348,7 +352,13 @@ mod tests {
             let edits = BlockEdits::open(&path).unwrap();
             assert_eq!(edits.ops(), 0, "cut {cut}");
         }
-        std::fs::write(&path, b"HLBLK001").unwrap();
-        assert!(BlockEdits::open(&path).is_err());
+        // A damaged header costs nothing after it: restored, the changes replayed.
+        std::fs::write(&path, &bytes).unwrap();
+        let mut damaged = bytes.clone();
+        damaged[..8].copy_from_slice(b"HLBLK001");
+        std::fs::write(&path, &damaged).unwrap();
+        let edits = BlockEdits::open(&path).unwrap();
+        assert_eq!(edits.ops(), 2);
+        assert_eq!(std::fs::read(&path).unwrap(), bytes);
     }
 }

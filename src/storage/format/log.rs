@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::storage::format::binary::{BinaryReader, BinaryWriter};
 use crate::storage::format::oplog::{self, OP_HEADER};
 use crate::storage::record::{Labels, Payload, RecordMeta};
-use crate::storage::sync::FileSync;
+use crate::storage::sync::{FileSync, LazyFile};
 
 const LOG_MAGIC: &[u8; 8] = b"HLLOG001";
 const OP_RECORD: u8 = 1;
@@ -63,7 +63,7 @@ impl LogRecord {
 /// The open block of an entry.
 pub struct OpenLog {
     path: PathBuf,
-    file: Arc<File>,
+    file: Arc<LazyFile>,
     sync: Arc<FileSync>,
     len: u64,
     live: LiveRecords,
@@ -141,7 +141,7 @@ impl OpenLog {
     /// Creates an empty log; it only counts once the index names it. The file must not
     /// exist (an existing file is never truncated).
     pub fn create(path: &Path) -> Result<Self> {
-        let file = Arc::new(oplog::create(path, LOG_MAGIC, true)?);
+        let file = LazyFile::new(path, oplog::create(path, LOG_MAGIC, true)?);
         let len = LOG_MAGIC.len() as u64;
         // Synced by `create`; its directory entry is synced by the index commit that names
         // it, which happens before any append.
@@ -169,7 +169,7 @@ impl OpenLog {
         let (file, len) = oplog::open(path, LOG_MAGIC, |body, offset| {
             live.replay(body, offset, &what)
         })?;
-        let file = Arc::new(file);
+        let file = LazyFile::new(path, file);
         // What a killed process left in the page cache may not be on disk yet: the next
         // sync covers it.
         let sync = FileSync::new(file.clone(), path, len, false);
@@ -188,12 +188,13 @@ impl OpenLog {
         oplog::finish_op(&mut op, payload)?;
         let start = self.len;
         let payload_offset = start + op.buf.len() as u64;
+        let file = self.handle()?;
         // Small payloads ride along in the same pwrite: a copy is cheaper than a syscall.
         if payload.len() <= SMALL_PAYLOAD {
             op.buf.extend_from_slice(payload);
-            oplog::append_at(&self.file, &self.path, start, &op.buf, &[])?;
+            oplog::append_at(&file, &self.path, start, &op.buf, &[])?;
         } else {
-            oplog::append_at(&self.file, &self.path, start, &op.buf, payload)?;
+            oplog::append_at(&file, &self.path, start, &op.buf, payload)?;
         }
         self.len = payload_offset + payload.len() as u64;
         self.sync.appended(self.len);
@@ -206,7 +207,8 @@ impl OpenLog {
         // SAFETY: the log is append-only and the caller holds the entry lock, so the mapped
         // range is never written while mapped; the file is never truncated below `len`
         // except at open, before any mapping exists.
-        unsafe { Mmap::map(&*self.file) }
+        let file = self.handle()?;
+        unsafe { Mmap::map(&*file) }
             .map_err(|e| Error::io(format!("mapping {}", self.path.display()), e))
     }
 
@@ -286,9 +288,16 @@ impl OpenLog {
         self.len
     }
 
-    /// A handle readers keep so the file outlives sealing and unlinking.
-    pub fn file(&self) -> Arc<File> {
-        self.file.clone()
+    /// A handle readers keep so the file outlives sealing and unlinking (the descriptor,
+    /// opened again if the open-file bound had closed it).
+    pub fn file(&self) -> Result<Arc<File>> {
+        self.handle()
+    }
+
+    fn handle(&self) -> Result<Arc<File>> {
+        self.file
+            .get()
+            .map_err(|e| oplog::reopen_error(&self.path, e))
     }
 
     /// Reads the payload of a record, checked against its operation's checksum (one
@@ -339,7 +348,7 @@ mod tests {
         let ts: Vec<u64> = log.records().keys().copied().collect();
         assert_eq!(ts, vec![10, 20]);
         assert_eq!(log.records()[&20].meta.labels, relabeled);
-        let payload = OpenLog::read_payload(&log.file(), &log.records()[&10]).unwrap();
+        let payload = OpenLog::read_payload(&log.file().unwrap(), &log.records()[&10]).unwrap();
         assert_eq!(payload.as_slice(), b"payload 10");
         assert_eq!(log.payload_bytes(), 20);
     }
@@ -430,7 +439,7 @@ mod tests {
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[rec.offset as usize + 3] ^= 1;
         std::fs::write(&path, &bytes).unwrap();
-        let err = OpenLog::read_payload(&log.file(), &rec).unwrap_err();
+        let err = OpenLog::read_payload(&log.file().unwrap(), &rec).unwrap_err();
         assert!(err.message().contains("checksum"), "{}", err.message());
         let map = log.map().unwrap();
         assert!(log.payload_in(&map, &rec).is_err());

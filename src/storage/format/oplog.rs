@@ -87,7 +87,9 @@ pub enum Header {
     Interrupted,
     /// Zeros where the magic belongs: the file's size reached the disk before its data.
     Zeros,
-    /// Something else: not one of our files, or damaged beyond recovery.
+    /// Something else: damaged bytes (or a creation whose first bytes were torn by a power
+    /// loss while the file's name was already durable). The operations after it are
+    /// still replayed.
     Bad,
 }
 
@@ -129,7 +131,7 @@ pub fn scan(bytes: &[u8], magic: &[u8; 8]) -> Scan {
         damaged: Vec::new(),
         tail: None,
     };
-    if matches!(header, Header::Interrupted | Header::Bad) {
+    if header == Header::Interrupted {
         return found;
     }
     let mut pos = magic.len();
@@ -187,10 +189,16 @@ pub fn open(
     let found = scan(&bytes, magic);
     match found.header {
         Header::Bad => {
-            return Err(Error::internal(format!(
-                "{} has a bad header",
+            // One damaged header must not cost the whole file (nor its entry): the
+            // header is restored and what follows is read as usual.
+            log::error!(
+                "{}: its header is damaged; restoring it and keeping the operations after it",
                 path.display()
-            )));
+            );
+            set_aside(path, 0, &bytes[..bytes.len().min(magic.len())]);
+            file.write_all_at(magic, 0)
+                .and_then(|_| file.sync_all())
+                .map_err(io)?;
         }
         Header::Interrupted => {
             file.write_all_at(magic, 0)
@@ -271,6 +279,20 @@ fn next_valid_op(bytes: &[u8], damaged: usize) -> Option<usize> {
     (damaged + 1..bytes.len().saturating_sub(header)).find(|&at| {
         matches!(bytes.get(at + header), Some(1..=3)) && valid_op_at(bytes, at).is_some()
     })
+}
+
+/// The error of an op file that could not be opened again (its descriptor had been closed
+/// to bound open files): gone means its entry was removed meanwhile, a 404 for a client
+/// whose write raced the removal; anything else is an I/O error.
+pub fn reopen_error(path: &Path, e: std::io::Error) -> Error {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        Error::not_found(format!(
+            "{} was removed while in use (its entry was removed)",
+            path.display()
+        ))
+    } else {
+        Error::io(format!("opening {}", path.display()), e)
+    }
 }
 
 /// Appends `op` (finished with [`finish_op`]) at `start`, followed by `payload` if it is not

@@ -6,17 +6,17 @@
 //! below that mark. Appends that land while a sync is in flight wait for the next one, so
 //! a burst of writers costs one sync per round, not one per record.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
 use crate::storage::format::fsutil::fsync_dir;
+use crate::storage::sync::LazyFile;
 
 /// The sync state of one append-only file, shared by its owner and by waiting writers.
 pub struct FileSync {
-    file: Arc<File>,
+    file: Arc<LazyFile>,
     path: PathBuf,
     state: Mutex<SyncState>,
     synced_cond: Condvar,
@@ -46,7 +46,7 @@ impl FileSync {
     /// Tracks `file` (at `path`), `len` bytes long. `durable` says whether those bytes and
     /// the file's directory entry are already on stable storage; otherwise the first sync
     /// also syncs the directory.
-    pub fn new(file: Arc<File>, path: &Path, len: u64, durable: bool) -> Arc<FileSync> {
+    pub fn new(file: Arc<LazyFile>, path: &Path, len: u64, durable: bool) -> Arc<FileSync> {
         Arc::new(FileSync {
             file,
             path: path.to_path_buf(),
@@ -142,8 +142,16 @@ impl FileSync {
     }
 
     fn sync_file(&self, dir: Option<&Path>) -> Result<()> {
-        self.file
-            .sync_data()
+        let file = match self.file.get() {
+            Ok(file) => file,
+            // Unlinked after it was retired (sealed, dropped): nothing to sync. The
+            // descriptor had been closed to make room, so the path was all there was.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && self.lock().retired => {
+                return Ok(());
+            }
+            Err(e) => return Err(Error::io(format!("opening {}", self.path.display()), e)),
+        };
+        file.sync_data()
             .map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))?;
         dir.map_or(Ok(()), fsync_dir)
     }
@@ -158,7 +166,7 @@ mod tests {
     fn waits_return_once_synced_and_concurrent_writers_share_rounds() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.log");
-        let file = Arc::new(File::create(&path).unwrap());
+        let file = LazyFile::new(&path, std::fs::File::create(&path).unwrap());
         let sync = FileSync::new(file.clone(), &path, 0, false);
         assert!(sync.is_clean());
         let threads: Vec<_> = (0..8u64)
@@ -167,7 +175,8 @@ mod tests {
                 std::thread::spawn(move || {
                     for j in 0..50u64 {
                         let at = (i * 50 + j) * 8;
-                        file.write_all_at(&at.to_le_bytes(), at).unwrap();
+                        let handle = file.get().unwrap();
+                        handle.write_all_at(&at.to_le_bytes(), at).unwrap();
                         sync.appended(at + 8);
                         sync.wait_durable(at + 8).unwrap();
                     }
@@ -185,7 +194,7 @@ mod tests {
     fn a_retired_file_never_blocks() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.log");
-        let file = Arc::new(File::create(&path).unwrap());
+        let file = LazyFile::new(&path, std::fs::File::create(&path).unwrap());
         let sync = FileSync::new(file, &path, 0, true);
         sync.appended(100);
         assert!(!sync.is_clean());

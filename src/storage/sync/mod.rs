@@ -8,6 +8,7 @@
 
 mod file_sync;
 mod mode;
+pub mod open_files;
 mod syncer;
 
 use std::sync::atomic::Ordering;
@@ -15,6 +16,7 @@ use std::sync::{Arc, Mutex};
 
 pub use file_sync::FileSync;
 pub use mode::SyncMode;
+pub use open_files::LazyFile;
 pub use syncer::Syncer;
 
 use crate::error::Result;
@@ -126,7 +128,7 @@ mod tests {
 
     fn tracked(dir: &std::path::Path, name: &str) -> Arc<FileSync> {
         let path = dir.join(name);
-        let file = Arc::new(File::create(&path).unwrap());
+        let file = LazyFile::new(&path, File::create(&path).unwrap());
         FileSync::new(file, &path, 0, true)
     }
 

@@ -1,0 +1,118 @@
+//! File descriptors are bounded: logs hold a descriptor only while in the LRU of open
+//! files, so 5,000 entries (each with an open log) and hundreds of edited blocks are
+//! written, restarted and read back by a server whose limit is 512 descriptors — as under
+//! a user's `ulimit -n` — and the server never holds more than that.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+
+const ENTRIES: usize = 5_000;
+const EDITED: usize = 600;
+const LIMIT: u64 = 512;
+
+/// A tmpfs for the data (fsyncs cost nothing there, so 5,000 entry creations take
+/// seconds); where mounting is refused (no root), a plain temporary directory.
+struct DataDir {
+    _tmp: tempfile::TempDir,
+    path: PathBuf,
+    mounted: bool,
+}
+
+impl DataDir {
+    fn new() -> DataDir {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join("data");
+        std::fs::create_dir_all(&path).expect("mkdir");
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=512m", "tmpfs"])
+            .arg(&path)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            eprintln!(
+                "tmpfs not mountable here: the data goes to {}",
+                path.display()
+            );
+        }
+        DataDir {
+            _tmp: tmp,
+            path,
+            mounted,
+        }
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = Command::new("umount").arg(&self.path).status();
+        }
+    }
+}
+
+fn start(data: &Path) -> ServerProcess {
+    let env = [
+        ("RS_BUCKET_B_NAME", "b"),
+        ("RS_BUCKET_B_MAX_BLOCK_RECORDS", "2"),
+        ("RS_LOG_LEVEL", "info"),
+    ];
+    try_start_server_limited(data, &env, Some(LIMIT))
+        .unwrap_or_else(|(status, log)| panic!("the server starts ({status}): {log:#?}"))
+}
+
+#[test]
+fn five_thousand_entries_under_a_512_descriptor_limit() {
+    let data = DataDir::new();
+    let server = start(data.path());
+    assert!(server.logged("open file limit: 512"), "the limit is logged");
+    let mut conn = Connection::open(server.addr);
+    for i in 0..ENTRIES {
+        let resp = conn.call("POST", &format!("/api/v1/b/b/e{i}?ts=1"), &[], b"one");
+        assert_eq!(resp.status, 200, "entry {i}: {}", resp.error());
+    }
+    // Edit logs: two records seal a block, a removal in it appends to its edit log.
+    for i in 0..EDITED {
+        for ts in [2, 3] {
+            let resp = conn.call("POST", &format!("/api/v1/b/b/e{i}?ts={ts}"), &[], b"more");
+            assert_eq!(resp.status, 200, "entry {i}: {}", resp.error());
+        }
+        let resp = conn.call("DELETE", &format!("/api/v1/b/b/e{i}?ts=1"), &[], b"");
+        assert_eq!(resp.status, 200, "entry {i}: {}", resp.error());
+    }
+    let open = server.open_descriptors();
+    assert!(open <= LIMIT as usize, "{open} descriptors open");
+    drop(conn);
+    let (status, _) = server.terminate();
+    assert!(status.success());
+
+    let server = start(data.path());
+    let mut conn = Connection::open(server.addr);
+    for i in 0..ENTRIES {
+        let ts = if i < EDITED { 2 } else { 1 };
+        let resp = conn.call("GET", &format!("/api/v1/b/b/e{i}?ts={ts}"), &[], b"");
+        assert_eq!(resp.status, 200, "entry {i}: {}", resp.error());
+        if i < EDITED {
+            let gone = conn.call("GET", &format!("/api/v1/b/b/e{i}?ts=1"), &[], b"");
+            assert_eq!(
+                gone.status, 404,
+                "entry {i}: the removal survived the restart"
+            );
+        }
+    }
+    // Writes into every entry after the restart still work.
+    for i in (0..ENTRIES).step_by(7) {
+        let resp = conn.call("POST", &format!("/api/v1/b/b/e{i}?ts=10"), &[], b"after");
+        assert_eq!(resp.status, 200, "entry {i}: {}", resp.error());
+    }
+    let open = server.open_descriptors();
+    assert!(open <= LIMIT as usize, "{open} descriptors open");
+}
