@@ -143,10 +143,10 @@ fn writes_racing_entry_and_bucket_removals_get_not_found() {
                         continue;
                     };
                     let entry = format!("e{}", ts % 3);
-                    if let Err(e) = bucket.write(&entry, meta(ts * 4 + w as u64), b"x") {
-                        if !matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Conflict) {
-                            failures.push(e.to_string());
-                        }
+                    if let Err(e) = bucket.write(&entry, meta(ts * 4 + w as u64), b"x")
+                        && !matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Conflict)
+                    {
+                        failures.push(e.to_string());
                     }
                 }
                 failures
