@@ -121,7 +121,17 @@ pub(super) fn rebuild_index(
             Ok(block) => {
                 let edits_file = edits_path(dir, seq);
                 let edits = if edits_file.exists() {
-                    Some(BlockEdits::open(&edits_file)?)
+                    match BlockEdits::open(&edits_file) {
+                        Ok(log) => Some(log),
+                        Err(e) => {
+                            log::error!(
+                                "{what}: {} cannot be read ({e}); setting it aside, block {seq} reads as its file has it",
+                                edits_file.display()
+                            );
+                            set_aside_files.push((edits_file, DAMAGED_MARK));
+                            None
+                        }
+                    }
                 } else {
                     None
                 };
@@ -133,6 +143,10 @@ pub(super) fn rebuild_index(
                     path.display()
                 );
                 set_aside_files.push((path, DAMAGED_MARK));
+                let edits_file = edits_path(dir, seq);
+                if edits_file.exists() {
+                    set_aside_files.push((edits_file, DAMAGED_MARK));
+                }
             }
         }
     }
