@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::storage::bucket::{SETTINGS_FILE, TRASH_PREFIX};
-use crate::storage::entry::{EntryFiles, holds_entry};
+use crate::storage::entry::{EntryFiles, holds_entry, unnamed_files};
 use crate::storage::format::block::SealedBlock;
 use crate::storage::format::edits::BlockEdits;
-use crate::storage::format::fsutil::{TMP_SUFFIX, is_set_aside};
+use crate::storage::format::fsutil::TMP_SUFFIX;
 use crate::storage::format::index::{EntryIndex, IndexLoad, block_path, edits_path, log_path};
 use crate::storage::format::log::OpenLog;
 use crate::storage::format::oplog::{Header, Scan, damaged_copy_path};
@@ -142,7 +142,10 @@ fn check_bucket_dir(dir: &Path, report: &mut CheckReport) -> Result<()> {
     if let Err(e) = std::fs::read(dir.join(SETTINGS_FILE))
         .map_err(|e| e.to_string())
         .and_then(|raw| {
-            serde_json::from_slice::<serde_json::Value>(&raw).map_err(|e| e.to_string())
+            // As `Bucket::open` reads them: a valid JSON of the wrong shape fails too.
+            serde_json::from_slice::<crate::storage::BucketSettings>(&raw)
+                .map(drop)
+                .map_err(|e| e.to_string())
         })
     {
         report.add(
@@ -217,35 +220,27 @@ fn check_entry(dir: &Path, report: &mut CheckReport) -> Result<()> {
             return Ok(());
         }
     };
-    let kept = index.kept_files();
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .map_err(|e| Error::io(format!("listing {}", dir.display()), e))?
-        .flatten()
-        .filter(|item| item.file_type().is_ok_and(|t| t.is_file()))
-        .map(|item| item.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    for name in names {
-        if is_set_aside(&name) {
-            report.add(
-                Severity::Note,
-                &dir.join(&name),
-                "set aside by an earlier repair, kept for inspection".into(),
-                None,
-            );
-        } else if !kept.contains(&name) {
-            let what = if name.ends_with(TMP_SUFFIX) {
-                "a file write that was interrupted"
-            } else {
-                "a file the index does not name (left by an interrupted change)"
-            };
-            report.add(
-                Severity::Warning,
-                &dir.join(&name),
-                what.into(),
-                Some("removed"),
-            );
-        }
+    let unnamed = unnamed_files(dir, &index)?;
+    for name in unnamed.set_aside {
+        report.add(
+            Severity::Note,
+            &dir.join(&name),
+            "set aside by an earlier repair, kept for inspection".into(),
+            None,
+        );
+    }
+    for name in unnamed.leftovers {
+        let what = if name.ends_with(TMP_SUFFIX) {
+            "a file write that was interrupted"
+        } else {
+            "a file the index does not name (left by an interrupted change)"
+        };
+        report.add(
+            Severity::Warning,
+            &dir.join(&name),
+            what.into(),
+            Some("removed"),
+        );
     }
     for seq in index.open_log.iter().chain(&index.late_log) {
         let path = log_path(dir, *seq);

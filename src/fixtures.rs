@@ -12,6 +12,38 @@ pub mod embedded;
 use crate::storage::{Bucket, Labels, RecordMeta};
 use crate::timefmt::utc_micros;
 
+/// The six records of the condition reference (`reductstore-conditions.md`, section 13):
+/// the timestamps and labels its examples are worked on. The condition tests of the
+/// crate and of `tests/` run against these.
+pub const CONDITION_REFERENCE_RECORDS: [(u64, &[(&str, &str)]); 6] = [
+    (
+        1704067200000000,
+        &[("n", "1"), ("s", "alpha"), ("flag", "true")],
+    ),
+    (
+        1704072600000000,
+        &[("n", "2"), ("s", "10"), ("flag", "false")],
+    ),
+    (1704153600000000, &[("n", "3"), ("s", "1h")]),
+    (
+        1704157200000000,
+        &[("n", "4"), ("s", "nan"), ("flag", "true"), ("opt", "x")],
+    ),
+    (
+        1704240000000000,
+        &[("n", "5"), ("s", "a,b"), ("flag", "true")],
+    ),
+    (
+        1704369600000000,
+        &[
+            ("n", "6"),
+            ("s", "$dollar"),
+            ("flag", "false"),
+            ("opt", "y"),
+        ],
+    ),
+];
+
 /// One record of a fixture data set.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FixtureRecord {

@@ -13,34 +13,7 @@ use serde_json::json;
 
 /// The six records of the reference (section 13), in entries `a` and `b`.
 fn six() -> [(u64, &'static [(&'static str, &'static str)]); 6] {
-    [
-        (
-            1704067200000000,
-            &[("n", "1"), ("s", "alpha"), ("flag", "true")],
-        ),
-        (
-            1704072600000000,
-            &[("n", "2"), ("s", "10"), ("flag", "false")],
-        ),
-        (1704153600000000, &[("n", "3"), ("s", "1h")]),
-        (
-            1704157200000000,
-            &[("n", "4"), ("s", "nan"), ("flag", "true"), ("opt", "x")],
-        ),
-        (
-            1704240000000000,
-            &[("n", "5"), ("s", "a,b"), ("flag", "true")],
-        ),
-        (
-            1704369600000000,
-            &[
-                ("n", "6"),
-                ("s", "$dollar"),
-                ("flag", "false"),
-                ("opt", "y"),
-            ],
-        ),
-    ]
+    halflife::fixtures::CONDITION_REFERENCE_RECORDS
 }
 
 /// A store with bucket `b` of two-record blocks holding the six records in `a` and `b`.

@@ -1,10 +1,13 @@
 //! Damaged files: a flipped byte in one block fails reads of that block with a clear
 //! error; every other block, entry and bucket keeps working, and nothing panics.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
+use common::meta;
 use halflife::storage::format::index::{EntryIndex, log_path};
-use halflife::storage::{BucketSettings, Codec, CompressPool, QueryOptions, RecordMeta, Store};
+use halflife::storage::{BucketSettings, Codec, CompressPool, QueryOptions, Store};
 use halflife::{Config, ErrorKind};
 
 fn payload(ts: u64) -> Vec<u8> {
@@ -24,13 +27,7 @@ fn build(dir: &Path) {
         .unwrap();
     for ts in 0..50u64 {
         for entry in ["e", "other"] {
-            let meta = RecordMeta {
-                timestamp: ts,
-                labels: Default::default(),
-                content_type: "text/plain".into(),
-                size: 0,
-            };
-            b.write(entry, meta, &payload(ts)).unwrap();
+            b.write(entry, meta(ts, &[]), &payload(ts)).unwrap();
         }
     }
 }
@@ -67,13 +64,7 @@ fn assert_rest_works(store: &Store) {
         );
     }
     // Writes, including into other blocks, keep working.
-    let meta = RecordMeta {
-        timestamp: 100,
-        labels: Default::default(),
-        content_type: "text/plain".into(),
-        size: 0,
-    };
-    b.write("e", meta, b"new").unwrap();
+    b.write("e", meta(100, &[]), b"new").unwrap();
     // A query over the entry reports the damaged block and delivers everything else.
     let results: Vec<_> = b
         .query(&QueryOptions {
@@ -173,16 +164,7 @@ fn assert_entry_whole(store: &Store) {
         let rec = b.read("e", Some(ts)).unwrap();
         assert_eq!(rec.payload.unwrap().as_slice(), payload(ts));
     }
-    b.write("e", meta(1000), b"after").unwrap();
-}
-
-fn meta(ts: u64) -> RecordMeta {
-    RecordMeta {
-        timestamp: ts,
-        labels: Default::default(),
-        content_type: "text/plain".into(),
-        size: 0,
-    }
+    b.write("e", meta(1000, &[]), b"after").unwrap();
 }
 
 #[test]
@@ -269,25 +251,11 @@ fn power_cut_leftovers_of_logs_open_cleanly() {
         // The entry opens without its log; a new record goes to `other`'s open log.
         let store = Store::open(Config::new(dir.path())).unwrap();
         let b = store.bucket("b").unwrap();
-        let meta = RecordMeta {
-            timestamp: 5,
-            labels: Default::default(),
-            content_type: "text/plain".into(),
-            size: 0,
-        };
         assert_eq!(
-            b.write("e", meta.clone(), b"x").unwrap_err().kind(),
+            b.write("e", meta(5, &[]), b"x").unwrap_err().kind(),
             ErrorKind::Conflict
         );
-        b.write(
-            "other",
-            RecordMeta {
-                timestamp: 1000,
-                ..meta
-            },
-            b"late",
-        )
-        .unwrap();
+        b.write("other", meta(1000, &[]), b"late").unwrap();
     }
     let other = dir.path().join("b").join("other");
     let log = EntryIndex::load(&other).unwrap().open_log.expect("a log");
@@ -308,14 +276,8 @@ fn power_cut_leftovers_of_logs_open_cleanly() {
     assert_eq!(rec.payload.unwrap().as_slice(), b"late");
     assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, valid);
     // Both entries take writes again.
-    let meta = RecordMeta {
-        timestamp: 2000,
-        labels: Default::default(),
-        content_type: "text/plain".into(),
-        size: 0,
-    };
-    b.write("e", meta.clone(), b"again").unwrap();
-    b.write("other", meta, b"again").unwrap();
+    b.write("e", meta(2000, &[]), b"again").unwrap();
+    b.write("other", meta(2000, &[]), b"again").unwrap();
 }
 
 /// Log lines of this test process, kept so tests can check what was reported.
@@ -374,7 +336,7 @@ fn a_flipped_byte_in_a_log_costs_only_its_operation() {
         let store = Store::open(Config::new(dir.path())).unwrap();
         let b = store.create_bucket("b", BucketSettings::default()).unwrap();
         for ts in 0..20 {
-            b.write("e", meta(ts), &payload(ts)).unwrap();
+            b.write("e", meta(ts, &[]), &payload(ts)).unwrap();
         }
         let mut labels = halflife::storage::Labels::new();
         labels.insert("k".into(), "v".into());

@@ -8,35 +8,8 @@ use crate::storage::record::Labels;
 
 /// The six records of section 13 (entry `a`).
 fn records() -> Vec<RecordMeta> {
-    let rows: [(u64, &[(&str, &str)]); 6] = [
-        (
-            1704067200000000,
-            &[("n", "1"), ("s", "alpha"), ("flag", "true")],
-        ),
-        (
-            1704072600000000,
-            &[("n", "2"), ("s", "10"), ("flag", "false")],
-        ),
-        (1704153600000000, &[("n", "3"), ("s", "1h")]),
-        (
-            1704157200000000,
-            &[("n", "4"), ("s", "nan"), ("flag", "true"), ("opt", "x")],
-        ),
-        (
-            1704240000000000,
-            &[("n", "5"), ("s", "a,b"), ("flag", "true")],
-        ),
-        (
-            1704369600000000,
-            &[
-                ("n", "6"),
-                ("s", "$dollar"),
-                ("flag", "false"),
-                ("opt", "y"),
-            ],
-        ),
-    ];
-    rows.iter()
+    crate::fixtures::CONDITION_REFERENCE_RECORDS
+        .iter()
         .map(|(ts, labels)| RecordMeta {
             timestamp: *ts,
             labels: labels

@@ -29,9 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::error::{Error, Result};
 use crate::storage::cache::BlockCache;
 use crate::storage::format::edits::{BlockChange, BlockEdits};
-use crate::storage::format::fsutil::{
-    create_dirs_durably, fsync_dir, is_set_aside, remove_file_if_exists,
-};
+use crate::storage::format::fsutil::{create_dirs_durably, fsync_dir, remove_file_if_exists};
 use crate::storage::format::index::max_overlap;
 use crate::storage::format::index::{
     BlockEntry, EntryIndex, IndexLoad, block_path, edits_path, log_path,
@@ -47,7 +45,7 @@ pub(crate) use read::{
     MergedRecord, chunk_len, chunk_locator, chunk_meta, chunk_record, locator_record,
 };
 use rebuild::rebuild_index;
-pub(crate) use rebuild::{EntryFiles, holds_entry};
+pub(crate) use rebuild::{EntryFiles, holds_entry, unnamed_files};
 pub(crate) use stale::StaleLog;
 use state::index_log;
 pub(crate) use state::{EntryState, LogKind, Place};
@@ -160,17 +158,9 @@ impl Entry {
                 &format!("the index is damaged ({e})"),
             )?,
         };
-        let named = index.kept_files();
-        let listing = std::fs::read_dir(dir)
-            .map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
-        for item in listing {
-            let item = item.map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
-            let is_file = item.file_type().map(|t| t.is_file()).unwrap_or(false);
-            let file_name = item.file_name().to_string_lossy().into_owned();
-            if is_file && !named.contains(&file_name) && !is_set_aside(&file_name) {
-                log::info!("entry {bucket}/{name}: removing leftover {file_name}");
-                remove_file_if_exists(&item.path())?;
-            }
+        for file_name in unnamed_files(dir, &index)?.leftovers {
+            log::info!("entry {bucket}/{name}: removing leftover {file_name}");
+            remove_file_if_exists(&dir.join(file_name))?;
         }
         let replay = |seq: Option<u64>| -> Result<Option<OpenLog>> {
             let Some(seq) = seq else {

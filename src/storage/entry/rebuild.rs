@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::storage::format::block::SealedBlock;
 use crate::storage::format::edits::{BlockChange, BlockEdits};
 use crate::storage::format::fsutil::{
-    DAMAGED_MARK, SUPERSEDED_MARK, remove_file_if_exists, set_aside,
+    DAMAGED_MARK, SUPERSEDED_MARK, is_set_aside, remove_file_if_exists, set_aside,
 };
 use crate::storage::format::index::{
     BlockEntry, EntryFileKind, EntryIndex, INDEX_FILE, block_path, edits_path, log_path,
@@ -77,6 +77,40 @@ impl EntryFiles {
             .filter_map(|l| l.last().copied())
             .max()
     }
+}
+
+/// The files of an entry directory its index does not account for, by name.
+#[derive(Debug, Default)]
+pub(crate) struct Unnamed {
+    /// Leftovers of interrupted changes (written before a commit that never came, or
+    /// replaced by one whose cleanup did not run): removed when the entry opens.
+    pub leftovers: Vec<String>,
+    /// Files set aside by a recovery, kept for inspection.
+    pub set_aside: Vec<String>,
+}
+
+/// Sorts the files of `dir` that `index` neither names nor keeps (`EntryIndex::kept_files`)
+/// into leftovers and set-aside files: what an open removes and what it keeps.
+pub(crate) fn unnamed_files(dir: &Path, index: &EntryIndex) -> Result<Unnamed> {
+    let kept = index.kept_files();
+    let mut unnamed = Unnamed::default();
+    let listing =
+        std::fs::read_dir(dir).map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
+    for item in listing {
+        let item = item.map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
+        let name = item.file_name().to_string_lossy().into_owned();
+        if !item.file_type().is_ok_and(|t| t.is_file()) || kept.contains(&name) {
+            continue;
+        }
+        if is_set_aside(&name) {
+            unnamed.set_aside.push(name);
+        } else {
+            unnamed.leftovers.push(name);
+        }
+    }
+    unnamed.leftovers.sort();
+    unnamed.set_aside.sort();
+    Ok(unnamed)
 }
 
 /// Whether `dir` holds an entry: its index, or data files an index can be rebuilt from.

@@ -84,11 +84,6 @@ pub fn set_open_file_limit(limit: usize) {
     lru().limit = limit.max(1);
 }
 
-/// How many log files hold a descriptor now.
-pub fn open_file_count() -> usize {
-    lru().by_id.as_ref().map_or(0, HashMap::len)
-}
-
 /// A file opened on demand: its descriptor lives in the process-wide LRU, and is opened
 /// again by path (read and write, never truncated) when it was closed to make room.
 pub struct LazyFile {
