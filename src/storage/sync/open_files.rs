@@ -4,8 +4,9 @@
 //! block lives, so holding each one's descriptor would make the number of entries and
 //! edited blocks the number of open files — and past the process limit writes fail with
 //! "Too many open files" and a restart cannot open the store. Instead a log's file is a
-//! [`LazyFile`]: its descriptor is kept in a process-wide LRU of open files with a bound
-//! ([`set_open_file_limit`]), closed when the LRU needs the room and opened again by path
+//! [`LazyFile`]: its descriptor is kept in a process-wide set of open files with a bound
+//! ([`set_open_file_limit`]), closed when the set needs the room (the least recently used, by the clock rule) and
+//! opened again by path
 //! on the next use. Sealed blocks hold no descriptor at all (they are mapped, and a mapping
 //! outlives its descriptor).
 //!
@@ -13,10 +14,10 @@
 //! file's dirty pages whoever wrote them, and a write-back error nobody has seen yet is
 //! reported to a descriptor opened after it happened.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 /// The default bound: well under the common soft limit of 1,024 descriptors, leaving the
@@ -25,66 +26,71 @@ pub const DEFAULT_OPEN_FILE_LIMIT: usize = 256;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
-static OPEN_FILES: Mutex<Lru> = Mutex::new(Lru {
+static OPEN_FILES: Mutex<OpenSet> = Mutex::new(OpenSet {
     limit: DEFAULT_OPEN_FILE_LIMIT,
-    tick: 0,
-    by_id: None,
-    by_tick: BTreeMap::new(),
+    open: BTreeMap::new(),
+    hand: 0,
 });
 
-/// The process-wide LRU of log files with an open descriptor.
-struct Lru {
+/// The process-wide set of log files with an open descriptor, evicted by the clock
+/// (second-chance) rule: a use only sets the file's `used` bit, without this lock, so an
+/// append costs no global lock; when room is needed the hand sweeps the set in id order,
+/// clearing bits, and closes the first file not used since its last sweep — close to
+/// least-recently-used.
+struct OpenSet {
     limit: usize,
-    tick: u64,
-    /// Open files: id → (last use, the file). `None` until the first file (a `HashMap`
-    /// cannot be built in a `static`).
-    by_id: Option<HashMap<u64, (u64, Weak<LazyFile>)>>,
-    /// Last use → id, oldest first.
-    by_tick: BTreeMap<u64, u64>,
+    /// Open files by id.
+    open: BTreeMap<u64, Weak<LazyFile>>,
+    /// The id the next sweep starts from.
+    hand: u64,
 }
 
-fn lru() -> MutexGuard<'static, Lru> {
+fn open_set() -> MutexGuard<'static, OpenSet> {
     // Plain bookkeeping updated in single steps: a panic elsewhere leaves it consistent.
     OPEN_FILES.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl Lru {
-    /// Marks `file` as just used (registering it if it is new) and returns the files to
-    /// close to stay within the bound (never `file` itself).
-    fn touch(&mut self, file: &Arc<LazyFile>) -> Vec<Weak<LazyFile>> {
-        self.tick += 1;
-        let tick = self.tick;
-        let by_id = self.by_id.get_or_insert_with(HashMap::new);
-        if let Some((old, _)) = by_id.insert(file.id, (tick, Arc::downgrade(file))) {
-            self.by_tick.remove(&old);
-        }
-        self.by_tick.insert(tick, file.id);
+impl OpenSet {
+    /// Registers `file` as open and returns the files to close to stay within the bound
+    /// (never `file` itself).
+    fn opened(&mut self, file: &Arc<LazyFile>) -> Vec<Weak<LazyFile>> {
+        self.open.insert(file.id, Arc::downgrade(file));
         let mut victims = Vec::new();
-        while by_id.len() > self.limit.max(1) {
-            let Some((_, id)) = self.by_tick.pop_first() else {
+        // Two turns of the hand clear every bit, so a victim is always found.
+        let mut steps = 2 * self.open.len() + 1;
+        while self.open.len() > self.limit.max(1) && steps > 0 {
+            steps -= 1;
+            let next = self
+                .open
+                .range(self.hand..)
+                .next()
+                .or_else(|| self.open.iter().next())
+                .map(|(id, weak)| (*id, weak.clone()));
+            let Some((id, weak)) = next else {
                 break;
             };
-            if let Some((_, weak)) = by_id.remove(&id) {
-                victims.push(weak);
+            self.hand = id + 1;
+            let Some(candidate) = weak.upgrade() else {
+                self.open.remove(&id);
+                continue;
+            };
+            if id == file.id || candidate.used.swap(false, Ordering::Relaxed) {
+                continue;
             }
+            self.open.remove(&id);
+            victims.push(weak);
         }
         victims
-    }
-
-    fn forget(&mut self, id: u64) {
-        if let Some((tick, _)) = self.by_id.as_mut().and_then(|m| m.remove(&id)) {
-            self.by_tick.remove(&tick);
-        }
     }
 }
 
 /// Sets how many log files may hold a descriptor at once (at least 1). Files over the new
 /// bound are closed as they are next used.
 pub fn set_open_file_limit(limit: usize) {
-    lru().limit = limit.max(1);
+    open_set().limit = limit.max(1);
 }
 
-/// A file opened on demand: its descriptor lives in the process-wide LRU, and is opened
+/// A file opened on demand: its descriptor lives in the process-wide open set, and is opened
 /// again by path (read and write, never truncated) when it was closed to make room.
 pub struct LazyFile {
     id: u64,
@@ -94,6 +100,8 @@ pub struct LazyFile {
     /// and a freed inode number is soon reused; the birth time tells them apart).
     identity: Option<Identity>,
     slot: Mutex<Option<Arc<File>>>,
+    /// Used since the clock hand last passed (see `OpenSet`).
+    used: AtomicBool,
 }
 
 type Identity = (u64, u64, Option<std::time::SystemTime>);
@@ -114,8 +122,9 @@ impl LazyFile {
             path: path.to_path_buf(),
             identity: identity(&file),
             slot: Mutex::new(Some(Arc::new(file))),
+            used: AtomicBool::new(true),
         });
-        lazy.touched();
+        lazy.opened();
         lazy
     }
 
@@ -129,10 +138,9 @@ impl LazyFile {
     /// A file that was removed (or replaced by another of the same name) while closed is
     /// `NotFound`.
     pub fn get(self: &Arc<Self>) -> std::io::Result<Arc<File>> {
+        self.used.store(true, Ordering::Relaxed);
         if let Some(file) = self.slot().as_ref() {
-            let file = file.clone();
-            self.touched();
-            return Ok(file);
+            return Ok(file.clone());
         }
         let file = OpenOptions::new().read(true).write(true).open(&self.path)?;
         if identity(&file) != self.identity {
@@ -141,13 +149,15 @@ impl LazyFile {
                 "the file was removed (another file has its name now)",
             ));
         }
-        let file = Arc::new(file);
         let file = {
             let mut slot = self.slot();
-            // Another thread may have opened it meanwhile: keep one descriptor.
-            slot.get_or_insert(file).clone()
+            if let Some(open) = slot.as_ref() {
+                // Another thread opened it meanwhile: keep one descriptor.
+                return Ok(open.clone());
+            }
+            slot.insert(Arc::new(file)).clone()
         };
-        self.touched();
+        self.opened();
         Ok(file)
     }
 
@@ -155,9 +165,9 @@ impl LazyFile {
         self.slot.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn touched(self: &Arc<Self>) {
-        let victims = lru().touch(self);
-        // Closed outside the LRU's lock; a victim in use elsewhere keeps its handle.
+    fn opened(self: &Arc<Self>) {
+        let victims = open_set().opened(self);
+        // Closed outside the set's lock; a victim in use elsewhere keeps its handle.
         for victim in victims.iter().filter_map(Weak::upgrade) {
             victim.slot().take();
         }
@@ -166,7 +176,7 @@ impl LazyFile {
 
 impl Drop for LazyFile {
     fn drop(&mut self) {
-        lru().forget(self.id);
+        open_set().open.remove(&self.id);
     }
 }
 
