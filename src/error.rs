@@ -14,6 +14,8 @@ pub enum ErrorKind {
     Forbidden,
     /// A bucket, entry, record, query or policy does not exist (HTTP 404).
     NotFound,
+    /// The request body stalled or did not arrive within its deadline (HTTP 408).
+    RequestTimeout,
     /// The thing already exists, or a provisioned resource cannot change (HTTP 409).
     Conflict,
     /// A value failed validation: a bad name, duration, JSON or parameter (HTTP 422).
@@ -36,6 +38,7 @@ impl ErrorKind {
             ErrorKind::Unauthorized => 401,
             ErrorKind::Forbidden => 403,
             ErrorKind::NotFound => 404,
+            ErrorKind::RequestTimeout => 408,
             ErrorKind::Conflict => 409,
             ErrorKind::Unprocessable => 422,
             ErrorKind::TooEarly => 425,

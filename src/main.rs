@@ -158,13 +158,30 @@ struct ServeArgs {
     #[arg(long, env = "RS_HTTP_HEAD_TIMEOUT", default_value = "10s", value_parser = positive_duration)]
     http_head_timeout: std::time::Duration,
     /// How long a request body may stall (no bytes arriving) before the request fails
-    /// with 400 and the connection closes.
+    /// with 408 and the connection closes.
     #[arg(long, env = "RS_HTTP_BODY_TIMEOUT", default_value = "30s", value_parser = positive_duration)]
     http_body_timeout: std::time::Duration,
+    /// How long a whole request body may take to arrive, from the end of its head, however
+    /// steadily it trickles; 408 past it.
+    #[arg(long, env = "RS_HTTP_BODY_DEADLINE", default_value = "10m", value_parser = positive_duration)]
+    http_body_deadline: std::time::Duration,
+    /// Bytes of one request body gathered by the connection poller (costing no thread while
+    /// it arrives) before a handler thread takes the request; the rest of a larger body is
+    /// read from the socket by one of at most half the handler threads.
+    #[arg(long, env = "RS_HTTP_BODY_BUFFER", default_value_t = halflife::server::http::DEFAULT_BODY_BUFFER as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    http_body_buffer: u64,
+    /// Bytes all request bodies being gathered may hold together; past it, bodies are read
+    /// from the socket by handler threads instead.
+    #[arg(long, env = "RS_HTTP_BODY_BUFFER_TOTAL", default_value_t = halflife::server::http::DEFAULT_BODY_BUFFER_TOTAL as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    http_body_buffer_total: u64,
     /// Open connections at most; when reached, the connection idle the longest is closed
     /// to admit a new one (503 when none is idle).
     #[arg(long, env = "RS_HTTP_MAX_CONNECTIONS", default_value_t = halflife::server::http::DEFAULT_MAX_CONNECTIONS as u64, value_parser = clap::value_parser!(u64).range(1..))]
     http_max_connections: u64,
+    /// Open connections one client address may hold (trusted proxies are not counted:
+    /// their clients share their address); past it, new connections get 429.
+    #[arg(long, env = "RS_HTTP_MAX_CONNECTIONS_PER_CLIENT", default_value_t = halflife::server::http::DEFAULT_MAX_CONNECTIONS_PER_CLIENT as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    http_max_connections_per_client: u64,
     /// Largest request body in bytes (a record, a batch, a chunked upload); larger ones
     /// get 413 before any byte of them is read.
     #[arg(long, env = "RS_MAX_BODY_SIZE", default_value_t = halflife::server::http::DEFAULT_MAX_BODY_SIZE, value_parser = clap::value_parser!(u64).range(1..))]
@@ -173,8 +190,9 @@ struct ServeArgs {
     /// it is read to the end or expires); past it, new queries get 429.
     #[arg(long, env = "RS_MAX_OPEN_QUERIES", default_value_t = halflife::server::queries::DEFAULT_MAX_OPEN_QUERIES as u64, value_parser = clap::value_parser!(u64).range(1..))]
     max_open_queries: u64,
-    /// Queries one token may hold open at once (authentication on), so one client cannot
-    /// take every slot; past it, that token's new queries get 429.
+    /// Queries one client may hold open at once (one token with authentication on, one
+    /// client address without), so one client cannot take every slot; past it, that
+    /// client's new queries get 429.
     #[arg(long, env = "RS_MAX_OPEN_QUERIES_PER_TOKEN", default_value_t = halflife::server::queries::DEFAULT_MAX_OPEN_QUERIES_PER_TOKEN as u64, value_parser = clap::value_parser!(u64).range(1..))]
     max_open_queries_per_token: u64,
     /// Logs (open, late and edit logs) holding a file descriptor at once; the others are
@@ -331,6 +349,13 @@ fn serve(args: ServeArgs) -> Result<()> {
             body_timeout: args.http_body_timeout,
             max_connections: usize::try_from(args.http_max_connections).unwrap_or(usize::MAX),
             max_body_size: args.max_body_size,
+            body_deadline: args.http_body_deadline,
+            body_buffer: usize::try_from(args.http_body_buffer).unwrap_or(usize::MAX),
+            body_buffer_total: usize::try_from(args.http_body_buffer_total).unwrap_or(usize::MAX),
+            // Set by the server from its thread count.
+            streaming_bodies: 1,
+            max_connections_per_client: usize::try_from(args.http_max_connections_per_client)
+                .unwrap_or(usize::MAX),
         },
         queries: QueryLimits {
             max_open: usize::try_from(args.max_open_queries).unwrap_or(usize::MAX),

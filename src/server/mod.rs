@@ -4,9 +4,11 @@
 //! One poller thread (`reactor`) accepts connections and keeps every connection between
 //! requests, reading request heads as they arrive; a connection with a whole head goes
 //! over a channel to one of `http_threads` handler threads, which serves that request
-//! (reading the body from the socket as the handler needs it, writing payloads straight
-//! from the mapped blocks) and gives the connection back. Idle and slow clients cost no
-//! thread, and every connection waits its turn per request.
+//! (writing payloads straight from the mapped blocks) and gives the connection back. A
+//! body still arriving is admitted on the head, then gathered by the poller too, and the
+//! request handed over again once it is complete (a body too large to gather is streamed
+//! by at most half the threads). Idle and slow clients cost no thread, and every
+//! connection waits its turn per request.
 
 pub mod api;
 pub mod auth;
@@ -30,7 +32,6 @@ use crate::error::{Error, Result};
 use crate::lifecycle::LifecycleRepository;
 use crate::storage::Store;
 
-use http::After;
 pub use http::Limits;
 use http::reactor::{Reactor, ReturnPath};
 pub use provision::Provisioning;
@@ -148,23 +149,33 @@ impl Server {
         });
         let stop = Arc::new(AtomicBool::new(false));
         let (work_tx, work_rx) = crossbeam_channel::unbounded::<http::connection::Connection>();
-        let (reactor, returns) = Reactor::new(listener, config.limits, stop.clone(), work_tx)
+        // Every client behind a trusted proxy shares its address: the per-client
+        // connection cap does not hold it.
+        let proxies = config.trusted_proxies.clone();
+        let exempt: http::clients::Exempt = Arc::new(move |ip| proxies.trusts(ip));
+        let limits = Limits {
+            streaming_bodies: Limits::streaming_slots(config.http_threads),
+            ..config.limits
+        };
+        let (reactor, returns) = Reactor::new(listener, limits, stop.clone(), work_tx, exempt)
             .map_err(|e| Error::io("setting up the connection poller", e))?;
         let mut handlers = Vec::new();
         for i in 0..config.http_threads {
             let (rx, app, stop, returns) =
                 (work_rx.clone(), app.clone(), stop.clone(), returns.clone());
-            let limits = config.limits;
             handlers.push(
                 std::thread::Builder::new()
                     .name(format!("halflife-http-{i}"))
                     .spawn(move || {
                         let others_waiting = || !rx.is_empty();
                         for conn in rx.iter() {
-                            match http::serve(app.as_ref(), conn, &limits, &stop, &others_waiting) {
-                                After::Park(conn) => returns.park(conn),
-                                After::Close(conn) => returns.close(conn),
-                            }
+                            returns.give_back(http::serve(
+                                app.as_ref(),
+                                conn,
+                                &limits,
+                                &stop,
+                                &others_waiting,
+                            ));
                         }
                     })
                     .map_err(|e| Error::io("starting an HTTP thread", e))?,

@@ -99,6 +99,9 @@ struct OpenQuery {
     scope: Scope,
     /// The token that made it (authentication on): only it may read the query.
     owner: Option<String>,
+    /// Who it counts against for the per-client cap: the token, or without
+    /// authentication the client's address.
+    holder: String,
     limits: BatchLimits,
     /// The last read of this continuous query found nothing new.
     caught_up: bool,
@@ -125,8 +128,8 @@ pub const DEFAULT_MAX_QUERY_TTL: Duration = Duration::from_secs(3600);
 pub struct QueryLimits {
     /// Open queries at most; a new one past it gets 429.
     pub max_open: usize,
-    /// Open queries one token may hold (authentication on), so one client cannot take
-    /// every slot; past it, its new queries get 429.
+    /// Open queries one client may hold (a token with authentication on, an address
+    /// without), so one client cannot take every slot; past it, its new queries get 429.
     pub max_open_per_token: usize,
     /// Longest TTL a query may ask for; longer ones are cut to it.
     pub max_ttl: Duration,
@@ -139,6 +142,16 @@ impl Default for QueryLimits {
             max_open_per_token: DEFAULT_MAX_OPEN_QUERIES_PER_TOKEN,
             max_ttl: DEFAULT_MAX_QUERY_TTL,
         }
+    }
+}
+
+/// Who a query counts against for the per-client cap: the token with authentication on,
+/// otherwise the client's address.
+pub fn holder_of(token: Option<&str>, client: Option<std::net::IpAddr>) -> String {
+    match (token, client) {
+        (Some(token), _) => format!("Token '{token}'"),
+        (None, Some(ip)) => format!("Client {ip}"),
+        (None, None) => "A client of unknown address".to_string(),
     }
 }
 
@@ -204,13 +217,15 @@ impl QueryRegistry {
         }
     }
 
-    /// Registers a query on `bucket` for `ttl` (cut to the limit); returns its id (unique
-    /// in the process, from 1). 429 when the open-query limit is reached.
+    /// Registers a query on `bucket` for `ttl` (cut to the limit), owned by a token
+    /// (`owner`, with authentication on) and counted against `holder` (the token, or the
+    /// client's address: see [`holder_of`]); returns its id. 429 when the open-query
+    /// limit, or the holder's share of it, is reached.
     pub fn register(
         &self,
         bucket: &str,
         scope: Scope,
-        owner: Option<String>,
+        (owner, holder): (Option<String>, String),
         iter: QueryIter,
         ttl: Duration,
     ) -> Result<u64> {
@@ -225,24 +240,19 @@ impl QueryRegistry {
                 ),
             ));
         }
-        if let Some(owner) = owner.as_deref() {
-            // A query busy in a read is not counted: the cap is a bound, not a ledger.
-            let held = open
-                .live
-                .values()
-                .filter(|q| {
-                    q.try_lock()
-                        .is_ok_and(|q| q.owner.as_deref() == Some(owner))
-                })
-                .count();
-            if held >= self.limits.max_open_per_token {
-                return Err(Error::new(
-                    crate::ErrorKind::TooManyRequests,
-                    format!(
-                        "Token '{owner}' has {held} open queries, the most one token may hold (--max-open-queries-per-token): read them to the end or let them expire"
-                    ),
-                ));
-            }
+        // A query busy in a read is not counted: the cap is a bound, not a ledger.
+        let held = open
+            .live
+            .values()
+            .filter(|q| q.try_lock().is_ok_and(|q| q.holder == holder))
+            .count();
+        if held >= self.limits.max_open_per_token {
+            return Err(Error::new(
+                crate::ErrorKind::TooManyRequests,
+                format!(
+                    "{holder} has {held} open queries, the most one client may hold (--max-open-queries-per-token): read them to the end or let them expire"
+                ),
+            ));
         }
         let mut id = self.allocate_id();
         while open.live.contains_key(&id) || open.finished.contains_key(&id) {
@@ -252,6 +262,7 @@ impl QueryRegistry {
             bucket: bucket.to_string(),
             scope,
             owner,
+            holder,
             limits: BatchLimits::of(&iter.directives().batch),
             caught_up: false,
             iter,

@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::lifecycle::LifecycleRepository;
-use crate::server::auth::{TokenRepository, TrustedProxies};
+use crate::server::auth::{TokenRepository, TrustedProxies, client_ip};
+use crate::server::http::head::RequestHead;
 use crate::server::metrics::HttpMetrics;
 use crate::server::queries::QueryRegistry;
 use crate::storage::Store;
@@ -89,5 +90,20 @@ impl App {
             )));
         }
         Ok(())
+    }
+
+    /// The client a request comes from: its connection's `peer`, or behind a trusted
+    /// proxy the nearest untrusted hop its forwarding headers name.
+    pub fn client_of(
+        &self,
+        head: &RequestHead,
+        peer: Option<std::net::IpAddr>,
+    ) -> Option<std::net::IpAddr> {
+        client_ip(
+            peer,
+            head.header("forwarded"),
+            head.header("x-forwarded-for"),
+            &self.trusted_proxies,
+        )
     }
 }

@@ -214,7 +214,7 @@ pub fn query(
         q,
         vec![entry.to_string()],
         Scope::Entry(entry.to_string()),
-        req.caller.as_ref(),
+        (req.caller.clone(), app.client_of(&req.head, req.peer_ip)),
     )
 }
 

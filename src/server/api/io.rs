@@ -79,8 +79,8 @@ pub fn io(app: &App, method: &str, bucket: &str, op: &str, req: &mut Request) ->
 fn query(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
     let q: QueryRequest = parse_json(req)?;
     let entries = q.entries.clone().unwrap_or_default();
-    let caller = req.caller.clone();
-    run_query_request(app, bucket_name, q, entries, Scope::Bucket, caller.as_ref())
+    let who = (req.caller.clone(), app.client_of(&req.head, req.peer_ip));
+    run_query_request(app, bucket_name, q, entries, Scope::Bucket, who)
 }
 
 /// The refusal of a query that asks for an extension (`#ext` in `when`, else the body's
@@ -149,16 +149,18 @@ fn extension_refusal(app: &App, when: Option<&Condition>, body_ext: Option<&Json
 }
 
 /// Opens a query (answers `{"id": N}`) or runs a remove-query (answers
-/// `{"removed_records": N}`) over `entries` (patterns) of a bucket. A query needs read
-/// access, a remove-query write access only.
+/// `{"removed_records": N}`) over `entries` (patterns) of a bucket, for a caller (with
+/// authentication on) from a client address. A query needs read access, a remove-query
+/// write access only.
 pub fn run_query_request(
     app: &App,
     bucket_name: &str,
     q: QueryRequest,
     entries: Vec<String>,
     scope: Scope,
-    caller: Option<&Caller>,
+    (caller, client): (Option<Caller>, Option<std::net::IpAddr>),
 ) -> Result<Response> {
+    let caller = caller.as_ref();
     if let Some(caller) = caller {
         caller.check(match q.query_type {
             QueryType::Query => Access::Read(bucket_name),
@@ -194,7 +196,10 @@ pub fn run_query_request(
             let iter = if continuous { iter.following() } else { iter };
             let ttl = Duration::from_secs(q.ttl.unwrap_or(DEFAULT_TTL_SECS));
             let owner = caller.map(|c| c.name.clone());
-            let id = app.queries.register(bucket_name, scope, owner, iter, ttl)?;
+            let holder = crate::server::queries::holder_of(owner.as_deref(), client);
+            let id = app
+                .queries
+                .register(bucket_name, scope, (owner, holder), iter, ttl)?;
             Ok(Response::json(&serde_json::json!({ "id": id })))
         }
         QueryType::Remove => {

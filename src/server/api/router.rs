@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::server::api::routes::{EntryRoute, entry_route};
 use crate::server::api::{buckets, entry_batch, io, lifecycles, records, tokens};
-use crate::server::auth::{Access, Caller, client_ip};
+use crate::server::auth::{Access, Caller};
 use crate::server::http::head::RequestHead;
 use crate::server::http::request::{Request, no_route};
 use crate::server::http::{Response, ResponseBody, Service};
@@ -53,12 +53,7 @@ fn authenticate_head(
     let Some(tokens) = &app.tokens else {
         return Ok(None);
     };
-    let client = client_ip(
-        peer,
-        head.header("forwarded"),
-        head.header("x-forwarded-for"),
-        &app.trusted_proxies,
-    );
+    let client = app.client_of(head, peer);
     tokens
         .authenticate(head.header("authorization"), client)
         .map(Some)

@@ -11,9 +11,9 @@ use crate::server::http::connection::Connection;
 /// past it the connection is closed instead.
 const MAX_DRAIN: u64 = 64 << 20;
 /// Longest chunk-size line (hex size and extensions) accepted.
-const MAX_CHUNK_LINE: usize = 4096;
+pub(crate) const MAX_CHUNK_LINE: usize = 4096;
 /// Most trailer bytes accepted after the last chunk.
-const MAX_TRAILERS: usize = 64 << 10;
+pub(crate) const MAX_TRAILERS: usize = 64 << 10;
 
 /// Where a body's bytes come from.
 enum Source<'a> {
@@ -158,12 +158,15 @@ fn buffer_for(n: u64) -> io::Result<Vec<u8>> {
 }
 
 /// The API error for a request body that could not be read: too large to hold is 422,
-/// a body that broke off or stalled is 400.
+/// a body that stalled or passed its deadline is 408, one that broke off is 400.
 pub fn body_error(what: &str, e: io::Error) -> crate::Error {
-    if e.kind() == io::ErrorKind::OutOfMemory {
-        crate::Error::unprocessable(format!("{what}: {e}"))
-    } else {
-        crate::Error::bad_request(format!("{what}: {e}"))
+    match e.kind() {
+        io::ErrorKind::OutOfMemory => crate::Error::unprocessable(format!("{what}: {e}")),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => crate::Error::new(
+            crate::ErrorKind::RequestTimeout,
+            format!("{what}: the body stalled or passed its deadline ({e})"),
+        ),
+        _ => crate::Error::bad_request(format!("{what}: {e}")),
     }
 }
 

@@ -5,7 +5,10 @@
 
 use std::io::{self, Read};
 use std::net::TcpStream;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use crate::server::http::clients::ClientSlot;
+use crate::server::http::gather::BodyWait;
 
 /// Bytes read from the socket at once.
 const READ_CHUNK: usize = 64 << 10;
@@ -28,11 +31,23 @@ pub struct Connection {
     pub head_started: Option<Instant>,
     /// How far the search for the end of the pending head got (see `head::head_end`).
     head_scanned: usize,
+    /// The body the poller gathers (or has gathered) for the request whose head is
+    /// pending: set once that request was admitted on its head.
+    pub body_wait: Option<BodyWait>,
+    /// The poller handed this connection over to stream a body too large to gather: it
+    /// holds one of the few streaming slots until it comes back.
+    pub streaming: bool,
+    /// While a handler reads a body from the socket: when the whole body must be in
+    /// (`--http-body-deadline`), and the progress deadline each read may wait.
+    body_deadline: Option<(Instant, Duration)>,
+    /// This connection's place in its client's connection count (none for a trusted
+    /// proxy); given back when the connection is dropped.
+    _slot: Option<ClientSlot>,
 }
 
 impl Connection {
-    /// Wraps an accepted socket.
-    pub fn new(stream: TcpStream) -> Connection {
+    /// Wraps an accepted socket, counted in its client's slot.
+    pub fn new(stream: TcpStream, slot: Option<ClientSlot>) -> Connection {
         let addr = stream.peer_addr().ok();
         let peer = addr.map_or_else(|| "?".to_string(), |a| a.to_string());
         Connection {
@@ -44,6 +59,25 @@ impl Connection {
             end: 0,
             head_started: None,
             head_scanned: 0,
+            body_wait: None,
+            streaming: false,
+            body_deadline: None,
+            _slot: slot,
+        }
+    }
+
+    /// Bounds the body reads that follow: each waits at most `progress` for bytes, and
+    /// none goes past `deadline`.
+    pub fn set_body_deadline(&mut self, deadline: Instant, progress: Duration) {
+        self.body_deadline = Some((deadline, progress));
+    }
+
+    /// Ends the bound of [`Connection::set_body_deadline`]; the socket waits `progress`
+    /// again.
+    pub fn clear_body_deadline(&mut self) -> io::Result<()> {
+        match self.body_deadline.take() {
+            Some((_, progress)) => self.stream.set_read_timeout(Some(progress)),
+            None => Ok(()),
         }
     }
 
@@ -106,7 +140,11 @@ impl Connection {
     /// the stream. On a non-blocking socket this returns `WouldBlock` when nothing is there.
     pub fn fill(&mut self) -> io::Result<usize> {
         self.make_room(READ_CHUNK);
-        let n = self.stream.read(&mut self.buf[self.end..])?;
+        let n = read_bounded(
+            &mut self.stream,
+            self.body_deadline,
+            &mut self.buf[self.end..],
+        )?;
         self.end += n;
         Ok(n)
     }
@@ -121,7 +159,7 @@ impl Read for Connection {
         }
         if self.start == self.end {
             if out.len() >= READ_CHUNK {
-                return self.stream.read(out);
+                return read_bounded(&mut self.stream, self.body_deadline, out);
             }
             if self.fill()? == 0 {
                 return Ok(0);
@@ -132,4 +170,26 @@ impl Read for Connection {
         self.consume(n);
         Ok(n)
     }
+}
+
+/// One read from the socket, within the body deadline (and its progress wait) when one
+/// is set.
+fn read_bounded(
+    stream: &mut TcpStream,
+    bound: Option<(Instant, Duration)>,
+    out: &mut [u8],
+) -> io::Result<usize> {
+    if let Some((deadline, progress)) = bound {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the body did not arrive within the total body deadline (--http-body-deadline)",
+            ));
+        }
+        if left < progress {
+            stream.set_read_timeout(Some(left))?;
+        }
+    }
+    stream.read(out)
 }

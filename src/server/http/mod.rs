@@ -3,6 +3,12 @@
 //! that follow at once, while no other connection waits for a thread), then hands the
 //! connection back to the poller, so a thread is only ever busy with a request or, for
 //! at most two milliseconds and only when it is free anyway, waiting for the next one.
+//!
+//! A request whose body is not all there is first admitted on its head alone (token,
+//! permission, size: nothing of the body is read for a refused one), then waited for
+//! for at most the same two milliseconds; a body slower than that goes back to the
+//! poller, which gathers it (`gather`) and hands the request over again once it is
+//! complete. So a slow body costs buffered bytes, never a thread.
 
 use std::io::{BufWriter, Write};
 use std::net::IpAddr;
@@ -12,11 +18,14 @@ use std::time::{Duration, Instant};
 
 use crate::server::http::body::{Body, ChunkedError, decode_chunked};
 use crate::server::http::connection::Connection;
+use crate::server::http::gather::{BodyWait, Gathered};
 use crate::server::http::head::{Framing, HeadError, RequestHead};
 use crate::server::http::request::Request;
 
 pub mod body;
+pub mod clients;
 pub mod connection;
+pub mod gather;
 pub mod head;
 pub mod reactor;
 pub mod request;
@@ -57,6 +66,14 @@ pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// Default of [`Limits::max_body_size`].
 pub const DEFAULT_MAX_BODY_SIZE: u64 = 512 << 20;
+/// Default of [`Limits::body_deadline`]: a 512 MiB body over a 10 Mbit/s uplink fits.
+pub const DEFAULT_BODY_DEADLINE: Duration = Duration::from_secs(600);
+/// Default of [`Limits::body_buffer`]: a batch of camera frames fits.
+pub const DEFAULT_BODY_BUFFER: usize = 8 << 20;
+/// Default of [`Limits::body_buffer_total`].
+pub const DEFAULT_BODY_BUFFER_TOTAL: usize = 256 << 20;
+/// Default of [`Limits::max_connections_per_client`]: a quarter of the connections.
+pub const DEFAULT_MAX_CONNECTIONS_PER_CLIENT: usize = DEFAULT_MAX_CONNECTIONS / 4;
 
 /// The limits of the network edge: how long connections may idle or dawdle, how many
 /// may be open, how large a body may be.
@@ -73,6 +90,29 @@ pub struct Limits {
     pub max_connections: usize,
     /// Largest request body (a record, a batch, a chunked upload); 413 past it.
     pub max_body_size: u64,
+    /// How long a whole request body may take to arrive, from the end of its head
+    /// (besides the progress deadline `body_timeout`); 408 past it.
+    pub body_deadline: Duration,
+    /// Most bytes of one body the poller gathers before a handler thread takes the
+    /// request; the rest of a larger body is streamed from the socket.
+    pub body_buffer: usize,
+    /// Most bytes all bodies being gathered may hold together; past it, bodies are
+    /// streamed (or wait for a streaming slot) instead.
+    pub body_buffer_total: usize,
+    /// Handler threads that may stream a body from the socket at once (the others stay
+    /// free for complete requests); the server sets it from its thread count
+    /// ([`Limits::streaming_slots`]).
+    pub streaming_bodies: usize,
+    /// Open connections one client address may hold (trusted proxies excepted); 429 past it.
+    pub max_connections_per_client: usize,
+}
+
+impl Limits {
+    /// The streaming slots for `threads` handler threads: half of them, at least one,
+    /// so slow large bodies never hold every thread when there are two or more.
+    pub fn streaming_slots(threads: usize) -> usize {
+        (threads / 2).max(1)
+    }
 }
 
 impl Default for Limits {
@@ -83,6 +123,11 @@ impl Default for Limits {
             body_timeout: DEFAULT_BODY_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_body_size: DEFAULT_MAX_BODY_SIZE,
+            body_deadline: DEFAULT_BODY_DEADLINE,
+            body_buffer: DEFAULT_BODY_BUFFER,
+            body_buffer_total: DEFAULT_BODY_BUFFER_TOTAL,
+            streaming_bodies: 4,
+            max_connections_per_client: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
         }
     }
 }
@@ -91,6 +136,9 @@ impl Default for Limits {
 pub enum After {
     /// Back to the poller until its next request.
     Park(Connection),
+    /// Back to the poller to gather the body of the admitted request whose head is
+    /// pending (`Connection::body_wait` says how).
+    Gather(Connection),
     /// Close it.
     Close(Connection),
 }
@@ -140,25 +188,143 @@ pub fn serve(
         }
         waited = false;
         served += 1;
-        let parsed = head::parse_head(&conn.pending()[..end]);
-        conn.consume(end);
-        conn.head_started = None;
-        let keep_alive = match parsed {
-            Ok(head) => serve_request(app, &mut conn, head, limits, stop),
-            Err(HeadError::TooLarge) => {
-                log::warn!("{}: request head too large", conn.peer);
-                refuse_unread(app, &mut conn, &too_large_head())
-            }
-            Err(HeadError::Malformed(why)) => {
-                log::warn!("{}: malformed request: {why}", conn.peer);
-                let response = Response::error(400, &format!("Malformed request: {why}"));
-                refuse_unread(app, &mut conn, &response)
+        let head = match head::parse_head(&conn.pending()[..end]) {
+            Ok(head) => head,
+            Err(e) => {
+                conn.consume(end);
+                conn.head_started = None;
+                let response = match e {
+                    HeadError::TooLarge => {
+                        log::warn!("{}: request head too large", conn.peer);
+                        too_large_head()
+                    }
+                    HeadError::Malformed(why) => {
+                        log::warn!("{}: malformed request: {why}", conn.peer);
+                        Response::error(400, &format!("Malformed request: {why}"))
+                    }
+                };
+                refuse_unread(app, &mut conn, &response);
+                return After::Close(conn);
             }
         };
-        if !keep_alive {
+        let admitted = match body_ready(app, &mut conn, &head, end, limits) {
+            BodyReady::Now { admitted } => admitted,
+            BodyReady::Gather(wait) => {
+                conn.body_wait = Some(wait);
+                return After::Gather(conn);
+            }
+            BodyReady::Refused(response) => {
+                conn.consume(end);
+                let started = Instant::now();
+                let (_, status) = refuse(&mut conn, &response);
+                app.observe(&head.method, &head.path, status, started.elapsed());
+                return After::Close(conn);
+            }
+            BodyReady::Broken => return After::Close(conn),
+        };
+        conn.consume(end);
+        conn.head_started = None;
+        let keep_alive = serve_request(app, &mut conn, head, admitted, limits, stop);
+        if conn.clear_body_deadline().is_err() || !keep_alive {
             return After::Close(conn);
         }
     }
+}
+
+/// Whether a request's body is there for its handler.
+enum BodyReady {
+    /// Serve it now: the body is complete in the buffer, empty, refused by its framing
+    /// (the answer says why), or, once `admitted` on its head, gathered or to be streamed.
+    Now { admitted: bool },
+    /// Admitted, and the body is still arriving: the poller gathers it.
+    Gather(BodyWait),
+    /// Refused on its head, with none of its body read.
+    Refused(Response),
+    /// The connection failed.
+    Broken,
+}
+
+/// Decides, before anything of the request is handled, whether its body is ready: a
+/// body the poller gathered is; one complete in the buffer is; otherwise the request is
+/// admitted on its head, answered `100 Continue` if it asks, and its body waited for
+/// briefly before the poller is asked to gather it.
+fn body_ready(
+    app: &dyn Service,
+    conn: &mut Connection,
+    head: &RequestHead,
+    head_len: usize,
+    limits: &Limits,
+) -> BodyReady {
+    if let Some(wait) = conn.body_wait.take() {
+        // Back from the poller: complete, or to be streamed (the rest from the socket)
+        // within what is left of the total deadline.
+        conn.set_body_deadline(wait.started + limits.body_deadline, limits.body_timeout);
+        return BodyReady::Now { admitted: true };
+    }
+    let framing = match head::framing(head) {
+        Ok(Framing::Length(n)) if n == 0 || n > limits.max_body_size => {
+            return BodyReady::Now { admitted: false };
+        }
+        Ok(framing) => framing,
+        Err(_) => return BodyReady::Now { admitted: false },
+    };
+    let mut wait = BodyWait::new(head_len, framing);
+    if wait.progress(&conn.pending()[head_len..], limits.body_buffer) == Gathered::Complete {
+        return BodyReady::Now { admitted: false };
+    }
+    // Not all there: nothing more of it is read for a request that may not send it.
+    if let Some(refusal) = app.admit(head, conn.peer_ip) {
+        return BodyReady::Refused(refusal);
+    }
+    if head.expects_continue()
+        && conn
+            .stream
+            .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+            .is_err()
+    {
+        return BodyReady::Broken;
+    }
+    match await_body(conn, &mut wait, limits) {
+        Some(true) => BodyReady::Now { admitted: true },
+        Some(false) => BodyReady::Gather(wait),
+        None => BodyReady::Broken,
+    }
+}
+
+/// Reads an admitted body for at most [`NEXT_REQUEST_WAIT`]: `Some(true)` when it is
+/// complete in the buffer, `Some(false)` when it is still arriving (or fills the buffer,
+/// or the client closed: the poller sees to it), `None` when the socket failed.
+fn await_body(conn: &mut Connection, wait: &mut BodyWait, limits: &Limits) -> Option<bool> {
+    let until = Instant::now() + NEXT_REQUEST_WAIT;
+    let complete = loop {
+        match wait.progress(&conn.pending()[wait.head_len..], limits.body_buffer) {
+            Gathered::Complete => break true,
+            Gathered::Full => break false,
+            Gathered::Waiting => {}
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() || conn.stream.set_read_timeout(Some(left)).is_err() {
+            break false;
+        }
+        match conn.fill() {
+            Ok(0) => break false,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                break false;
+            }
+            Err(_) => return None,
+        }
+    };
+    conn.stream
+        .set_read_timeout(Some(limits.body_timeout))
+        .ok()?;
+    Some(complete)
 }
 
 /// What a short wait for the next request brought.
@@ -239,21 +405,25 @@ fn serve_request(
     app: &dyn Service,
     conn: &mut Connection,
     head: head::RequestHead,
+    admitted: bool,
     limits: &Limits,
     stop: &AtomicBool,
 ) -> bool {
     let started = Instant::now();
     let (method, path) = (head.method.clone(), head.path.clone());
-    let (keep_alive, status) = answer(app, conn, head, limits, stop);
+    let (keep_alive, status) = answer(app, conn, head, admitted, limits, stop);
     app.observe(&method, &path, status, started.elapsed());
     keep_alive
 }
 
-/// Answers one request; returns whether the connection may serve another and the status.
+/// Answers one request (`admitted`: its token and permission were checked on the head,
+/// and any `100 Continue` sent); returns whether the connection may serve another and
+/// the status.
 fn answer(
     app: &dyn Service,
     conn: &mut Connection,
     head: head::RequestHead,
+    admitted: bool,
     limits: &Limits,
     stop: &AtomicBool,
 ) -> (bool, u16) {
@@ -277,7 +447,7 @@ fn answer(
             return refuse(conn, &too_large(&n));
         }
         Ok(Framing::Length(n)) => {
-            let expects_continue = head.expects_continue();
+            let expects_continue = head.expects_continue() && !admitted;
             let peer_ip = conn.peer_ip;
             let mut req = Request {
                 head,
@@ -292,10 +462,11 @@ fn answer(
         Ok(Framing::Chunked) => {
             // A chunked body is decoded before the handler runs: authenticate first, so
             // no byte of it is read (or buffered) for a request without a valid token.
-            if let Some(refusal) = app.admit(&head, conn.peer_ip) {
+            if !admitted && let Some(refusal) = app.admit(&head, conn.peer_ip) {
                 return refuse(conn, &refusal);
             }
-            if head.expects_continue()
+            if !admitted
+                && head.expects_continue()
                 && conn
                     .stream
                     .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")

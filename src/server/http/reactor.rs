@@ -3,10 +3,13 @@
 //! runtime). A parked connection costs a socket and the bytes of a partial head, never a
 //! thread. It reads request heads as they trickle in and hands a connection to the
 //! handler pool only once a whole head is there, so slow or idle clients cannot take the
-//! handler threads. It enforces the edge's clocks: the head deadline (408), the idle
-//! timeout, and the connection limit (oldest idle connection closed first).
+//! handler threads; it gathers the bodies of admitted requests the same way (`gather`).
+//! It enforces the edge's clocks and bounds: the head and body deadlines (408), the idle
+//! timeout, the connection limit (oldest idle connection closed first), the connections
+//! per client (429), the bytes bodies may buffer, and the few threads that may stream
+//! a body too large to gather.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
@@ -16,9 +19,11 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use polling::{Event, Events, Poller};
 
+use crate::server::http::clients::{ClientCounts, Exempt};
 use crate::server::http::connection::Connection;
+use crate::server::http::gather::Gathered;
 use crate::server::http::head::MAX_HEAD_BYTES;
-use crate::server::http::{Limits, Response, too_large_head, write_response};
+use crate::server::http::{After, Limits, Response, too_large_head, write_response};
 
 /// The poller key of the listening socket; connections get the keys after it.
 const LISTENER: usize = 0;
@@ -34,40 +39,23 @@ const LINGER: Duration = Duration::from_secs(2);
 /// Most bytes dropped while lingering before the connection is cut.
 const LINGER_BYTES: usize = 16 << 20;
 
-/// A message from a handler thread about a connection it was given.
-pub enum Returned {
-    /// Served; park it until its next request.
-    Park(Connection),
-    /// Its last response is sent: close it (lingering).
-    Close(Connection),
-}
-
 /// What the handler threads need to give connections back.
 #[derive(Clone)]
 pub struct ReturnPath {
     poller: Arc<Poller>,
-    tx: Sender<Returned>,
+    tx: Sender<After>,
 }
 
 impl ReturnPath {
-    /// Gives a served connection back to the poller.
-    pub fn park(&self, conn: Connection) {
-        if let Err(e) = self.tx.send(Returned::Park(conn)) {
+    /// Gives a connection a handler thread is done with back to the poller: to park until
+    /// its next request, to gather a body, or to close (lingering).
+    pub fn give_back(&self, after: After) {
+        if let Err(e) = self.tx.send(after) {
             // The poller has stopped: close the connection here.
-            if let Returned::Park(conn) = e.into_inner() {
-                self.close(conn);
-            }
-            return;
-        }
-        let _ = self.poller.notify();
-    }
-
-    /// Closes a connection a handler thread is done with (the poller lingers on it).
-    pub fn close(&self, conn: Connection) {
-        if let Err(e) = self.tx.send(Returned::Close(conn)) {
-            if let Returned::Close(conn) = e.into_inner() {
-                let _ = self.poller.delete(&conn.stream);
-            }
+            let conn = match e.into_inner() {
+                After::Park(conn) | After::Gather(conn) | After::Close(conn) => conn,
+            };
+            let _ = self.poller.delete(&conn.stream);
             return;
         }
         let _ = self.poller.notify();
@@ -88,6 +76,27 @@ struct Parked {
     linger_until: Option<Instant>,
     /// Bytes dropped while lingering.
     dropped: usize,
+    /// Gathering a body: its deadline (the earlier of the progress and total deadlines;
+    /// the total one alone while paused), the key of its place in `Reactor::bodies`.
+    body_due: Option<Instant>,
+    /// Gathering a body: the bytes it holds, as counted in `Reactor::buffered`.
+    counted: usize,
+    /// Its buffer is full and it waits for a streaming slot (not read meanwhile).
+    paused: bool,
+}
+
+impl Parked {
+    fn new(conn: Connection, idle_since: Option<Instant>) -> Parked {
+        Parked {
+            conn,
+            idle_since,
+            linger_until: None,
+            dropped: 0,
+            body_due: None,
+            counted: 0,
+            paused: false,
+        }
+    }
 }
 
 /// The poller's state.
@@ -97,7 +106,7 @@ pub struct Reactor {
     limits: Limits,
     stop: Arc<AtomicBool>,
     work: Sender<Connection>,
-    returns: Receiver<Returned>,
+    returns: Receiver<After>,
     parked: HashMap<usize, Parked>,
     /// Idle connections by the time they went idle: the idle timeout and the connection
     /// limit take them from the front.
@@ -106,6 +115,17 @@ pub struct Reactor {
     partial: BTreeSet<(Instant, usize)>,
     /// Closing connections, by linger deadline.
     lingering: BTreeSet<(Instant, usize)>,
+    /// Connections gathering a body, by body deadline.
+    bodies: BTreeSet<(Instant, usize)>,
+    /// Bytes held by the connections gathering a body.
+    buffered: usize,
+    /// Connections streaming a body on a handler thread.
+    streaming: usize,
+    /// Connections whose buffer is full, waiting for a streaming slot, first come first
+    /// served (keys of closed ones are skipped).
+    stream_queue: VecDeque<usize>,
+    /// Open connections per client address.
+    clients: Arc<ClientCounts>,
     /// Connections handed to handler threads and not returned yet.
     in_service: usize,
     next_key: usize,
@@ -113,12 +133,14 @@ pub struct Reactor {
 }
 
 impl Reactor {
-    /// Sets up the poller on a listening socket; `work` feeds the handler threads.
+    /// Sets up the poller on a listening socket; `work` feeds the handler threads;
+    /// `exempt` names the addresses not held to the per-client connection cap.
     pub fn new(
         listener: TcpListener,
         limits: Limits,
         stop: Arc<AtomicBool>,
         work: Sender<Connection>,
+        exempt: Exempt,
     ) -> io::Result<(Reactor, ReturnPath)> {
         let poller = Arc::new(Poller::new()?);
         listener.set_nonblocking(true)?;
@@ -141,6 +163,11 @@ impl Reactor {
                 idle: BTreeSet::new(),
                 partial: BTreeSet::new(),
                 lingering: BTreeSet::new(),
+                bodies: BTreeSet::new(),
+                buffered: 0,
+                streaming: 0,
+                stream_queue: VecDeque::new(),
+                clients: ClientCounts::new(limits.max_connections_per_client, exempt),
                 in_service: 0,
                 next_key: LISTENER + 1,
                 scratch: vec![0; 64 << 10],
@@ -175,8 +202,10 @@ impl Reactor {
             while let Ok(returned) = self.returns.try_recv() {
                 self.in_service -= 1;
                 match returned {
-                    Returned::Park(conn) => self.park(conn),
-                    Returned::Close(conn) => {
+                    After::Park(conn) => self.park(conn),
+                    After::Gather(conn) => self.gather(conn),
+                    After::Close(mut conn) => {
+                        self.end_streaming(&mut conn);
                         let key = self.insert(conn, None);
                         self.linger(key);
                     }
@@ -198,7 +227,8 @@ impl Reactor {
             .map(|(since, _)| *since + self.limits.idle_timeout);
         let head = self.partial.first().map(|(deadline, _)| *deadline);
         let linger = self.lingering.first().map(|(deadline, _)| *deadline);
-        idle.into_iter().chain(head).chain(linger).min()
+        let body = self.bodies.first().map(|(deadline, _)| *deadline);
+        idle.into_iter().chain(head).chain(linger).chain(body).min()
     }
 
     fn accept_all(&mut self) {
@@ -243,6 +273,29 @@ impl Reactor {
                 }
             }
         }
+        let slot = match stream.peer_addr().map(|a| a.ip()) {
+            Ok(ip) => match self.clients.claim(ip) {
+                Ok(slot) => slot,
+                Err(held) => {
+                    log::warn!(
+                        "{ip} already holds {held} connections, the most one client may (--http-max-connections-per-client): refusing another"
+                    );
+                    let mut stream = stream;
+                    let _ = stream.set_nonblocking(true);
+                    let response = Response::error(
+                        429,
+                        &format!(
+                            "Too many connections from {ip}: at most {} per client",
+                            self.clients.cap()
+                        ),
+                    );
+                    let _ = write_response(&mut stream, &response, false);
+                    return;
+                }
+            },
+            // Not connected any more.
+            Err(_) => return,
+        };
         let _ = stream.set_nodelay(true);
         if stream.set_nonblocking(true).is_err() {
             return;
@@ -258,15 +311,8 @@ impl Reactor {
         }
         let now = Instant::now();
         self.idle.insert((now, key));
-        self.parked.insert(
-            key,
-            Parked {
-                conn: Connection::new(stream),
-                idle_since: Some(now),
-                linger_until: None,
-                dropped: 0,
-            },
-        );
+        self.parked
+            .insert(key, Parked::new(Connection::new(stream, slot), Some(now)));
     }
 
     /// Parks a connection back from a handler thread under a new key (so a stale event
@@ -277,41 +323,29 @@ impl Reactor {
         if let Some(since) = idle_since {
             self.idle.insert((since, key));
         }
-        self.parked.insert(
-            key,
-            Parked {
-                conn,
-                idle_since,
-                linger_until: None,
-                dropped: 0,
-            },
-        );
+        self.parked.insert(key, Parked::new(conn, idle_since));
         key
     }
 
     /// Starts the lingering close of a parked connection: no more responses (write side
     /// shut), late bytes dropped until the client closes or [`LINGER`] passes.
     fn linger(&mut self, key: usize) {
-        let Some(parked) = self.parked.get_mut(&key) else {
+        let Some(mut parked) = self.parked.remove(&key) else {
             return;
         };
         let deadline = Instant::now() + LINGER;
-        if let Some(since) = parked.idle_since.take() {
-            self.idle.remove(&(since, key));
-        }
-        if let Some(started) = parked.conn.head_started.take() {
-            self.partial
-                .remove(&(started + self.limits.head_timeout, key));
-        }
+        self.forget_timers(key, &mut parked);
+        parked.conn.body_wait = None;
         parked.linger_until = Some(deadline);
         self.lingering.insert((deadline, key));
         let _ = parked.conn.stream.set_nonblocking(true);
         let _ = parked.conn.stream.shutdown(std::net::Shutdown::Write);
-        if self
+        let watched = self
             .poller
             .modify(&parked.conn.stream, Event::readable(key))
-            .is_err()
-        {
+            .is_ok();
+        self.parked.insert(key, parked);
+        if !watched {
             self.close(key, None);
         }
     }
@@ -325,6 +359,11 @@ impl Reactor {
             self.drop_late_bytes(key);
             return;
         }
+        // A head is read up to its limit; a body up to the buffer for one body.
+        let enough = match &parked.conn.body_wait {
+            Some(wait) => wait.head_len + self.limits.body_buffer,
+            None => MAX_HEAD_BYTES + 1,
+        };
         let mut read = 0;
         let open = loop {
             match parked.conn.stream.read(&mut self.scratch) {
@@ -332,7 +371,7 @@ impl Reactor {
                 Ok(n) => {
                     parked.conn.push(&self.scratch[..n]);
                     read += n;
-                    if read >= READ_PER_EVENT || parked.conn.pending().len() > MAX_HEAD_BYTES {
+                    if read >= READ_PER_EVENT || parked.conn.pending().len() >= enough {
                         break true;
                     }
                 }
@@ -347,7 +386,18 @@ impl Reactor {
                 .parked
                 .get_mut(&key)
                 .expect("the connection was just read");
-            if parked.conn.head_len().is_some() {
+            if parked.conn.body_wait.is_some() {
+                // The client ended its side in the middle of a body: it may still read.
+                log::debug!(
+                    "{}: the connection closed inside a request body",
+                    parked.conn.peer
+                );
+                let response = Response::error(
+                    400,
+                    "The connection closed before the whole request body arrived",
+                );
+                self.close(key, Some(response));
+            } else if parked.conn.head_len().is_some() {
                 self.dispatch(key);
             } else {
                 self.close(key, None);
@@ -393,6 +443,10 @@ impl Reactor {
         let Some(parked) = self.parked.get_mut(&key) else {
             return;
         };
+        if parked.conn.body_wait.is_some() {
+            self.settle_body(key);
+            return;
+        }
         let conn = &mut parked.conn;
         let complete = conn.head_len().is_some();
         if complete {
@@ -418,11 +472,110 @@ impl Reactor {
         }
     }
 
-    fn dispatch(&mut self, key: usize) {
-        let Some(parked) = self.parked.remove(&key) else {
+    /// Decides what a connection gathering a body waits for next: complete, it goes to
+    /// a handler thread; with its buffer full (or all bodies' buffers), to a streaming
+    /// slot; otherwise it waits for more under its deadlines.
+    fn settle_body(&mut self, key: usize) {
+        let Some(parked) = self.parked.get_mut(&key) else {
             return;
         };
-        self.forget_timers(key, &parked);
+        let Some(mut wait) = parked.conn.body_wait.take() else {
+            return;
+        };
+        let pending = parked.conn.pending();
+        let gathered = wait.progress(&pending[wait.head_len..], self.limits.body_buffer);
+        self.buffered = self.buffered - parked.counted + pending.len();
+        parked.counted = pending.len();
+        let started = wait.started;
+        parked.conn.body_wait = Some(wait);
+        match gathered {
+            Gathered::Complete => self.dispatch(key),
+            Gathered::Full => self.stream_or_pause(key),
+            Gathered::Waiting if self.buffered > self.limits.body_buffer_total => {
+                log::debug!(
+                    "bodies being gathered hold {} bytes, more than --http-body-buffer-total: streaming instead",
+                    self.buffered
+                );
+                self.stream_or_pause(key);
+            }
+            Gathered::Waiting => {
+                let due = (Instant::now() + self.limits.body_timeout)
+                    .min(started + self.limits.body_deadline);
+                self.set_body_due(key, due);
+                let stream = &self.parked[&key].conn.stream;
+                if self.poller.modify(stream, Event::readable(key)).is_err() {
+                    self.close(key, None);
+                }
+            }
+        }
+    }
+
+    /// Moves a gathering connection's place in the body deadlines to `due`.
+    fn set_body_due(&mut self, key: usize, due: Instant) {
+        let Some(parked) = self.parked.get_mut(&key) else {
+            return;
+        };
+        if let Some(old) = parked.body_due.replace(due) {
+            self.bodies.remove(&(old, key));
+        }
+        self.bodies.insert((due, key));
+    }
+
+    /// Hands a connection whose body does not fit its buffer to a handler thread to
+    /// stream, if a streaming slot is free; otherwise it waits, unread, for one (under
+    /// its total deadline only: the wait is the server's, not the client's).
+    fn stream_or_pause(&mut self, key: usize) {
+        if self.streaming < self.limits.streaming_bodies {
+            self.streaming += 1;
+            if let Some(parked) = self.parked.get_mut(&key) {
+                parked.conn.streaming = true;
+            }
+            self.dispatch(key);
+            return;
+        }
+        let Some(parked) = self.parked.get_mut(&key) else {
+            return;
+        };
+        if parked.paused {
+            return;
+        }
+        parked.paused = true;
+        let Some(started) = parked.conn.body_wait.as_ref().map(|w| w.started) else {
+            return;
+        };
+        log::debug!(
+            "{}: waiting for a thread to stream its body",
+            parked.conn.peer
+        );
+        self.set_body_due(key, started + self.limits.body_deadline);
+        self.stream_queue.push_back(key);
+    }
+
+    /// A connection back from a handler thread gives back its streaming slot, if it
+    /// held one, to the first connection waiting for one.
+    fn end_streaming(&mut self, conn: &mut Connection) {
+        if !std::mem::take(&mut conn.streaming) {
+            return;
+        }
+        self.streaming -= 1;
+        while self.streaming < self.limits.streaming_bodies {
+            let Some(key) = self.stream_queue.pop_front() else {
+                break;
+            };
+            let Some(parked) = self.parked.get_mut(&key) else {
+                continue;
+            };
+            if std::mem::take(&mut parked.paused) {
+                self.stream_or_pause(key);
+            }
+        }
+    }
+
+    fn dispatch(&mut self, key: usize) {
+        let Some(mut parked) = self.parked.remove(&key) else {
+            return;
+        };
+        self.forget_timers(key, &mut parked);
         self.in_service += 1;
         if let Err(e) = self.work.send(parked.conn) {
             // No handler threads left (shutting down).
@@ -432,8 +585,9 @@ impl Reactor {
         }
     }
 
-    /// A connection back from a handler thread.
+    /// A connection back from a handler thread, to wait for its next request.
     fn park(&mut self, mut conn: Connection) {
+        self.end_streaming(&mut conn);
         if self.stop.load(Ordering::SeqCst) || conn.stream.set_nonblocking(true).is_err() {
             let _ = self.poller.delete(&conn.stream);
             return;
@@ -444,17 +598,34 @@ impl Reactor {
         self.settle(key);
     }
 
-    fn forget_timers(&mut self, key: usize, parked: &Parked) {
-        if let Some(since) = parked.idle_since {
+    /// A connection back from a handler thread, admitted, to gather its body.
+    fn gather(&mut self, mut conn: Connection) {
+        self.end_streaming(&mut conn);
+        if self.stop.load(Ordering::SeqCst) || conn.stream.set_nonblocking(true).is_err() {
+            let _ = self.poller.delete(&conn.stream);
+            return;
+        }
+        let key = self.insert(conn, None);
+        self.settle_body(key);
+    }
+
+    /// Takes a connection out of every clock and count the poller keeps for it.
+    fn forget_timers(&mut self, key: usize, parked: &mut Parked) {
+        if let Some(since) = parked.idle_since.take() {
             self.idle.remove(&(since, key));
         }
-        if let Some(started) = parked.conn.head_started {
+        if let Some(started) = parked.conn.head_started.take() {
             self.partial
                 .remove(&(started + self.limits.head_timeout, key));
         }
-        if let Some(deadline) = parked.linger_until {
+        if let Some(deadline) = parked.linger_until.take() {
             self.lingering.remove(&(deadline, key));
         }
+        if let Some(due) = parked.body_due.take() {
+            self.bodies.remove(&(due, key));
+        }
+        self.buffered -= std::mem::take(&mut parked.counted);
+        parked.paused = false;
     }
 
     /// Closes a parked connection. With a last response to send, it is written (best
@@ -471,16 +642,40 @@ impl Reactor {
             }
             return;
         }
-        let Some(parked) = self.parked.remove(&key) else {
+        let Some(mut parked) = self.parked.remove(&key) else {
             return;
         };
-        self.forget_timers(key, &parked);
+        self.forget_timers(key, &mut parked);
         let _ = self.poller.delete(&parked.conn.stream);
     }
 
-    /// Closes connections past their deadlines: 408 for heads that took too long,
-    /// silently for connections idle past the idle timeout.
+    /// Closes connections past their deadlines: 408 for heads and bodies that took too
+    /// long, silently for connections idle past the idle timeout.
     fn expire(&mut self, now: Instant) {
+        while let Some(&(deadline, key)) = self.bodies.first() {
+            if deadline > now {
+                break;
+            }
+            if let Some(parked) = self.parked.get(&key) {
+                log::warn!(
+                    "{}: request body not complete in time (--http-body-timeout {:?} without progress, --http-body-deadline {:?} in all)",
+                    parked.conn.peer,
+                    self.limits.body_timeout,
+                    self.limits.body_deadline
+                );
+            }
+            self.bodies.pop_first();
+            if let Some(parked) = self.parked.get_mut(&key) {
+                parked.body_due = None;
+            }
+            self.close(
+                key,
+                Some(Response::error(
+                    408,
+                    "Request Timeout: the request body did not arrive in time",
+                )),
+            );
+        }
         while let Some(&(deadline, key)) = self.partial.first() {
             if deadline > now {
                 break;
