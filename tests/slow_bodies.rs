@@ -161,7 +161,7 @@ fn a_slow_body_without_a_token_is_refused_before_it_is_read() {
 }
 
 #[test]
-fn expect_continue_is_answered_once_admitted_and_the_slow_body_lands() {
+fn an_upload_waiting_for_100_continue_gets_it_from_its_handler_and_lands() {
     let dir = tempfile::tempdir().unwrap();
     let s = start_server(dir.path(), &[("RS_API_TOKEN", TOKEN)]);
     let a = auth();

@@ -4,8 +4,8 @@
 //! reads the body into the connection's buffer as it trickles in, under the body
 //! deadlines, and hands the connection to a handler thread again only once the body is
 //! complete — or once the buffer for one body is full, to be streamed from the socket
-//! by one of the few threads allowed to do that. So a slow body costs bytes, not a
-//! thread.
+//! by one of the few threads allowed to do that (as is a request waiting for
+//! `100 Continue`). So a slow body costs bytes, not a thread.
 
 use std::time::Instant;
 
@@ -24,6 +24,9 @@ pub struct BodyWait {
     chunked: ChunkedScan,
     /// When the body was first waited for: the total body deadline counts from here.
     pub started: Instant,
+    /// Not gathered: the request goes to a streaming slot at once (it waits for
+    /// `100 Continue`, which only its handler sends).
+    pub stream_at_once: bool,
 }
 
 /// How far a gathered body has come.
@@ -46,6 +49,15 @@ impl BodyWait {
             framing,
             chunked: ChunkedScan::default(),
             started: Instant::now(),
+            stream_at_once: false,
+        }
+    }
+
+    /// The same wait, for a body its handler streams from the socket.
+    pub fn streamed(self) -> BodyWait {
+        BodyWait {
+            stream_at_once: true,
+            ..self
         }
     }
 

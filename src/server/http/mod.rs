@@ -8,7 +8,7 @@
 //! permission, size: nothing of the body is read for a refused one), then waited for
 //! for at most the same two milliseconds; a body slower than that goes back to the
 //! poller, which gathers it (`gather`) and hands the request over again once it is
-//! complete. So a slow body costs buffered bytes, never a thread.
+//! complete. So a slow body costs buffered bytes, never more than half the threads.
 
 use std::io::{BufWriter, Write};
 use std::net::IpAddr;
@@ -246,8 +246,9 @@ enum BodyReady {
 
 /// Decides, before anything of the request is handled, whether its body is ready: a
 /// body the poller gathered is; one complete in the buffer is; otherwise the request is
-/// admitted on its head, answered `100 Continue` if it asks, and its body waited for
-/// briefly before the poller is asked to gather it.
+/// admitted on its head, and its body waited for briefly before the poller is asked to
+/// gather it (or, for a request that waits for `100 Continue`, to give it a streaming
+/// slot).
 fn body_ready(
     app: &dyn Service,
     conn: &mut Connection,
@@ -276,13 +277,12 @@ fn body_ready(
     if let Some(refusal) = app.admit(head, conn.peer_ip) {
         return BodyReady::Refused(refusal);
     }
-    if head.expects_continue()
-        && conn
-            .stream
-            .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-            .is_err()
-    {
-        return BodyReady::Broken;
+    if head.expects_continue() {
+        // The client sends the body only after `100 Continue`, which the handler sends
+        // when it reads the body — so a request it refuses (a missing bucket) is
+        // answered before any body is sent, as ReductStore does. Such a request is
+        // streamed, on a streaming slot like a body too large to gather.
+        return BodyReady::Gather(wait.streamed());
     }
     match await_body(conn, &mut wait, limits) {
         Some(true) => BodyReady::Now { admitted: true },
@@ -416,8 +416,8 @@ fn serve_request(
     keep_alive
 }
 
-/// Answers one request (`admitted`: its token and permission were checked on the head,
-/// and any `100 Continue` sent); returns whether the connection may serve another and
+/// Answers one request (`admitted`: its token and permission were checked on the head);
+/// returns whether the connection may serve another and
 /// the status.
 fn answer(
     app: &dyn Service,
@@ -447,7 +447,7 @@ fn answer(
             return refuse(conn, &too_large(&n));
         }
         Ok(Framing::Length(n)) => {
-            let expects_continue = head.expects_continue() && !admitted;
+            let expects_continue = head.expects_continue();
             let peer_ip = conn.peer_ip;
             let mut req = Request {
                 head,
@@ -465,8 +465,7 @@ fn answer(
             if !admitted && let Some(refusal) = app.admit(&head, conn.peer_ip) {
                 return refuse(conn, &refusal);
             }
-            if !admitted
-                && head.expects_continue()
+            if head.expects_continue()
                 && conn
                     .stream
                     .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")

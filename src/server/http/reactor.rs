@@ -483,7 +483,11 @@ impl Reactor {
             return;
         };
         let pending = parked.conn.pending();
-        let gathered = wait.progress(&pending[wait.head_len..], self.limits.body_buffer);
+        let gathered = if wait.stream_at_once {
+            Gathered::Full
+        } else {
+            wait.progress(&pending[wait.head_len..], self.limits.body_buffer)
+        };
         self.buffered = self.buffered - parked.counted + pending.len();
         parked.counted = pending.len();
         let started = wait.started;
