@@ -14,7 +14,7 @@ use crate::storage::condition::Condition;
 use crate::storage::entry::{Entry, EntryContext, EntryInfo, holds_entry};
 use crate::storage::format::fsutil::{TMP_SUFFIX, fsync_dir, remove_file_if_exists, write_atomic};
 use crate::storage::merge::MergeQueue;
-use crate::storage::names::{validate_entry_name, validate_labels};
+use crate::storage::names::{validate_entry_name, validate_label_set, validate_labels};
 use crate::storage::pattern::EntryPatterns;
 use crate::storage::query::{QueryIter, QueryOptions};
 use crate::storage::record::{Labels, Record, RecordMeta};
@@ -309,6 +309,7 @@ impl Bucket {
     /// and waits once, which costs one sync per file it touched.
     pub fn write_deferred(&self, entry: &str, meta: RecordMeta, payload: &[u8]) -> Result<Pending> {
         validate_labels(&meta.labels)?;
+        validate_label_set(&meta.labels, &meta.content_type)?;
         let limits = self.settings().block_limits();
         let entry = self.entry_or_create(entry)?;
         let pending = entry

@@ -138,6 +138,41 @@ pub fn validate_labels(labels: &Labels) -> Result<()> {
     Ok(())
 }
 
+/// Most labels one record may carry: every label is a header of a single-record read,
+/// and clients read at most about 128 response headers (aiohttp, under reduct-py), while
+/// ReductStore's own request parser takes at most 100 headers.
+pub const MAX_LABELS: usize = 100;
+/// Most bytes a record's labels and content type may take encoded: a batch read carries
+/// them all in one header line, and clients read lines of at most 8,190 bytes (aiohttp).
+pub const MAX_LABEL_BYTES: usize = 8000;
+
+/// Checks that the whole label set a record will carry (after a write or an update),
+/// with its content type, fits in the headers clients read back: at most [`MAX_LABELS`]
+/// labels and [`MAX_LABEL_BYTES`] encoded (each label as `name=value,` with room for
+/// quotes). Refused with 422 naming the count, or the largest label, so a record is
+/// never stored that no client could read.
+pub fn validate_label_set(labels: &Labels, content_type: &str) -> Result<()> {
+    if labels.len() > MAX_LABELS {
+        return Err(Error::unprocessable(format!(
+            "A record may carry at most {MAX_LABELS} labels, not {}: clients read each label as a response header",
+            labels.len()
+        )));
+    }
+    let encoded = |(name, value): (&String, &String)| name.len() + value.len() + 6;
+    let bytes = content_type.len() + labels.iter().map(encoded).sum::<usize>();
+    if bytes > MAX_LABEL_BYTES {
+        let (largest, _) = labels
+            .iter()
+            .max_by_key(|label| encoded(*label))
+            .expect("labels past the byte limit are not empty");
+        return Err(Error::unprocessable(format!(
+            "The labels of a record take {bytes} bytes encoded, more than the {MAX_LABEL_BYTES} a batch header line can carry to clients (the largest is '{}')",
+            quoted(largest)
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,6 +220,24 @@ mod tests {
                 .contains("segments")
         );
         validate_entry_name(&vec!["ab"; MAX_ENTRY_SEGMENTS].join("/")).expect("at the limit");
+    }
+
+    #[test]
+    fn label_sets_clients_cannot_read_back_are_refused() {
+        let set = |n: usize, len: usize| -> Labels {
+            (0..n)
+                .map(|i| (format!("l{i:03}"), "v".repeat(len)))
+                .collect()
+        };
+        validate_label_set(&set(MAX_LABELS, 60), "image/jpeg").expect("100 short labels fit");
+        let e = validate_label_set(&set(MAX_LABELS + 1, 1), "x").unwrap_err();
+        assert!(e.message().contains("at most 100 labels, not 101"), "{e}");
+        let mut big = set(3, 10);
+        big.insert("huge".into(), "v".repeat(MAX_LABEL_BYTES));
+        let e = validate_label_set(&big, "x").unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Unprocessable);
+        assert!(e.message().contains("the largest is 'huge'"), "{e}");
+        validate_label_set(&Labels::new(), "").expect("no labels");
     }
 
     #[test]

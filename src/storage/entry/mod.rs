@@ -36,6 +36,7 @@ use crate::storage::format::index::{
 };
 use crate::storage::format::log::OpenLog;
 use crate::storage::format::rewrite::write_log_block;
+use crate::storage::names::validate_label_set;
 use crate::storage::record::{Labels, RecordMeta};
 use crate::storage::sync::{Durability, Pending};
 
@@ -410,19 +411,22 @@ impl Entry {
                     .log_slot(kind)
                     .as_mut()
                     .expect("a record was found in this log");
-                let current = &log.records()[&ts].meta.labels;
-                let labels = apply(current);
-                if &labels == current {
+                let current = &log.records()[&ts].meta;
+                let labels = apply(&current.labels);
+                if labels == current.labels {
                     return Ok(Pending::none());
                 }
+                validate_label_set(&labels, &current.content_type)?;
                 log.append_labels(ts, &labels)?;
                 Ok(self.after_append(log))
             }
             Place::Sealed { pos, block, record } => {
-                let labels = apply(&block.records()[record].meta.labels);
-                if labels == block.records()[record].meta.labels {
+                let current = &block.records()[record].meta;
+                let labels = apply(&current.labels);
+                if labels == current.labels {
                     return Ok(Pending::none());
                 }
+                validate_label_set(&labels, &current.content_type)?;
                 drop(block);
                 self.change_block(&mut st, pos, BlockChange::Relabel(ts, labels))
             }
