@@ -204,3 +204,81 @@ fn compress_runs_on_a_full_and_a_nearly_full_disk_leave_only_named_files() {
     drop(store);
     drop(fs);
 }
+
+/// Fills what is left of the file system with one file; returns its path.
+fn fill_up(dir: &Path) -> PathBuf {
+    use std::io::Write;
+    let path = dir.join("filler");
+    let mut file = std::fs::File::create(&path).unwrap();
+    let chunk = vec![0u8; 4096];
+    while file.write_all(&chunk).is_ok() {}
+    // Whatever did not fit in a whole chunk: byte by byte.
+    while file.write_all(&[0]).is_ok() {}
+    path
+}
+
+#[test]
+fn a_background_merge_on_a_full_disk_removes_its_files_and_is_not_retried_in_a_loop() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(fs) = Tmpfs::mount(&root.path().join("small"), "3m") else {
+        eprintln!("NOT RUN: mounting a tmpfs was refused (needs root)");
+        return;
+    };
+    let data = fs.0.join("data");
+    let payload = |ts: u64| vec![(ts % 251) as u8; 16 << 10];
+    // Room kept back for the last act, where the merge succeeds.
+    let reserve = fs.0.join("reserve");
+    std::fs::write(&reserve, vec![0u8; 1 << 20]).unwrap();
+    // Overlapping blocks, written while merges are off: each group of ten is written
+    // backwards, so most records are belated and seal into blocks that overlap.
+    let mut acknowledged = Vec::new();
+    {
+        let s = start_server(&data, &[("RS_MAX_BLOCK_OVERLAP", "1000")]);
+        let settings = br#"{"max_block_records": 4}"#;
+        assert_eq!(s.request("POST", "/api/v1/b/b", &[], settings).status, 200);
+        'groups: for g in 0..40u64 {
+            for i in (1..=10u64).rev() {
+                let ts = g * 10 + i;
+                let r = s.request("POST", &format!("/api/v1/b/b/e?ts={ts}"), &[], &payload(ts));
+                match r.status {
+                    200 => acknowledged.push(ts),
+                    507 => break 'groups,
+                    other => panic!("write {ts}: {other} {}", r.error()),
+                }
+            }
+        }
+        assert!(acknowledged.len() > 20, "{} written", acknowledged.len());
+        let (status, _) = s.terminate();
+        assert!(status.success());
+    }
+    // Not a byte left; then a server that bounds overlap at 1 merges at open, and fails.
+    let filler = fill_up(&fs.0);
+    let before = files_under(&data);
+    {
+        let s = start_server(&data, &[("RS_MAX_BLOCK_OVERLAP", "1")]);
+        s.wait_for_log("background merge failed");
+        // Reads go on, and the failed merge is not tried again while nothing changes.
+        for &ts in &acknowledged {
+            assert_eq!(s.get(&format!("/api/v1/b/b/e?ts={ts}")).body, payload(ts));
+        }
+        assert_eq!(
+            s.log_lines("background merge failed").len(),
+            1,
+            "the failed merge was retried with nothing changed"
+        );
+        // It left no file behind.
+        assert_eq!(files_under(&data), before, "files left by the failed merge");
+        let (status, _) = s.terminate();
+        assert!(status.success());
+    }
+    // With room again, the merge at the next open succeeds and nothing is lost.
+    std::fs::remove_file(&filler).unwrap();
+    std::fs::remove_file(&reserve).unwrap();
+    let s = start_server(&data, &[("RS_MAX_BLOCK_OVERLAP", "1")]);
+    s.wait_for_log("overlapping block(s)");
+    for &ts in &acknowledged {
+        assert_eq!(s.get(&format!("/api/v1/b/b/e?ts={ts}")).body, payload(ts));
+    }
+    drop(s);
+    drop(fs);
+}

@@ -119,3 +119,53 @@ fn five_thousand_entries_under_a_512_descriptor_limit() {
     let open = server.open_descriptors();
     assert!(open <= LIMIT as usize, "{open} descriptors open");
 }
+
+#[test]
+fn out_of_descriptors_the_server_refuses_connections_instead_of_spinning_and_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = try_start_server_limited(dir.path(), &[("RS_HTTP_THREADS", "2")], Some(64))
+        .unwrap_or_else(|(status, log)| panic!("the server did not start ({status}): {log:?}"));
+    // One connection kept from before the descriptors run out.
+    let mut kept = Connection::open(s.addr);
+    assert_eq!(kept.call("GET", "/api/v1/alive", &[], b"").status, 200);
+    // Far more connections than descriptors are left: the ones past the limit are
+    // answered 503 and closed rather than left in the backlog.
+    let mut crowd = Vec::new();
+    for _ in 0..120 {
+        if let Ok(c) = std::net::TcpStream::connect(s.addr) {
+            crowd.push(c);
+        }
+    }
+    // Each asks for /alive: the accepted ones are answered 200, the others were 503.
+    let mut refused = 0;
+    for c in &mut crowd {
+        let _ = std::io::Write::write_all(c, b"GET /api/v1/alive HTTP/1.1\r\nhost: t\r\n\r\n");
+    }
+    for c in &mut crowd {
+        c.set_read_timeout(Some(DEADLINE)).unwrap();
+        let mut head = [0u8; 12];
+        if std::io::Read::read_exact(c, &mut head).is_ok() && head.starts_with(b"HTTP/1.1 503") {
+            refused += 1;
+        }
+    }
+    assert!(
+        refused > 0,
+        "no connection was refused past the descriptor limit"
+    );
+    // The kept connection is still served meanwhile.
+    assert_eq!(kept.call("GET", "/api/v1/alive", &[], b"").status, 200);
+    // Each refusal is not a log line (nor a busy loop): one warning for the burst.
+    let warnings = s.log_lines("out of file descriptors").len();
+    assert!(
+        (1..=5).contains(&warnings),
+        "{warnings} warnings for one burst of refusals"
+    );
+    // Descriptors back: new connections are served again.
+    drop(crowd);
+    wait_until("a new connection to be served", || {
+        Connection::try_open(s.addr)
+            .ok()
+            .and_then(|mut c| c.try_call("GET", "/api/v1/alive", &[], b"").ok())
+            .is_some_and(|r| r.status == 200)
+    });
+}

@@ -99,6 +99,32 @@ impl Parked {
     }
 }
 
+/// How long the listener is left unwatched when a connection cannot be accepted for want
+/// of descriptors and no spare is left.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+/// Least time between two warnings about connections refused for want of descriptors.
+const DESCRIPTOR_WARNING_EVERY: Duration = Duration::from_secs(10);
+
+/// What became of an accept out of descriptors.
+enum Refusal {
+    /// A waiting connection was answered 503 and closed.
+    Refused,
+    /// Nobody was waiting after all (or the accept failed otherwise).
+    NoneWaiting,
+    /// No spare descriptor to accept with.
+    NoSpare,
+}
+
+/// The spare descriptor (see `Reactor::spare`), when one is free.
+fn open_spare() -> Option<std::fs::File> {
+    std::fs::File::open("/dev/null").ok()
+}
+
+/// Whether an accept failed because the process or the system has no descriptor left.
+fn out_of_descriptors(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
+}
+
 /// The poller's state.
 pub struct Reactor {
     poller: Arc<Poller>,
@@ -128,6 +154,14 @@ pub struct Reactor {
     clients: Arc<ClientCounts>,
     /// Connections handed to handler threads and not returned yet.
     in_service: usize,
+    /// A descriptor kept in reserve, given up to accept (and refuse) a connection when
+    /// the process is out of descriptors.
+    spare: Option<std::fs::File>,
+    /// Connections refused for want of descriptors since the last warning about it.
+    refused_for_descriptors: usize,
+    descriptor_warning: Option<Instant>,
+    /// The listener is unwatched until then (out of descriptors, no spare).
+    listener_paused_until: Option<Instant>,
     next_key: usize,
     scratch: Vec<u8>,
 }
@@ -169,6 +203,10 @@ impl Reactor {
                 stream_queue: VecDeque::new(),
                 clients: ClientCounts::new(limits.max_connections_per_client, exempt),
                 in_service: 0,
+                spare: open_spare(),
+                refused_for_descriptors: 0,
+                descriptor_warning: None,
+                listener_paused_until: None,
                 next_key: LISTENER + 1,
                 scratch: vec![0; 64 << 10],
             },
@@ -211,7 +249,14 @@ impl Reactor {
                     }
                 }
             }
-            self.expire(Instant::now());
+            let now = Instant::now();
+            if self.listener_paused_until.is_some_and(|until| until <= now) {
+                self.listener_paused_until = None;
+                let _ = self
+                    .poller
+                    .modify(&self.listener, Event::readable(LISTENER));
+            }
+            self.expire(now);
         }
         let _ = self.poller.delete(&self.listener);
         for (_, parked) in self.parked.drain() {
@@ -228,7 +273,12 @@ impl Reactor {
         let head = self.partial.first().map(|(deadline, _)| *deadline);
         let linger = self.lingering.first().map(|(deadline, _)| *deadline);
         let body = self.bodies.first().map(|(deadline, _)| *deadline);
-        idle.into_iter().chain(head).chain(linger).chain(body).min()
+        idle.into_iter()
+            .chain(head)
+            .chain(linger)
+            .chain(body)
+            .chain(self.listener_paused_until)
+            .min()
     }
 
     fn accept_all(&mut self) {
@@ -237,9 +287,18 @@ impl Reactor {
                 Ok((stream, _)) => self.admit(stream),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // (Linux fails an accept for want of a descriptor even when nobody waits.)
+                Err(e) if out_of_descriptors(&e) => match self.refuse_for_descriptors() {
+                    Refusal::Refused => {}
+                    Refusal::NoneWaiting => break,
+                    Refusal::NoSpare => {
+                        // Not even the spare: wait a moment, the listener unwatched (it
+                        // stays readable, so watching it would spin).
+                        self.listener_paused_until = Some(Instant::now() + ACCEPT_PAUSE);
+                        return;
+                    }
+                },
                 Err(e) => {
-                    // Out of descriptors and the like: say so, and try again on the next
-                    // readiness rather than spinning.
                     log::warn!("accepting a connection: {e}");
                     break;
                 }
@@ -248,6 +307,45 @@ impl Reactor {
         let _ = self
             .poller
             .modify(&self.listener, Event::readable(LISTENER));
+    }
+
+    /// Out of descriptors: gives up the spare descriptor to accept a waiting connection,
+    /// answers it 503 and closes it, and takes the spare again — so the backlog drains
+    /// with answers. One warning per burst.
+    fn refuse_for_descriptors(&mut self) -> Refusal {
+        // A spare lost to an earlier burst is taken again first, if a descriptor is free.
+        let Some(spare) = self.spare.take().or_else(open_spare) else {
+            return Refusal::NoSpare;
+        };
+        drop(spare);
+        let accepted = self.listener.accept();
+        let Ok((mut stream, peer)) = accepted else {
+            self.spare = open_spare();
+            return Refusal::NoneWaiting;
+        };
+        let _ = stream.set_nonblocking(true);
+        let response = Response::error(
+            503,
+            "Service Unavailable: the server is out of file descriptors",
+        );
+        let _ = write_response(&mut stream, &response, false);
+        // Closed before the spare is taken again: the spare takes its descriptor.
+        drop(stream);
+        self.spare = open_spare();
+        self.refused_for_descriptors += 1;
+        let now = Instant::now();
+        if self
+            .descriptor_warning
+            .is_none_or(|at| now.duration_since(at) >= DESCRIPTOR_WARNING_EVERY)
+        {
+            log::warn!(
+                "out of file descriptors: new connections are answered 503 and closed ({} since the last warning, the last from {peer}); raise `ulimit -n`, or lower --http-max-connections or --max-open-log-files",
+                self.refused_for_descriptors
+            );
+            self.refused_for_descriptors = 0;
+            self.descriptor_warning = Some(now);
+        }
+        Refusal::Refused
     }
 
     fn admit(&mut self, stream: TcpStream) {
