@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io::{self, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -19,9 +19,13 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use polling::{Event, Events, Poller};
 
+mod accept;
+mod bodies;
+
+use accept::{Burst, open_spare};
+
 use crate::server::http::clients::{ClientCounts, Exempt};
 use crate::server::http::connection::Connection;
-use crate::server::http::gather::Gathered;
 use crate::server::http::head::MAX_HEAD_BYTES;
 use crate::server::http::{After, Limits, Response, too_large_head, write_response};
 
@@ -99,32 +103,6 @@ impl Parked {
     }
 }
 
-/// How long the listener is left unwatched when a connection cannot be accepted for want
-/// of descriptors and no spare is left.
-const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
-/// Least time between two warnings about connections refused for want of descriptors.
-const DESCRIPTOR_WARNING_EVERY: Duration = Duration::from_secs(10);
-
-/// What became of an accept out of descriptors.
-enum Refusal {
-    /// A waiting connection was answered 503 and closed.
-    Refused,
-    /// Nobody was waiting after all (or the accept failed otherwise).
-    NoneWaiting,
-    /// No spare descriptor to accept with.
-    NoSpare,
-}
-
-/// The spare descriptor (see `Reactor::spare`), when one is free.
-fn open_spare() -> Option<std::fs::File> {
-    std::fs::File::open("/dev/null").ok()
-}
-
-/// Whether an accept failed because the process or the system has no descriptor left.
-fn out_of_descriptors(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
-}
-
 /// The poller's state.
 pub struct Reactor {
     poller: Arc<Poller>,
@@ -157,9 +135,11 @@ pub struct Reactor {
     /// A descriptor kept in reserve, given up to accept (and refuse) a connection when
     /// the process is out of descriptors.
     spare: Option<std::fs::File>,
-    /// Connections refused for want of descriptors since the last warning about it.
-    refused_for_descriptors: usize,
-    descriptor_warning: Option<Instant>,
+    /// Connections refused for want of descriptors, for their client's cap, and at the
+    /// connection limit.
+    refused_for_descriptors: Burst,
+    refused_per_client: Burst,
+    refused_at_limit: Burst,
     /// The listener is unwatched until then (out of descriptors, no spare).
     listener_paused_until: Option<Instant>,
     next_key: usize,
@@ -204,8 +184,9 @@ impl Reactor {
                 clients: ClientCounts::new(limits.max_connections_per_client, exempt),
                 in_service: 0,
                 spare: open_spare(),
-                refused_for_descriptors: 0,
-                descriptor_warning: None,
+                refused_for_descriptors: Burst::default(),
+                refused_per_client: Burst::default(),
+                refused_at_limit: Burst::default(),
                 listener_paused_until: None,
                 next_key: LISTENER + 1,
                 scratch: vec![0; 64 << 10],
@@ -279,138 +260,6 @@ impl Reactor {
             .chain(body)
             .chain(self.listener_paused_until)
             .min()
-    }
-
-    fn accept_all(&mut self) {
-        loop {
-            match self.listener.accept() {
-                Ok((stream, _)) => self.admit(stream),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // (Linux fails an accept for want of a descriptor even when nobody waits.)
-                Err(e) if out_of_descriptors(&e) => match self.refuse_for_descriptors() {
-                    Refusal::Refused => {}
-                    Refusal::NoneWaiting => break,
-                    Refusal::NoSpare => {
-                        // Not even the spare: wait a moment, the listener unwatched (it
-                        // stays readable, so watching it would spin).
-                        self.listener_paused_until = Some(Instant::now() + ACCEPT_PAUSE);
-                        return;
-                    }
-                },
-                Err(e) => {
-                    log::warn!("accepting a connection: {e}");
-                    break;
-                }
-            }
-        }
-        let _ = self
-            .poller
-            .modify(&self.listener, Event::readable(LISTENER));
-    }
-
-    /// Out of descriptors: gives up the spare descriptor to accept a waiting connection,
-    /// answers it 503 and closes it, and takes the spare again — so the backlog drains
-    /// with answers. One warning per burst.
-    fn refuse_for_descriptors(&mut self) -> Refusal {
-        // A spare lost to an earlier burst is taken again first, if a descriptor is free.
-        let Some(spare) = self.spare.take().or_else(open_spare) else {
-            return Refusal::NoSpare;
-        };
-        drop(spare);
-        let accepted = self.listener.accept();
-        let Ok((mut stream, peer)) = accepted else {
-            self.spare = open_spare();
-            return Refusal::NoneWaiting;
-        };
-        let _ = stream.set_nonblocking(true);
-        let response = Response::error(
-            503,
-            "Service Unavailable: the server is out of file descriptors",
-        );
-        let _ = write_response(&mut stream, &response, false);
-        // Closed before the spare is taken again: the spare takes its descriptor.
-        drop(stream);
-        self.spare = open_spare();
-        self.refused_for_descriptors += 1;
-        let now = Instant::now();
-        if self
-            .descriptor_warning
-            .is_none_or(|at| now.duration_since(at) >= DESCRIPTOR_WARNING_EVERY)
-        {
-            log::warn!(
-                "out of file descriptors: new connections are answered 503 and closed ({} since the last warning, the last from {peer}); raise `ulimit -n`, or lower --http-max-connections or --max-open-log-files",
-                self.refused_for_descriptors
-            );
-            self.refused_for_descriptors = 0;
-            self.descriptor_warning = Some(now);
-        }
-        Refusal::Refused
-    }
-
-    fn admit(&mut self, stream: TcpStream) {
-        if self.parked.len() + self.in_service >= self.limits.max_connections {
-            match self.idle.pop_first().or_else(|| self.lingering.pop_first()) {
-                Some((_, oldest)) => {
-                    log::debug!("connection limit reached: closing the oldest idle connection");
-                    self.close(oldest, None);
-                }
-                None => {
-                    log::warn!(
-                        "connection limit of {} reached with none idle: refusing a connection",
-                        self.limits.max_connections
-                    );
-                    let mut stream = stream;
-                    let _ = stream.set_nonblocking(true);
-                    let response = Response::error(
-                        503,
-                        "Too many connections: the server's connection limit is reached",
-                    );
-                    let _ = write_response(&mut stream, &response, false);
-                    return;
-                }
-            }
-        }
-        let slot = match stream.peer_addr().map(|a| a.ip()) {
-            Ok(ip) => match self.clients.claim(ip) {
-                Ok(slot) => slot,
-                Err(held) => {
-                    log::warn!(
-                        "{ip} already holds {held} connections, the most one client may (--http-max-connections-per-client): refusing another"
-                    );
-                    let mut stream = stream;
-                    let _ = stream.set_nonblocking(true);
-                    let response = Response::error(
-                        429,
-                        &format!(
-                            "Too many connections from {ip}: at most {} per client",
-                            self.clients.cap()
-                        ),
-                    );
-                    let _ = write_response(&mut stream, &response, false);
-                    return;
-                }
-            },
-            // Not connected any more.
-            Err(_) => return,
-        };
-        let _ = stream.set_nodelay(true);
-        if stream.set_nonblocking(true).is_err() {
-            return;
-        }
-        let key = self.next_key;
-        self.next_key += 1;
-        // SAFETY: every connection is deleted from the poller before its socket is
-        // dropped (in `close`, the only place parked connections are dropped, and in
-        // `ReturnPath`, when the poller has stopped).
-        if let Err(e) = unsafe { self.poller.add(&stream, Event::readable(key)) } {
-            log::warn!("watching a connection: {e}");
-            return;
-        }
-        let now = Instant::now();
-        self.idle.insert((now, key));
-        self.parked
-            .insert(key, Parked::new(Connection::new(stream, slot), Some(now)));
     }
 
     /// Parks a connection back from a handler thread under a new key (so a stale event
@@ -570,109 +419,6 @@ impl Reactor {
         }
     }
 
-    /// Decides what a connection gathering a body waits for next: complete, it goes to
-    /// a handler thread; with its buffer full (or all bodies' buffers), to a streaming
-    /// slot; otherwise it waits for more under its deadlines.
-    fn settle_body(&mut self, key: usize) {
-        let Some(parked) = self.parked.get_mut(&key) else {
-            return;
-        };
-        let Some(mut wait) = parked.conn.body_wait.take() else {
-            return;
-        };
-        let pending = parked.conn.pending();
-        let gathered = if wait.stream_at_once {
-            Gathered::Full
-        } else {
-            wait.progress(&pending[wait.head_len..], self.limits.body_buffer)
-        };
-        self.buffered = self.buffered - parked.counted + pending.len();
-        parked.counted = pending.len();
-        let started = wait.started;
-        parked.conn.body_wait = Some(wait);
-        match gathered {
-            Gathered::Complete => self.dispatch(key),
-            Gathered::Full => self.stream_or_pause(key),
-            Gathered::Waiting if self.buffered > self.limits.body_buffer_total => {
-                log::debug!(
-                    "bodies being gathered hold {} bytes, more than --http-body-buffer-total: streaming instead",
-                    self.buffered
-                );
-                self.stream_or_pause(key);
-            }
-            Gathered::Waiting => {
-                let due = (Instant::now() + self.limits.body_timeout)
-                    .min(started + self.limits.body_deadline);
-                self.set_body_due(key, due);
-                let stream = &self.parked[&key].conn.stream;
-                if self.poller.modify(stream, Event::readable(key)).is_err() {
-                    self.close(key, None);
-                }
-            }
-        }
-    }
-
-    /// Moves a gathering connection's place in the body deadlines to `due`.
-    fn set_body_due(&mut self, key: usize, due: Instant) {
-        let Some(parked) = self.parked.get_mut(&key) else {
-            return;
-        };
-        if let Some(old) = parked.body_due.replace(due) {
-            self.bodies.remove(&(old, key));
-        }
-        self.bodies.insert((due, key));
-    }
-
-    /// Hands a connection whose body does not fit its buffer to a handler thread to
-    /// stream, if a streaming slot is free; otherwise it waits, unread, for one (under
-    /// its total deadline only: the wait is the server's, not the client's).
-    fn stream_or_pause(&mut self, key: usize) {
-        if self.streaming < self.limits.streaming_bodies {
-            self.streaming += 1;
-            if let Some(parked) = self.parked.get_mut(&key) {
-                parked.conn.streaming = true;
-            }
-            self.dispatch(key);
-            return;
-        }
-        let Some(parked) = self.parked.get_mut(&key) else {
-            return;
-        };
-        if parked.paused {
-            return;
-        }
-        parked.paused = true;
-        let Some(started) = parked.conn.body_wait.as_ref().map(|w| w.started) else {
-            return;
-        };
-        log::debug!(
-            "{}: waiting for a thread to stream its body",
-            parked.conn.peer
-        );
-        self.set_body_due(key, started + self.limits.body_deadline);
-        self.stream_queue.push_back(key);
-    }
-
-    /// A connection back from a handler thread gives back its streaming slot, if it
-    /// held one, to the first connection waiting for one.
-    fn end_streaming(&mut self, conn: &mut Connection) {
-        if !std::mem::take(&mut conn.streaming) {
-            return;
-        }
-        self.streaming -= 1;
-        while self.streaming < self.limits.streaming_bodies {
-            let Some(key) = self.stream_queue.pop_front() else {
-                break;
-            };
-            let Some(parked) = self.parked.get_mut(&key) else {
-                continue;
-            };
-            if std::mem::take(&mut parked.paused) {
-                self.stream_or_pause(key);
-            }
-        }
-    }
-
     fn dispatch(&mut self, key: usize) {
         let Some(mut parked) = self.parked.remove(&key) else {
             return;
@@ -698,17 +444,6 @@ impl Reactor {
         let idle_since = conn.pending().is_empty().then(Instant::now);
         let key = self.insert(conn, idle_since);
         self.settle(key);
-    }
-
-    /// A connection back from a handler thread, admitted, to gather its body.
-    fn gather(&mut self, mut conn: Connection) {
-        self.end_streaming(&mut conn);
-        if self.stop.load(Ordering::SeqCst) || conn.stream.set_nonblocking(true).is_err() {
-            let _ = self.poller.delete(&conn.stream);
-            return;
-        }
-        let key = self.insert(conn, None);
-        self.settle_body(key);
     }
 
     /// Takes a connection out of every clock and count the poller keeps for it.
