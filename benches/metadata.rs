@@ -47,6 +47,7 @@ fn start(data: &Path) -> Server {
             role: InstanceRole::Standalone,
             metrics_public: false,
             trusted_proxies: Default::default(),
+            cors: Default::default(),
         },
         Default::default(),
     )

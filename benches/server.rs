@@ -403,6 +403,7 @@ fn start(path: &std::path::Path, sync: SyncMode, http_threads: usize) -> Server 
             role: InstanceRole::Standalone,
             metrics_public: false,
             trusted_proxies: Default::default(),
+            cors: Default::default(),
         },
         Default::default(),
     )

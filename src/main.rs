@@ -39,7 +39,7 @@ enum Command {
     /// skipped. SIGINT or SIGTERM stop
     /// the server gracefully. The log level is RS_LOG_LEVEL (TRACE, DEBUG, INFO, WARNING or
     /// ERROR, any case; anything else logs at INFO with a warning).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Recompress the sealed blocks of a bucket whose records are all older than a
     /// duration (the server must be stopped).
     ///
@@ -124,9 +124,10 @@ struct ServeArgs {
     /// Port to listen on (0: any free port; the log says which).
     #[arg(long, env = "RS_PORT", default_value_t = 8383)]
     port: u16,
-    /// Name of this instance (in /info and in lifecycle event entries).
-    #[arg(long, env = "RS_INSTANCE_NAME", default_value = "unknown")]
-    instance_name: String,
+    /// Name of this instance (in /info and in lifecycle event entries); trimmed. Unset or
+    /// blank: the host name (`unknown` when it cannot be read), as ReductStore does.
+    #[arg(long, env = "RS_INSTANCE_NAME")]
+    instance_name: Option<String>,
     /// STANDALONE, PRIMARY, SECONDARY or REPLICA (read-only: changes get 403).
     #[arg(long, env = "RS_INSTANCE_ROLE", default_value = "STANDALONE")]
     instance_role: InstanceRole,
@@ -140,6 +141,12 @@ struct ServeArgs {
     /// headers are ignored and the allowlist compares the connection's own peer.
     #[arg(long, env = "RS_TRUSTED_PROXIES", default_value = "", value_parser = TrustedProxies::parse)]
     trusted_proxies: TrustedProxies,
+    /// Origins a browser application may call the API from: comma-separated, compared
+    /// exactly (`https://console.example:8080`), or `*` for any. Listed origins get
+    /// `Access-Control-Allow-Origin` on every answer, and `OPTIONS` preflights on any path
+    /// are answered without a token. Empty (the default): no cross-origin calls.
+    #[arg(long, env = "RS_CORS_ALLOW_ORIGIN", default_value = "")]
+    cors_allow_origin: String,
     /// Turns authentication on: this value is the full-access `init-token`, and every
     /// request needs `Authorization: Bearer <token>` of it or of a token created over the
     /// API (`/tokens`). Empty: no authentication.
@@ -237,6 +244,19 @@ struct ServeArgs {
     sync: SyncMode,
 }
 
+/// This machine's host name, if it can be read.
+fn host_name() -> Option<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname writes at most that much.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return None;
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let name = String::from_utf8_lossy(&buf[..end]).trim().to_string();
+    (!name.is_empty()).then_some(name)
+}
+
 /// Parses `--sync`: `always`, `never` or `interval:<duration>`.
 fn sync_mode(text: &str) -> std::result::Result<SyncMode, String> {
     text.parse().map_err(|e: Error| e.message().to_string())
@@ -328,7 +348,12 @@ fn serve(args: ServeArgs) -> Result<()> {
     }
     let mut engine = Config::new(&args.data_path);
     engine.max_open_log_files = usize::try_from(args.max_open_log_files).unwrap_or(usize::MAX);
-    engine.instance_name = args.instance_name;
+    engine.instance_name = args
+        .instance_name
+        .map(|name| name.trim().to_string())
+        .filter(|name| !name.is_empty())
+        .or_else(host_name)
+        .unwrap_or_else(|| "unknown".to_string());
     engine.worker_threads = args.lifecycle_workers as usize;
     engine.compress_threads = args
         .compress_threads
@@ -367,6 +392,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         role: args.instance_role,
         metrics_public: args.metrics_public,
         trusted_proxies: args.trusted_proxies,
+        cors: halflife::server::cors::Cors::parse(&args.cors_allow_origin),
     };
     // Handlers are installed before any thread starts, so no signal is lost; the main
     // thread then just waits for one.
@@ -566,7 +592,7 @@ fn main() -> ExitCode {
             };
         }
         Command::Info { data_path, json } => info(data_path, json).map(|()| false),
-        Command::Serve(args) => serve(args).map(|()| false),
+        Command::Serve(args) => serve(*args).map(|()| false),
         Command::Compress {
             common,
             target,

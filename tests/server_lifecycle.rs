@@ -9,7 +9,13 @@ use serde_json::json;
 #[test]
 fn lifecycle_endpoints() {
     let dir = tempfile::tempdir().unwrap();
-    let s = start_server(dir.path(), &[("RS_LIFECYCLE_MIN_INTERVAL", "1s")]);
+    let s = start_server(
+        dir.path(),
+        &[
+            ("RS_LIFECYCLE_MIN_INTERVAL", "1s"),
+            ("RS_INSTANCE_NAME", " edge-7 "),
+        ],
+    );
     s.request("POST", "/api/v1/b/b", &[], br#"{"max_block_records": 10}"#);
     for i in 0..50u64 {
         let level = if i % 2 == 0 { "debug" } else { "info" };
@@ -177,7 +183,7 @@ fn lifecycle_endpoints() {
     });
     assert_eq!(
         r.header("x-reduct-entries"),
-        Some("lifecycle%2Funknown%2Ftrim")
+        Some("lifecycle%2Fedge-7%2Ftrim")
     );
     let labels = r.header("x-reduct-labels").unwrap();
     assert_eq!(
@@ -195,7 +201,7 @@ fn lifecycle_endpoints() {
     assert_eq!(event["policy_name"], "trim");
     assert_eq!(event["status"], 200);
     assert_eq!(event["message"], "");
-    assert_eq!(event["instance"], "unknown");
+    assert_eq!(event["instance"], "edge-7", "the instance name is trimmed");
     assert!(event["duration"].is_f64(), "duration in seconds: {body}");
     assert!(event["timestamp"].as_u64().unwrap() > 0);
     // One log line per run (written just before the event; the log reader may lag).

@@ -3,7 +3,7 @@
 //! 1.21 writes (same keys, order and types) plus a few of ours. The latest event of a
 //! policy is also its saved progress (`last_processed_ts`).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -103,7 +103,10 @@ pub fn sanitize(name: &str) -> String {
 
 /// Writes and reads the events of one server instance.
 pub struct EventLog {
-    bucket: Arc<Bucket>,
+    store: Arc<Store>,
+    /// `$system`, once it exists: as in ReductStore it is created by the first event, so a
+    /// fresh server has no bucket.
+    bucket: OnceLock<Arc<Bucket>>,
     /// The instance name as configured (in payloads).
     instance: String,
     /// Its sanitised form (in entry names).
@@ -111,20 +114,43 @@ pub struct EventLog {
 }
 
 impl EventLog {
-    /// Opens the event log, creating the `$system` bucket if needed.
-    pub fn open(store: &Store, instance: &str) -> Result<Self> {
-        let bucket = match store.bucket(SYSTEM_BUCKET) {
-            Ok(bucket) => bucket,
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                store.create_system_bucket(SYSTEM_BUCKET, BucketSettings::default())?
-            }
-            Err(e) => return Err(e),
-        };
+    /// Opens the event log; the `$system` bucket is created by the first event.
+    pub fn open(store: &Arc<Store>, instance: &str) -> Result<Self> {
         Ok(EventLog {
-            bucket,
+            store: store.clone(),
+            bucket: OnceLock::new(),
             instance: instance.to_string(),
             segment: sanitize(instance),
         })
+    }
+
+    /// `$system`, if it exists yet.
+    fn existing_bucket(&self) -> Result<Option<&Arc<Bucket>>> {
+        if let Some(bucket) = self.bucket.get() {
+            return Ok(Some(bucket));
+        }
+        match self.store.bucket(SYSTEM_BUCKET) {
+            Ok(bucket) => Ok(Some(self.bucket.get_or_init(|| bucket))),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `$system`, created if it does not exist yet.
+    fn bucket(&self) -> Result<&Arc<Bucket>> {
+        if let Some(bucket) = self.existing_bucket()? {
+            return Ok(bucket);
+        }
+        let bucket = match self
+            .store
+            .create_system_bucket(SYSTEM_BUCKET, BucketSettings::default())
+        {
+            Ok(bucket) => bucket,
+            // Created meanwhile by another writer.
+            Err(e) if e.kind() == ErrorKind::Conflict => self.store.bucket(SYSTEM_BUCKET)?,
+            Err(e) => return Err(e),
+        };
+        Ok(self.bucket.get_or_init(|| bucket))
     }
 
     /// The entry holding a policy's events.
@@ -153,7 +179,7 @@ impl EventLog {
                 content_type: "application/json".into(),
                 size: 0,
             };
-            match self.bucket.write(&entry, meta, &payload) {
+            match self.bucket()?.write(&entry, meta, &payload) {
                 Err(e) if e.kind() == ErrorKind::Conflict => continue,
                 other => return other,
             }
@@ -165,7 +191,10 @@ impl EventLog {
 
     /// The latest event of a policy, if it has one.
     pub fn latest(&self, policy: &str) -> Result<Option<RunEvent>> {
-        let record = match self.bucket.read(&self.entry_name(policy), None) {
+        let Some(bucket) = self.existing_bucket()? else {
+            return Ok(None);
+        };
+        let record = match bucket.read(&self.entry_name(policy), None) {
             Ok(record) => record,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
@@ -217,7 +246,7 @@ mod tests {
     #[test]
     fn events_are_records_and_carry_progress() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(Config::new(dir.path())).unwrap();
+        let store = Arc::new(Store::open(Config::new(dir.path())).unwrap());
         let log = EventLog::open(&store, "edge 1").unwrap();
         assert_eq!(
             log.entry_name("old data/cam"),
@@ -275,7 +304,7 @@ mod tests {
         drop(log);
         drop(system);
         drop(store);
-        let store = Store::open(Config::new(dir.path())).unwrap();
+        let store = Arc::new(Store::open(Config::new(dir.path())).unwrap());
         let log = EventLog::open(&store, "edge 1").unwrap();
         assert_eq!(log.last_progress("p").unwrap(), Some(900));
     }

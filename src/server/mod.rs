@@ -12,6 +12,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod cors;
 pub mod http;
 pub mod metrics;
 pub mod protocol;
@@ -64,6 +65,8 @@ pub struct ServerConfig {
     pub metrics_public: bool,
     /// Proxies whose forwarding headers are believed (none by default).
     pub trusted_proxies: auth::TrustedProxies,
+    /// Origins a browser may call the API from (`RS_CORS_ALLOW_ORIGIN`).
+    pub cors: cors::Cors,
 }
 
 /// A running server.
@@ -87,6 +90,10 @@ impl Server {
         if config.http_threads == 0 {
             return Err(Error::unprocessable("http_threads must be at least 1"));
         }
+        let bucket_defaults = provisioning
+            .bucket_defaults
+            .clone()
+            .map_err(Error::unprocessable)?;
         // Opening the store takes the data directory's lock.
         let store = Arc::new(Store::open(config.engine.clone())?);
         // Buckets first: a provisioned policy may name a provisioned bucket.
@@ -96,7 +103,7 @@ impl Server {
             }
             BTreeSet::new()
         } else {
-            provision_buckets(&store, provisioning.buckets)
+            provision_buckets(&store, provisioning.buckets, &bucket_defaults)
         };
         let lifecycles = if config.role == InstanceRole::Replica {
             LifecycleRepository::read_only()
@@ -143,6 +150,8 @@ impl Server {
             http_metrics: metrics::HttpMetrics::default(),
             metrics_public: config.metrics_public,
             trusted_proxies: config.trusted_proxies.clone(),
+            cors: config.cors.clone(),
+            bucket_defaults,
             role: config.role,
             instance_name: config.engine.instance_name.clone(),
             started: Instant::now(),

@@ -19,12 +19,25 @@ use crate::storage::names::validate_bucket_name;
 use crate::storage::{BucketSettings, BucketSettingsUpdate, QuotaType, Store};
 
 /// Everything provisioned from the environment.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Provisioning {
+    /// The settings of new buckets (`RS_DEFAULTS_BUCKET_*`), or why they are invalid.
+    pub bucket_defaults: Result<BucketSettings, String>,
     /// Buckets, sorted by ID.
     pub buckets: Vec<ProvisionedBucket>,
     /// Lifecycle policies, sorted by ID.
     pub lifecycles: Vec<Provisioned>,
+}
+
+impl Default for Provisioning {
+    /// Nothing provisioned, built-in bucket defaults.
+    fn default() -> Self {
+        Provisioning {
+            bucket_defaults: Ok(BucketSettings::default()),
+            buckets: Vec::new(),
+            lifecycles: Vec::new(),
+        }
+    }
 }
 
 impl Provisioning {
@@ -32,6 +45,7 @@ impl Provisioning {
     pub fn from_env(vars: impl IntoIterator<Item = (String, String)>) -> Provisioning {
         let vars: Vec<(String, String)> = vars.into_iter().collect();
         Provisioning {
+            bucket_defaults: bucket_defaults_from_env(vars.iter().cloned()),
             buckets: buckets_from_env(vars.iter().cloned()),
             lifecycles: from_env(vars),
         }
@@ -41,7 +55,11 @@ impl Provisioning {
 /// Creates each provisioned bucket that does not exist and applies the settings it fixes
 /// (fields not set keep their value); returns the names provisioned. A bucket that cannot
 /// be provisioned is logged and skipped, as a broken policy is.
-pub fn provision_buckets(store: &Store, buckets: Vec<ProvisionedBucket>) -> BTreeSet<String> {
+pub fn provision_buckets(
+    store: &Store,
+    buckets: Vec<ProvisionedBucket>,
+    defaults: &BucketSettings,
+) -> BTreeSet<String> {
     let mut provisioned = BTreeSet::new();
     for bucket in buckets {
         let (name, update) = match bucket {
@@ -54,7 +72,7 @@ pub fn provision_buckets(store: &Store, buckets: Vec<ProvisionedBucket>) -> BTre
         let applied = validate_bucket_name(&name).and_then(|_| match store.bucket(&name) {
             Ok(bucket) => bucket.set_settings(bucket.settings().merged(&update)),
             Err(e) if e.kind() == ErrorKind::NotFound => store
-                .create_bucket(&name, BucketSettings::default().merged(&update))
+                .create_bucket(&name, defaults.merged(&update))
                 .map(|_| ()),
             Err(e) => Err(e),
         });
@@ -100,10 +118,20 @@ fn bucket_for(id: &str, mut fields: BTreeMap<&'static str, String>) -> Provision
         .map(|n| n.trim().to_string())
         .filter(|n| !n.is_empty())
         .ok_or_else(|| format!("{} is missing", var("NAME")))?;
+    let settings = settings_of(fields, &var).map_err(|why| format!("bucket '{name}': {why}"))?;
+    Ok((name, settings))
+}
+
+/// The bucket settings a set of `QUOTA_TYPE` / `QUOTA_SIZE` / `MAX_BLOCK_SIZE` /
+/// `MAX_BLOCK_RECORDS` variables fixes (`var` names a field's variable in errors).
+fn settings_of(
+    fields: BTreeMap<&'static str, String>,
+    var: &dyn Fn(&str) -> String,
+) -> Result<BucketSettingsUpdate, String> {
     let mut settings = BucketSettingsUpdate::default();
     for (field, value) in fields {
         let value = value.trim();
-        let bad = |why: String| format!("bucket '{name}': {}={value:?} {why}", var(field));
+        let bad = |why: String| format!("{}={value:?} {why}", var(field));
         match field {
             "QUOTA_TYPE" => {
                 settings.quota_type = Some(match value.to_ascii_uppercase().as_str() {
@@ -127,7 +155,28 @@ fn bucket_for(id: &str, mut fields: BTreeMap<&'static str, String>) -> Provision
             _ => {}
         }
     }
-    Ok((name, settings))
+    Ok(settings)
+}
+
+const DEFAULTS_PREFIX: &str = "RS_DEFAULTS_BUCKET_";
+
+/// The settings of a new bucket: the built-in defaults with what
+/// `RS_DEFAULTS_BUCKET_QUOTA_TYPE`, `_QUOTA_SIZE`, `_MAX_BLOCK_SIZE` and
+/// `_MAX_BLOCK_RECORDS` in `vars` change, as ReductStore reads them; the error names a bad
+/// variable.
+pub fn bucket_defaults_from_env(
+    vars: impl IntoIterator<Item = (String, String)>,
+) -> Result<BucketSettings, String> {
+    let mut fields = BTreeMap::new();
+    for (key, value) in vars {
+        if let Some(field) = key.strip_prefix(DEFAULTS_PREFIX)
+            && let Some(&known) = BUCKET_FIELDS.iter().find(|f| **f == field && **f != "NAME")
+        {
+            fields.insert(known, value);
+        }
+    }
+    let var = |field: &str| format!("{DEFAULTS_PREFIX}{field}");
+    Ok(BucketSettings::default().merged(&settings_of(fields, &var)?))
 }
 
 /// A size in bytes, plain (`1048576`) or with a unit as ReductStore takes them: `KB`, `MB`,

@@ -73,6 +73,10 @@ pub struct App {
     pub metrics_public: bool,
     /// Proxies whose `Forwarded` / `X-Forwarded-For` headers name the client.
     pub trusted_proxies: TrustedProxies,
+    /// Origins a browser may call the API from.
+    pub cors: crate::server::cors::Cors,
+    /// The settings of a new bucket (`RS_DEFAULTS_BUCKET_*` over the built-in ones).
+    pub bucket_defaults: crate::storage::BucketSettings,
     /// This instance's role.
     pub role: InstanceRole,
     /// Reported by `/info`.

@@ -1,15 +1,14 @@
 //! ReductStore settings halflife does not implement. Each one set in the environment is
 //! named in a warning at start, so a setting copied from a ReductStore deployment is never
-//! dropped silently (TLS, a base path or CORS a user relies on would otherwise just not
+//! dropped silently (TLS or a base path a user relies on would otherwise just not
 //! happen).
 
 /// Settings read by ReductStore 1.21 that this server ignores.
-const IGNORED: [&str; 19] = [
+const IGNORED: [&str; 18] = [
     "RS_API_BASE_PATH",
     "RS_AUDIT_ENABLED",
     "RS_CERT_PATH",
     "RS_CERT_KEY_PATH",
-    "RS_CORS_ALLOW_ORIGIN",
     "RS_DISABLE_AUTH",
     "RS_ENGINE_COMPACTION_INTERVAL",
     "RS_ENGINE_NUM_IO_THREADS",
@@ -56,12 +55,13 @@ mod tests {
             "RS_TOKEN_1_NAME",
             "RS_LIFECYCLE_1_NAME",
             "RS_CORS_ALLOW_ORIGIN",
+            "RS_API_BASE_PATH",
             "HOME",
         ]
         .map(|k| (k.to_string(), "x".to_string()));
         assert_eq!(
             unsupported_settings(vars),
-            vec!["RS_CERT_PATH", "RS_CORS_ALLOW_ORIGIN", "RS_TOKEN_1_NAME"]
+            vec!["RS_API_BASE_PATH", "RS_CERT_PATH", "RS_TOKEN_1_NAME"]
         );
     }
 }

@@ -8,7 +8,7 @@ use crate::server::auth::{Access, Caller};
 use crate::server::http::Response;
 use crate::server::http::request::{Request, no_route, read_body};
 use crate::server::state::App;
-use crate::storage::{BucketInfo, BucketSettings, BucketSettingsUpdate};
+use crate::storage::{BucketInfo, BucketSettingsUpdate};
 
 fn bucket_info_json(app: &App, info: &BucketInfo) -> Value {
     json!({
@@ -26,7 +26,19 @@ fn bucket_info_json(app: &App, info: &BucketInfo) -> Value {
 /// `GET /info`.
 pub fn server_info(app: &App) -> Result<Response> {
     let buckets = app.store.list_buckets()?;
-    let with_records = buckets.iter().filter(|b| b.latest_record > 0);
+    // As in ReductStore: an empty bucket counts as oldest record 0; u64::MAX only
+    // without buckets.
+    let oldest = buckets
+        .iter()
+        .map(|b| {
+            if b.latest_record > 0 {
+                b.oldest_record
+            } else {
+                0
+            }
+        })
+        .min()
+        .unwrap_or(u64::MAX);
     Ok(Response::json(&json!({
         "version": env!("CARGO_PKG_VERSION"),
         "instance_name": app.instance_name,
@@ -34,9 +46,9 @@ pub fn server_info(app: &App) -> Result<Response> {
         "bucket_count": buckets.len(),
         "usage": buckets.iter().map(|b| b.size).sum::<u64>(),
         "uptime": app.started.elapsed().as_secs(),
-        "oldest_record": with_records.clone().map(|b| b.oldest_record).min().unwrap_or(u64::MAX),
-        "latest_record": with_records.map(|b| b.latest_record).max().unwrap_or(0),
-        "defaults": {"bucket": BucketSettings::default()},
+        "oldest_record": oldest,
+        "latest_record": buckets.iter().map(|b| b.latest_record).max().unwrap_or(0),
+        "defaults": {"bucket": app.bucket_defaults},
         "license": null,
     })))
 }
@@ -94,7 +106,7 @@ pub fn bucket(app: &App, method: &str, name: &str, req: &mut Request) -> Result<
             app.writable("create bucket")?;
             let update = settings_update(req)?;
             app.store
-                .create_bucket(name, BucketSettings::default().merged(&update))?;
+                .create_bucket(name, app.bucket_defaults.merged(&update))?;
             log::info!("bucket '{name}' created");
             Ok(Response::ok())
         }

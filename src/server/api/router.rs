@@ -6,9 +6,10 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::server::api::routes::{EntryRoute, entry_route};
+use crate::server::api::routes::{EntryRoute, allowed_methods, entry_route};
 use crate::server::api::{buckets, entry_batch, io, lifecycles, records, tokens};
 use crate::server::auth::{Access, Caller};
+use crate::server::cors::Cors;
 use crate::server::http::head::RequestHead;
 use crate::server::http::request::{Request, no_route};
 use crate::server::http::{Response, ResponseBody, Service};
@@ -18,7 +19,9 @@ use crate::server::state::App;
 
 impl Service for App {
     fn handle(&self, req: &mut Request) -> Response {
-        self.answer(req)
+        let mut response = self.answer(req);
+        self.cors.apply(req.head.header("origin"), &mut response);
+        response
     }
 
     /// The token and the route's permission, on the head alone: a request refused here
@@ -34,9 +37,11 @@ impl Service for App {
                 _ => Ok(()),
             }
         });
-        admitted
-            .err()
-            .map(|e| Response::error(e.kind().http_status(), e.message()))
+        admitted.err().map(|e| {
+            let mut refusal = Response::error(e.kind().http_status(), e.message());
+            self.cors.apply(head.header("origin"), &mut refusal);
+            refusal
+        })
     }
 
     fn observe(&self, method: &str, path: &str, status: u16, elapsed: Duration) {
@@ -64,6 +69,10 @@ fn authenticate_head(
 fn needs_token(app: &App, head: &RequestHead) -> bool {
     let path = head.path.split('?').next().unwrap_or_default();
     let reads = matches!(head.method.as_str(), "GET" | "HEAD");
+    if head.method == "OPTIONS" {
+        // A CORS preflight: browsers send it without credentials.
+        return false;
+    }
     match path {
         "/metrics" if reads => !app.metrics_public,
         "/api/v1/alive" | "/api/v1/ready" if reads => false,
@@ -160,7 +169,28 @@ impl Route for App {
     fn route(&self, req: &mut Request) -> Result<Response> {
         let path = req.head.path.clone();
         let method = req.head.method.clone();
-        if path.split('?').next() == Some("/metrics") && matches!(method.as_str(), "GET" | "HEAD") {
+        let bare_path = path.split('?').next().unwrap_or_default();
+        let reads = matches!(method.as_str(), "GET" | "HEAD");
+        let api_rest = bare_path.strip_prefix("/api/v1/");
+        let allowed = match (api_rest, bare_path) {
+            (Some(rest), _) => allowed_methods(rest),
+            (None, "/metrics") => Some("GET,HEAD"),
+            (None, _) => None,
+        };
+        if method == "OPTIONS" {
+            return Ok(Cors::preflight(allowed));
+        }
+        // A method the path does not answer is 405 with the ones it does, as
+        // ReductStore's router says; any path but a route's answers GET and HEAD (404).
+        let allowed_here = allowed.unwrap_or("GET,HEAD");
+        if !allowed_here.split(',').any(|m| m == method) {
+            return Ok(Response::status(405).header("allow", allowed_here));
+        }
+        if bare_path == "/" && reads {
+            // Where ReductStore serves its web console.
+            return Ok(Response::status(302).header("location", "/ui/"));
+        }
+        if bare_path == "/metrics" && reads {
             // Any valid token may read them, as `/info`, but sees only the buckets it may
             // read (and policies only with full access).
             let caller = if self.metrics_public {
@@ -190,11 +220,18 @@ impl Route for App {
             caller.check(route_need(&method, rest).access())?;
         }
         let (first, tail) = rest.split_once('/').unwrap_or((rest, ""));
+        // Every GET route answers HEAD alike (the transport drops the body); the record
+        // and bucket routes tell the two apart themselves.
+        let get_or = if method == "HEAD" {
+            "GET"
+        } else {
+            method.as_str()
+        };
         match (method.as_str(), first, tail) {
-            ("GET", "info", "") => buckets::server_info(self),
-            ("GET", "list", "") => buckets::list(self, caller.as_ref()),
-            ("GET", "me", "") => tokens::me(self, caller.as_ref()),
-            (_, "tokens", _) => tokens::tokens(self, &method, tail, req),
+            ("GET" | "HEAD", "info", "") => buckets::server_info(self),
+            ("GET" | "HEAD", "list", "") => buckets::list(self, caller.as_ref()),
+            ("GET" | "HEAD", "me", "") => tokens::me(self, caller.as_ref()),
+            (_, "tokens", _) => tokens::tokens(self, get_or, tail, req),
             (_, "b", tail) if !tail.is_empty() => {
                 // `/b/{bucket}/` names an entry (an empty one, refused as such), never
                 // the bucket: a stray slash must not turn an entry call into a bucket one.
@@ -228,9 +265,9 @@ impl Route for App {
                 None => Err(no_route(&method, &path)),
             },
             (_, "lifecycles", _) => match tail {
-                "" if method == "GET" => lifecycles::list(self),
+                "" if get_or == "GET" => lifecycles::list(self),
                 "" => Err(no_route(&method, &path)),
-                tail => lifecycles::lifecycle(self, &method, tail, req),
+                tail => lifecycles::lifecycle(self, get_or, tail, req),
             },
             _ => Err(no_route(&method, &path)),
         }

@@ -26,3 +26,58 @@ pub fn entry_route<'a>(method: &str, entry: &'a str) -> EntryRoute<'a> {
     }
     EntryRoute::Record
 }
+
+/// The methods a path of the API answers (`rest`: the path after `/api/v1/`, without
+/// its query), as ReductStore's router lists them in `allow` with a 405; `None` for a
+/// path no route matches.
+pub fn allowed_methods(rest: &str) -> Option<&'static str> {
+    let parts: Vec<&str> = rest.split('/').collect();
+    let named = |s: &str| !s.is_empty();
+    Some(match parts.as_slice() {
+        ["info" | "list" | "me" | "alive" | "ready" | "tokens" | "lifecycles"] => "GET,HEAD",
+        ["tokens", name] if named(name) => "GET,HEAD,POST,DELETE",
+        ["tokens", name, "rotate"] if named(name) => "POST",
+        ["b", bucket] if named(bucket) => "GET,HEAD,POST,PUT,DELETE",
+        ["b", bucket, _, ..] if named(bucket) => "GET,HEAD,POST,PATCH,PUT,DELETE",
+        ["io", bucket, op] if named(bucket) => match *op {
+            "write" | "q" => "POST",
+            "read" => "GET,HEAD",
+            "remove" => "DELETE",
+            "update" => "PATCH",
+            _ => return None,
+        },
+        ["lifecycles", name] if named(name) => "GET,HEAD,POST,PUT,DELETE",
+        ["lifecycles", name, "mode"] if named(name) => "PATCH",
+        ["lifecycles", name, "run"] if named(name) => "POST",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::allowed_methods;
+
+    #[test]
+    fn every_route_lists_its_methods_and_unknown_paths_none() {
+        assert_eq!(allowed_methods("info"), Some("GET,HEAD"));
+        assert_eq!(allowed_methods("b/x"), Some("GET,HEAD,POST,PUT,DELETE"));
+        assert_eq!(
+            allowed_methods("b/x/a/b/c"),
+            Some("GET,HEAD,POST,PATCH,PUT,DELETE")
+        );
+        assert_eq!(allowed_methods("io/x/read"), Some("GET,HEAD"));
+        assert_eq!(allowed_methods("lifecycles/p/mode"), Some("PATCH"));
+        for unknown in [
+            "",
+            "nope",
+            "b",
+            "b/",
+            "io/x",
+            "io/x/other",
+            "tokens/a/b",
+            "info/x",
+        ] {
+            assert_eq!(allowed_methods(unknown), None, "{unknown}");
+        }
+    }
+}

@@ -5,7 +5,9 @@
 
 use std::io::{self, Read, Write};
 
+use crate::server::http::Response;
 use crate::server::http::connection::Connection;
+use crate::server::http::head::{Framing, RequestHead};
 
 /// Largest unread body the server reads and discards to keep a connection alive;
 /// past it the connection is closed instead.
@@ -256,5 +258,49 @@ fn read_line(conn: &mut Connection, limit: usize) -> Result<Vec<u8>, ChunkedErro
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(ChunkedError::Malformed(format!("reading a chunk: {e}"))),
         }
+    }
+}
+
+/// Reads a whole body into memory (answering `100 Continue` first if the client waits
+/// for it): a chunked one decoded, a `Content-Length` one as sent; at most `limit`
+/// bytes. The refusal to send instead: 413 past the limit, 400 for broken framing or a
+/// body that broke off, 408 for one that stalled.
+pub fn read_whole(
+    conn: &mut Connection,
+    head: &RequestHead,
+    framing: Framing,
+    limit: u64,
+) -> Result<Vec<u8>, Response> {
+    if head.expects_continue()
+        && conn
+            .stream
+            .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+            .is_err()
+    {
+        return Err(Response::error(
+            400,
+            "The connection broke before the body was sent",
+        ));
+    }
+    let too_large = || {
+        Response::error(
+            413,
+            &format!(
+                "Request body is larger than this server accepts ({limit} bytes, --max-body-size)"
+            ),
+        )
+    };
+    match framing {
+        Framing::Length(n) if n > limit => Err(too_large()),
+        Framing::Length(n) => Body::streamed(conn, n, false).read_all().map_err(|e| {
+            let e = body_error("reading the request body", e);
+            Response::error(e.kind().http_status(), e.message())
+        }),
+        Framing::Chunked => decode_chunked(conn, limit).map_err(|e| match e {
+            ChunkedError::TooLarge => too_large(),
+            ChunkedError::Malformed(why) => {
+                Response::error(400, &format!("Malformed chunked body: {why}"))
+            }
+        }),
     }
 }

@@ -10,14 +10,15 @@
 //! poller, which gathers it (`gather`) and hands the request over again once it is
 //! complete. So a slow body costs buffered bytes, never more than half the threads.
 
-use std::io::{BufWriter, Write};
+use std::io::BufWriter;
 use std::net::IpAddr;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::server::http::body::{Body, ChunkedError, decode_chunked};
+use crate::server::http::body::{Body, read_whole};
 use crate::server::http::connection::Connection;
+use crate::server::http::encoding::Coding;
 use crate::server::http::gather::{BodyWait, Gathered};
 use crate::server::http::head::{Framing, HeadError, RequestHead};
 use crate::server::http::request::Request;
@@ -25,6 +26,7 @@ use crate::server::http::request::Request;
 pub mod body;
 pub mod clients;
 pub mod connection;
+pub mod encoding;
 pub mod gather;
 pub mod head;
 pub mod reactor;
@@ -438,6 +440,10 @@ fn answer(
             ),
         )
     };
+    let coding = match encoding::coding(&head) {
+        Ok(coding) => coding,
+        Err(refusal) => return refuse(conn, &refusal),
+    };
     let (response, keep_alive) = match head::framing(&head) {
         Err(e) => {
             log::debug!("{} {method} {path}: {}", conn.peer, e.message);
@@ -446,7 +452,7 @@ fn answer(
         Ok(Framing::Length(n)) if n > limits.max_body_size => {
             return refuse(conn, &too_large(&n));
         }
-        Ok(Framing::Length(n)) => {
+        Ok(Framing::Length(n)) if coding == Coding::Identity => {
             let expects_continue = head.expects_continue();
             let peer_ip = conn.peer_ip;
             let mut req = Request {
@@ -459,28 +465,17 @@ fn answer(
             let keep_alive = req.body.finish() && keep_alive;
             (response, keep_alive)
         }
-        Ok(Framing::Chunked) => {
-            // A chunked body is decoded before the handler runs: authenticate first, so
-            // no byte of it is read (or buffered) for a request without a valid token.
+        Ok(framing) => {
+            // A chunked or compressed body is decoded before the handler runs:
+            // authenticate first, so no byte of it is read (or buffered) for a request
+            // without a valid token.
             if !admitted && let Some(refusal) = app.admit(&head, conn.peer_ip) {
                 return refuse(conn, &refusal);
             }
-            if head.expects_continue()
-                && conn
-                    .stream
-                    .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-                    .is_err()
-            {
-                return (false, 100);
-            }
-            match decode_chunked(conn, limits.max_body_size) {
-                Err(ChunkedError::TooLarge) => return refuse(conn, &too_large(&"more than that")),
-                Err(ChunkedError::Malformed(why)) => {
-                    return refuse(
-                        conn,
-                        &Response::error(400, &format!("Malformed chunked body: {why}")),
-                    );
-                }
+            let decoded = read_whole(conn, &head, framing, limits.max_body_size)
+                .and_then(|raw| encoding::decode(coding, raw, limits.max_body_size));
+            match decoded {
+                Err(refusal) => return refuse(conn, &refusal),
                 Ok(bytes) => {
                     let mut req = Request {
                         head,

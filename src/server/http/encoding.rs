@@ -1,0 +1,105 @@
+//! Request bodies sent with `Content-Encoding: gzip` or `zstd` (ReductStore 1.21.5
+//! compresses its replication batches so), decoded before the handler sees them, within
+//! the body size limit on the decoded bytes.
+
+use std::io::Read;
+
+use crate::server::http::Response;
+use crate::server::http::head::RequestHead;
+
+/// How a request body is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coding {
+    /// As sent (`identity`, or no `Content-Encoding`).
+    Identity,
+    /// `gzip` (or `x-gzip`).
+    Gzip,
+    /// `zstd`.
+    Zstd,
+}
+
+/// The coding a head's `Content-Encoding` names; 415 for one this server cannot decode
+/// (several codings at once included).
+pub fn coding(head: &RequestHead) -> Result<Coding, Response> {
+    let Some(value) = head.header("content-encoding") else {
+        return Ok(Coding::Identity);
+    };
+    match value.trim().to_ascii_lowercase().as_str() {
+        "" | "identity" => Ok(Coding::Identity),
+        "gzip" | "x-gzip" => Ok(Coding::Gzip),
+        "zstd" => Ok(Coding::Zstd),
+        other => Err(Response::error(
+            415,
+            &format!(
+                "Content-Encoding '{}' is not supported: send the body as is, gzip or zstd",
+                other.escape_default()
+            ),
+        )),
+    }
+}
+
+/// Decodes a body: at most `limit` bytes decoded (413 past it), 400 for bytes that are
+/// not what the coding says.
+pub fn decode(coding: Coding, raw: Vec<u8>, limit: u64) -> Result<Vec<u8>, Response> {
+    let reader: Box<dyn Read + '_> = match coding {
+        Coding::Identity => return Ok(raw),
+        Coding::Gzip => Box::new(flate2::read::MultiGzDecoder::new(&raw[..])),
+        Coding::Zstd => match zstd::stream::read::Decoder::new(&raw[..]) {
+            Ok(decoder) => Box::new(decoder),
+            Err(e) => return Err(bad_coding(coding, &e)),
+        },
+    };
+    let mut out = Vec::new();
+    reader
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut out)
+        .map_err(|e| bad_coding(coding, &e))?;
+    if out.len() as u64 > limit {
+        return Err(Response::error(
+            413,
+            &format!(
+                "Request body decodes to more than this server accepts ({limit} bytes, --max-body-size)"
+            ),
+        ));
+    }
+    Ok(out)
+}
+
+fn bad_coding(coding: Coding, e: &std::io::Error) -> Response {
+    let name = if coding == Coding::Gzip {
+        "gzip"
+    } else {
+        "zstd"
+    };
+    Response::error(400, &format!("Request body is not valid {name}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all(bytes).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    #[test]
+    fn gzip_and_zstd_bodies_decode_within_the_limit() {
+        let body = b"record one|record two".repeat(100);
+        let decoded = |coding, raw, limit| decode(coding, raw, limit).map_err(|r| r.status);
+        assert_eq!(
+            decoded(Coding::Gzip, gzip(&body), 1 << 20),
+            Ok(body.clone())
+        );
+        let zstd = zstd::encode_all(&body[..], 3).unwrap();
+        assert_eq!(decoded(Coding::Zstd, zstd, 1 << 20), Ok(body.clone()));
+        assert_eq!(decoded(Coding::Identity, body.clone(), 1), Ok(body));
+        // A small body that decodes past the limit (a compression bomb) is 413.
+        let bomb = gzip(&vec![0u8; 1 << 20]);
+        assert_eq!(decoded(Coding::Gzip, bomb, 1000), Err(413));
+        assert_eq!(decoded(Coding::Zstd, b"not zstd".to_vec(), 1000), Err(400));
+        assert_eq!(decoded(Coding::Gzip, b"not gzip".to_vec(), 1000), Err(400));
+    }
+}
