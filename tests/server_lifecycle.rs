@@ -171,6 +171,10 @@ fn lifecycle_endpoints() {
             &[],
             br#"{"query_type":"QUERY","entries":["lifecycle/**"]}"#,
         );
+        if q.status == 404 {
+            // `$system` is made by the first event, as in ReductStore.
+            return false;
+        }
         assert_eq!(q.status, 200, "{}", q.error());
         let id = q.json()["id"].as_u64().unwrap().to_string();
         r = s.request(
@@ -336,7 +340,8 @@ fn provisioned_buckets_exist_before_provisioned_policies_and_stay() {
         .filter(|b| b["is_provisioned"] == json!(true))
         .map(|b| b["name"].as_str().unwrap())
         .collect();
-    assert_eq!(provisioned, vec!["$system", "cams"], "{listed}");
+    // (`$system` is made by the first event, as in ReductStore: not there yet.)
+    assert_eq!(provisioned, vec!["cams"], "{listed}");
     assert_eq!(s.request("POST", "/api/v1/b/mine", &[], b"").status, 200);
     let mine = s.get("/api/v1/b/mine").json();
     assert_eq!(mine["info"]["is_provisioned"], json!(false));

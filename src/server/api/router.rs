@@ -186,6 +186,10 @@ impl Route for App {
         if !allowed_here.split(',').any(|m| m == method) {
             return Ok(Response::status(405).header("allow", allowed_here));
         }
+        if allowed.is_none() && api_rest.is_some() {
+            // No route: as ReductStore's router, before any token.
+            return Err(no_route(&method, &path));
+        }
         if bare_path == "/" && reads {
             // Where ReductStore serves its web console.
             return Ok(Response::status(302).header("location", "/ui/"));
