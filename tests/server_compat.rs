@@ -244,3 +244,84 @@ fn batch_bodies_sent_gzip_or_zstd_are_decoded_after_the_token_is_checked() {
     let r = s.request("POST", "/api/v1/b/b/x/batch", &headers, b"not zstd at all");
     assert_eq!(r.status, 400, "{}", r.error());
 }
+
+#[test]
+fn parents_of_a_nested_entry_are_real_entries_and_removing_one_takes_its_descendants() {
+    let dir = tempfile::tempdir().unwrap();
+    let entries_of = |s: &ServerProcess| -> Vec<(String, u64)> {
+        let info = s.get("/api/v1/b/b").json();
+        assert_eq!(
+            info["info"]["entry_count"].as_u64().unwrap() as usize,
+            info["entries"].as_array().unwrap().len()
+        );
+        info["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                let name = e["name"].as_str().unwrap().to_string();
+                (name, e["record_count"].as_u64().unwrap())
+            })
+            .collect()
+    };
+    let owned = |list: &[(&str, u64)]| -> Vec<(String, u64)> {
+        list.iter().map(|(n, c)| (n.to_string(), *c)).collect()
+    };
+    {
+        let s = start_server(dir.path(), &[]);
+        assert_eq!(s.request("POST", "/api/v1/b/b", &[], b"").status, 200);
+        assert_eq!(
+            s.request("POST", "/api/v1/b/b/a/b/c?ts=1", &[], b"c")
+                .status,
+            200
+        );
+        assert_eq!(entries_of(&s), owned(&[("a", 0), ("a/b", 0), ("a/b/c", 1)]));
+        // A parent is an entry of its own: no record yet, then one; a query on it does
+        // not include its children.
+        assert_eq!(s.get("/api/v1/b/b/a").status, 404);
+        assert_eq!(
+            s.request("POST", "/api/v1/b/b/a?ts=5", &[], b"a").status,
+            200
+        );
+        assert_eq!(s.get("/api/v1/b/b/a").body, b"a");
+        let q = s.request(
+            "POST",
+            "/api/v1/io/b/q",
+            &[],
+            br#"{"query_type":"QUERY","entries":["a"]}"#,
+        );
+        let id = q.json()["id"].as_u64().unwrap().to_string();
+        let r = s.request(
+            "GET",
+            "/api/v1/io/b/read",
+            &[("x-reduct-query-id", &id)],
+            b"",
+        );
+        assert_eq!(r.body, b"a", "only the parent's own record");
+        // Removing a parent takes its descendants, not siblings sharing its prefix.
+        assert_eq!(
+            s.request("POST", "/api/v1/b/b/ab?ts=1", &[], b"x").status,
+            200
+        );
+        assert_eq!(
+            s.request("POST", "/api/v1/b/b/a-x/y?ts=1", &[], b"x")
+                .status,
+            200
+        );
+        assert_eq!(s.request("DELETE", "/api/v1/b/b/a", &[], b"").status, 200);
+        assert_eq!(
+            entries_of(&s),
+            owned(&[("a-x", 0), ("a-x/y", 1), ("ab", 1)])
+        );
+        let (status, _) = s.terminate();
+        assert!(status.success());
+    }
+    // A store written before parents were made (no index in `a-x`) gets them at open.
+    std::fs::remove_file(dir.path().join("b").join("a-x").join(".index")).unwrap();
+    let s = start_server(dir.path(), &[]);
+    assert_eq!(
+        entries_of(&s),
+        owned(&[("a-x", 0), ("a-x/y", 1), ("ab", 1)])
+    );
+    assert_eq!(s.get("/api/v1/b/b/a-x/y?ts=1").body, b"x");
+}

@@ -146,6 +146,21 @@ impl Bucket {
         };
         let mut found = BTreeMap::new();
         bucket.discover(dir, "", &mut found)?;
+        // Entries written before parents were made (or whose parent was removed alone)
+        // get their parents now, as a write would make them.
+        let children: Vec<String> = found.keys().filter(|n| n.contains('/')).cloned().collect();
+        for child in children {
+            for (slash, _) in child.match_indices('/') {
+                let parent = &child[..slash];
+                if found.contains_key(parent) || holds_entry(&dir.join(parent)) {
+                    continue;
+                }
+                match bucket.create_entry(&mut found, parent) {
+                    Ok(_) => log::info!("bucket {}: made parent entry {parent}", bucket.name),
+                    Err(e) => log::warn!("bucket {}: parent entry {parent}: {e}", bucket.name),
+                }
+            }
+        }
         // A merge interrupted by a crash (or never started) is asked for again.
         let limits = bucket.settings().block_limits();
         for entry in found.values() {
@@ -284,6 +299,22 @@ impl Bucket {
                 "Bucket '{}' is not found",
                 self.name
             )));
+        }
+        // As in ReductStore, `a/b/c` makes `a` and `a/b` real entries (with no records).
+        for (slash, _) in name.match_indices('/') {
+            self.create_entry(&mut entries, &name[..slash])?;
+        }
+        self.create_entry(&mut entries, name)
+    }
+
+    /// Creates entry `name` unless it exists, under the entries' write lock.
+    fn create_entry(
+        &self,
+        entries: &mut BTreeMap<String, Arc<Entry>>,
+        name: &str,
+    ) -> Result<Arc<Entry>> {
+        if let Some(entry) = entries.get(name) {
+            return Ok(entry.clone());
         }
         let dir = self.dir.join(name);
         if holds_entry(&dir) {
