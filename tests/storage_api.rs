@@ -194,7 +194,8 @@ fn records_write_read_latest_and_duplicates() {
     let binfo = b.info().unwrap();
     assert_eq!(
         (binfo.entry_count, binfo.oldest_record, binfo.latest_record),
-        (1, 10, 100)
+        (2, 10, 100),
+        "cam/front and its parent cam"
     );
 }
 
@@ -334,7 +335,8 @@ fn removing_an_entry_removes_its_sub_entries() {
     let store = open(dir.path());
     assert_eq!(
         store.bucket("b").unwrap().entry_names(),
-        vec!["a/x", "ab", "other"]
+        vec!["a", "a/x", "ab", "other"],
+        "writing a/x made its parent a again"
     );
     assert_eq!(read_ts(&store, "b", "ab"), vec![1, 2, 3, 4, 5]);
 }
