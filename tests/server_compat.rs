@@ -325,3 +325,75 @@ fn parents_of_a_nested_entry_are_real_entries_and_removing_one_takes_its_descend
     );
     assert_eq!(s.get("/api/v1/b/b/a-x/y?ts=1").body, b"x");
 }
+
+#[test]
+fn an_entry_rename_moves_its_descendants_and_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = |s: &ServerProcess| -> Vec<String> {
+        s.get("/api/v1/b/b").json()["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let rename = |s: &ServerProcess, from: &str, body: &str| {
+        s.request(
+            "PUT",
+            &format!("/api/v1/b/b/{from}/rename"),
+            &[],
+            body.as_bytes(),
+        )
+    };
+    {
+        let s = start_server(dir.path(), &[]);
+        assert_eq!(s.request("POST", "/api/v1/b/b", &[], b"").status, 200);
+        for (entry, body) in [("a", "A"), ("a/b", "B"), ("a/b/c", "C"), ("keep", "K")] {
+            let r = s.request(
+                "POST",
+                &format!("/api/v1/b/b/{entry}?ts=1"),
+                &[],
+                body.as_bytes(),
+            );
+            assert_eq!(r.status, 200);
+        }
+        let r = rename(&s, "a", r#"{"new_name":"x/y"}"#);
+        assert_eq!(r.status, 200, "{}", r.error());
+        assert_eq!(names(&s), vec!["keep", "x", "x/y", "x/y/b", "x/y/b/c"]);
+        assert_eq!(s.get("/api/v1/b/b/x/y/b/c?ts=1").body, b"C");
+        assert_eq!(s.get("/api/v1/b/b/a?ts=1").status, 404);
+        // Moving a child leaves its old parents.
+        assert_eq!(rename(&s, "x/y/b", r#"{"new_name":"top"}"#).status, 200);
+        assert_eq!(names(&s), vec!["keep", "top", "top/c", "x", "x/y"]);
+        // The refusals, as ReductStore words them.
+        let r = rename(&s, "zz", r#"{"new_name":"q"}"#);
+        assert_eq!(
+            (r.status, r.error()),
+            (404, "Entry 'zz' not found in bucket 'b'")
+        );
+        let r = rename(&s, "top", r#"{"new_name":"top/inner"}"#);
+        assert_eq!(
+            (r.status, r.error()),
+            (409, "Entry 'top/inner' already exists in bucket 'b'")
+        );
+        let r = rename(&s, "top", r#"{"new_name":"keep"}"#);
+        assert_eq!(r.status, 409, "{}", r.error());
+        assert_eq!(rename(&s, "top", r#"{"new_name":"bad name"}"#).status, 422);
+        let r = rename(&s, "top", "{}");
+        assert_eq!(r.status, 422);
+        assert!(r.error().contains("new_name"), "{}", r.error());
+        // The renamed entry takes writes under its new name.
+        assert_eq!(
+            s.request("POST", "/api/v1/b/b/top/c?ts=2", &[], b"C2")
+                .status,
+            200
+        );
+        let (status, _) = s.terminate();
+        assert!(status.success());
+    }
+    let s = start_server(dir.path(), &[]);
+    assert_eq!(names(&s), vec!["keep", "top", "top/c", "x", "x/y"]);
+    assert_eq!(s.get("/api/v1/b/b/top/c?ts=1").body, b"C");
+    assert_eq!(s.get("/api/v1/b/b/top/c?ts=2").body, b"C2");
+    assert_eq!(s.get("/api/v1/b/b/x/y?ts=1").body, b"A");
+}

@@ -162,3 +162,23 @@ fn write(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result
     bucket.write(entry, meta, &payload)?;
     Ok(Response::ok())
 }
+
+/// The body of `PUT /b/{bucket}/{entry}/rename`.
+#[derive(serde::Deserialize)]
+struct RenameRequest {
+    new_name: String,
+}
+
+/// `PUT /b/{bucket}/{entry}/rename`: moves the entry and its descendants to `new_name`
+/// (write permission, checked by the router).
+pub fn rename(app: &App, bucket: &str, entry: &str, req: &mut Request) -> Result<Response> {
+    app.writable("rename entry")?;
+    user_bucket(bucket)?;
+    let request: RenameRequest = crate::server::http::request::parse_json(req)?;
+    validate_entry_name(entry)?;
+    validate_entry_name(&request.new_name)?;
+    app.store
+        .bucket(bucket)?
+        .rename_entry(entry, &request.new_name)?;
+    Ok(Response::ok())
+}

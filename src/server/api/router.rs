@@ -254,6 +254,7 @@ impl Route for App {
                             EntryRoute::Query(name) => {
                                 entry_batch::query(self, &method, &bucket, name, req)
                             }
+                            EntryRoute::Rename(name) => records::rename(self, &bucket, name, req),
                             EntryRoute::Record => {
                                 records::record(self, &method, &bucket, &entry, req)
                             }

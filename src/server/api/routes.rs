@@ -7,6 +7,8 @@ pub enum EntryRoute<'a> {
     Batch(&'a str),
     /// `…/{entry}/q`.
     Query(&'a str),
+    /// `PUT …/{entry}/rename`.
+    Rename(&'a str),
     /// The single-record endpoints.
     Record,
 }
@@ -18,6 +20,11 @@ pub fn entry_route<'a>(method: &str, entry: &'a str) -> EntryRoute<'a> {
         && matches!(method, "POST" | "PATCH" | "DELETE" | "GET" | "HEAD")
     {
         return EntryRoute::Batch(name);
+    }
+    if let Some(name) = entry.strip_suffix("/rename").filter(|n| !n.is_empty())
+        && method == "PUT"
+    {
+        return EntryRoute::Rename(name);
     }
     if let Some(name) = entry.strip_suffix("/q").filter(|n| !n.is_empty())
         && matches!(method, "POST" | "GET" | "HEAD" | "DELETE")

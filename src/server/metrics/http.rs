@@ -76,6 +76,7 @@ pub fn route_class(method: &str, path: &str) -> &'static str {
             Some((_, entry)) => match entry_route(method, entry) {
                 EntryRoute::Batch(_) => "batch",
                 EntryRoute::Query(_) => "query",
+                EntryRoute::Rename(_) => "rename",
                 EntryRoute::Record => "record",
             },
         },
