@@ -82,3 +82,40 @@ impl Default for Config {
         Config::new("./data")
     }
 }
+
+/// The instance name a server runs under: `configured` trimmed, or when it is unset or
+/// blank the host name, as ReductStore does (`unknown` when that cannot be read).
+pub fn instance_name(configured: Option<&str>) -> String {
+    configured
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::to_string)
+        .or_else(host_name)
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// This machine's host name, if it can be read.
+fn host_name() -> Option<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname writes at most that much.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return None;
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let name = String::from_utf8_lossy(&buf[..end]).trim().to_string();
+    (!name.is_empty()).then_some(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::instance_name;
+
+    #[test]
+    fn the_instance_name_is_trimmed_and_blank_means_the_host_name() {
+        assert_eq!(instance_name(Some("  edge-7 ")), "edge-7");
+        let host = instance_name(None);
+        assert!(!host.is_empty());
+        assert_eq!(instance_name(Some("   ")), host);
+    }
+}

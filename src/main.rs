@@ -244,19 +244,6 @@ struct ServeArgs {
     sync: SyncMode,
 }
 
-/// This machine's host name, if it can be read.
-fn host_name() -> Option<String> {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname writes at most that much.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return None;
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    let name = String::from_utf8_lossy(&buf[..end]).trim().to_string();
-    (!name.is_empty()).then_some(name)
-}
-
 /// Parses `--sync`: `always`, `never` or `interval:<duration>`.
 fn sync_mode(text: &str) -> std::result::Result<SyncMode, String> {
     text.parse().map_err(|e: Error| e.message().to_string())
@@ -348,12 +335,7 @@ fn serve(args: ServeArgs) -> Result<()> {
     }
     let mut engine = Config::new(&args.data_path);
     engine.max_open_log_files = usize::try_from(args.max_open_log_files).unwrap_or(usize::MAX);
-    engine.instance_name = args
-        .instance_name
-        .map(|name| name.trim().to_string())
-        .filter(|name| !name.is_empty())
-        .or_else(host_name)
-        .unwrap_or_else(|| "unknown".to_string());
+    engine.instance_name = halflife::config::instance_name(args.instance_name.as_deref());
     engine.worker_threads = args.lifecycle_workers as usize;
     engine.compress_threads = args
         .compress_threads

@@ -8,19 +8,10 @@ mod powerfs;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use common::{ServerProcess, start_server};
+use common::start_server;
 use powerfs::{Cut, PowerFs, Rng};
 
 const ENV: [(&str, &str); 2] = [("RS_SYNC_MODE", "always"), ("RS_BUCKET_B_NAME", "b")];
-
-fn entry_names(s: &ServerProcess) -> Vec<String> {
-    s.get("/api/v1/b/b").json()["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap().to_string())
-        .collect()
-}
 
 #[test]
 fn a_renamed_entry_survives_power_cuts_under_exactly_one_name() {
@@ -73,7 +64,7 @@ fn a_renamed_entry_survives_power_cuts_under_exactly_one_name() {
         drop(mounted);
         mounted = fs.mount(&mnt).expect("mount again after the cut");
         let s = start_server(&data, &ENV);
-        let names = entry_names(&s);
+        let names = s.entry_names("b");
         let has = |name: &str| names.iter().any(|n| n == name);
         let (at_old, at_new) = (has(&old), has(&new));
         assert!(

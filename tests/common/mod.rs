@@ -189,6 +189,16 @@ impl ServerProcess {
             .expect("VmRSS in /proc status")
     }
 
+    /// The names of a bucket's entries, as `GET /b/{bucket}` lists them (no token).
+    pub fn entry_names(&self, bucket: &str) -> Vec<String> {
+        self.get(&format!("/api/v1/b/{bucket}")).json()["entries"]
+            .as_array()
+            .expect("a bucket's entries are a list")
+            .iter()
+            .map(|e| e["name"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
     /// The log lines so far that contain `text`.
     pub fn log_lines(&self, text: &str) -> Vec<String> {
         let log = self.log.lock().unwrap();

@@ -308,18 +308,9 @@ fn await_body(conn: &mut Connection, wait: &mut BodyWait, limits: &Limits) -> Op
         if left.is_zero() || conn.stream.set_read_timeout(Some(left)).is_err() {
             break false;
         }
-        match conn.fill() {
-            Ok(0) => break false,
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                break false;
-            }
+        match fill_once(conn) {
+            Ok(Next::Bytes) => {}
+            Ok(Next::Quiet | Next::Closed) => break false,
             Err(_) => return None,
         }
     };
@@ -329,14 +320,35 @@ fn await_body(conn: &mut Connection, wait: &mut BodyWait, limits: &Limits) -> Op
     Some(complete)
 }
 
-/// What a short wait for the next request brought.
+/// What a short wait for more bytes brought.
 enum Next {
     /// Bytes arrived.
     Bytes,
-    /// Nothing within [`NEXT_REQUEST_WAIT`].
+    /// Nothing within the wait.
     Quiet,
     /// The client closed the connection.
     Closed,
+}
+
+/// One read into the connection's buffer within the socket's read timeout: bytes,
+/// nothing before the timeout, or the end of the stream; an error when the socket failed.
+fn fill_once(conn: &mut Connection) -> std::io::Result<Next> {
+    loop {
+        match conn.fill() {
+            Ok(0) => return Ok(Next::Closed),
+            Ok(_) => return Ok(Next::Bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Ok(Next::Quiet);
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Waits up to [`NEXT_REQUEST_WAIT`] for the next request's bytes.
@@ -348,22 +360,7 @@ fn await_next(conn: &mut Connection, limits: &Limits) -> Next {
     {
         return Next::Closed;
     }
-    let next = loop {
-        match conn.fill() {
-            Ok(0) => break Next::Closed,
-            Ok(_) => break Next::Bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                break Next::Quiet;
-            }
-            Err(_) => break Next::Closed,
-        }
-    };
+    let next = fill_once(conn).unwrap_or(Next::Closed);
     if conn
         .stream
         .set_read_timeout(Some(limits.body_timeout))
