@@ -80,7 +80,7 @@ fn a_stored_policy_with_a_name_now_refused_is_listed_not_run_and_removable() {
     let def = Definition {
         settings: settings(),
         provisioned: false,
-        invalid: false,
+        invalid: None,
     };
     let map: std::collections::BTreeMap<&str, &Definition> =
         [("a.b", &def), ("a_b", &def)].into_iter().collect();

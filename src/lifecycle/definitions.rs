@@ -44,9 +44,10 @@ pub struct Definition {
     /// Defined by the server's startup configuration.
     #[serde(default)]
     pub provisioned: bool,
-    /// Set when the definition failed validation at load: kept, not run.
+    /// Why the definition failed validation at load, if it did: kept, not run, and
+    /// the reason shown in its info until it is updated.
     #[serde(skip)]
-    pub invalid: bool,
+    pub invalid: Option<String>,
 }
 
 /// A put operation's body after its kind byte.
@@ -113,11 +114,31 @@ impl DefinitionStore {
         self.definitions.iter()
     }
 
-    /// Marks a loaded definition as failing validation (in memory only).
-    pub fn mark_invalid(&mut self, name: &str) {
+    /// Marks a loaded definition as failing validation, with why (in memory only).
+    pub fn mark_invalid(&mut self, name: &str, why: String) {
         if let Some(def) = self.definitions.get_mut(name) {
-            def.invalid = true;
+            def.invalid = Some(why);
         }
+    }
+
+    /// Follows a bucket rename: every definition naming bucket `old` is stored again
+    /// naming `new` (one journal operation each). Returns their names, sorted;
+    /// idempotent, so a rename finished after a crash can apply it again.
+    pub fn rename_bucket(&mut self, old: &str, new: &str) -> Result<Vec<String>> {
+        let moving: Vec<String> = self
+            .definitions
+            .iter()
+            .filter(|(_, def)| def.settings.bucket == old)
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in &moving {
+            if let Some(mut def) = self.definitions.get(name).cloned() {
+                def.settings.bucket = new.to_string();
+                def.invalid = None;
+                self.put(name, def)?;
+            }
+        }
+        Ok(moving)
     }
 
     /// Number of definitions.

@@ -100,13 +100,15 @@ impl LifecycleRepository {
             match policy {
                 Ok(policy) => scheduler.upsert(policy, def.settings.mode)?,
                 Err(e) => {
-                    log::error!("lifecycle '{name}' is not started: {e}");
-                    invalid.push(name.clone());
+                    // Kept (never dropped silently): listed, not run, its error in its
+                    // info until an update fixes it.
+                    log::error!("lifecycle '{name}' is kept but not started: {e}");
+                    invalid.push((name.clone(), e.message().to_string()));
                 }
             }
         }
-        for name in invalid {
-            definitions.mark_invalid(&name);
+        for (name, why) in invalid {
+            definitions.mark_invalid(&name, why);
         }
         log::info!("lifecycle repository: {} policies", definitions.len());
         Ok(LifecycleRepository {
@@ -236,6 +238,46 @@ impl LifecycleRepository {
         repo.scheduler.remove(name)
     }
 
+    /// Follows a bucket rename: the policies naming bucket `old` name `new` from now on
+    /// (persisted, then rescheduled; a run in progress is cancelled and waited for).
+    /// Returns their names. On a replica nothing runs, but the stored definitions
+    /// follow all the same.
+    pub fn rename_bucket(
+        &self,
+        data: &std::path::Path,
+        old: &str,
+        new: &str,
+    ) -> Result<Vec<String>> {
+        let Some(repo) = &self.repo else {
+            return DefinitionStore::open(data)?.rename_bucket(old, new);
+        };
+        let _change = repo.change();
+        let (moved, policies) = {
+            let mut defs = repo.lock();
+            let moved = defs.rename_bucket(old, new)?;
+            let policies: Vec<_> = moved
+                .iter()
+                .filter_map(|name| {
+                    let def = defs.get(name)?;
+                    match def.settings.validate(name, &repo.store, &repo.limits) {
+                        Ok(policy) => Some((policy, def.settings.mode)),
+                        Err(e) => {
+                            log::error!(
+                                "lifecycle '{name}' after the rename of bucket '{old}': {e}"
+                            );
+                            None
+                        }
+                    }
+                })
+                .collect();
+            (moved, policies)
+        };
+        for (policy, mode) in policies {
+            repo.scheduler.upsert(policy, mode)?;
+        }
+        Ok(moved)
+    }
+
     /// Runs a policy now.
     pub fn run_now(&self, name: &str) -> Result<()> {
         let repo = self.repo("run lifecycle")?;
@@ -272,7 +314,7 @@ impl Repo {
             let def = Definition {
                 settings,
                 provisioned,
-                invalid: false,
+                invalid: None,
             };
             defs.put(name, def)?;
             policy
@@ -295,16 +337,15 @@ fn info(name: &str, def: &Definition, runtime: Option<&RuntimeInfo>) -> Lifecycl
     LifecycleInfo {
         name: name.to_string(),
         is_provisioned: def.provisioned,
-        is_running: !def.invalid,
+        is_running: def.invalid.is_none(),
         kind: def.settings.kind,
         mode: def.settings.mode,
         last_run: runtime.last_run.map(rfc3339),
         next_run: runtime.next_run.map(rfc3339),
         last_status: runtime.last_status,
-        last_error: if def.invalid {
-            Some("the policy failed validation when it was loaded; see the log".into())
-        } else {
-            runtime.last_error
+        last_error: match &def.invalid {
+            Some(why) => Some(format!("not started: it failed validation at load: {why}")),
+            None => runtime.last_error,
         },
         total_runs: runtime.total_runs,
         total_failures: runtime.total_failures,

@@ -12,6 +12,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod bucket_rename;
 pub mod cors;
 pub mod http;
 pub mod metrics;
@@ -96,6 +97,8 @@ impl Server {
             .map_err(Error::unprocessable)?;
         // Opening the store takes the data directory's lock.
         let store = Arc::new(Store::open(config.engine.clone())?);
+        // Before tokens and policies load: they must name a bucket by its final name.
+        bucket_rename::recover(&store)?;
         // Buckets first: a provisioned policy may name a provisioned bucket.
         let provisioned_buckets = if config.role == InstanceRole::Replica {
             if !provisioning.buckets.is_empty() {

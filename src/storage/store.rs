@@ -188,6 +188,49 @@ impl Store {
         self.buckets().iter().map(|b| b.info()).collect()
     }
 
+    /// Renames a bucket: its directory moves with one `rename(2)`, made durable by
+    /// syncing the data directory, so a kill or power cut leaves the old name or the new
+    /// one, never both or neither. Writers and background merges of its entries stop
+    /// first (a racing write gets an error, not a lost record); the bucket is then opened
+    /// under its new name. What else names the bucket (tokens, policies) is the
+    /// server's to follow.
+    pub fn rename_bucket(&self, old: &str, new: &str) -> Result<Arc<Bucket>> {
+        validate_bucket_name(new)?;
+        let mut buckets = self.write_map();
+        let bucket = buckets
+            .get(old)
+            .cloned()
+            .ok_or_else(|| Error::not_found(format!("Bucket '{old}' is not found")))?;
+        let data = &self.config.data_path;
+        if buckets.contains_key(new) || data.join(new).exists() {
+            return Err(Error::conflict(format!("Bucket '{new}' already exists")));
+        }
+        bucket.begin_removal();
+        let entries = bucket.entries();
+        // Merges and recompressions stop at their next step and wait: once the
+        // directory moves, the old path may name a new bucket.
+        let merges_stopped: Vec<_> = entries.iter().map(|e| e.begin_removal()).collect();
+        if let Err(e) = std::fs::rename(bucket.dir(), data.join(new)) {
+            drop(merges_stopped);
+            entries.iter().for_each(|e| e.abandon_removal());
+            bucket.abandon_removal();
+            return Err(Error::io(format!("renaming bucket '{old}' to '{new}'"), e));
+        }
+        fsync_dir(data)?;
+        buckets.remove(old);
+        bucket.mark_removed();
+        drop(merges_stopped);
+        let renamed = Arc::new(Bucket::open(
+            &data.join(new),
+            new,
+            entry_context(&self.config, &self.durability),
+            self.merger.queue(),
+        )?);
+        buckets.insert(new.to_string(), renamed.clone());
+        log::info!("bucket '{old}' renamed to '{new}'");
+        Ok(renamed)
+    }
+
     /// Removes a bucket: renamed away in one step, then deleted.
     pub fn remove_bucket(&self, name: &str) -> Result<()> {
         let mut buckets = self.write_map();

@@ -189,9 +189,25 @@ impl ServerProcess {
             .expect("VmRSS in /proc status")
     }
 
+    /// GET with an `Authorization` header.
+    pub fn get_with(&self, path: &str, authorization: &str) -> Resp {
+        self.request("GET", path, &[("authorization", authorization)], b"")
+    }
+
     /// The names of a bucket's entries, as `GET /b/{bucket}` lists them (no token).
     pub fn entry_names(&self, bucket: &str) -> Vec<String> {
-        self.get(&format!("/api/v1/b/{bucket}")).json()["entries"]
+        self.entry_names_with(bucket, "")
+    }
+
+    /// The names of a bucket's entries, with an `Authorization` header (empty: none).
+    pub fn entry_names_with(&self, bucket: &str, authorization: &str) -> Vec<String> {
+        let path = format!("/api/v1/b/{bucket}");
+        let r = if authorization.is_empty() {
+            self.get(&path)
+        } else {
+            self.get_with(&path, authorization)
+        };
+        r.json()["entries"]
             .as_array()
             .expect("a bucket's entries are a list")
             .iter()

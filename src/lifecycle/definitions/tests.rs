@@ -9,7 +9,7 @@ fn def(bucket: &str) -> Definition {
     Definition {
         settings: settings(bucket),
         provisioned: false,
-        invalid: false,
+        invalid: None,
     }
 }
 

@@ -149,3 +149,58 @@ pub fn bucket(app: &App, method: &str, name: &str, req: &mut Request) -> Result<
         _ => Err(no_route(method, &req.head.path)),
     }
 }
+
+/// The body of `PUT /b/{bucket}/rename`.
+#[derive(serde::Deserialize)]
+struct RenameRequest {
+    new_name: String,
+}
+
+/// A refusal in the words and shape of ReductStore's JSON extractor: plain text, no
+/// `x-reduct-error`.
+fn extractor_refusal(status: u16, text: String) -> Response {
+    Response::status(status)
+        .header("content-type", "text/plain; charset=utf-8")
+        .with_body(crate::server::http::ResponseBody::Bytes(text.into_bytes()))
+}
+
+/// `PUT /b/{bucket}/rename` (full access, checked by the router): renames the bucket;
+/// token permission lists and lifecycle policies naming it follow, and the answer's
+/// `x-halflife-lifecycles-renamed` header lists the policies that did.
+pub fn rename(app: &App, name: &str, req: &mut Request) -> Result<Response> {
+    let json = req
+        .head
+        .header("content-type")
+        .and_then(|ct| ct.split(';').next())
+        .is_some_and(|ct| ct.trim().eq_ignore_ascii_case("application/json"));
+    if !json {
+        return Ok(extractor_refusal(
+            415,
+            "Expected request with `Content-Type: application/json`".into(),
+        ));
+    }
+    let body = read_body(req)?;
+    let request: RenameRequest = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(e) => {
+            return Ok(extractor_refusal(
+                422,
+                format!("Failed to deserialize the JSON body into the target type: {e}"),
+            ));
+        }
+    };
+    app.writable("rename bucket")?;
+    let new = request.new_name;
+    if name.starts_with('$') || app.provisioned_buckets.contains(name) {
+        app.store.bucket(name)?;
+        return Err(crate::Error::conflict(format!(
+            "Can't rename provisioned bucket '{name}'"
+        )));
+    }
+    crate::storage::names::validate_bucket_name(&new)?;
+    let followed = crate::server::bucket_rename::rename_bucket(app, name, &new)?;
+    Ok(Response::ok().header(
+        "x-halflife-lifecycles-renamed",
+        followed.lifecycles.join(","),
+    ))
+}

@@ -111,6 +111,8 @@ fn route_need(method: &str, rest: &str) -> Need {
             // Whether a bucket exists is for those who may read it.
             None if reads => Need::Read(percent::decode(tail)),
             None => Need::Full,
+            // The bucket rename changes what tokens may do: full access.
+            Some((_, "rename")) if method == "PUT" => Need::Full,
             Some((bucket, entry)) => {
                 let bucket = percent::decode(bucket);
                 let entry = percent::decode(entry);
@@ -243,6 +245,9 @@ impl Route for App {
                     None => {
                         let bucket = percent::decode(tail);
                         buckets::bucket(self, &method, &bucket, req)
+                    }
+                    Some((bucket, "rename")) if method == "PUT" => {
+                        buckets::rename(self, &percent::decode(bucket), req)
                     }
                     Some((bucket, entry)) => {
                         let bucket = percent::decode(bucket);

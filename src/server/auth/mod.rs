@@ -521,6 +521,30 @@ impl TokenRepository {
         Ok((value, time_text(now)))
     }
 
+    /// Follows a bucket rename: every permission list item equal to `old` becomes
+    /// `new` (patterns such as `old*` are left alone, as ReductStore does), written
+    /// atomically before memory changes. Returns how many tokens changed; idempotent, so
+    /// a rename finished after a crash can apply it again.
+    pub fn rename_bucket(&self, old: &str, new: &str) -> Result<usize> {
+        let mut st = self.lock();
+        let mut next = st.tokens.clone();
+        let mut changed = 0;
+        for token in next.values_mut() {
+            let lists = [&mut token.permissions.read, &mut token.permissions.write];
+            let mut touched = false;
+            for item in lists.into_iter().flatten().filter(|i| i.as_str() == old) {
+                *item = new.to_string();
+                touched = true;
+            }
+            changed += usize::from(touched);
+        }
+        if changed > 0 {
+            self.save(&next)?;
+            st.tokens = next;
+        }
+        Ok(changed)
+    }
+
     /// Removes a token; it is refused at once.
     pub fn remove(&self, name: &str) -> Result<()> {
         if name == INIT_TOKEN {
