@@ -110,6 +110,25 @@ async def main():
             if TOKEN:
                 args += ["-t", TOKEN]
             cli(*args, env=env)
+        # Attachments: written by reduct-py and by reduct-cli, listed, read, removed.
+        fx = await src.get_bucket("fx")
+        await fx.write_attachments("flights", {"schema": {"cols": 18}, "calib": {"k": 0}})
+        await fx.write_attachments("flights", {"calib": {"k": 1}})  # upsert by key
+        cli("attachment", "write", "src/fx/flights", "units", '{"dist":"mi"}', env=env)
+        cli("attachment", "write", "src/fx/flights", "scratch", '{"tmp":true}', env=env)
+        listed = cli("attachment", "ls", "src/fx/flights", env=env)
+        check(all(k in listed for k in ("schema", "calib", "units", "scratch")),
+              f"reduct-cli attachment ls lists every key ({listed.strip()!r})")
+        shown = cli("attachment", "read", "src/fx/flights", "calib", env=env)
+        check('"k"' in shown and "1" in shown, f"reduct-cli attachment read shows the upserted value ({shown.strip()!r})")
+        cli("attachment", "rm", "src/fx/flights", "scratch", env=env)
+        await fx.remove_attachments("flights", ["schema"])
+        check(await fx.read_attachments("flights") == {"calib": {"k": 1}, "units": {"dist": "mi"}},
+              "reduct-py reads what is left after removals by both clients")
+        await fx.write_attachments("flights", {"schema": {"cols": 18}})
+        check(await fx.read_attachments("logs/dpkg") == {}, "an entry without attachments has none")
+        entries = sorted(e.name for e in await fx.get_entry_list())
+        check(not any("$meta" in e for e in entries), f"attachment entries are not listed ({entries})")
         cli("cp", "src/fx", "dst/fx", env=env)
         # `--limit` sends `$limit` in the condition: ten records of each entry.
         cli("cp", "src/fx", "dst/ten", "--limit", "10", env=env)
@@ -124,6 +143,9 @@ async def main():
     differing = [(w[0], w[1]) for w, g in zip(want, got) if w != g]
     check(not differing,
           f"every copied record is byte-identical, with its labels and content type {differing[:5]}")
+    copied = await (await dst.get_bucket("fx")).read_attachments("flights")
+    check(copied == {"calib": {"k": 1}, "units": {"dist": "mi"}, "schema": {"cols": 18}},
+          f"reduct-cli cp copies the live attachments ({copied})")
     ten = await dst.get_bucket("ten")
     counts = {e.name: e.record_count for e in await ten.get_entry_list()}
     source = {e.name: e.record_count for e in await (await src.get_bucket("fx")).get_entry_list()}

@@ -9,6 +9,7 @@
 //! <data>/<bucket>/<entry…>/<seq>.log        the open block (append-only log)
 //! ```
 
+pub mod attachments;
 pub mod bucket;
 pub mod bulk;
 pub mod cache;

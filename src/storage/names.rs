@@ -64,7 +64,8 @@ pub fn validate_system_bucket_name(name: &str) -> Result<()> {
     }
 }
 
-/// Checks an entry name: segments of `[A-Za-z0-9_-]` joined by `/`, none empty.
+/// Checks an entry name: segments of `[A-Za-z0-9_-]` joined by `/`, none empty; the
+/// last may be `$meta` (an attachment entry).
 pub fn validate_entry_name(name: &str) -> Result<()> {
     let name = &quoted(name);
     if name.is_empty() {
@@ -83,18 +84,23 @@ pub fn validate_entry_name(name: &str) -> Result<()> {
             name.chars().take(32).collect::<String>()
         )));
     }
-    for segment in name.split('/') {
+    let segments = name.split('/').count();
+    for (i, segment) in name.split('/').enumerate() {
         if segment.is_empty() {
             return Err(Error::unprocessable(format!(
                 "Entry name '{name}' has an empty segment: no leading, trailing or double '/'"
             )));
+        }
+        // The hidden entry of a parent's attachments (`attachments.rs`).
+        if segment == crate::storage::attachments::META_SEGMENT && i + 1 == segments {
+            continue;
         }
         if segment.len() > MAX_NAME_LEN {
             return Err(too_long("A segment of entry name", segment));
         }
         if !segment.chars().all(is_name_char) {
             return Err(Error::unprocessable(format!(
-                "Entry name '{name}' can contain only letters, digits, '/' and [-,_] symbols"
+                "Entry name '{name}' can contain only letters, digits, '/' and [-,_] symbols or end with '/$meta'"
             )));
         }
     }
@@ -200,11 +206,31 @@ mod tests {
 
     #[test]
     fn entry_names() {
-        for good in ["e", "cam/front", "a/b/c-1_2", "lifecycle/x/y"] {
+        for good in [
+            "e",
+            "cam/front",
+            "a/b/c-1_2",
+            "lifecycle/x/y",
+            "cam/$meta",
+            "$meta",
+        ] {
             validate_entry_name(good).unwrap();
         }
         for bad in [
-            "", "/a", "a/", "a//b", "..", "a/../b", "a/./b", "a%2Fb", "a b", ".index",
+            "",
+            "/a",
+            "a/",
+            "a//b",
+            "..",
+            "a/../b",
+            "a/./b",
+            "a%2Fb",
+            "a b",
+            ".index",
+            "$meta/x",
+            "a/$meta/b",
+            "a/$metax",
+            "$x",
         ] {
             assert!(validate_entry_name(bad).is_err(), "{bad}");
         }

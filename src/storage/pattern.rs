@@ -10,8 +10,8 @@
 //! - `!pattern` excludes what it matches, after the includes are applied;
 //! - a leading `/` is ignored; an empty list means every entry.
 //!
-//! System metadata entries (a name segment starting with `$`, which users cannot create)
-//! are never matched.
+//! Attachment entries (`…/$meta`, see `attachments.rs`) are matched only by a pattern
+//! that is exactly their name, never by a wildcard, a prefix or an empty list.
 
 use crate::error::{Error, Result};
 
@@ -59,7 +59,11 @@ impl EntryPatterns {
     /// True when the list selects this entry.
     pub fn matches(&self, entry: &str) -> bool {
         if entry.split('/').any(|s| s.starts_with('$')) {
-            return false;
+            return self
+                .includes
+                .iter()
+                .any(|p| p.is_literal() && p.matches(entry))
+                && !self.excludes.iter().any(|p| p.matches(entry));
         }
         let included = self.includes.is_empty() || self.includes.iter().any(|p| p.matches(entry));
         included && !self.excludes.iter().any(|p| p.matches(entry))
@@ -101,12 +105,18 @@ fn parse_one(body: &str, raw: &str) -> Result<Pattern> {
         return Ok(Pattern::Prefix(String::new()));
     }
     let mut segments = Vec::new();
-    for segment in body.split('/') {
+    let count = body.split('/').count();
+    for (i, segment) in body.split('/').enumerate() {
         if segment.is_empty() {
             return Err(bad("empty segment (no trailing or double '/')"));
         }
         if segment == "**" {
             segments.push(Segment::AnySegments);
+        } else if segment == crate::storage::attachments::META_SEGMENT {
+            if i + 1 < count || stars > 0 {
+                return Err(bad("'$meta' may only end an exact entry name"));
+            }
+            segments.push(Segment::Glob(vec![segment.to_string()]));
         } else if segment.contains("**") {
             return Err(bad("'**' must be a whole segment"));
         } else if !segment
@@ -126,6 +136,16 @@ fn parse_one(body: &str, raw: &str) -> Result<Pattern> {
 }
 
 impl Pattern {
+    /// A plain name: no wildcard.
+    fn is_literal(&self) -> bool {
+        match self {
+            Pattern::Segments(segments) => segments
+                .iter()
+                .all(|s| matches!(s, Segment::Glob(parts) if parts.len() == 1)),
+            Pattern::Prefix(_) => false,
+        }
+    }
+
     fn matches(&self, entry: &str) -> bool {
         match self {
             Pattern::Prefix(prefix) => entry.starts_with(prefix.as_str()),
@@ -215,6 +235,11 @@ mod tests {
             (&["x", "y"], "y", true),
             (&[], "cam/$meta", false),
             (&["**"], "cam/$meta", false),
+            (&["cam/*"], "cam/$meta", false),
+            (&["cam*"], "cam/$meta", false),
+            (&["cam/$meta"], "cam/$meta", true),
+            (&["$meta"], "$meta", true),
+            (&["cam/$meta", "!cam/$meta"], "cam/$meta", false),
         ];
         for (patterns, entry, want) in cases {
             assert_eq!(selects(patterns, entry), *want, "{patterns:?} on {entry}");
@@ -239,7 +264,19 @@ mod tests {
 
     #[test]
     fn malformed_patterns_are_named() {
-        for bad in ["", "a//b", "a/", "a/**x", "a.b", "!", "/"] {
+        for bad in [
+            "",
+            "a//b",
+            "a/",
+            "a/**x",
+            "a.b",
+            "!",
+            "/",
+            "$meta/x",
+            "a/$meta/b",
+            "*/$meta",
+            "$meta/$meta",
+        ] {
             let err = EntryPatterns::parse(&[bad]).unwrap_err();
             assert!(err.message().contains(&format!("'{bad}'")), "{err}");
         }

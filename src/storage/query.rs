@@ -8,6 +8,7 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::storage::attachments::{is_attachment_entry, is_tombstone};
 use crate::storage::condition::context::Context;
 use crate::storage::condition::{Condition, Directives, Matcher, Verdict};
 use crate::storage::entry::{
@@ -56,6 +57,9 @@ struct Cursor {
     /// `$limit` stopped this entry at this record, which a continuous query's next pass
     /// examines again.
     stopped_at: Option<u64>,
+    /// An attachment entry: its tombstones (`remove=true`) are skipped before the
+    /// condition sees them, as if it began with "not removed".
+    hide_tombstones: bool,
 }
 
 /// Iterator over the records a query selects.
@@ -116,6 +120,7 @@ impl QueryIter {
     }
 
     fn cursor(&self, entry: Arc<Entry>, from: u64) -> Cursor {
+        let hide_tombstones = is_attachment_entry(entry.name());
         let stateful = self.when.as_ref().is_some_and(|w| w.is_stateful());
         let has_context =
             self.directives.ctx_before.is_some() || self.directives.ctx_after.is_some();
@@ -130,6 +135,7 @@ impl QueryIter {
             ready: VecDeque::new(),
             done: false,
             stopped_at: None,
+            hide_tombstones,
         }
     }
 
@@ -174,6 +180,9 @@ impl QueryIter {
                     // and the query goes on with the next one.
                     *pos += 1;
                     let meta = chunk_meta(chunk, i);
+                    if c.hide_tombstones && is_tombstone(&meta.labels) {
+                        continue;
+                    }
                     let verdict = match c.matcher.as_mut() {
                         Some(m) => m.evaluate(meta).map_err(|e| (e, true))?,
                         None => Verdict::Match,

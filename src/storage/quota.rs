@@ -1,6 +1,6 @@
 //! Bucket quotas: a HARD quota refuses writes that would pass it; a FIFO quota makes room
 //! by dropping the oldest sealed blocks of the bucket (whole files, through the same bulk
-//! removal every other delete uses).
+//! removal every other delete uses), never those of attachment entries.
 
 use std::sync::Arc;
 
@@ -47,7 +47,12 @@ impl Bucket {
     /// no sealed block (the logs being written are never dropped).
     fn drop_oldest_block(&self) -> Result<bool> {
         let mut oldest: Option<(u64, Arc<Entry>, u64)> = None;
-        for entry in self.entries() {
+        // Attachments are never evicted: they describe the data that remains.
+        let evictable = self
+            .entries()
+            .into_iter()
+            .filter(|e| !crate::storage::attachments::is_attachment_entry(e.name()));
+        for entry in evictable {
             let first = entry
                 .lock()?
                 .index

@@ -16,6 +16,7 @@ use crate::server::protocol::batch_v1::{
 use crate::server::queries::{Reader, Scope};
 use crate::server::state::App;
 use crate::storage::Pending;
+use crate::storage::attachments::{is_attachment_entry, record_removal_refused};
 
 /// `/b/{bucket}/{entry}/batch`.
 pub fn batch(
@@ -109,6 +110,9 @@ fn update(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Resul
 fn remove(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result<Response> {
     app.writable("remove records")?;
     user_bucket(bucket_name)?;
+    if is_attachment_entry(entry) {
+        return Err(record_removal_refused(entry));
+    }
     let stamps = decode_v1_timestamps(&req.head)?;
     let bucket = app.store.bucket(bucket_name)?;
     bucket.entry(entry)?;
@@ -208,6 +212,11 @@ pub fn query(
         },
         _ => return Err(no_route(method, &req.head.path)),
     };
+    // 1.21.5 lets a REMOVE query by POST delete attachments outright; here they go by
+    // tombstone only, whichever way the removal is asked for.
+    if q.query_type == QueryType::Remove && is_attachment_entry(entry) {
+        return Err(record_removal_refused(entry));
+    }
     run_query_request(
         app,
         bucket_name,

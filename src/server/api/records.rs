@@ -9,6 +9,9 @@ use crate::server::http::request::{Request, no_route, parse_decimal, required_ts
 use crate::server::http::{Response, ResponseBody};
 use crate::server::queries::{Reader, Scope};
 use crate::server::state::App;
+use crate::storage::attachments::{
+    entry_removal_refused, is_attachment_entry, record_removal_refused,
+};
 use crate::storage::names::validate_entry_name;
 use crate::storage::{DEFAULT_CONTENT_TYPE, Labels, Record, RecordMeta};
 
@@ -112,6 +115,9 @@ pub fn record(
         "DELETE" if req.head.query.is_empty() => {
             app.writable("remove entry")?;
             user_bucket(bucket_name)?;
+            if is_attachment_entry(entry) {
+                return Err(entry_removal_refused(entry));
+            }
             let bucket = app.store.bucket(bucket_name)?;
             bucket.remove_entry(entry)?;
             log::info!("entry '{bucket_name}/{entry}' removed");
@@ -120,6 +126,9 @@ pub fn record(
         "DELETE" => {
             app.writable("remove record")?;
             user_bucket(bucket_name)?;
+            if is_attachment_entry(entry) {
+                return Err(record_removal_refused(entry));
+            }
             let ts = required_ts(req)?;
             app.store.bucket(bucket_name)?.remove_record(entry, ts)?;
             Ok(Response::ok())

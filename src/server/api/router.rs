@@ -16,6 +16,7 @@ use crate::server::http::{Response, ResponseBody, Service};
 use crate::server::metrics;
 use crate::server::protocol::percent;
 use crate::server::state::App;
+use crate::storage::attachments::{entry_removal_refused, is_attachment_entry};
 
 impl Service for App {
     fn handle(&self, req: &mut Request) -> Response {
@@ -99,6 +100,13 @@ impl Need {
             Need::Full => Access::Full,
         }
     }
+}
+
+/// The entry of a `b/{bucket}/{entry}` path when it is an attachment entry.
+fn attachment_entry_path(rest: &str) -> Option<String> {
+    let (_, entry) = rest.strip_prefix("b/")?.split_once('/')?;
+    let entry = percent::decode(entry);
+    is_attachment_entry(&entry).then_some(entry)
 }
 
 fn route_need(method: &str, rest: &str) -> Need {
@@ -217,6 +225,13 @@ impl Route for App {
         };
         if matches!(rest, "alive" | "ready") && matches!(method.as_str(), "GET" | "HEAD") {
             return Ok(Response::ok());
+        }
+        if method == "DELETE"
+            && req.head.query.is_empty()
+            && let Some(entry) = attachment_entry_path(rest)
+        {
+            // As 1.21.5: refused before any token is looked at.
+            return Err(entry_removal_refused(&entry));
         }
         let caller = self.authenticate(req)?;
         req.caller = caller.clone();

@@ -5,6 +5,7 @@
 use crate::error::{Error, Result};
 use crate::server::http::head::{RequestHead, parse_decimal};
 use crate::server::protocol::batch::split_names;
+use crate::storage::attachments::{is_attachment_entry, record_removal_refused};
 
 /// One record a batch delete names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,13 +64,8 @@ pub fn decode_remove_batch(head: &RequestHead) -> Result<RemoveBatch> {
         }
         raw.push((entry, delta));
     }
-    if let Some(system) = entries
-        .iter()
-        .find(|e| *e == "$meta" || e.ends_with("/$meta"))
-    {
-        return Err(Error::unprocessable(format!(
-            "Can't delete records from system entry '{system}'; use label update with remove=true"
-        )));
+    if let Some(system) = entries.iter().find(|e| is_attachment_entry(e)) {
+        return Err(record_removal_refused(system));
     }
     if raw.is_empty() && entries.is_empty() {
         return Ok(RemoveBatch {

@@ -9,6 +9,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::storage::attachments::{is_attachment_entry, record_removal_refused};
 use crate::storage::bulk::{RecordFilter, RemoveStats};
 use crate::storage::condition::Condition;
 use crate::storage::entry::{Entry, EntryContext, EntryInfo, holds_entry};
@@ -16,6 +17,7 @@ use crate::storage::format::fsutil::{TMP_SUFFIX, fsync_dir, remove_file_if_exist
 use crate::storage::merge::MergeQueue;
 use crate::storage::names::{validate_entry_name, validate_label_set, validate_labels};
 
+mod attachments;
 mod moves;
 use crate::storage::pattern::EntryPatterns;
 use crate::storage::query::{QueryIter, QueryOptions};
@@ -89,6 +91,9 @@ pub struct Bucket {
     /// entry is created in its path any more: a write racing the removal gets a 404
     /// instead of re-creating the directory.
     removed: AtomicBool,
+    /// One attachment upsert at a time, so two writes of one key cannot both keep
+    /// their older values.
+    attachment_writes: std::sync::Mutex<()>,
 }
 
 impl Bucket {
@@ -121,6 +126,7 @@ impl Bucket {
             ctx,
             merges,
             removed: AtomicBool::new(false),
+            attachment_writes: Default::default(),
         })
     }
 
@@ -145,6 +151,7 @@ impl Bucket {
             ctx,
             merges,
             removed: AtomicBool::new(false),
+            attachment_writes: Default::default(),
         };
         let mut found = BTreeMap::new();
         bucket.discover(dir, "", &mut found)?;
@@ -265,19 +272,32 @@ impl Bucket {
         self.entries_ref().values().cloned().collect()
     }
 
-    /// Info of every entry, sorted by name.
+    /// Info of every listed entry (attachment entries are hidden), sorted by name.
     pub fn entry_infos(&self) -> Result<Vec<EntryInfo>> {
-        self.entries().iter().map(|e| e.info()).collect()
+        self.entries()
+            .iter()
+            .filter(|e| !is_attachment_entry(e.name()))
+            .map(|e| e.info())
+            .collect()
     }
 
-    /// Summary over all entries.
+    /// Summary over the listed entries; the size counts attachments too (they are on
+    /// disk), as in ReductStore.
     pub fn info(&self) -> Result<BucketInfo> {
-        let infos = self.entry_infos()?;
+        let mut size = 0;
+        let mut infos = Vec::new();
+        for entry in self.entries() {
+            let info = entry.info()?;
+            size += info.size;
+            if !is_attachment_entry(entry.name()) {
+                infos.push(info);
+            }
+        }
         let with_records = infos.iter().filter(|i| i.record_count > 0);
         Ok(BucketInfo {
             name: self.name.clone(),
             entry_count: infos.len() as u64,
-            size: infos.iter().map(|i| i.size).sum(),
+            size,
             oldest_record: with_records
                 .clone()
                 .map(|i| i.oldest_record)
@@ -341,6 +361,14 @@ impl Bucket {
     /// returned [`Pending`] is waited on. A batch collects the `Pending` of each record
     /// and waits once, which costs one sync per file it touched.
     pub fn write_deferred(&self, entry: &str, meta: RecordMeta, payload: &[u8]) -> Result<Pending> {
+        if is_attachment_entry(entry) {
+            return self.write_attachment(entry, meta, payload);
+        }
+        self.write_record(entry, meta, payload)
+    }
+
+    /// Stores one record as it is (no attachment rules).
+    fn write_record(&self, entry: &str, meta: RecordMeta, payload: &[u8]) -> Result<Pending> {
         validate_labels(&meta.labels)?;
         validate_label_set(&meta.labels, &meta.content_type)?;
         let limits = self.settings().block_limits();
@@ -384,6 +412,9 @@ impl Bucket {
     /// [`Bucket::remove_record`] without waiting for the sync (see
     /// [`Bucket::write_deferred`]).
     pub fn remove_record_deferred(&self, entry: &str, ts: u64) -> Result<Pending> {
+        if is_attachment_entry(entry) {
+            return Err(record_removal_refused(entry));
+        }
         self.entry(entry)?.remove_record(ts)
     }
 
@@ -470,7 +501,8 @@ impl Bucket {
 
     /// [`Bucket::remove_records`] (or, with `dry_run`, [`Bucket::count_records`]) that asks
     /// `cancel` between entries and stops early when it says yes; what was done stays done
-    /// (each entry commits on its own).
+    /// (each entry commits on its own). Attachment entries are skipped, even when named:
+    /// their records go by tombstone only (REMOVE queries, delete policies).
     pub fn remove_records_until(
         &self,
         entries: &[String],
@@ -480,7 +512,8 @@ impl Bucket {
         dry_run: bool,
         cancel: &dyn Fn() -> bool,
     ) -> Result<RemoveStats> {
-        let selected = self.select_entries(entries)?;
+        let mut selected = self.select_entries(entries)?;
+        selected.retain(|e| !is_attachment_entry(e.name()));
         if let (Some(when), false) = (when, selected.is_empty()) {
             // Directive values are checked once there is an entry to apply them to.
             when.directives()?;
