@@ -48,6 +48,7 @@ fn start(data: &Path) -> Server {
             metrics_public: false,
             trusted_proxies: Default::default(),
             cors: Default::default(),
+            public_url: None,
         },
         Default::default(),
     )

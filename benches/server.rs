@@ -404,6 +404,7 @@ fn start(path: &std::path::Path, sync: SyncMode, http_threads: usize) -> Server 
             metrics_public: false,
             trusted_proxies: Default::default(),
             cors: Default::default(),
+            public_url: None,
         },
         Default::default(),
     )

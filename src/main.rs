@@ -147,6 +147,11 @@ struct ServeArgs {
     /// are answered without a token. Empty (the default): no cross-origin calls.
     #[arg(long, env = "RS_CORS_ALLOW_ORIGIN", default_value = "")]
     cors_allow_origin: String,
+    /// Where clients reach this server (e.g. `https://store.example/`, behind a proxy): the
+    /// base of the query links `POST /api/v1/links/{file}` makes. Unset: the listening
+    /// address, `http://<host>:<port>/`.
+    #[arg(long, env = "RS_PUBLIC_URL")]
+    public_url: Option<String>,
     /// Turns authentication on: this value is the full-access `init-token`, and every
     /// request needs `Authorization: Bearer <token>` of it or of a token created over the
     /// API (`/tokens`). Empty: no authentication.
@@ -375,6 +380,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         metrics_public: args.metrics_public,
         trusted_proxies: args.trusted_proxies,
         cors: halflife::server::cors::Cors::parse(&args.cors_allow_origin),
+        public_url: args.public_url,
     };
     // Handlers are installed before any thread starts, so no signal is lost; the main
     // thread then just waits for one.

@@ -11,6 +11,8 @@ import os
 import sys
 import time
 
+import aiohttp
+
 from reduct import (
     Batch,
     BucketSettings,
@@ -126,6 +128,20 @@ async def main():
     async with bucket.read("logs/app") as record:
         check(record.timestamp == BASE_TS + 299, "read without ts gives the latest record")
         check(record.content_type == "text/plain", "content type kept")
+
+    # A query link: made with the token, opened by anyone without one.
+    link = await bucket.create_query_link(
+        "sensor", start=BASE_TS, when={"&parity": {"$eq": "odd"}},
+        record_entry="sensor", record_timestamp=BASE_TS + 7000, file_name="seven.bin",
+    )
+    check("/api/v1/links/seven.bin?" in link, f"create_query_link gives a link ({link[:60]}…)")
+    async with aiohttp.ClientSession() as anonymous:
+        async with anonymous.get(link) as resp:
+            check(resp.status == 200 and await resp.read() == payload(7),
+                  "the link serves its record without a token")
+        async with anonymous.get(link, headers={"Range": "bytes=0-3"}) as resp:
+            check(resp.status == 206 and await resp.read() == payload(7)[:4],
+                  "the link serves a byte range")
 
     await bucket.update("sensor", BASE_TS + 7000, {"parity": "", "note": "checked"})
     async with bucket.read("sensor", timestamp=BASE_TS + 7000, head=True) as record:

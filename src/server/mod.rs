@@ -15,6 +15,7 @@ pub mod auth;
 pub mod bucket_rename;
 pub mod cors;
 pub mod http;
+pub mod links;
 pub mod metrics;
 pub mod protocol;
 pub mod provision;
@@ -68,6 +69,23 @@ pub struct ServerConfig {
     pub trusted_proxies: auth::TrustedProxies,
     /// Origins a browser may call the API from (`RS_CORS_ALLOW_ORIGIN`).
     pub cors: cors::Cors,
+    /// Where clients reach this server (`RS_PUBLIC_URL`), the base of query links;
+    /// `None`: `http://<host>:<port>/` of the listening address.
+    pub public_url: Option<String>,
+}
+
+/// The base of query links: `configured` with a `/` appended when missing, else
+/// `http://<host>:<port>/` (the port left out for 80), as ReductStore makes it.
+fn public_url(configured: Option<&str>, host: &str, port: u16) -> String {
+    let mut url = match configured.map(str::trim).filter(|u| !u.is_empty()) {
+        Some(url) => url.to_string(),
+        None if port == 80 => format!("http://{host}"),
+        None => format!("http://{host}:{port}"),
+    };
+    if !url.ends_with('/') {
+        url.push('/');
+    }
+    url
 }
 
 /// A running server.
@@ -156,6 +174,7 @@ impl Server {
             cors: config.cors.clone(),
             bucket_defaults,
             role: config.role,
+            public_url: public_url(config.public_url.as_deref(), &config.host, addr.port()),
             instance_name: config.engine.instance_name.clone(),
             started: Instant::now(),
         });
@@ -212,12 +231,13 @@ impl Server {
             .spawn(move || reactor.run())
             .map_err(|e| Error::io("starting the connection poller", e))?;
         log::info!(
-            "halflife {} listening on http://{addr} (data {}, {} HTTP threads, role {}, auth {})",
+            "halflife {} listening on http://{addr} (data {}, {} HTTP threads, role {}, auth {}); public URL {}",
             env!("CARGO_PKG_VERSION"),
             config.engine.data_path.display(),
             config.http_threads,
             config.role.as_str(),
             if app.tokens.is_some() { "on" } else { "off" },
+            app.public_url,
         );
         Ok(Server {
             addr,

@@ -79,6 +79,9 @@ pub struct App {
     pub bucket_defaults: crate::storage::BucketSettings,
     /// This instance's role.
     pub role: InstanceRole,
+    /// Where clients reach this server (`RS_PUBLIC_URL`, else the listening address),
+    /// ending in `/`: the base of query links.
+    pub public_url: String,
     /// Reported by `/info`.
     pub instance_name: String,
     /// When the server started (for `uptime`).

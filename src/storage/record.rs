@@ -50,6 +50,19 @@ impl Payload {
         }
     }
 
+    /// The bytes `range` (relative to this payload, within it) as a payload of their own,
+    /// sharing the buffer or map.
+    pub fn slice(&self, range: Range<usize>) -> Payload {
+        match self {
+            Payload::Mapped(map, own) => {
+                Payload::Mapped(map.clone(), own.start + range.start..own.start + range.end)
+            }
+            Payload::Owned(buf, own) => {
+                Payload::Owned(buf.clone(), own.start + range.start..own.start + range.end)
+            }
+        }
+    }
+
     /// Number of bytes.
     pub fn len(&self) -> usize {
         match self {

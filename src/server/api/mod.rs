@@ -6,6 +6,7 @@ pub mod buckets;
 pub mod entry_batch;
 pub mod io;
 pub mod lifecycles;
+pub mod links;
 pub mod records;
 pub mod router;
 pub mod routes;

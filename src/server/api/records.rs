@@ -41,7 +41,7 @@ pub fn user_bucket(name: &str) -> Result<()> {
 
 /// A record as `GET|HEAD /b/{bucket}/{entry}` answers it: metadata in headers, the
 /// payload as the body.
-fn single_record(record: Record, method: &str, entry: &str) -> Response {
+pub(crate) fn single_record(record: Record, method: &str, entry: &str) -> Response {
     let mut response = Response::ok()
         .header("x-reduct-time", record.meta.timestamp.to_string())
         .header("content-type", record.meta.content_type.clone())

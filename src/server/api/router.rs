@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::server::api::routes::{EntryRoute, allowed_methods, entry_route};
-use crate::server::api::{buckets, entry_batch, io, lifecycles, records, tokens};
+use crate::server::api::{buckets, entry_batch, io, lifecycles, links, records, tokens};
 use crate::server::auth::{Access, Caller};
 use crate::server::cors::Cors;
 use crate::server::http::head::RequestHead;
@@ -226,6 +226,10 @@ impl Route for App {
         if matches!(rest, "alive" | "ready") && matches!(method.as_str(), "GET" | "HEAD") {
             return Ok(Response::ok());
         }
+        if rest.starts_with("links/") && reads {
+            // A query link is its own credential: no token (nor audit) for opening one.
+            return links::open_link(self, &method, req);
+        }
         if method == "DELETE"
             && req.head.query.is_empty()
             && let Some(entry) = attachment_entry_path(rest)
@@ -252,6 +256,9 @@ impl Route for App {
             ("GET" | "HEAD", "info", "") => buckets::server_info(self),
             ("GET" | "HEAD", "list", "") => buckets::list(self, caller.as_ref()),
             ("GET" | "HEAD", "me", "") => tokens::me(self, caller.as_ref()),
+            ("POST", "links", file) if !file.is_empty() => {
+                links::create(self, &percent::decode(file), req)
+            }
             (_, "tokens", _) => tokens::tokens(self, get_or, tail, req),
             (_, "b", tail) if !tail.is_empty() => {
                 // `/b/{bucket}/` names an entry (an empty one, refused as such), never

@@ -56,6 +56,7 @@ pub fn allowed_methods(rest: &str) -> Option<&'static str> {
         ["lifecycles", name] if named(name) => "GET,HEAD,POST,PUT,DELETE",
         ["lifecycles", name, "mode"] if named(name) => "PATCH",
         ["lifecycles", name, "run"] if named(name) => "POST",
+        ["links", file] if named(file) => "GET,HEAD,POST",
         _ => return None,
     })
 }

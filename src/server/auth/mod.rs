@@ -521,6 +521,38 @@ impl TokenRepository {
         Ok((value, time_text(now)))
     }
 
+    /// The issuer of a query link, checked now: its stored secret (what signs its links,
+    /// so rotating or removing the token voids them) and what it may do. 404 for a token
+    /// that does not exist (any more), 401 for an expired one.
+    pub fn link_issuer(&self, name: &str) -> Result<(Vec<u8>, Caller)> {
+        if name == INIT_TOKEN {
+            let secret = salted_hash("halflife-init-token-link", &self.init);
+            let view = self.init_view();
+            return Ok((
+                secret.into_bytes(),
+                Caller {
+                    name: view.name,
+                    permissions: view.permissions,
+                },
+            ));
+        }
+        let st = self.lock();
+        let token = st
+            .tokens
+            .get(name)
+            .ok_or_else(|| Error::not_found(format!("Token '{name}' doesn't exist")))?;
+        if Self::is_expired(token, st.last_access.get(name).copied(), now_micros()) {
+            return Err(unauthorized("Token has expired"));
+        }
+        Ok((
+            token.hash.clone().into_bytes(),
+            Caller {
+                name: token.name.clone(),
+                permissions: token.permissions.clone(),
+            },
+        ))
+    }
+
     /// Follows a bucket rename: every permission list item equal to `old` becomes
     /// `new` (patterns such as `old*` are left alone, as ReductStore does), written
     /// atomically before memory changes. Returns how many tokens changed; idempotent, so

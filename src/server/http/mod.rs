@@ -29,6 +29,7 @@ pub mod connection;
 pub mod encoding;
 pub mod gather;
 pub mod head;
+pub mod range;
 pub mod reactor;
 pub mod request;
 pub mod response;
