@@ -49,6 +49,7 @@ fn start(data: &Path) -> Server {
             trusted_proxies: Default::default(),
             cors: Default::default(),
             public_url: None,
+            system_events_log_level: log::LevelFilter::Warn,
         },
         Default::default(),
     )

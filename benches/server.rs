@@ -14,6 +14,10 @@
 //! `always`): requests/s, p99 latency and each mode's share of `never`'s rate. The other
 //! workloads run with `never`, so they measure the HTTP path, not the disk.
 //!
+//! The `$system` trail: single-record writes with a token (so every call is audited and
+//! counted) against a server with system events on and one with them off, alternating
+//! runs, median of five: the trail's share of the rate without it.
+//!
 //! Run: `cargo bench --bench server`
 
 #[path = "../tests/common/mod.rs"]
@@ -391,27 +395,96 @@ fn engine(path: &std::path::Path, sync: SyncMode) -> Config {
 
 /// A server on a free loopback port with bucket `bench`.
 fn start(path: &std::path::Path, sync: SyncMode, http_threads: usize) -> Server {
+    start_with(path, sync, http_threads, None, true)
+}
+
+/// [`start`] with a token (authentication on) and system events on or off.
+fn start_with(
+    path: &std::path::Path,
+    sync: SyncMode,
+    http_threads: usize,
+    token: Option<&str>,
+    system_events: bool,
+) -> Server {
+    let mut engine = engine(path, sync);
+    engine.system_events = system_events;
     let server = Server::start(
         ServerConfig {
-            engine: engine(path, sync),
+            engine,
             host: "127.0.0.1".into(),
             port: 0,
             http_threads,
             limits: Default::default(),
             queries: Default::default(),
-            api_token: None,
+            api_token: token.map(str::to_string),
             role: InstanceRole::Standalone,
             metrics_public: false,
             trusted_proxies: Default::default(),
             cors: Default::default(),
             public_url: None,
+            system_events_log_level: log::LevelFilter::Warn,
         },
         Default::default(),
     )
     .expect("server");
     let mut conn = Connection::open(server.local_addr());
-    assert_eq!(conn.call("POST", "/api/v1/b/bench", &[], b"").status, 200);
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", a.as_str())).collect();
+    assert_eq!(
+        conn.call("POST", "/api/v1/b/bench", &headers, b"").status,
+        200
+    );
     server
+}
+
+/// What the `$system` trail costs single-record writes (see the module comment).
+fn trail_cost(_c: &mut Criterion) {
+    let data = tempfile::tempdir().expect("tempdir");
+    let token = "bench-token";
+    let span = Duration::from_secs(2);
+    let payload = vec![0x5au8; 1024];
+    let next_ts = std::sync::atomic::AtomicU64::new(1);
+    let single = |c: usize, _: u64| {
+        let ts = next_ts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        (
+            format!("/api/v1/b/bench/single-{c}?ts={ts}"),
+            vec![("authorization".to_string(), format!("Bearer {token}"))],
+            payload.clone(),
+        )
+    };
+    let on = start_with(
+        &data.path().join("on"),
+        SyncMode::Never,
+        8,
+        Some(token),
+        true,
+    );
+    let off = start_with(
+        &data.path().join("off"),
+        SyncMode::Never,
+        8,
+        Some(token),
+        false,
+    );
+    eprintln!("\n$system trail (1 KiB writes with a token; median of 5 alternating runs):");
+    for clients in [1, 4] {
+        let (mut with, mut without) = (Vec::new(), Vec::new());
+        for _ in 0..5 {
+            with.push(load(on.local_addr(), clients, span, &single).0);
+            without.push(load(off.local_addr(), clients, span, &single).0);
+        }
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let (with, without) = (median(with), median(without));
+        eprintln!(
+            "  {clients} connection(s): trail on {with:>8.0} req/s, off {without:>8.0} req/s, share {:.3}",
+            with / without
+        );
+    }
+    on.shutdown();
+    off.shutdown();
 }
 
 /// Builds request `n` of client `c`: path, headers, body (sent as a POST).
@@ -565,5 +638,5 @@ fn median_of_three(mut run: impl FnMut() -> Duration) -> Duration {
     times[1]
 }
 
-criterion_group!(server, benches, durability, interleaving);
+criterion_group!(server, benches, durability, interleaving, trail_cost);
 criterion_main!(server);

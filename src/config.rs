@@ -34,8 +34,12 @@ pub struct Config {
     pub lifecycle_min_interval: i64,
     /// Smallest lifecycle `older_than` accepted, in µs (default 1 hour).
     pub lifecycle_min_older_than: i64,
-    /// Write a `lifecycle_run` event per run to `$system` (and keep progress there).
+    /// Write events to `$system`: a `lifecycle_run` event per run (and keep progress
+    /// there), and on a server the audit, usage and log trail (`RS_SYSTEM_EVENTS_ENABLED`).
     pub system_events: bool,
+    /// The FIFO quota of `$system` in bytes, applied when it is created and at every
+    /// server start (`None`: no quota); default [`DEFAULT_SYSTEM_EVENTS_QUOTA`].
+    pub system_events_quota: Option<u64>,
     /// Name of this instance in event entries (`lifecycle/<instance>/<policy>`).
     pub instance_name: String,
     /// When more sealed blocks than this overlap one instant (belated writes seal into
@@ -56,6 +60,9 @@ pub struct Config {
     pub max_open_log_files: usize,
 }
 
+/// The default quota of `$system`: 10 GB, as in ReductStore.
+pub const DEFAULT_SYSTEM_EVENTS_QUOTA: u64 = 10_000_000_000;
+
 impl Config {
     /// A configuration with default limits for the given data directory.
     pub fn new(data_path: impl Into<PathBuf>) -> Self {
@@ -68,6 +75,7 @@ impl Config {
             lifecycle_min_interval: 10 * 60 * 1_000_000,
             lifecycle_min_older_than: 3600 * 1_000_000,
             system_events: true,
+            system_events_quota: Some(DEFAULT_SYSTEM_EVENTS_QUOTA),
             instance_name: "unknown".to_string(),
             max_block_overlap: DEFAULT_MAX_BLOCK_OVERLAP,
             tombstone_fold_share: DEFAULT_TOMBSTONE_FOLD_SHARE,

@@ -111,7 +111,7 @@ fn run_in(out: &mut dyn Write, path: &PathBuf) -> Result<()> {
     repo.create("squeeze", compress)?;
     // Start each now, one after the other; the scheduler then walks through the years of
     // data window by window (100 ms apart while windows are empty) until caught up.
-    let events = EventLog::open(&store, &config.instance_name)?;
+    let events = EventLog::open(&store, &config.instance_name, config.system_events_quota)?;
     for name in ["drop-noise", "squeeze"] {
         // A policy its schedule already started is just as good: wait for it.
         match repo.run_now(name) {

@@ -152,6 +152,19 @@ struct ServeArgs {
     /// address, `http://<host>:<port>/`.
     #[arg(long, env = "RS_PUBLIC_URL")]
     public_url: Option<String>,
+    /// Write events into the `$system` bucket (true/false): lifecycle runs (and policy
+    /// progress), the audit of authenticated calls, API usage every minute and log
+    /// messages. Off: `$system` is never written, and policies do not keep progress.
+    #[arg(long, env = "RS_SYSTEM_EVENTS_ENABLED", default_value = "true", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::Set)]
+    system_events: bool,
+    /// Log messages at or above this level become `logs/<instance>/messages` events in
+    /// `$system`: TRACE, DEBUG, INFO, WARN, ERROR or OFF.
+    #[arg(long, env = "RS_SYSTEM_EVENTS_LOG_LEVEL", default_value = "WARN", value_parser = halflife::server::trail::logs::parse_level)]
+    system_events_log_level: log::LevelFilter,
+    /// FIFO quota of `$system` in bytes (`10GB`, `512MiB`; 0: none), applied when it is
+    /// created and at every start: its oldest events go first.
+    #[arg(long, env = "RS_SYSTEM_EVENTS_QUOTA_SIZE", default_value = "10GB", value_parser = halflife::server::provision::parse_byte_size)]
+    system_events_quota_size: u64,
     /// Turns authentication on: this value is the full-access `init-token`, and every
     /// request needs `Authorization: Bearer <token>` of it or of a token created over the
     /// API (`/tokens`). Empty: no authentication.
@@ -350,6 +363,8 @@ fn serve(args: ServeArgs) -> Result<()> {
     engine.max_block_overlap = usize::try_from(args.max_block_overlap).unwrap_or(usize::MAX);
     engine.tombstone_fold_share = args.tombstone_fold_share;
     engine.sync_mode = args.sync;
+    engine.system_events = args.system_events;
+    engine.system_events_quota = Some(args.system_events_quota_size).filter(|&q| q > 0);
     let config = ServerConfig {
         engine,
         host: args.host,
@@ -381,6 +396,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         trusted_proxies: args.trusted_proxies,
         cors: halflife::server::cors::Cors::parse(&args.cors_allow_origin),
         public_url: args.public_url,
+        system_events_log_level: args.system_events_log_level,
     };
     // Handlers are installed before any thread starts, so no signal is lost; the main
     // thread then just waits for one.
@@ -563,7 +579,9 @@ fn main() -> ExitCode {
         // Module filters (`halflife::server=debug,info`) for whoever needs them.
         LogLevel::Filters(spec) => logger.parse_filters(&spec),
     };
-    logger.init();
+    if let Err(e) = halflife::server::trail::logs::TrailLogger::install(logger.build()) {
+        eprintln!("warning: logging could not be set up: {e}");
+    }
     if let Some(complaint) = complaint {
         log::warn!("{complaint}");
     }

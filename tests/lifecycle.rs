@@ -414,7 +414,7 @@ fn progress_survives_a_restart() {
         !events(&store, "slow").is_empty()
     });
     repo.shutdown();
-    let first = EventLog::open(&store, "test")
+    let first = EventLog::open(&store, "test", None)
         .unwrap()
         .last_progress("slow")
         .unwrap()

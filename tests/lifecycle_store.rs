@@ -68,7 +68,7 @@ fn policy_names_follow_the_bucket_name_rules() {
     repo.shutdown();
 
     // Valid names are their own event segment, so two policies never share an entry.
-    let events = EventLog::open(&store, "test").expect("events");
+    let events = EventLog::open(&store, "test", None).expect("events");
     assert_ne!(events.entry_name("a_b"), events.entry_name("a-b"));
     assert_eq!(events.entry_name("a_b"), "lifecycle/test/a_b");
 }

@@ -106,7 +106,7 @@ fn a_dry_run_policy_records_its_prediction_in_the_event() {
     .expect("settings");
     repo.create("guess", settings).expect("create");
     repo.run_now("guess").expect("run");
-    let events = EventLog::open(&store, "test").expect("events");
+    let events = EventLog::open(&store, "test", None).expect("events");
     let deadline = Instant::now() + Duration::from_secs(10);
     let event = loop {
         if let Some(event) = events.latest("guess").expect("read events") {

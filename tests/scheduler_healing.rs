@@ -65,7 +65,7 @@ fn a_panicking_run_is_an_error_event_and_never_hangs_the_scheduler() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::open(Config::new(dir.path())).unwrap());
     store.create_bucket("b", BucketSettings::default()).unwrap();
-    let events = Arc::new(EventLog::open(&store, "test").unwrap());
+    let events = Arc::new(EventLog::open(&store, "test", None).unwrap());
     let calls = Arc::new(AtomicUsize::new(0));
     let seen = calls.clone();
     // "boom" always panics; "flaky" fails twice, then succeeds.

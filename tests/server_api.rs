@@ -86,8 +86,9 @@ fn buckets_and_server_info() {
 
     assert_eq!(s.request("DELETE", "/api/v1/b/cams", &[], b"").status, 200);
     assert_eq!(s.request("DELETE", "/api/v1/b/cams", &[], b"").status, 404);
+    // `$system` is provisioned (ReductStore's 409), here once a policy made it.
     let r = s.request("DELETE", "/api/v1/b/$system", &[], b"");
-    assert_eq!(r.status, 403);
+    assert!(matches!(r.status, 404 | 409), "{}", r.error());
 }
 
 #[test]
@@ -675,5 +676,5 @@ fn numbers_are_digits_only_and_every_stored_timestamp_is_queryable() {
     );
     // The system bucket's settings are not the API's to change.
     let r = s.request("PUT", "/api/v1/b/$system", &[], br#"{"quota_type":"FIFO"}"#);
-    assert_eq!(r.status, 403, "{}", r.error());
+    assert!(matches!(r.status, 404 | 409), "{}", r.error());
 }

@@ -106,6 +106,24 @@ fn cors_headers_on_every_answer_and_preflights_without_a_token() {
         Some("https://console.example")
     );
     assert_eq!(r.header("allow"), Some("GET,HEAD,POST,PATCH,PUT,DELETE"));
+    // As ReductStore: no `server` nor `x-reduct-api` on a preflight (other answers have them).
+    assert_eq!((r.header("server"), r.header("x-reduct-api")), (None, None));
+    assert_eq!(s.get("/api/v1/alive").header("x-reduct-api"), Some("1.21"));
+    // The transport's own refusals carry them too (an unknown body coding: 415).
+    let r = s.request(
+        "POST",
+        "/api/v1/b/b/e?ts=1",
+        &[
+            ("origin", "https://console.example"),
+            ("content-encoding", "br"),
+        ],
+        b"xyz",
+    );
+    assert_eq!(r.status, 415, "{}", r.error());
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("https://console.example")
+    );
     let r = s.request("OPTIONS", "/nowhere", &[], b"");
     assert_eq!((r.status, r.header("allow")), (200, None));
     drop(s);

@@ -226,7 +226,7 @@ fn a_body_gets_408_past_its_total_deadline_and_past_its_progress_deadline() {
     let stalled = start_write(s.addr, "/api/v1/b/b/e?ts=2", 1000, b"x");
     let r = read_response(&mut BufReader::new(stalled), false);
     assert_eq!(r.status, 408, "{}", r.error());
-    assert!(s.logged("request body not complete in time"));
+    s.wait_for_log("request body not complete in time");
     // Neither wrote anything.
     let r = s.request("GET", "/api/v1/b/b/e?ts=1", &[("authorization", &a)], b"");
     assert_eq!(r.status, 404);
@@ -301,7 +301,7 @@ fn one_client_holds_a_bounded_share_of_connections_and_open_queries() {
     let r = s.get("/api/v1/alive");
     assert_eq!(r.status, 429);
     assert!(r.error().contains("at most 5 per client"), "{}", r.error());
-    assert!(s.logged("--http-max-connections-per-client"));
+    s.wait_for_log("--http-max-connections-per-client");
     // A closed connection gives its place back.
     drop(held);
     wait_until("a closed connection to free its place", || {

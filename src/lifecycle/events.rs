@@ -3,15 +3,15 @@
 //! 1.21 writes (same keys, order and types) plus a few of ours. The latest event of a
 //! policy is also its saved progress (`last_processed_ts`).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::storage::{Bucket, BucketSettings, RecordMeta, Store};
+use crate::storage::Store;
+pub use crate::storage::system::SYSTEM_BUCKET;
+use crate::storage::system::SystemBucket;
 
-/// The system bucket events go to.
-pub const SYSTEM_BUCKET: &str = "$system";
 /// The `event` label of a run event.
 pub const RUN_EVENT: &str = "lifecycle_run";
 
@@ -103,10 +103,7 @@ pub fn sanitize(name: &str) -> String {
 
 /// Writes and reads the events of one server instance.
 pub struct EventLog {
-    store: Arc<Store>,
-    /// `$system`, once it exists: as in ReductStore it is created by the first event, so a
-    /// fresh server has no bucket.
-    bucket: OnceLock<Arc<Bucket>>,
+    system: SystemBucket,
     /// The instance name as configured (in payloads).
     instance: String,
     /// Its sanitised form (in entry names).
@@ -114,43 +111,14 @@ pub struct EventLog {
 }
 
 impl EventLog {
-    /// Opens the event log; the `$system` bucket is created by the first event.
-    pub fn open(store: &Arc<Store>, instance: &str) -> Result<Self> {
+    /// Opens the event log; the `$system` bucket (FIFO quota `quota` bytes, if any) is
+    /// created by the first event.
+    pub fn open(store: &Arc<Store>, instance: &str, quota: Option<u64>) -> Result<Self> {
         Ok(EventLog {
-            store: store.clone(),
-            bucket: OnceLock::new(),
+            system: SystemBucket::new(store, quota),
             instance: instance.to_string(),
             segment: sanitize(instance),
         })
-    }
-
-    /// `$system`, if it exists yet.
-    fn existing_bucket(&self) -> Result<Option<&Arc<Bucket>>> {
-        if let Some(bucket) = self.bucket.get() {
-            return Ok(Some(bucket));
-        }
-        match self.store.bucket(SYSTEM_BUCKET) {
-            Ok(bucket) => Ok(Some(self.bucket.get_or_init(|| bucket))),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// `$system`, created if it does not exist yet.
-    fn bucket(&self) -> Result<&Arc<Bucket>> {
-        if let Some(bucket) = self.existing_bucket()? {
-            return Ok(bucket);
-        }
-        let bucket = match self
-            .store
-            .create_system_bucket(SYSTEM_BUCKET, BucketSettings::default())
-        {
-            Ok(bucket) => bucket,
-            // Created meanwhile by another writer.
-            Err(e) if e.kind() == ErrorKind::Conflict => self.store.bucket(SYSTEM_BUCKET)?,
-            Err(e) => return Err(e),
-        };
-        Ok(self.bucket.get_or_init(|| bucket))
     }
 
     /// The entry holding a policy's events.
@@ -168,30 +136,18 @@ impl EventLog {
     /// ReductStore, only with `status` ("200" or the error's status).
     pub fn write(&self, ts: u64, event: &RunEvent) -> Result<()> {
         let entry = self.entry_name(&event.policy_name);
+        let labels = [("status".to_string(), event.status.to_string())].into();
         let mut event = event.clone();
-        for attempt in 0..1000 {
-            event.timestamp = ts + attempt;
-            let payload = serde_json::to_vec(&event)
-                .map_err(|e| Error::internal(format!("encoding event: {e}")))?;
-            let meta = RecordMeta {
-                timestamp: event.timestamp,
-                labels: [("status".to_string(), event.status.to_string())].into(),
-                content_type: "application/json".into(),
-                size: 0,
-            };
-            match self.bucket()?.write(&entry, meta, &payload) {
-                Err(e) if e.kind() == ErrorKind::Conflict => continue,
-                other => return other,
-            }
-        }
-        Err(Error::internal(format!(
-            "no free timestamp for an event of '{entry}' near {ts}"
-        )))
+        self.system.write(&entry, ts, labels, |at| {
+            event.timestamp = at;
+            serde_json::to_vec(&event).map_err(|e| Error::internal(format!("encoding event: {e}")))
+        })?;
+        Ok(())
     }
 
     /// The latest event of a policy, if it has one.
     pub fn latest(&self, policy: &str) -> Result<Option<RunEvent>> {
-        let Some(bucket) = self.existing_bucket()? else {
+        let Some(bucket) = self.system.existing()? else {
             return Ok(None);
         };
         let record = match bucket.read(&self.entry_name(policy), None) {
@@ -247,7 +203,7 @@ mod tests {
     fn events_are_records_and_carry_progress() {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(Store::open(Config::new(dir.path())).unwrap());
-        let log = EventLog::open(&store, "edge 1").unwrap();
+        let log = EventLog::open(&store, "edge 1", None).unwrap();
         assert_eq!(
             log.entry_name("old data/cam"),
             "lifecycle/edge_1/old_data_cam"
@@ -305,7 +261,7 @@ mod tests {
         drop(system);
         drop(store);
         let store = Arc::new(Store::open(Config::new(dir.path())).unwrap());
-        let log = EventLog::open(&store, "edge 1").unwrap();
+        let log = EventLog::open(&store, "edge 1", None).unwrap();
         assert_eq!(log.last_progress("p").unwrap(), Some(900));
     }
 }

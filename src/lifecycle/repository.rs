@@ -85,7 +85,11 @@ impl LifecycleRepository {
     pub fn open(store: Arc<Store>, config: &Config) -> Result<Self> {
         let mut definitions = DefinitionStore::open(store.data_path())?;
         let events = if config.system_events {
-            Some(Arc::new(EventLog::open(&store, &config.instance_name)?))
+            Some(Arc::new(EventLog::open(
+                &store,
+                &config.instance_name,
+                config.system_events_quota,
+            )?))
         } else {
             None
         };

@@ -49,9 +49,10 @@ impl Cors {
     /// allowed, and `allow` with the methods of the route the path names, if any. The
     /// origin headers are added by [`Cors::apply`] like on every answer.
     pub fn preflight(allow: Option<&str>) -> Response {
-        let response = Response::ok()
+        let mut response = Response::ok()
             .header("access-control-allow-methods", "*")
             .header("access-control-allow-headers", "*");
+        response.anonymous = true;
         match allow {
             Some(methods) => response.header("allow", methods),
             None => response,

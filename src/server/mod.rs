@@ -21,6 +21,7 @@ pub mod protocol;
 pub mod provision;
 pub mod queries;
 pub mod state;
+pub mod trail;
 pub mod unsupported;
 
 use std::collections::BTreeSet;
@@ -72,6 +73,9 @@ pub struct ServerConfig {
     /// Where clients reach this server (`RS_PUBLIC_URL`), the base of query links;
     /// `None`: `http://<host>:<port>/` of the listening address.
     pub public_url: Option<String>,
+    /// Log messages at or above this level go into `$system` (`RS_SYSTEM_EVENTS_LOG_LEVEL`,
+    /// default WARN) while system events are on.
+    pub system_events_log_level: log::LevelFilter,
 }
 
 /// The base of query links: `configured` with a `/` appended when missing, else
@@ -99,6 +103,8 @@ pub struct Server {
     sweeper: Option<JoinHandle<()>>,
     handlers: Vec<JoinHandle<()>>,
     app: Arc<App>,
+    /// Writes the `$system` trail; flushed after the last request.
+    trail_writer: Option<trail::TrailWriter>,
 }
 
 impl Server {
@@ -162,6 +168,30 @@ impl Server {
             }
             _ => None,
         };
+        // The trail: not on a replica (read-only), and not with system events off.
+        let trail =
+            (config.engine.system_events && config.role != InstanceRole::Replica).then(|| {
+                trail::Trail::new(
+                    &store,
+                    &config.engine.instance_name,
+                    config.engine.system_events_quota,
+                )
+            });
+        let trail_writer = match &trail {
+            Some(trail) => {
+                trail.apply_quota(config.engine.system_events_quota)?;
+                if let Some(tokens) = &tokens {
+                    // The newest audit event of a token is its last use, across restarts.
+                    for token in tokens.list() {
+                        if let Some(at) = trail.last_access(&token.name)? {
+                            tokens.note_last_access(&token.name, at);
+                        }
+                    }
+                }
+                Some(trail.start(config.system_events_log_level)?)
+            }
+            None => None,
+        };
         let app = Arc::new(App {
             store,
             lifecycles,
@@ -176,6 +206,7 @@ impl Server {
             role: config.role,
             public_url: public_url(config.public_url.as_deref(), &config.host, addr.port()),
             instance_name: config.engine.instance_name.clone(),
+            trail,
             started: Instant::now(),
         });
         let stop = Arc::new(AtomicBool::new(false));
@@ -248,6 +279,7 @@ impl Server {
             sweeper: Some(sweeper),
             handlers,
             app,
+            trail_writer,
         })
     }
 
@@ -273,6 +305,9 @@ impl Server {
         drop(self.sweep_stop.take());
         if let Some(sweeper) = self.sweeper.take() {
             let _ = sweeper.join();
+        }
+        if let Some(mut writer) = self.trail_writer.take() {
+            writer.stop();
         }
         log::info!("HTTP stopped; stopping lifecycle policies");
         match Arc::try_unwrap(self.app) {

@@ -84,6 +84,8 @@ pub struct App {
     pub public_url: String,
     /// Reported by `/info`.
     pub instance_name: String,
+    /// The `$system` trail (audit, usage, logs); `None` when system events are off.
+    pub trail: Option<Arc<crate::server::trail::Trail>>,
     /// When the server started (for `uptime`).
     pub started: Instant,
 }

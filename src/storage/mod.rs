@@ -26,6 +26,7 @@ pub mod record;
 pub mod settings;
 pub mod store;
 pub mod sync;
+pub mod system;
 
 pub use bucket::{Bucket, BucketInfo};
 pub use bulk::{RecordFilter, RemoveStats};

@@ -112,14 +112,9 @@ pub fn bucket(app: &App, method: &str, name: &str, req: &mut Request) -> Result<
         }
         "PUT" => {
             app.writable("update bucket")?;
-            if name.starts_with('$') {
-                // A quota there would erase lifecycle progress.
-                return Err(crate::Error::forbidden(format!(
-                    "Bucket '{name}' belongs to the system and its settings cannot be changed"
-                )));
-            }
             let bucket = app.store.bucket(name)?;
-            if app.provisioned_buckets.contains(name) {
+            // `$system` is provisioned by the server itself, as in ReductStore.
+            if name.starts_with('$') || app.provisioned_buckets.contains(name) {
                 return Err(crate::Error::conflict(format!(
                     "Can't change settings of provisioned bucket '{name}'"
                 )));
@@ -130,12 +125,7 @@ pub fn bucket(app: &App, method: &str, name: &str, req: &mut Request) -> Result<
         }
         "DELETE" => {
             app.writable("remove bucket")?;
-            if name.starts_with('$') {
-                return Err(crate::Error::forbidden(format!(
-                    "Bucket '{name}' belongs to the system and cannot be removed"
-                )));
-            }
-            if app.provisioned_buckets.contains(name) {
+            if name.starts_with('$') || app.provisioned_buckets.contains(name) {
                 app.store.bucket(name)?;
                 return Err(crate::Error::conflict(format!(
                     "Can't remove provisioned bucket '{name}'"

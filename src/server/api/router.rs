@@ -20,8 +20,16 @@ use crate::storage::attachments::{entry_removal_refused, is_attachment_entry};
 
 impl Service for App {
     fn handle(&self, req: &mut Request) -> Response {
+        let started = std::time::Instant::now();
         let mut response = self.answer(req);
         self.cors.apply(req.head.header("origin"), &mut response);
+        self.audit(
+            &req.head,
+            req.peer_ip,
+            req.caller.as_ref(),
+            &response,
+            started,
+        );
         response
     }
 
@@ -31,22 +39,29 @@ impl Service for App {
         if !needs_token(self, head) {
             return None;
         }
+        let started = std::time::Instant::now();
         let path = head.path.split('?').next().unwrap_or_default();
-        let admitted = authenticate_head(self, head, peer).and_then(|caller| {
+        let caller = authenticate_head(self, head, peer);
+        let admitted = caller.as_ref().map_err(Clone::clone).and_then(|caller| {
             match (caller, path.strip_prefix("/api/v1/")) {
                 (Some(caller), Some(rest)) => caller.check(route_need(&head.method, rest).access()),
                 _ => Ok(()),
             }
         });
-        admitted.err().map(|e| {
-            let mut refusal = Response::error(e.kind().http_status(), e.message());
-            self.cors.apply(head.header("origin"), &mut refusal);
-            refusal
-        })
+        let e = admitted.err()?;
+        let mut refusal = Response::error(e.kind().http_status(), e.message());
+        self.cors.apply(head.header("origin"), &mut refusal);
+        let caller = caller.ok().flatten();
+        self.audit(head, peer, caller.as_ref(), &refusal, started);
+        Some(refusal)
     }
 
     fn observe(&self, method: &str, path: &str, status: u16, elapsed: Duration) {
         self.http_metrics.observe(method, path, status, elapsed);
+    }
+
+    fn decorate_refusal(&self, head: &RequestHead, response: &mut Response) {
+        self.cors.apply(head.header("origin"), response);
     }
 }
 
@@ -143,6 +158,33 @@ fn route_need(method: &str, rest: &str) -> Need {
             None => Need::Any,
         },
         _ => Need::Any,
+    }
+}
+
+impl App {
+    /// Hands an answered request to the trail (when it runs). Audited, as ReductStore
+    /// audits: calls naming a valid token, or refused with 401.
+    fn audit(
+        &self,
+        head: &RequestHead,
+        peer: Option<IpAddr>,
+        caller: Option<&Caller>,
+        response: &Response,
+        started: std::time::Instant,
+    ) {
+        let Some(trail) = &self.trail else {
+            return;
+        };
+        let token = match (caller, &self.tokens) {
+            (Some(caller), _) => Some(caller.name.as_str()),
+            (None, None) if head.header("authorization").is_some() => {
+                Some(crate::server::trail::AUTH_DISABLED)
+            }
+            _ if response.status == 401 => Some(crate::server::trail::UNAUTHORIZED),
+            _ => None,
+        };
+        let client = token.and_then(|_| self.client_of(head, peer));
+        trail.observe(head, response, token, client, started.elapsed());
     }
 }
 

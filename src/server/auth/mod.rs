@@ -521,6 +521,17 @@ impl TokenRepository {
         Ok((value, time_text(now)))
     }
 
+    /// Notes that `name` was last used at `at` (µs), unless a later use is known: the
+    /// audit trail's newest event of the token, read at start.
+    pub fn note_last_access(&self, name: &str, at: u64) {
+        let mut st = self.lock();
+        if !st.tokens.contains_key(name) {
+            return;
+        }
+        let known = st.last_access.entry(name.to_string()).or_insert(at);
+        *known = (*known).max(at);
+    }
+
     /// The issuer of a query link, checked now: its stored secret (what signs its links,
     /// so rotating or removing the token voids them) and what it may do. 404 for a token
     /// that does not exist (any more), 401 for an expired one.

@@ -46,6 +46,8 @@ pub trait Service: Sync {
     fn admit(&self, head: &RequestHead, peer: Option<IpAddr>) -> Option<Response>;
     /// Counts one answered request (method, raw path, status, time from head to last byte).
     fn observe(&self, method: &str, path: &str, status: u16, elapsed: Duration);
+    /// Adds what every answer carries (CORS) to a refusal the transport makes itself.
+    fn decorate_refusal(&self, head: &RequestHead, response: &mut Response);
 }
 
 /// Requests served back to back on one connection before it goes to the back of the
@@ -386,6 +388,18 @@ pub fn too_large_head() -> Response {
 
 /// Sends a response after which the connection closes; returns keep-alive off and the
 /// status sent.
+/// [`refuse`] for a request whose head was read: the refusal gets the headers every
+/// answer carries (CORS) first.
+fn refuse_request(
+    app: &dyn Service,
+    conn: &mut Connection,
+    head: &RequestHead,
+    mut response: Response,
+) -> (bool, u16) {
+    app.decorate_refusal(head, &mut response);
+    refuse(conn, &response)
+}
+
 fn refuse(conn: &mut Connection, response: &Response) -> (bool, u16) {
     let _ = write_response(&mut BufWriter::new(&conn.stream), response, false);
     (false, response.status)
@@ -440,15 +454,15 @@ fn answer(
     };
     let coding = match encoding::coding(&head) {
         Ok(coding) => coding,
-        Err(refusal) => return refuse(conn, &refusal),
+        Err(refusal) => return refuse_request(app, conn, &head, refusal),
     };
     let (response, keep_alive) = match head::framing(&head) {
         Err(e) => {
             log::debug!("{} {method} {path}: {}", conn.peer, e.message);
-            return refuse(conn, &Response::error(e.status, &e.message));
+            return refuse_request(app, conn, &head, Response::error(e.status, &e.message));
         }
         Ok(Framing::Length(n)) if n > limits.max_body_size => {
-            return refuse(conn, &too_large(&n));
+            return refuse_request(app, conn, &head, too_large(&n));
         }
         Ok(Framing::Length(n)) if coding == Coding::Identity => {
             let expects_continue = head.expects_continue();
@@ -473,7 +487,7 @@ fn answer(
             let decoded = read_whole(conn, &head, framing, limits.max_body_size)
                 .and_then(|raw| encoding::decode(coding, raw, limits.max_body_size));
             match decoded {
-                Err(refusal) => return refuse(conn, &refusal),
+                Err(refusal) => return refuse_request(app, conn, &head, refusal),
                 Ok(bytes) => {
                     let mut req = Request {
                         head,

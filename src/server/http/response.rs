@@ -38,6 +38,9 @@ pub struct Response {
     pub headers: Vec<(String, String)>,
     /// The body.
     pub body: ResponseBody,
+    /// Leaves out the `server` and `x-reduct-api` headers (CORS preflights, as
+    /// ReductStore answers them).
+    pub anonymous: bool,
 }
 
 impl Response {
@@ -52,6 +55,7 @@ impl Response {
             status,
             headers: Vec::new(),
             body: ResponseBody::Empty,
+            anonymous: false,
         }
     }
 
@@ -168,12 +172,14 @@ pub fn write_response(
         response.status,
         reason(response.status)
     );
-    head.push_str("x-reduct-api: 1.21\r\n");
-    head.push_str(concat!(
-        "server: halflife/",
-        env!("CARGO_PKG_VERSION"),
-        "\r\n"
-    ));
+    if !response.anonymous {
+        head.push_str("x-reduct-api: 1.21\r\n");
+        head.push_str(concat!(
+            "server: halflife/",
+            env!("CARGO_PKG_VERSION"),
+            "\r\n"
+        ));
+    }
     for (name, value) in &response.headers {
         push_header(&mut head, name, value);
     }
