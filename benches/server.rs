@@ -18,7 +18,8 @@
 //! counted) against a server with system events on and one with them off, alternating
 //! runs, median of five: the trail's share of the rate without it.
 //!
-//! Run: `cargo bench --bench server`
+//! Run: `cargo bench --bench server`; `HALFLIFE_BENCH=trail,durability` runs only those
+//! parts (`http`, `durability`, `interleaving`, `trail`).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -146,7 +147,15 @@ fn read_query(addr: SocketAddr, bucket: &str, entries: &str) -> (u64, u64, u64, 
 /// What ending a batch where the merged stream returns to an entry costs: 20,000 1 KiB
 /// records in two entries whose timestamps alternate, read in one query, against the
 /// same records in one entry (same run, same server).
+/// Whether `HALFLIFE_BENCH` (a comma-separated list; unset: everything) asks for `part`.
+fn wanted(part: &str) -> bool {
+    std::env::var("HALFLIFE_BENCH").map_or(true, |list| list.split(',').any(|p| p.trim() == part))
+}
+
 fn interleaving(_c: &mut Criterion) {
+    if !wanted("interleaving") {
+        return;
+    }
     let dir = tempfile::tempdir().expect("tempdir");
     let server = start(dir.path(), SyncMode::Never, 4);
     let addr = server.local_addr();
@@ -229,6 +238,9 @@ fn query_direct(store: &Store, bucket: &str, entries: &str) -> (u64, u64) {
 }
 
 fn benches(c: &mut Criterion) {
+    if !wanted("http") {
+        return;
+    }
     let dir = fixtures::fixtures_dir();
     let flights: Vec<FixtureRecord> = fixtures::flights(&dir, Some(20_000)).expect("flights");
     let bytes: u64 = flights.iter().map(|r| r.payload.len() as u64).sum();
@@ -439,9 +451,12 @@ fn start_with(
 
 /// What the `$system` trail costs single-record writes (see the module comment).
 fn trail_cost(_c: &mut Criterion) {
+    if !wanted("trail") {
+        return;
+    }
     let data = tempfile::tempdir().expect("tempdir");
     let token = "bench-token";
-    let span = Duration::from_secs(2);
+    let span = Duration::from_secs(3);
     let payload = vec![0x5au8; 1024];
     let next_ts = std::sync::atomic::AtomicU64::new(1);
     let single = |c: usize, _: u64| {
@@ -452,39 +467,97 @@ fn trail_cost(_c: &mut Criterion) {
             payload.clone(),
         )
     };
-    let on = start_with(
-        &data.path().join("on"),
-        SyncMode::Never,
-        8,
-        Some(token),
-        true,
+    // Two `halflife serve` processes, so each one's CPU time is its own.
+    let server = |name: &str, events: &str| {
+        let s = common::start_server(
+            &data.path().join(name),
+            &[
+                ("RS_API_TOKEN", token),
+                ("RS_SYNC_MODE", "never"),
+                ("RS_SYSTEM_EVENTS_ENABLED", events),
+            ],
+        );
+        let auth = format!("Bearer {token}");
+        let r = s.request("POST", "/api/v1/b/bench", &[("authorization", &auth)], b"");
+        assert_eq!(r.status, 200, "{}", r.error());
+        s
+    };
+    let (on, off) = (server("on", "true"), server("off", "false"));
+    eprintln!(
+        "\n$system trail (1 KiB writes with a token; median of 7 runs, alternating which goes first):"
     );
-    let off = start_with(
-        &data.path().join("off"),
-        SyncMode::Never,
-        8,
-        Some(token),
-        false,
-    );
-    eprintln!("\n$system trail (1 KiB writes with a token; median of 5 alternating runs):");
+    // Throughput swings with the machine's other load; the server's own CPU time per
+    // request much less, so both are reported.
+    let run = |s: &common::ServerProcess, clients: usize| {
+        let before = s.cpu_ticks();
+        let (rate, _) = load(s.addr, clients, span, &single);
+        let ticks = s.cpu_ticks() - before;
+        let requests = rate * span.as_secs_f64();
+        (rate, ticks as f64 * 10_000.0 / requests)
+    };
+    let mut request_cpu_us = 0.0;
     for clients in [1, 4] {
         let (mut with, mut without) = (Vec::new(), Vec::new());
-        for _ in 0..5 {
-            with.push(load(on.local_addr(), clients, span, &single).0);
-            without.push(load(off.local_addr(), clients, span, &single).0);
+        for i in 0..7 {
+            if i % 2 == 0 {
+                with.push(run(&on, clients));
+                without.push(run(&off, clients));
+            } else {
+                without.push(run(&off, clients));
+                with.push(run(&on, clients));
+            }
         }
-        let median = |mut v: Vec<f64>| {
+        let median = |v: &[(f64, f64)], pick: fn(&(f64, f64)) -> f64| {
+            let mut v: Vec<f64> = v.iter().map(pick).collect();
             v.sort_by(f64::total_cmp);
             v[v.len() / 2]
         };
-        let (with, without) = (median(with), median(without));
+        let (rate_on, rate_off) = (median(&with, |r| r.0), median(&without, |r| r.0));
+        let (cpu_on, cpu_off) = (median(&with, |r| r.1), median(&without, |r| r.1));
+        request_cpu_us = cpu_off;
         eprintln!(
-            "  {clients} connection(s): trail on {with:>8.0} req/s, off {without:>8.0} req/s, share {:.3}",
-            with / without
+            "  {clients} connection(s): trail on {rate_on:>8.0} req/s {cpu_on:>5.1} µs CPU/req, off {rate_off:>8.0} req/s {cpu_off:>5.1} µs CPU/req; rate share {:.3}, CPU share {:.3}",
+            rate_on / rate_off,
+            cpu_off / cpu_on
         );
     }
-    on.shutdown();
-    off.shutdown();
+    drop(on);
+    drop(off);
+    // What counting one request costs the handler thread, alone: the audit and the usage
+    // of a single-record write, 1,000,000 times on one thread.
+    let store = std::sync::Arc::new(
+        Store::open(engine(&data.path().join("micro"), SyncMode::Never)).expect("store"),
+    );
+    let trail = halflife::server::trail::Trail::new(&store, "bench", None);
+    let head = halflife::server::http::head::RequestHead {
+        method: "POST".into(),
+        path: "/api/v1/b/bench/single-0".into(),
+        query: "ts=1".into(),
+        headers: vec![
+            ("authorization".into(), format!("Bearer {token}")),
+            ("content-length".into(), "1024".into()),
+        ],
+        http11: true,
+    };
+    let response = halflife::server::http::Response::ok();
+    let client = Some(std::net::IpAddr::from([127, 0, 0, 1]));
+    let calls = 1_000_000u32;
+    let took = timed(|| {
+        for _ in 0..calls {
+            trail.observe(
+                &head,
+                &response,
+                Some("bench-token"),
+                client,
+                Duration::from_micros(20),
+            );
+        }
+    });
+    let ns = took.as_nanos() as f64 / f64::from(calls);
+    eprintln!(
+        "  counting one request: {ns:.0} ns of handler time, {:.1} % of the server CPU a request takes without the trail",
+        ns / (request_cpu_us * 10.0)
+    );
 }
 
 /// Builds request `n` of client `c`: path, headers, body (sent as a POST).
@@ -531,6 +604,9 @@ fn load(addr: SocketAddr, clients: usize, span: Duration, request: &RequestFn) -
 
 /// Writes per sync mode: what an acknowledgement that survives a power cut costs.
 fn durability(c: &mut Criterion) {
+    if !wanted("durability") {
+        return;
+    }
     let data = tempfile::tempdir().expect("tempdir");
     let span = Duration::from_secs(3);
     let payload = vec![0x5au8; 1024];

@@ -178,6 +178,17 @@ impl ServerProcess {
             .unwrap_or(0)
     }
 
+    /// CPU time the server has used so far, user and system, in clock ticks
+    /// (`/proc/<pid>/stat`; 100 a second on Linux).
+    pub fn cpu_ticks(&self) -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
+            .expect("the server's /proc stat");
+        // Fields after the command name (which may hold spaces) in parentheses.
+        let rest = &stat[stat.rfind(')').expect("a stat line") + 2..];
+        let fields: Vec<&str> = rest.split(' ').collect();
+        fields[11].parse::<u64>().unwrap_or(0) + fields[12].parse::<u64>().unwrap_or(0)
+    }
+
     /// The server's resident memory in KiB (`VmRSS` from `/proc/<pid>/status`).
     pub fn resident_kib(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))

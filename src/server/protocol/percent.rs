@@ -23,6 +23,15 @@ pub fn decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// [`decode`] that borrows `text` when it has no escape (the common case: no allocation).
+pub fn decode_cow(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains('%') {
+        std::borrow::Cow::Owned(decode(text))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
 fn hex(b: u8) -> Option<u8> {
     match b {
         b'0'..=b'9' => Some(b - b'0'),

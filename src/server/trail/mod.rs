@@ -8,6 +8,7 @@
 
 pub mod audit;
 pub mod logs;
+pub mod sharded;
 pub mod usage;
 
 use std::sync::{Arc, Mutex};
@@ -114,17 +115,15 @@ impl Trail {
                 .iter()
                 .find(|(n, _)| n == "x-reduct-error")
                 .map_or("", |(_, v)| v.as_str());
-            let mut ip = [0u8; 48];
-            let ip = client.map_or("", |addr| format_ip(addr, &mut ip));
             let call = Call {
                 token,
                 method: &head.method,
                 path,
                 status: response.status,
                 message,
-                client_ip: ip,
+                client_ip: client,
             };
-            self.audit.record(&call, took, now_micros());
+            self.audit.record(&call, took, now_micros);
         }
         if let Some(rest) = path.strip_prefix("/api/v1/") {
             self.usage.account(head, rest, response);
@@ -171,7 +170,7 @@ impl Trail {
                     token_name: &group.token,
                     method: &group.method,
                     path: &group.path,
-                    client_ip: &group.client_ip,
+                    client_ip: group.client_ip.map(|ip| ip.to_string()).unwrap_or_default(),
                     call_count: group.call_count,
                     duration: group.duration.as_secs_f64(),
                 })
@@ -315,6 +314,7 @@ impl Trail {
                     }
                 }
                 recv(tick) -> _ => {
+                    self.audit.tick();
                     self.write_audit(false);
                     let due = self.last_usage.lock().unwrap_or_else(|p| p.into_inner()).elapsed() >= USAGE_EVERY;
                     if due {
@@ -337,13 +337,4 @@ impl Trail {
 
 fn json(value: &impl serde::Serialize) -> Result<Vec<u8>> {
     serde_json::to_vec(value).map_err(|e| Error::internal(format!("encoding an event: {e}")))
-}
-
-/// Formats an address into `buf` without allocating.
-fn format_ip(addr: std::net::IpAddr, buf: &mut [u8; 48]) -> &str {
-    use std::io::Write;
-    let mut cursor = std::io::Cursor::new(&mut buf[..]);
-    let _ = write!(cursor, "{addr}");
-    let len = cursor.position() as usize;
-    std::str::from_utf8(&buf[..len]).unwrap_or_default()
 }

@@ -3,10 +3,12 @@
 //! `usage/<instance>/<bucket>` and `usage/<instance>/total` events with the storage
 //! figures of that moment, as ReductStore 1.21.5 does.
 
-use std::collections::{BTreeMap, HashSet};
-use std::sync::Mutex;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
+
+use super::sharded::Sharded;
 
 use crate::server::api::routes::{EntryRoute, entry_route};
 use crate::server::http::Response;
@@ -25,9 +27,9 @@ pub struct Traffic {
     /// Records read.
     pub records_read: u64,
     /// Entries written to.
-    pub written_entries: HashSet<String>,
+    pub written_entries: BTreeSet<String>,
     /// Entries read from.
-    pub read_entries: HashSet<String>,
+    pub read_entries: BTreeSet<String>,
 }
 
 impl Traffic {
@@ -104,10 +106,10 @@ impl<'a> UsageEvent<'a> {
     }
 }
 
-/// Traffic per bucket since the last flush.
+/// Traffic per bucket since the last flush, in per-thread shards.
 #[derive(Default)]
 pub struct Usage {
-    buckets: Mutex<BTreeMap<String, Traffic>>,
+    buckets: Sharded<BTreeMap<String, Traffic>>,
 }
 
 /// Records in a batch: headers named `prefix<digits>…` (v1 `x-reduct-time-<ts>`, v2
@@ -133,6 +135,98 @@ fn header_names(headers: &[(String, String)]) -> impl Iterator<Item = &str> {
     headers.iter().map(|(n, _)| n.as_str())
 }
 
+/// Which way a request moved records.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Way {
+    Written,
+    Read,
+}
+
+/// The entries a request moved records of: one, or the `x-reduct-entries` list.
+enum Entries<'a> {
+    One(Cow<'a, str>),
+    Listed(&'a str),
+}
+
+/// What one request moved, borrowed from it: counted without allocating once its bucket
+/// and entries are known.
+struct Moved<'a> {
+    bucket: Cow<'a, str>,
+    way: Way,
+    records: u64,
+    bytes: u64,
+    entries: Entries<'a>,
+}
+
+/// What a request to `rest` (the path after `/api/v1/`) answered with `response` moved,
+/// if it wrote or read records.
+fn moved<'a>(head: &'a RequestHead, rest: &'a str, response: &'a Response) -> Option<Moved<'a>> {
+    let way = match head.method.as_str() {
+        "POST" => Way::Written,
+        "GET" => Way::Read,
+        _ => return None,
+    };
+    let body_len = || {
+        head.header("content-length")
+            .and_then(crate::server::http::head::parse_decimal)
+            .unwrap_or(0)
+    };
+    let sent = response.body.content_length();
+    let mut parts = rest.splitn(3, '/');
+    let (kind, bucket, tail) = (parts.next()?, parts.next()?, parts.next()?);
+    let (records, bytes, entries) = match (kind, way) {
+        ("b", _) => {
+            let entry = percent::decode_cow(tail);
+            match (entry_route(&head.method, &entry), way) {
+                (EntryRoute::Record, Way::Written) if head.query_param("ts").is_some() => {
+                    (1, body_len(), Entries::One(entry))
+                }
+                (EntryRoute::Record, Way::Read) => (1, sent, Entries::One(entry)),
+                (EntryRoute::Batch(name), _) => {
+                    let headers = if way == Way::Written {
+                        &head.headers
+                    } else {
+                        &response.headers
+                    };
+                    let records = batch_records(header_names(headers), "x-reduct-time-");
+                    let bytes = if way == Way::Written {
+                        body_len()
+                    } else {
+                        sent
+                    };
+                    (records, bytes, Entries::One(Cow::Owned(name.to_string())))
+                }
+                _ => return None,
+            }
+        }
+        ("io", Way::Written) if tail == "write" => (
+            batch_records(header_names(&head.headers), "x-reduct-"),
+            body_len(),
+            Entries::Listed(head.header("x-reduct-entries").unwrap_or_default()),
+        ),
+        ("io", Way::Read) if tail == "read" => (
+            batch_records(header_names(&response.headers), "x-reduct-"),
+            sent,
+            Entries::Listed(response_header(response, "x-reduct-entries").unwrap_or_default()),
+        ),
+        _ => return None,
+    };
+    let bucket = percent::decode_cow(bucket);
+    (records > 0 && !bucket.starts_with('$')).then_some(Moved {
+        bucket,
+        way,
+        records,
+        bytes,
+        entries,
+    })
+}
+
+fn note_entry(set: &mut BTreeSet<String>, entry: &str) {
+    if !set.contains(entry) {
+        set.insert(entry.to_string());
+    }
+}
+
 impl Usage {
     /// Counts a request to `rest` (the path after `/api/v1/`) answered with `response`,
     /// if it wrote or read records of a user bucket.
@@ -140,76 +234,47 @@ impl Usage {
         if !(200..300).contains(&response.status) {
             return;
         }
-        let (write, read) = (head.method == "POST", head.method == "GET");
-        let body_len = head
-            .header("content-length")
-            .and_then(crate::server::http::head::parse_decimal)
-            .unwrap_or(0);
-        let sent = response.body.content_length();
-        let parts: Vec<&str> = rest.splitn(3, '/').collect();
-        let mut traffic = Traffic::default();
-        let bucket = match parts.as_slice() {
-            ["b", bucket, entry] => {
-                let entry = percent::decode(entry);
-                match entry_route(&head.method, &entry) {
-                    EntryRoute::Record if write && head.query_param("ts").is_some() => {
-                        traffic.records_written = 1;
-                        traffic.write_bytes = body_len;
-                        traffic.written_entries.insert(entry);
-                    }
-                    EntryRoute::Record if read => {
-                        traffic.records_read = 1;
-                        traffic.read_bytes = sent;
-                        traffic.read_entries.insert(entry);
-                    }
-                    EntryRoute::Batch(name) if write => {
-                        traffic.records_written =
-                            batch_records(header_names(&head.headers), "x-reduct-time-");
-                        traffic.write_bytes = body_len;
-                        traffic.written_entries.insert(name.to_string());
-                    }
-                    EntryRoute::Batch(name) if read => {
-                        traffic.records_read =
-                            batch_records(header_names(&response.headers), "x-reduct-time-");
-                        traffic.read_bytes = sent;
-                        traffic.read_entries.insert(name.to_string());
-                    }
-                    _ => return,
-                }
-                *bucket
-            }
-            ["io", bucket, "write"] if write => {
-                traffic.records_written = batch_records(header_names(&head.headers), "x-reduct-");
-                traffic.write_bytes = body_len;
-                let entries = head.header("x-reduct-entries").unwrap_or_default();
-                traffic.written_entries = entries.split(',').map(percent::decode).collect();
-                *bucket
-            }
-            ["io", bucket, "read"] if read => {
-                traffic.records_read = batch_records(header_names(&response.headers), "x-reduct-");
-                traffic.read_bytes = sent;
-                let entries = response_header(response, "x-reduct-entries").unwrap_or_default();
-                traffic.read_entries = entries.split(',').map(percent::decode).collect();
-                *bucket
-            }
-            _ => return,
-        };
-        let bucket = percent::decode(bucket);
-        if bucket.starts_with('$') || (traffic.records_written == 0 && traffic.records_read == 0) {
+        let Some(moved) = moved(head, rest, response) else {
             return;
+        };
+        let mut buckets = self.buckets.mine();
+        if !buckets.contains_key(moved.bucket.as_ref()) {
+            buckets.insert(moved.bucket.to_string(), Traffic::default());
         }
-        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        match buckets.get_mut(&bucket) {
-            Some(known) => known.add(&traffic),
-            None => {
-                buckets.insert(bucket, traffic);
+        let Some(traffic) = buckets.get_mut(moved.bucket.as_ref()) else {
+            return;
+        };
+        let set = match moved.way {
+            Way::Written => {
+                traffic.records_written += moved.records;
+                traffic.write_bytes += moved.bytes;
+                &mut traffic.written_entries
+            }
+            Way::Read => {
+                traffic.records_read += moved.records;
+                traffic.read_bytes += moved.bytes;
+                &mut traffic.read_entries
+            }
+        };
+        match &moved.entries {
+            Entries::One(entry) => note_entry(set, entry),
+            Entries::Listed(list) => {
+                for entry in list.split(',') {
+                    note_entry(set, &percent::decode_cow(entry));
+                }
             }
         }
     }
 
     /// Takes the traffic counted since the last call, by bucket.
     pub fn take(&self) -> BTreeMap<String, Traffic> {
-        std::mem::take(&mut *self.buckets.lock().unwrap_or_else(|p| p.into_inner()))
+        let mut all: BTreeMap<String, Traffic> = BTreeMap::new();
+        self.buckets.each(|shard| {
+            for (bucket, traffic) in std::mem::take(shard) {
+                all.entry(bucket).or_default().add(&traffic);
+            }
+        });
+        all
     }
 }
 
