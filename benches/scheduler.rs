@@ -27,6 +27,7 @@ fn policies(store: &Store, interval: &str) -> Vec<Policy> {
     let limits = LifecycleLimits {
         min_interval: 1,
         min_older_than: 1,
+        ..LifecycleLimits::default()
     };
     (0..POLICIES)
         .map(|i| {

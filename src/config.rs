@@ -34,6 +34,13 @@ pub struct Config {
     pub lifecycle_min_interval: i64,
     /// Smallest lifecycle `older_than` accepted, in µs (default 1 hour).
     pub lifecycle_min_older_than: i64,
+    /// Share of a worker a lifecycle policy catching up on a backlog may take, in
+    /// (0, 1] (default 0.5): after a run that did work and is not caught up, the next
+    /// one starts after a pause as long as `run time × (1 / share − 1)`.
+    pub lifecycle_catch_up_share: f64,
+    /// Most records a lifecycle run takes on after its progress marker (whole blocks;
+    /// default 100,000): the rest waits for the next run.
+    pub lifecycle_max_records_per_run: u64,
     /// Write events to `$system`: a `lifecycle_run` event per run (and keep progress
     /// there), and on a server the audit, usage and log trail (`RS_SYSTEM_EVENTS_ENABLED`).
     pub system_events: bool,
@@ -74,6 +81,8 @@ impl Config {
             worker_threads: 2,
             lifecycle_min_interval: 10 * 60 * 1_000_000,
             lifecycle_min_older_than: 3600 * 1_000_000,
+            lifecycle_catch_up_share: 0.5,
+            lifecycle_max_records_per_run: 100_000,
             system_events: true,
             system_events_quota: Some(DEFAULT_SYSTEM_EVENTS_QUOTA),
             instance_name: "unknown".to_string(),

@@ -241,6 +241,16 @@ struct ServeArgs {
     /// Smallest lifecycle older_than accepted.
     #[arg(long, env = "RS_LIFECYCLE_MIN_OLDER_THAN", default_value = "1h", value_parser = positive_duration)]
     lifecycle_min_older_than: std::time::Duration,
+    /// Share of a lifecycle worker a policy catching up on a backlog may use (in (0, 1]):
+    /// a run that did work and is not caught up is followed by the next after a pause of
+    /// its own run time × (1 / share − 1), so old data is processed at a steady rate while
+    /// writes keep the rest. Caught up, a policy runs every `interval` again.
+    #[arg(long, env = "RS_LIFECYCLE_CATCH_UP_SHARE", default_value_t = 0.5, value_parser = fold_share)]
+    lifecycle_catch_up_share: f64,
+    /// Most records one lifecycle run takes on after its progress (whole blocks); the
+    /// rest waits for the next run, so a dense window cannot make one huge run.
+    #[arg(long, env = "RS_LIFECYCLE_MAX_RECORDS_PER_RUN", default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    lifecycle_max_records_per_run: u64,
     /// Belated writes seal into blocks that overlap others; when more than this many
     /// blocks cover one instant, a background merge makes them disjoint (reads search
     /// every block covering a timestamp, so this bounds their cost).
@@ -268,6 +278,7 @@ fn sync_mode(text: &str) -> std::result::Result<SyncMode, String> {
 }
 
 /// Parses `--tombstone-fold-share`: a fraction in (0, 1].
+/// A share in (0, 1] (`--tombstone-fold-share`, `--lifecycle-catch-up-share`).
 fn fold_share(text: &str) -> std::result::Result<f64, String> {
     let share: f64 = text
         .parse()
@@ -360,6 +371,8 @@ fn serve(args: ServeArgs) -> Result<()> {
         .map_or_else(CompressPool::default_threads, |t| t as usize);
     engine.lifecycle_min_interval = micros(args.lifecycle_min_interval);
     engine.lifecycle_min_older_than = micros(args.lifecycle_min_older_than);
+    engine.lifecycle_catch_up_share = args.lifecycle_catch_up_share;
+    engine.lifecycle_max_records_per_run = args.lifecycle_max_records_per_run;
     engine.max_block_overlap = usize::try_from(args.max_block_overlap).unwrap_or(usize::MAX);
     engine.tombstone_fold_share = args.tombstone_fold_share;
     engine.sync_mode = args.sync;

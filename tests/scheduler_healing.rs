@@ -38,6 +38,7 @@ fn policy(store: &Store, name: &str, interval: &str) -> Policy {
     let limits = LifecycleLimits {
         min_interval: 1,
         min_older_than: 1,
+        ..LifecycleLimits::default()
     };
     let json =
         format!(r#"{{"type":"delete","bucket":"b","older_than":"1h","interval":"{interval}"}}"#);

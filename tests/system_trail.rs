@@ -18,44 +18,7 @@ fn auth() -> String {
 
 /// Every event of a `$system` entry, oldest first (payloads as JSON).
 fn events(s: &ServerProcess, entry: &str) -> Vec<Value> {
-    let a = auth();
-    let a = [("authorization", a.as_str())];
-    let r = s.request(
-        "POST",
-        &format!("/api/v1/b/$system/{entry}/q"),
-        &a,
-        br#"{"query_type":"QUERY"}"#,
-    );
-    if r.status == 404 {
-        return Vec::new();
-    }
-    assert_eq!(r.status, 200, "{entry}: {}", r.error());
-    let id = r.json()["id"].as_u64().unwrap();
-    let mut out = Vec::new();
-    loop {
-        let r = s.request(
-            "GET",
-            &format!("/api/v1/b/$system/{entry}/batch?q={id}"),
-            &a,
-            b"",
-        );
-        if r.status == 204 {
-            break;
-        }
-        assert_eq!(r.status, 200, "{}", r.error());
-        let mut at = 0;
-        for (name, value) in &r.headers {
-            if name.starts_with("x-reduct-time-") {
-                let len: usize = value.split(',').next().unwrap().parse().unwrap();
-                out.push(serde_json::from_slice(&r.body[at..at + len]).unwrap());
-                at += len;
-            }
-        }
-        if r.header("x-reduct-last") == Some("true") {
-            break;
-        }
-    }
-    out
+    s.json_records("$system", entry, &auth())
 }
 
 #[test]

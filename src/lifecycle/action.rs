@@ -3,8 +3,9 @@
 
 use crate::error::Result;
 use crate::lifecycle::events::EventLog;
-use crate::lifecycle::progress::{WindowInput, processing_window};
+use crate::lifecycle::progress::{WindowInput, effective_stop, processing_window};
 use crate::lifecycle::settings::{LifecycleType, Policy};
+use crate::storage::entry::RecordSpan;
 use crate::storage::{CompressPool, Store};
 
 /// What a run did.
@@ -51,20 +52,57 @@ pub fn run_policy(
         Some(log) => Some(log.last_progress(&policy.name)?),
         None => None,
     };
+    // Where records resume after the marker, and what lies there: from the index.
+    let marker = progress.flatten();
+    let mut spans = Vec::new();
+    if progress.is_some()
+        && let Some((oldest, _)) = range
+    {
+        for entry in bucket.select_entries(entries)? {
+            spans.extend(entry.spans_from(marker.unwrap_or(oldest))?);
+        }
+    }
+    let next_record = match marker {
+        Some(from) => next_record_from(&bucket, entries, from)?,
+        None => None,
+    };
     let input = WindowInput {
         range,
         now,
         older_than: policy.older_than,
         progress,
         window: policy.window,
+        next_record,
     };
-    let Some(window) = processing_window(&input) else {
+    let Some(mut window) = processing_window(&input) else {
         return Ok(RunOutcome {
             caught_up: true,
             last_processed_ts: progress.flatten(),
             ..Default::default()
         });
     };
+    if let Some(from) = marker
+        && let Some(cap) = work_cap(&mut spans, from, window.stop, policy.max_records_per_run)
+    {
+        window.stop = cap;
+        window.caught_up = false;
+    }
+    if policy.settings.kind == LifecycleType::Compress
+        && let Some((_, latest)) = range
+    {
+        // Blocks are recompressed whole: a window ending inside an eligible block takes
+        // all of it, or a backlog whose blocks span more than a window would never move.
+        let eligible = effective_stop(latest, now, policy.older_than);
+        let reach = spans
+            .iter()
+            .filter(|s| s.first < window.stop && s.last >= window.stop && s.last < eligible)
+            .map(|s| s.last + 1)
+            .max();
+        if let Some(reach) = reach {
+            window.stop = reach;
+            window.caught_up = reach >= eligible;
+        }
+    }
     let mut outcome = RunOutcome {
         caught_up: window.caught_up,
         last_processed_ts: Some(window.stop),
@@ -115,4 +153,70 @@ pub fn run_policy(
         outcome.last_processed_ts = progress.flatten();
     }
     Ok(outcome)
+}
+
+/// The first record at or after `from` in the selected entries: a metadata query that
+/// stops at its first record, so it reads at most the one block per entry holding it.
+fn next_record_from(
+    bucket: &crate::storage::Bucket,
+    entries: &[String],
+    from: u64,
+) -> Result<Option<u64>> {
+    let query = bucket.query(&crate::storage::QueryOptions {
+        entries: entries.to_vec(),
+        start: Some(from),
+        stop: None,
+        only_metadata: true,
+        when: None,
+    })?;
+    // A damaged block reports its error and is read around: the next record counts.
+    Ok(query
+        .filter_map(|r| r.ok())
+        .map(|r| r.meta.timestamp)
+        .next())
+}
+
+/// Where a window from the marker `from` to `stop` must end so that it takes on at most
+/// `budget` records after the marker (whole spans, at least one): `None` when all of
+/// them fit.
+fn work_cap(spans: &mut [RecordSpan], from: u64, stop: u64, budget: u64) -> Option<u64> {
+    spans.sort_by_key(|s| s.first);
+    let mut taken = 0u64;
+    for span in spans.iter().filter(|s| s.first < stop) {
+        taken += span.records;
+        if taken > budget {
+            let cap = span.last.saturating_add(1).max(from.saturating_add(1));
+            return (cap < stop).then_some(cap);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(first: u64, last: u64, records: u64) -> RecordSpan {
+        RecordSpan {
+            first,
+            last,
+            records,
+        }
+    }
+
+    #[test]
+    fn a_window_ends_where_its_records_pass_the_budget() {
+        let mut spans = vec![
+            span(300, 399, 100),
+            span(100, 199, 100),
+            span(200, 299, 100),
+        ];
+        // 250 records fit in the first three spans' 300 only up to the third.
+        assert_eq!(work_cap(&mut spans, 100, 1000, 250), Some(300));
+        // Within the budget, or the cap past the window: no change.
+        assert_eq!(work_cap(&mut spans, 100, 1000, 300), None);
+        assert_eq!(work_cap(&mut spans, 100, 250, 150), None);
+        // One span over the budget still makes progress.
+        assert_eq!(work_cap(&mut spans, 100, 1000, 10), Some(200));
+    }
 }

@@ -101,9 +101,23 @@ pub fn sanitize(name: &str) -> String {
     }
 }
 
+/// A run that did nothing is written as an event only when the policy's last event is
+/// at least this old: an idle or sparse policy makes one event a minute at most.
+pub const QUIET_EVENT_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// What is remembered of a policy's recent runs between events.
+#[derive(Default)]
+struct Recent {
+    /// When its last event was written, and whether it said caught up.
+    written: Option<(std::time::Instant, bool)>,
+    /// The progress of runs not written since (it wins over the last event's).
+    progress: Option<Option<u64>>,
+}
+
 /// Writes and reads the events of one server instance.
 pub struct EventLog {
     system: SystemBucket,
+    recent: std::sync::Mutex<std::collections::HashMap<String, Recent>>,
     /// The instance name as configured (in payloads).
     instance: String,
     /// Its sanitised form (in entry names).
@@ -116,6 +130,7 @@ impl EventLog {
     pub fn open(store: &Arc<Store>, instance: &str, quota: Option<u64>) -> Result<Self> {
         Ok(EventLog {
             system: SystemBucket::new(store, quota),
+            recent: Default::default(),
             instance: instance.to_string(),
             segment: sanitize(instance),
         })
@@ -145,6 +160,27 @@ impl EventLog {
         Ok(())
     }
 
+    /// Records a run that ended at `ts`: written as an event (see [`EventLog::write`])
+    /// when it did work, failed, caught up (or fell behind) since the last event, or the
+    /// policy's last event is [`QUIET_EVENT_EVERY`] old; otherwise only its progress is
+    /// kept, in memory, for the next run. Returns whether an event was written.
+    pub fn record_run(&self, ts: u64, event: &RunEvent) -> Result<bool> {
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        let seen = recent.entry(event.policy_name.clone()).or_default();
+        let quiet = !event.is_error() && event.processed_records == 0;
+        let same = seen.written.is_some_and(|(at, caught_up)| {
+            caught_up == event.caught_up && at.elapsed() < QUIET_EVENT_EVERY
+        });
+        if quiet && same {
+            seen.progress = Some(event.last_processed_ts);
+            return Ok(false);
+        }
+        self.write(ts, event)?;
+        seen.written = Some((std::time::Instant::now(), event.caught_up));
+        seen.progress = None;
+        Ok(true)
+    }
+
     /// The latest event of a policy, if it has one.
     pub fn latest(&self, policy: &str) -> Result<Option<RunEvent>> {
         let Some(bucket) = self.system.existing()? else {
@@ -166,6 +202,15 @@ impl EventLog {
     /// The saved progress of a policy: `last_processed_ts` of its latest event, or the
     /// progress an error event carried over.
     pub fn last_progress(&self, policy: &str) -> Result<Option<u64>> {
+        let remembered = self
+            .recent
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(policy)
+            .and_then(|r| r.progress);
+        if let Some(progress) = remembered {
+            return Ok(progress);
+        }
         Ok(self
             .latest(policy)?
             .and_then(|e| e.last_processed_ts.or(e.resume_ts)))

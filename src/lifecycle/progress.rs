@@ -31,18 +31,31 @@ pub struct WindowInput {
     pub progress: Option<Option<u64>>,
     /// How far one run advances, in µs.
     pub window: u64,
+    /// With progress saved: the first instant at or after the marker that holds a
+    /// record (from the index), `None` when none does. The window advances from there,
+    /// so an empty stretch of time of any length costs no run.
+    pub next_record: Option<u64>,
+}
+
+/// Where eligible data ends: after the latest record, and no later than `older_than`
+/// before now.
+pub fn effective_stop(latest: u64, now: u64, older_than: u64) -> u64 {
+    latest
+        .saturating_add(1)
+        .min(now.saturating_sub(older_than).saturating_add(1))
 }
 
 /// The window of the next run, or `None` when there is nothing to look at.
 pub fn processing_window(input: &WindowInput) -> Option<Window> {
     let (oldest, latest) = input.range?;
-    let effective_stop = latest
-        .saturating_add(1)
-        .min(input.now.saturating_sub(input.older_than).saturating_add(1));
+    let effective_stop = effective_stop(latest, input.now, input.older_than);
     let stop = match input.progress {
         None => effective_stop,
+        // Nothing after the marker: the rest of the eligible range at once.
+        Some(Some(_)) if input.next_record.is_none() => effective_stop,
         Some(last) => last
             .unwrap_or(oldest)
+            .max(input.next_record.unwrap_or(0))
             .saturating_add(input.window)
             .min(effective_stop),
     };
@@ -67,6 +80,7 @@ mod tests {
             older_than: 24 * H,
             progress,
             window: 10 * H,
+            next_record: progress.flatten(),
         }
     }
 
@@ -117,6 +131,13 @@ mod tests {
         // Latest record before the age cutoff: the stop is latest + 1.
         let w = processing_window(&input(Some((100 * H, 200 * H)), None)).unwrap();
         assert_eq!(w.stop, 200 * H + 1);
+        // A gap after the marker: the window starts where records resume.
+        let mut gap = input(Some((100 * H, 990 * H)), Some(Some(200 * H)));
+        gap.next_record = Some(800 * H);
+        assert_eq!(processing_window(&gap).unwrap().stop, 810 * H);
+        gap.next_record = None;
+        let w = processing_window(&gap).unwrap();
+        assert_eq!((w.stop, w.caught_up), (976 * H + 1, true));
         // All data younger than older_than: an empty window that is caught up.
         let w = processing_window(&input(Some((990 * H, 995 * H)), Some(None))).unwrap();
         assert_eq!(

@@ -5,8 +5,9 @@
 //! earliest deadline — no polling, so thousands of idle policies cost nothing. A heap item
 //! whose generation is stale (the policy was updated, disabled or removed) is skipped when
 //! popped. A policy's next deadline is computed only when its run's outcome arrives, so it
-//! never overlaps itself: after `interval`, or after 100 ms when the run affected nothing and
-//! was not caught up (sparse data advances quickly).
+//! never overlaps itself: after `interval` once caught up; while catching up on a backlog,
+//! after a pause in proportion to the run (`Policy::catch_up_pause`), or after 100 ms when
+//! the run affected nothing.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -515,10 +516,14 @@ impl State {
                 slot.info.processed_records_total += o.records;
                 slot.info.processed_blocks_total += o.blocks;
                 slot.info.bytes_saved_total += o.bytes_saved;
-                if o.records == 0 && !o.caught_up {
-                    CATCH_UP_DELAY
-                } else {
-                    Duration::from_micros(slot.policy.interval)
+                match (o.caught_up, o.records) {
+                    (true, _) => Duration::from_micros(slot.policy.interval),
+                    // Nothing in this window (a `when` that matched nothing): on at once.
+                    (false, 0) => CATCH_UP_DELAY,
+                    // A backlog: on after a pause in proportion to the run.
+                    (false, _) => slot
+                        .policy
+                        .catch_up_pause(done.started.elapsed().unwrap_or_default()),
                 }
             }
             Err(e) => {

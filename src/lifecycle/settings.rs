@@ -129,13 +129,19 @@ pub struct LifecycleSettings {
     pub compression: Option<CompressionSetting>,
 }
 
-/// The minimums validation enforces (from [`crate::Config`], lowered in tests).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The minimums validation enforces and the catch-up bounds policies get (from
+/// [`crate::Config`], lowered in tests).
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LifecycleLimits {
     /// Smallest allowed `interval` in µs (default 10 minutes).
     pub min_interval: i64,
     /// Smallest allowed `older_than` in µs (default 1 hour).
     pub min_older_than: i64,
+    /// Share of a worker a policy catching up on a backlog may take (see
+    /// [`Policy::catch_up_share`]).
+    pub catch_up_share: f64,
+    /// Most records one run takes on (see [`Policy::max_records_per_run`]).
+    pub max_records_per_run: u64,
 }
 
 impl LifecycleLimits {
@@ -144,6 +150,8 @@ impl LifecycleLimits {
         LifecycleLimits {
             min_interval: config.lifecycle_min_interval,
             min_older_than: config.lifecycle_min_older_than,
+            catch_up_share: config.lifecycle_catch_up_share,
+            max_records_per_run: config.lifecycle_max_records_per_run,
         }
     }
 }
@@ -171,6 +179,21 @@ pub struct Policy {
     pub when: Option<Condition>,
     /// The compression target of a compress policy.
     pub target: Codec,
+    /// A run that did work and is not caught up is followed by the next one after a
+    /// pause of `duration × (1 / share − 1)`, so a backlog takes this share of a worker
+    /// (0.5: as long a pause as the run took) and foreground traffic keeps the rest.
+    pub catch_up_share: f64,
+    /// A run's window ends early where the records after the progress marker pass this
+    /// many (whole blocks), so a dense window cannot make one huge run.
+    pub max_records_per_run: u64,
+}
+
+impl Policy {
+    /// The pause after a run of `took` that did work and is not caught up.
+    pub fn catch_up_pause(&self, took: std::time::Duration) -> std::time::Duration {
+        let share = self.catch_up_share.clamp(0.01, 1.0);
+        took.mul_f64(1.0 / share - 1.0)
+    }
 }
 
 impl LifecycleSettings {
@@ -272,6 +295,8 @@ impl LifecycleSettings {
             window: window as u64,
             when,
             target,
+            catch_up_share: limits.catch_up_share,
+            max_records_per_run: limits.max_records_per_run.max(1),
         })
     }
 }

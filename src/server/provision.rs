@@ -3,8 +3,9 @@
 //! - `RS_BUCKET_<ID>_NAME / _QUOTA_TYPE / _QUOTA_SIZE / _MAX_BLOCK_SIZE /
 //!   _MAX_BLOCK_RECORDS` (sizes in bytes or with a unit: `1GB`, `512 MiB`);
 //! - `RS_LIFECYCLE_<ID>_NAME / _TYPE / _BUCKET / _ENTRIES / _OLDER_THAN / _INTERVAL / _WHEN /
-//!   _PROCESSING_INTERVAL / _MODE`; the IDs `MIN` and `WORKERS` are taken by the server's
-//!   own `RS_LIFECYCLE_*` settings.
+//!   _PROCESSING_INTERVAL / _MODE`; the server's own `RS_LIFECYCLE_*` settings
+//!   (`WORKERS`, `MIN_INTERVAL`, `MIN_OLDER_THAN`, `CATCH_UP_SHARE`, `MAX_RECORDS_PER_RUN`)
+//!   are not IDs.
 //!
 //! A bucket or policy exists for every `<ID>` with a `_NAME`. Buckets are applied first, so
 //! a provisioned policy can name a provisioned bucket on a fresh data directory.
@@ -266,10 +267,12 @@ const FIELDS: [&str; 9] = [
     "MODE",
 ];
 /// Server settings that share the prefix.
-const OWN_SETTINGS: [&str; 3] = [
+const OWN_SETTINGS: [&str; 5] = [
     "RS_LIFECYCLE_WORKERS",
     "RS_LIFECYCLE_MIN_INTERVAL",
     "RS_LIFECYCLE_MIN_OLDER_THAN",
+    "RS_LIFECYCLE_CATCH_UP_SHARE",
+    "RS_LIFECYCLE_MAX_RECORDS_PER_RUN",
 ];
 
 /// A provisioned policy, or why an ID could not become one.

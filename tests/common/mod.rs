@@ -226,6 +226,54 @@ impl ServerProcess {
             .collect()
     }
 
+    /// Every record of `bucket/entry`, oldest first, as JSON payloads (a v1 entry query
+    /// read to its end); empty when the entry does not exist. `authorization` may be
+    /// empty (no header).
+    pub fn json_records(
+        &self,
+        bucket: &str,
+        entry: &str,
+        authorization: &str,
+    ) -> Vec<serde_json::Value> {
+        let headers: Vec<(&str, &str)> = if authorization.is_empty() {
+            Vec::new()
+        } else {
+            vec![("authorization", authorization)]
+        };
+        let r = self.request(
+            "POST",
+            &format!("/api/v1/b/{bucket}/{entry}/q"),
+            &headers,
+            br#"{"query_type":"QUERY"}"#,
+        );
+        if r.status == 404 {
+            return Vec::new();
+        }
+        assert_eq!(r.status, 200, "{entry}: {}", r.error());
+        let id = r.json()["id"].as_u64().expect("a query id");
+        let mut out = Vec::new();
+        loop {
+            let path = format!("/api/v1/b/{bucket}/{entry}/batch?q={id}");
+            let r = self.request("GET", &path, &headers, b"");
+            if r.status == 204 {
+                break;
+            }
+            assert_eq!(r.status, 200, "{}", r.error());
+            let mut at = 0;
+            for (name, value) in &r.headers {
+                if name.starts_with("x-reduct-time-") {
+                    let len: usize = value.split(',').next().unwrap_or("0").parse().unwrap_or(0);
+                    out.push(serde_json::from_slice(&r.body[at..at + len]).expect("a JSON record"));
+                    at += len;
+                }
+            }
+            if r.header("x-reduct-last") == Some("true") {
+                break;
+            }
+        }
+        out
+    }
+
     /// The log lines so far that contain `text`.
     pub fn log_lines(&self, text: &str) -> Vec<String> {
         let log = self.log.lock().unwrap();

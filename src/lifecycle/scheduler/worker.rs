@@ -52,7 +52,7 @@ pub(super) fn worker(context: &RunContext, jobs: &Receiver<Job>, done: &Sender<D
         }
         if let Some(events) = &context.events {
             let event = run_event(policy, job.dry_run, duration, &result, events);
-            if let Err(e) = events.write(micros(started), &event) {
+            if let Err(e) = events.record_run(micros(started), &event) {
                 log::error!("lifecycle '{}': writing its run event: {e}", policy.name);
             }
         }

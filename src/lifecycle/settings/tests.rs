@@ -167,6 +167,7 @@ fn a_valid_policy_is_parsed_once() {
     let low = LifecycleLimits {
         min_interval: 1_000_000,
         min_older_than: 1_000_000,
+        ..LifecycleLimits::default()
     };
     let p = settings(r#"{"type":"compress","bucket":"b","older_than":"2s","interval":"1s"}"#)
         .validate("r", &store, &low)

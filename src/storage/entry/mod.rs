@@ -41,7 +41,7 @@ use crate::storage::record::{Labels, RecordMeta};
 use crate::storage::sync::{Durability, Pending};
 
 use edits::edit_state;
-pub use read::{Chunk, EntryInfo, TierInfo};
+pub use read::{Chunk, EntryInfo, RecordSpan, TierInfo};
 pub(crate) use read::{
     MergedRecord, chunk_len, chunk_locator, chunk_meta, chunk_record, locator_record,
 };

@@ -35,6 +35,18 @@ pub struct EntryInfo {
     pub latest_record: u64,
 }
 
+/// A stretch of records of an entry as its index knows it: a sealed block, or a log's
+/// records from some instant on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordSpan {
+    /// Its first record's timestamp.
+    pub first: u64,
+    /// Its last record's timestamp.
+    pub last: u64,
+    /// Its live records.
+    pub records: u64,
+}
+
 /// What an entry holds in one storage tier: the open and late logs (`open`, written as
 /// they came) or the sealed blocks of one codec (`none`, `lz4`, `zstd-3`, ...).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -269,6 +281,37 @@ impl Entry {
             .logs()
             .filter_map(|(_, l)| l.records().keys().next_back().copied());
         st.sealed_latest().into_iter().chain(logs).max()
+    }
+
+    /// The stretches of the entry's records that reach `from` or later: each sealed block
+    /// whose last record is at or after `from`, and the log records from `from` — from
+    /// the index alone, no block is read. What lifecycle windows skip gaps and bound
+    /// their work by.
+    pub fn spans_from(&self, from: u64) -> Result<Vec<RecordSpan>> {
+        let st = self.lock()?;
+        let mut spans: Vec<RecordSpan> = st
+            .index
+            .blocks
+            .iter()
+            .filter(|b| b.last_ts >= from && b.live_records() > 0)
+            .map(|b| RecordSpan {
+                first: b.first_ts,
+                last: b.last_ts,
+                records: b.live_records(),
+            })
+            .collect();
+        for (_, log) in st.logs() {
+            let mut after = log.records().range(from..);
+            if let Some((&first, _)) = after.next() {
+                let last = log.records().keys().next_back().copied().unwrap_or(first);
+                spans.push(RecordSpan {
+                    first,
+                    last,
+                    records: 1 + after.count() as u64,
+                });
+            }
+        }
+        Ok(spans)
     }
 
     /// Size, counts and time range of the entry.

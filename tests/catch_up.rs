@@ -1,0 +1,206 @@
+//! Lifecycle policies catching up through the real binary: a backlog of 200 days is
+//! worked through run after run without waiting for `interval` (each pause at least as
+//! long as the run before it, the default 50 % share of a worker), and a gap of decades
+//! costs no run of its own.
+
+mod common;
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::*;
+use serde_json::Value;
+
+const HOUR: u64 = 3_600_000_000;
+const DAY: u64 = 24 * HOUR;
+
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+}
+
+/// Writes `stamps` to entry `e` of bucket `b` in v1 batches of 100 (1 KiB each).
+fn load(s: &ServerProcess, stamps: &[u64]) {
+    for chunk in stamps.chunks(100) {
+        let headers: Vec<(String, String)> = chunk
+            .iter()
+            .map(|ts| {
+                (
+                    format!("x-reduct-time-{ts}"),
+                    "1024,application/octet-stream".into(),
+                )
+            })
+            .collect();
+        let headers: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let body = vec![b'r'; 1024 * chunk.len()];
+        let r = s.request("POST", "/api/v1/b/b/e/batch", &headers, &body);
+        assert_eq!(r.status, 200, "{}", r.error());
+        assert!(
+            r.headers
+                .iter()
+                .all(|(k, _)| !k.starts_with("x-reduct-error")),
+            "{:?}",
+            r.headers
+        );
+    }
+}
+
+/// The policy's run events, oldest first.
+fn runs(s: &ServerProcess, policy: &str) -> Vec<Value> {
+    let instance = s.get("/api/v1/info").json()["instance_name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let segment: String = instance
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    s.json_records("$system", &format!("lifecycle/{segment}/{policy}"), "")
+}
+
+fn wait_caught_up(s: &ServerProcess, policy: &str, within: Duration) -> Vec<Value> {
+    let start = Instant::now();
+    loop {
+        let events = runs(s, policy);
+        if events.last().is_some_and(|e| e["caught_up"] == true) {
+            return events;
+        }
+        assert!(
+            start.elapsed() < within,
+            "not caught up: {:?}",
+            events.last()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn create(s: &ServerProcess, name: &str, body: &str) {
+    let r = s.request(
+        "POST",
+        &format!("/api/v1/lifecycles/{name}"),
+        &[],
+        body.as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.error());
+}
+
+#[test]
+fn a_backlog_is_worked_through_at_the_duty_cycle_not_one_window_per_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_server(dir.path(), &[("RS_SYNC_MODE", "never")]);
+    let r = s.request("POST", "/api/v1/b/b", &[], br#"{"max_block_records":100}"#);
+    assert_eq!(r.status, 200);
+    // 200 days of hourly records, all older than 30 days, written shuffled.
+    let newest = now_us() - 31 * DAY;
+    let mut stamps: Vec<u64> = (0..200 * 24).map(|i| newest - i * HOUR).collect();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for i in (1..stamps.len()).rev() {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        stamps.swap(i, (seed % (i as u64 + 1)) as usize);
+    }
+    load(&s, &stamps);
+    // interval 1h: one day of data per run; 200 runs would take 200 hours at the interval.
+    create(
+        &s,
+        "squash",
+        r#"{"type":"compress","bucket":"b","older_than":"30d","interval":"1h"}"#,
+    );
+    // Its first run is an interval away: start it now, once.
+    assert_eq!(
+        s.request("POST", "/api/v1/lifecycles/squash/run", &[], b"")
+            .status,
+        200
+    );
+    let events = wait_caught_up(&s, "squash", Duration::from_secs(120));
+    let worked: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["processed_records"].as_u64() > Some(0))
+        .collect();
+    // Several runs back to back (at its interval, the second would be an hour away).
+    assert!(
+        worked.len() >= 2,
+        "a window (stretched to whole blocks) per run: {} runs did work",
+        worked.len()
+    );
+    let records: u64 = worked
+        .iter()
+        .map(|e| e["processed_records"].as_u64().unwrap())
+        .sum();
+    assert!(
+        records >= 4700,
+        "every sealed block was recompressed ({records} records)"
+    );
+    // The duty cycle: each run that did work and was not caught up waited at least as
+    // long as it ran before the next one started (timers never fire early).
+    for pair in events.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        if a["processed_records"].as_u64() > Some(0) && a["caught_up"] == false {
+            let ran = (a["duration"].as_f64().unwrap() * 1e6) as u64;
+            let next = b["timestamp"].as_u64().unwrap();
+            let end = a["timestamp"].as_u64().unwrap() + ran;
+            assert!(
+                next + 1000 >= end + ran,
+                "pause shorter than the run: {a} then {b}"
+            );
+        }
+    }
+    // Caught up, it goes back to its interval: no more runs now.
+    let count = runs(&s, "squash").len();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(runs(&s, "squash").len(), count);
+}
+
+#[test]
+fn a_gap_of_decades_costs_no_run_and_idle_runs_write_few_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_server(
+        dir.path(),
+        &[
+            ("RS_SYNC_MODE", "never"),
+            ("RS_LIFECYCLE_MIN_INTERVAL", "1s"),
+        ],
+    );
+    assert_eq!(
+        s.request("POST", "/api/v1/b/b", &[], br#"{"max_block_records":100}"#)
+            .status,
+        200
+    );
+    // One record in 1970, then a day of recent data (younger than older_than).
+    let now = now_us();
+    let mut stamps = vec![1];
+    stamps.extend((0..1440).map(|i| now - DAY + i * 60_000_000));
+    load(&s, &stamps);
+    create(
+        &s,
+        "sparse",
+        r#"{"type":"compress","bucket":"b","older_than":"2d","interval":"1s","processing_interval":"1h"}"#,
+    );
+    let events = wait_caught_up(&s, "sparse", Duration::from_secs(30));
+    assert!(events.len() <= 3, "the gap took no runs: {events:?}");
+    // Idle runs every second write one event a minute at most.
+    std::thread::sleep(Duration::from_secs(3));
+    let later = runs(&s, "sparse");
+    assert!(
+        later.len() <= events.len() + 1,
+        "{} events after idling",
+        later.len()
+    );
+    let r = s.get("/api/v1/lifecycles/sparse");
+    assert!(
+        r.json()["info"]["total_runs"].as_u64().unwrap() >= 3,
+        "{}",
+        r.json()
+    );
+}
