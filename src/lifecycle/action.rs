@@ -81,12 +81,6 @@ pub fn run_policy(
             ..Default::default()
         });
     };
-    if let Some(from) = marker
-        && let Some(cap) = work_cap(&mut spans, from, window.stop, policy.max_records_per_run)
-    {
-        window.stop = cap;
-        window.caught_up = false;
-    }
     if policy.settings.kind == LifecycleType::Compress
         && let Some((_, latest)) = range
     {
@@ -102,6 +96,20 @@ pub fn run_policy(
             window.stop = reach;
             window.caught_up = reach >= eligible;
         }
+    }
+    // Bounded by work too (after the stretch, which must not undo it), from the marker,
+    // or from the oldest record on a first run.
+    if progress.is_some()
+        && let Some((oldest, _)) = range
+        && let Some(cap) = work_cap(
+            &mut spans,
+            marker.unwrap_or(oldest),
+            window.stop,
+            policy.max_records_per_run,
+        )
+    {
+        window.stop = cap;
+        window.caught_up = false;
     }
     let mut outcome = RunOutcome {
         caught_up: window.caught_up,
@@ -182,10 +190,18 @@ fn next_record_from(
 fn work_cap(spans: &mut [RecordSpan], from: u64, stop: u64, budget: u64) -> Option<u64> {
     spans.sort_by_key(|s| s.first);
     let mut taken = 0u64;
-    for span in spans.iter().filter(|s| s.first < stop) {
+    for (i, span) in spans.iter().filter(|s| s.first < stop).enumerate() {
         taken += span.records;
         if taken > budget {
-            let cap = span.last.saturating_add(1).max(from.saturating_add(1));
+            // The span that passes the budget waits for the next run, unless it is the
+            // first, or began before the marker (no window end can leave it out): then
+            // it is taken whole, so every run moves past something.
+            let cap = if i == 0 || span.first <= from {
+                span.last.saturating_add(1)
+            } else {
+                span.first
+            };
+            let cap = cap.max(from.saturating_add(1));
             return (cap < stop).then_some(cap);
         }
     }
@@ -211,12 +227,16 @@ mod tests {
             span(100, 199, 100),
             span(200, 299, 100),
         ];
-        // 250 records fit in the first three spans' 300 only up to the third.
+        // 250 records: the first two spans; the third waits.
         assert_eq!(work_cap(&mut spans, 100, 1000, 250), Some(300));
+        assert_eq!(work_cap(&mut spans, 100, 1000, 150), Some(200));
         // Within the budget, or the cap past the window: no change.
         assert_eq!(work_cap(&mut spans, 100, 1000, 300), None);
-        assert_eq!(work_cap(&mut spans, 100, 250, 150), None);
+        assert_eq!(work_cap(&mut spans, 100, 200, 150), None);
         // One span over the budget still makes progress.
         assert_eq!(work_cap(&mut spans, 100, 1000, 10), Some(200));
+        // A span begun before the marker is taken whole: the window always moves on.
+        let mut straddling = vec![span(50, 150, 100), span(60, 500, 300), span(200, 210, 5)];
+        assert_eq!(work_cap(&mut straddling, 100, 1000, 150), Some(501));
     }
 }

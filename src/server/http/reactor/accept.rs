@@ -97,8 +97,17 @@ impl Reactor {
     /// answers it 503 and closes it, and takes the spare again — so the backlog drains
     /// with answers. One warning per burst.
     fn refuse_for_descriptors(&mut self) -> Refusal {
-        // A spare lost to an earlier burst is taken again first, if a descriptor is free.
-        let Some(spare) = self.spare.take().or_else(open_spare) else {
+        // A spare lost to an earlier burst (another thread took the descriptor it gave
+        // up) is taken again first: from a free descriptor, or else from the connection
+        // that went idle last — most likely one of the burst, not a long-standing client;
+        // without a spare, every waiting client would hang unanswered.
+        let spare = self.spare.take().or_else(open_spare).or_else(|| {
+            let (_, newest) = self.idle.pop_last().or_else(|| self.lingering.pop_last())?;
+            log::debug!("out of descriptors with no spare: closing the newest idle connection");
+            self.close(newest, None);
+            open_spare()
+        });
+        let Some(spare) = spare else {
             return Refusal::NoSpare;
         };
         drop(spare);
