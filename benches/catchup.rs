@@ -124,6 +124,8 @@ fn p99(sorted: &[Duration]) -> Duration {
 
 fn main() {
     let data = tempfile::tempdir().expect("tempdir");
+    // `RS_LIFECYCLE_CATCH_UP_SHARE` in the bench's environment reaches the server (the
+    // child inherits it): the default is 0.5.
     let s = start_server(data.path(), &[("RS_LIFECYCLE_MIN_INTERVAL", "1s")]);
     assert_eq!(s.request("POST", "/api/v1/b/air", &[], b"").status, 200);
     let flights = fixtures::flights(&fixtures::fixtures_dir(), None).expect("flights");
