@@ -1,0 +1,266 @@
+//! `halflife serve`: its options (each with its environment variable) and the run.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use halflife::server::auth::TrustedProxies;
+use halflife::server::queries::QueryLimits;
+use halflife::server::{InstanceRole, Limits, Provisioning, Server, ServerConfig};
+use halflife::storage::{CompressPool, SyncMode};
+use halflife::{Config, Error, Result};
+
+use crate::{micros, positive_duration};
+
+/// Options of `halflife serve`.
+#[derive(Args)]
+pub(crate) struct ServeArgs {
+    /// The data directory (created when missing).
+    #[arg(long, env = "RS_DATA_PATH", default_value = "./data")]
+    data_path: PathBuf,
+    /// Address to listen on.
+    #[arg(long, env = "RS_HOST", default_value = "127.0.0.1")]
+    host: String,
+    /// Port to listen on (0: any free port; the log says which).
+    #[arg(long, env = "RS_PORT", default_value_t = 8383)]
+    port: u16,
+    /// Name of this instance (in /info and in lifecycle event entries); trimmed. Unset or
+    /// blank: the host name (`unknown` when it cannot be read), as ReductStore does.
+    #[arg(long, env = "RS_INSTANCE_NAME")]
+    instance_name: Option<String>,
+    /// STANDALONE, PRIMARY, SECONDARY or REPLICA (read-only: changes get 403).
+    #[arg(long, env = "RS_INSTANCE_ROLE", default_value = "STANDALONE")]
+    instance_role: InstanceRole,
+    /// Serve `GET /metrics` (Prometheus) without a token even when authentication is on
+    /// (true/false, yes/no, 1/0); otherwise any valid token may read it.
+    #[arg(long, env = "RS_METRICS_PUBLIC", default_value = "false", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::Set)]
+    metrics_public: bool,
+    /// Proxies whose `Forwarded` / `X-Forwarded-For` headers name the client (for a
+    /// token's `ip_allowlist`): comma-separated addresses or CIDR blocks. The client is
+    /// the nearest untrusted hop, read from the right. Empty (the default): forwarding
+    /// headers are ignored and the allowlist compares the connection's own peer.
+    #[arg(long, env = "RS_TRUSTED_PROXIES", default_value = "", value_parser = TrustedProxies::parse)]
+    trusted_proxies: TrustedProxies,
+    /// Origins a browser application may call the API from: comma-separated, compared
+    /// exactly (`https://console.example:8080`), or `*` for any. Listed origins get
+    /// `Access-Control-Allow-Origin` on every answer, and `OPTIONS` preflights on any path
+    /// are answered without a token. Empty (the default): no cross-origin calls.
+    #[arg(long, env = "RS_CORS_ALLOW_ORIGIN", default_value = "")]
+    cors_allow_origin: String,
+    /// Where clients reach this server (e.g. `https://store.example/`, behind a proxy): the
+    /// base of the query links `POST /api/v1/links/{file}` makes. Unset: the listening
+    /// address, `http://<host>:<port>/`.
+    #[arg(long, env = "RS_PUBLIC_URL")]
+    public_url: Option<String>,
+    /// Write events into the `$system` bucket (true/false): lifecycle runs (and policy
+    /// progress), the audit of authenticated calls, API usage every minute and log
+    /// messages. Off: `$system` is never written, and policies do not keep progress.
+    #[arg(long, env = "RS_SYSTEM_EVENTS_ENABLED", default_value = "true", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::Set)]
+    system_events: bool,
+    /// Log messages at or above this level become `logs/<instance>/messages` events in
+    /// `$system`: TRACE, DEBUG, INFO, WARN, ERROR or OFF.
+    #[arg(long, env = "RS_SYSTEM_EVENTS_LOG_LEVEL", default_value = "WARN", value_parser = halflife::server::trail::logs::parse_level)]
+    system_events_log_level: log::LevelFilter,
+    /// FIFO quota of `$system` in bytes (`10GB`, `512MiB`; 0: none), applied when it is
+    /// created and at every start: its oldest events go first.
+    #[arg(long, env = "RS_SYSTEM_EVENTS_QUOTA_SIZE", default_value = "10GB", value_parser = halflife::server::provision::parse_byte_size)]
+    system_events_quota_size: u64,
+    /// Turns authentication on: this value is the full-access `init-token`, and every
+    /// request needs `Authorization: Bearer <token>` of it or of a token created over the
+    /// API (`/tokens`). Empty: no authentication.
+    #[arg(long, env = "RS_API_TOKEN", hide_env_values = true)]
+    api_token: Option<String>,
+    /// HTTP handler threads (connections served at once).
+    #[arg(long, env = "RS_HTTP_THREADS", default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..4096))]
+    http_threads: u64,
+    /// How long a kept-alive connection may wait for its next request before it is
+    /// closed. Idle connections cost no thread (they wait in the poller), so they are kept
+    /// for minutes, as ReductStore keeps them.
+    #[arg(long, env = "RS_HTTP_IDLE_TIMEOUT", default_value = "5m", value_parser = positive_duration)]
+    http_idle_timeout: std::time::Duration,
+    /// How long the whole head of a request (request line and headers) may take to
+    /// arrive, from its first byte; slower clients get 408 and are disconnected.
+    #[arg(long, env = "RS_HTTP_HEAD_TIMEOUT", default_value = "10s", value_parser = positive_duration)]
+    http_head_timeout: std::time::Duration,
+    /// How long a request body may stall (no bytes arriving) before the request fails
+    /// with 408 and the connection closes.
+    #[arg(long, env = "RS_HTTP_BODY_TIMEOUT", default_value = "30s", value_parser = positive_duration)]
+    http_body_timeout: std::time::Duration,
+    /// How long a whole request body may take to arrive, from the end of its head, however
+    /// steadily it trickles; 408 past it.
+    #[arg(long, env = "RS_HTTP_BODY_DEADLINE", default_value = "10m", value_parser = positive_duration)]
+    http_body_deadline: std::time::Duration,
+    /// Bytes of one request body gathered by the connection poller (costing no thread while
+    /// it arrives) before a handler thread takes the request; the rest of a larger body is
+    /// read from the socket by one of at most half the handler threads.
+    #[arg(long, env = "RS_HTTP_BODY_BUFFER", default_value_t = halflife::server::http::DEFAULT_BODY_BUFFER as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    http_body_buffer: u64,
+    /// Bytes all request bodies being gathered may hold together; past it, bodies are read
+    /// from the socket by handler threads instead.
+    #[arg(long, env = "RS_HTTP_BODY_BUFFER_TOTAL", default_value_t = halflife::server::http::DEFAULT_BODY_BUFFER_TOTAL as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    http_body_buffer_total: u64,
+    /// Open connections at most; when reached, the connection idle the longest is closed
+    /// to admit a new one (503 when none is idle).
+    #[arg(long, env = "RS_HTTP_MAX_CONNECTIONS", default_value_t = halflife::server::http::DEFAULT_MAX_CONNECTIONS as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    http_max_connections: u64,
+    /// Open connections one client address may hold (trusted proxies are not counted:
+    /// their clients share their address); past it, new connections get 429.
+    #[arg(long, env = "RS_HTTP_MAX_CONNECTIONS_PER_CLIENT", default_value_t = halflife::server::http::DEFAULT_MAX_CONNECTIONS_PER_CLIENT as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    http_max_connections_per_client: u64,
+    /// Largest request body in bytes (a record, a batch, a chunked upload); larger ones
+    /// get 413 before any byte of them is read.
+    #[arg(long, env = "RS_MAX_BODY_SIZE", default_value_t = halflife::server::http::DEFAULT_MAX_BODY_SIZE, value_parser = clap::value_parser!(u64).range(1..))]
+    max_body_size: u64,
+    /// Queries open at once at most (each holds an iterator and the blocks it reads until
+    /// it is read to the end or expires); past it, new queries get 429.
+    #[arg(long, env = "RS_MAX_OPEN_QUERIES", default_value_t = halflife::server::queries::DEFAULT_MAX_OPEN_QUERIES as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    max_open_queries: u64,
+    /// Queries one client may hold open at once (one token with authentication on, one
+    /// client address without), so one client cannot take every slot; past it, that
+    /// client's new queries get 429.
+    #[arg(long, env = "RS_MAX_OPEN_QUERIES_PER_TOKEN", default_value_t = halflife::server::queries::DEFAULT_MAX_OPEN_QUERIES_PER_TOKEN as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    max_open_queries_per_token: u64,
+    /// Logs (open, late and edit logs) holding a file descriptor at once; the others are
+    /// opened again when next used, so the number of entries and edited blocks does not
+    /// set the number of open files. Keep it well under the process's descriptor limit
+    /// less the connections (the soft limit is raised to the hard one at start).
+    #[arg(long, env = "RS_MAX_OPEN_LOG_FILES", default_value_t = halflife::storage::sync::open_files::DEFAULT_OPEN_FILE_LIMIT as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    max_open_log_files: u64,
+    /// Longest TTL a query may ask for; longer ones are cut to it.
+    #[arg(long, env = "RS_MAX_QUERY_TTL", default_value = "1h", value_parser = positive_duration)]
+    max_query_ttl: std::time::Duration,
+    /// Lifecycle worker threads (policies running at once).
+    #[arg(long, env = "RS_LIFECYCLE_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..1024))]
+    lifecycle_workers: u64,
+    /// Recompression threads (default: the machine's available parallelism).
+    #[arg(long, env = "RS_COMPRESS_THREADS", value_parser = clap::value_parser!(u64).range(1..256))]
+    compress_threads: Option<u64>,
+    /// Smallest lifecycle interval accepted (a duration such as 10m or 1s).
+    #[arg(long, env = "RS_LIFECYCLE_MIN_INTERVAL", default_value = "10m", value_parser = positive_duration)]
+    lifecycle_min_interval: std::time::Duration,
+    /// Smallest lifecycle older_than accepted.
+    #[arg(long, env = "RS_LIFECYCLE_MIN_OLDER_THAN", default_value = "1h", value_parser = positive_duration)]
+    lifecycle_min_older_than: std::time::Duration,
+    /// Share of a lifecycle worker a policy catching up on a backlog may use (in (0, 1]):
+    /// a run that did work and is not caught up is followed by the next after a pause of
+    /// its own run time × (1 / share − 1), so old data is processed at a steady rate while
+    /// writes keep the rest. Caught up, a policy runs every `interval` again.
+    #[arg(long, env = "RS_LIFECYCLE_CATCH_UP_SHARE", default_value_t = 0.5, value_parser = fold_share)]
+    lifecycle_catch_up_share: f64,
+    /// Most records one lifecycle run takes on after its progress (whole blocks); the
+    /// rest waits for the next run, so a dense window cannot make one huge run.
+    #[arg(long, env = "RS_LIFECYCLE_MAX_RECORDS_PER_RUN", default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    lifecycle_max_records_per_run: u64,
+    /// Belated writes seal into blocks that overlap others; when more than this many
+    /// blocks cover one instant, a background merge makes them disjoint (reads search
+    /// every block covering a timestamp, so this bounds their cost).
+    #[arg(long, env = "RS_MAX_BLOCK_OVERLAP", default_value_t = halflife::config::DEFAULT_MAX_BLOCK_OVERLAP as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    max_block_overlap: u64,
+    /// Removed records of a sealed block are tombstones (a few bytes in its edit log)
+    /// until the block is next rewritten; once this share of its records is removed, it
+    /// is rewritten without them at once (a number in (0, 1]; 1 waits for the last one).
+    #[arg(long, env = "RS_TOMBSTONE_FOLD_SHARE", default_value_t = halflife::config::DEFAULT_TOMBSTONE_FOLD_SHARE, value_parser = fold_share)]
+    tombstone_fold_share: f64,
+    /// When a change is acknowledged: `always` answers a write, batch, label update or
+    /// removal only once its bytes are on stable storage (group commit: concurrent writers
+    /// of a file share one fdatasync), so a power cut loses nothing acknowledged;
+    /// `interval:<duration>` (e.g. interval:10ms) answers from the page cache and syncs
+    /// every written file at that period, so a power cut loses at most about one period;
+    /// `never` syncs only when blocks are sealed or committed (a power cut may lose the
+    /// open blocks; for throw-away data and benchmarks).
+    #[arg(long = "sync", env = "RS_SYNC_MODE", default_value = "always", value_parser = sync_mode)]
+    sync: SyncMode,
+}
+
+/// Parses `--sync`: `always`, `never` or `interval:<duration>`.
+fn sync_mode(text: &str) -> std::result::Result<SyncMode, String> {
+    text.parse().map_err(|e: Error| e.message().to_string())
+}
+
+/// A share in (0, 1] (`--tombstone-fold-share`, `--lifecycle-catch-up-share`).
+fn fold_share(text: &str) -> std::result::Result<f64, String> {
+    let share: f64 = text
+        .parse()
+        .map_err(|_| format!("'{text}' is not a number"))?;
+    if share > 0.0 && share <= 1.0 {
+        Ok(share)
+    } else {
+        Err(format!("'{text}' is not in (0, 1]"))
+    }
+}
+
+/// `halflife serve`: runs the server until SIGINT or SIGTERM, then shuts it down.
+pub(crate) fn serve(args: ServeArgs) -> Result<()> {
+    for name in halflife::server::unsupported::unsupported_settings(std::env::vars()) {
+        log::warn!("{name} is a ReductStore setting halflife does not implement: it is ignored");
+    }
+    match halflife::storage::sync::open_files::raise_descriptor_limit() {
+        Ok((before, after)) if before != after => {
+            log::info!("open file limit raised from {before} to {after} (the hard limit)")
+        }
+        Ok((_, after)) => log::info!("open file limit: {after}"),
+        Err(e) => log::warn!("could not read or raise the open file limit: {e}"),
+    }
+    let mut engine = Config::new(&args.data_path);
+    engine.max_open_log_files = usize::try_from(args.max_open_log_files).unwrap_or(usize::MAX);
+    engine.instance_name = halflife::config::instance_name(args.instance_name.as_deref());
+    engine.worker_threads = args.lifecycle_workers as usize;
+    engine.compress_threads = args
+        .compress_threads
+        .map_or_else(CompressPool::default_threads, |t| t as usize);
+    engine.lifecycle_min_interval = micros(args.lifecycle_min_interval);
+    engine.lifecycle_min_older_than = micros(args.lifecycle_min_older_than);
+    engine.lifecycle_catch_up_share = args.lifecycle_catch_up_share;
+    engine.lifecycle_max_records_per_run = args.lifecycle_max_records_per_run;
+    engine.max_block_overlap = usize::try_from(args.max_block_overlap).unwrap_or(usize::MAX);
+    engine.tombstone_fold_share = args.tombstone_fold_share;
+    engine.sync_mode = args.sync;
+    engine.system_events = args.system_events;
+    engine.system_events_quota = Some(args.system_events_quota_size).filter(|&q| q > 0);
+    let config = ServerConfig {
+        engine,
+        host: args.host,
+        port: args.port,
+        http_threads: args.http_threads as usize,
+        limits: Limits {
+            idle_timeout: args.http_idle_timeout,
+            head_timeout: args.http_head_timeout,
+            body_timeout: args.http_body_timeout,
+            max_connections: usize::try_from(args.http_max_connections).unwrap_or(usize::MAX),
+            max_body_size: args.max_body_size,
+            body_deadline: args.http_body_deadline,
+            body_buffer: usize::try_from(args.http_body_buffer).unwrap_or(usize::MAX),
+            body_buffer_total: usize::try_from(args.http_body_buffer_total).unwrap_or(usize::MAX),
+            // Set by the server from its thread count.
+            streaming_bodies: 1,
+            max_connections_per_client: usize::try_from(args.http_max_connections_per_client)
+                .unwrap_or(usize::MAX),
+        },
+        queries: QueryLimits {
+            max_open: usize::try_from(args.max_open_queries).unwrap_or(usize::MAX),
+            max_open_per_token: usize::try_from(args.max_open_queries_per_token)
+                .unwrap_or(usize::MAX),
+            max_ttl: args.max_query_ttl,
+        },
+        api_token: args.api_token,
+        role: args.instance_role,
+        metrics_public: args.metrics_public,
+        trusted_proxies: args.trusted_proxies,
+        cors: halflife::server::cors::Cors::parse(&args.cors_allow_origin),
+        public_url: args.public_url,
+        system_events_log_level: args.system_events_log_level,
+    };
+    // Handlers are installed before any thread starts, so no signal is lost; the main
+    // thread then just waits for one.
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+    ])
+    .map_err(|e| Error::io("installing signal handlers", e))?;
+    let server = Server::start(config, Provisioning::from_env(std::env::vars()))?;
+    if let Some(signal) = signals.forever().next() {
+        log::info!("received signal {signal}");
+    }
+    server.shutdown();
+    Ok(())
+}
