@@ -17,7 +17,7 @@ mod common;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{Connection, ServerProcess, start_server};
+use common::{Connection, ServerProcess, borrowed, start_server};
 use halflife::fixtures;
 use serde_json::Value;
 
@@ -42,10 +42,7 @@ fn load(s: &ServerProcess, bucket: &str, entry: &str, records: &[(u64, Vec<u8>)]
                 )
             })
             .collect();
-        let headers: Vec<(&str, &str)> = headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
+        let headers = borrowed(&headers);
         let body: Vec<u8> = chunk.iter().flat_map(|(_, p)| p.iter().copied()).collect();
         let r = conn.call(
             "POST",
@@ -199,28 +196,7 @@ fn main() {
             .step_by(10)
             .map(|i| (now - DAY + i * 1_000_000, b"{}".to_vec())),
     );
-    let mut conn = Connection::open(s.addr);
-    for chunk in sparse.chunks(500) {
-        let headers: Vec<(String, String)> = chunk
-            .iter()
-            .map(|(ts, p)| {
-                (
-                    format!("x-reduct-time-{ts}"),
-                    format!("{},application/json", p.len()),
-                )
-            })
-            .collect();
-        let headers: Vec<(&str, &str)> = headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        let body: Vec<u8> = chunk.iter().flat_map(|(_, p)| p.iter().copied()).collect();
-        assert_eq!(
-            conn.call("POST", "/api/v1/b/sparse/e/batch", &headers, &body)
-                .status,
-            200
-        );
-    }
+    load(&s, "sparse", "e", &sparse);
     let body = br#"{"type":"compress","bucket":"sparse","older_than":"2d","interval":"1s","processing_interval":"1h"}"#;
     let start = Instant::now();
     assert_eq!(

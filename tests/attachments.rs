@@ -36,18 +36,11 @@ impl Client {
     }
 
     fn write(&self, entry: &str, ts: u64, labels: &[(&str, &str)], body: &str) -> Resp {
-        let headers: Vec<(String, String)> = labels
-            .iter()
-            .map(|(k, v)| (format!("x-reduct-label-{k}"), v.to_string()))
-            .collect();
-        let headers: Vec<(&str, &str)> = headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
+        let headers = label_headers(labels);
         self.call(
             "POST",
             &format!("/api/v1/b/b/{entry}?ts={ts}"),
-            &headers,
+            &borrowed(&headers),
             body.as_bytes(),
         )
     }

@@ -32,10 +32,7 @@ fn load(s: &ServerProcess, stamps: &[u64]) {
                 )
             })
             .collect();
-        let headers: Vec<(&str, &str)> = headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
+        let headers = borrowed(&headers);
         let body = vec![b'r'; 1024 * chunk.len()];
         let r = s.request("POST", "/api/v1/b/b/e/batch", &headers, &body);
         assert_eq!(r.status, 200, "{}", r.error());

@@ -19,7 +19,6 @@ mod common;
 mod powerfs;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -516,30 +515,13 @@ fn run_clients(
     cut_at
 }
 
-fn fuse_or_skip(fs: &PowerFs, at: &Path) -> Option<powerfs::Mounted> {
-    match fs.mount(at) {
-        Ok(m) => Some(m),
-        Err(e) => {
-            let required = std::env::var("HALFLIFE_REQUIRE_FUSE").is_ok_and(|v| v == "1");
-            assert!(
-                !required,
-                "FUSE cannot be mounted here and CI requires it: {e}"
-            );
-            eprintln!(
-                "\n*** power-cut tests NOT RUN: FUSE cannot be mounted here ({e}); install fuse3 and run as a user who may mount ***\n"
-            );
-            None
-        }
-    }
-}
-
 #[test]
 fn acknowledged_changes_survive_power_cuts() {
     let tmp = tempfile::tempdir().unwrap();
     let mnt = tmp.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
     let fs = PowerFs::new();
-    let Some(mut mounted) = fuse_or_skip(&fs, &mnt) else {
+    let Some(mut mounted) = fs.mount_or_skip(&mnt) else {
         return;
     };
     let data = mnt.join("data");

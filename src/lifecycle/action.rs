@@ -1,12 +1,14 @@
 //! One run of a policy against storage: compute the processing window, then delete or
 //! recompress in it (or, in dry-run mode, count what would be).
 
+use std::sync::Arc;
+
 use crate::error::Result;
 use crate::lifecycle::events::EventLog;
 use crate::lifecycle::progress::{WindowInput, effective_stop, processing_window};
 use crate::lifecycle::settings::{LifecycleType, Policy};
 use crate::storage::entry::RecordSpan;
-use crate::storage::{CompressPool, Store};
+use crate::storage::{CompressPool, Entry, QueryIter, QueryOptions, Store};
 
 /// What a run did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -38,8 +40,10 @@ pub fn run_policy(
 ) -> Result<RunOutcome> {
     let bucket = store.bucket(&policy.settings.bucket)?;
     let entries = &policy.settings.entries;
+    // Selected once: the range, the spans and the next record all look at these.
+    let selected = bucket.select_entries(entries)?;
     let mut range: Option<(u64, u64)> = None;
-    for entry in bucket.select_entries(entries)? {
+    for entry in &selected {
         let info = entry.info()?;
         if info.record_count > 0 {
             range = Some(match range {
@@ -58,12 +62,12 @@ pub fn run_policy(
     if progress.is_some()
         && let Some((oldest, _)) = range
     {
-        for entry in bucket.select_entries(entries)? {
+        for entry in &selected {
             spans.extend(entry.spans_from(marker.unwrap_or(oldest))?);
         }
     }
     let next_record = match marker {
-        Some(from) => next_record_from(&bucket, entries, from)?,
+        Some(from) => next_record_from(selected, from)?,
         None => None,
     };
     let input = WindowInput {
@@ -165,18 +169,15 @@ pub fn run_policy(
 
 /// The first record at or after `from` in the selected entries: a metadata query that
 /// stops at its first record, so it reads at most the one block per entry holding it.
-fn next_record_from(
-    bucket: &crate::storage::Bucket,
-    entries: &[String],
-    from: u64,
-) -> Result<Option<u64>> {
-    let query = bucket.query(&crate::storage::QueryOptions {
-        entries: entries.to_vec(),
-        start: Some(from),
-        stop: None,
-        only_metadata: true,
-        when: None,
-    })?;
+fn next_record_from(selected: Vec<Arc<Entry>>, from: u64) -> Result<Option<u64>> {
+    let query = QueryIter::new(
+        selected,
+        &QueryOptions {
+            start: Some(from),
+            only_metadata: true,
+            ..Default::default()
+        },
+    )?;
     // A damaged block reports its error and is read around: the next record counts.
     Ok(query
         .filter_map(|r| r.ok())

@@ -165,17 +165,24 @@ impl EventLog {
     /// policy's last event is [`QUIET_EVENT_EVERY`] old; otherwise only its progress is
     /// kept, in memory, for the next run. Returns whether an event was written.
     pub fn record_run(&self, ts: u64, event: &RunEvent) -> Result<bool> {
-        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
-        let seen = recent.entry(event.policy_name.clone()).or_default();
-        let quiet = !event.is_error() && event.processed_records == 0;
-        let same = seen.written.is_some_and(|(at, caught_up)| {
-            caught_up == event.caught_up && at.elapsed() < QUIET_EVENT_EVERY
-        });
-        if quiet && same {
-            seen.progress = Some(event.last_processed_ts);
-            return Ok(false);
+        let lock = || self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        {
+            let mut recent = lock();
+            let seen = recent.entry(event.policy_name.clone()).or_default();
+            let quiet = !event.is_error() && event.processed_records == 0;
+            let same = seen.written.is_some_and(|(at, caught_up)| {
+                caught_up == event.caught_up && at.elapsed() < QUIET_EVENT_EVERY
+            });
+            if quiet && same {
+                seen.progress = Some(event.last_processed_ts);
+                return Ok(false);
+            }
         }
+        // Written without the lock: other policies' runs do not wait for this write.
+        // (A policy's runs never overlap, so nothing else changes its entry meanwhile.)
         self.write(ts, event)?;
+        let mut recent = lock();
+        let seen = recent.entry(event.policy_name.clone()).or_default();
         seen.written = Some((std::time::Instant::now(), event.caught_up));
         seen.progress = None;
         Ok(true)

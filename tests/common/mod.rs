@@ -325,15 +325,24 @@ impl Drop for ServerProcess {
 
 /// Writes one record with labels; returns the status.
 pub fn write_record(s: &ServerProcess, path: &str, labels: &[(&str, &str)], body: &[u8]) -> u16 {
-    let headers: Vec<(String, String)> = labels
+    let headers = label_headers(labels);
+    s.request("POST", path, &borrowed(&headers), body).status
+}
+
+/// `x-reduct-label-<name>: <value>` headers of labels.
+pub fn label_headers(labels: &[(&str, &str)]) -> Vec<(String, String)> {
+    labels
         .iter()
         .map(|(k, v)| (format!("x-reduct-label-{k}"), v.to_string()))
-        .collect();
-    let headers: Vec<(&str, &str)> = headers
+        .collect()
+}
+
+/// Owned header pairs as the `(&str, &str)` pairs requests take.
+pub fn borrowed(headers: &[(String, String)]) -> Vec<(&str, &str)> {
+    headers
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    s.request("POST", path, &headers, body).status
+        .collect()
 }
 
 /// Polls `condition` until it holds, failing after [`DEADLINE`].
