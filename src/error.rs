@@ -47,6 +47,24 @@ impl ErrorKind {
             ErrorKind::Internal => 500,
         }
     }
+
+    /// The kind of an HTTP status another server answered with (what a client of the
+    /// API reports); a status of no kind here is internal.
+    pub fn from_http_status(status: u16) -> Self {
+        match status {
+            400 => ErrorKind::BadRequest,
+            401 => ErrorKind::Unauthorized,
+            403 => ErrorKind::Forbidden,
+            404 => ErrorKind::NotFound,
+            408 => ErrorKind::RequestTimeout,
+            409 => ErrorKind::Conflict,
+            422 => ErrorKind::Unprocessable,
+            425 => ErrorKind::TooEarly,
+            429 => ErrorKind::TooManyRequests,
+            507 => ErrorKind::InsufficientStorage,
+            _ => ErrorKind::Internal,
+        }
+    }
 }
 
 /// The crate's error: a kind plus a human-readable message.

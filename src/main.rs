@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Args, Parser, Subcommand};
 
+mod remote;
 mod serve;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serve::{ServeArgs, serve};
@@ -23,6 +24,10 @@ use halflife::{Config, Error, Result};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log more on stderr: commands other than `serve` log warnings and errors only;
+    /// -v adds what they do (INFO), -vv debugging. `serve` logs at RS_LOG_LEVEL.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
 }
 
 #[derive(Subcommand)]
@@ -80,16 +85,29 @@ enum Command {
     /// sealed blocks covering one instant: 1 when disjoint; belated writes raise it,
     /// `compress` brings it back to 1), size, time range.
     ///
-    /// Opening the directory also removes leftovers of interrupted changes, so it is
-    /// refused while a server holds the directory's lock.
+    /// Each bucket also gets a totals row and a line per lifecycle policy (its state, last
+    /// run and result). Opening the directory also removes leftovers of interrupted
+    /// changes, so it is refused while a server holds the directory's lock: with --url,
+    /// the same report comes from the running server instead (with its policies' live
+    /// state: next run, a run's progress).
     Info {
         /// The data directory.
         #[arg(long, env = "RS_DATA_PATH", default_value = "./data")]
         data_path: PathBuf,
+        /// Ask the server at this URL (e.g. http://127.0.0.1:8383) instead of reading a
+        /// data directory.
+        #[arg(long)]
+        url: Option<String>,
+        /// API token for --url (full access shows the policies).
+        #[arg(long, env = "RS_API_TOKEN", hide_env_values = true)]
+        token: Option<String>,
         /// Print JSON (sizes in bytes, timestamps in µs) instead of a table.
         #[arg(long)]
         json: bool,
     },
+    /// Look at and drive a running server's lifecycle policies through its API.
+    #[command(subcommand)]
+    Policy(remote::PolicyCommand),
     /// Check a data directory for damage without opening it: what the server would find
     /// and do at start, file by file (the server must be stopped).
     ///
@@ -246,13 +264,17 @@ fn info(data_path: PathBuf, json: bool) -> Result<()> {
     // Looking changes nothing: no background merge of overlapping blocks here.
     config.max_block_overlap = usize::MAX;
     let store = Store::open(config)?;
-    let buckets = report::collect(&store)?;
+    print_report(&report::collect(&store)?, json)
+}
+
+/// Prints the storage report as JSON or as the table (offline and `--url` alike).
+fn print_report(buckets: &[report::BucketReport], json: bool) -> Result<()> {
     if json {
-        let text = serde_json::to_string_pretty(&buckets)
+        let text = serde_json::to_string_pretty(buckets)
             .map_err(|e| Error::internal(format!("encoding the report: {e}")))?;
         println!("{text}");
     } else {
-        print!("{}", report::format_table(&buckets));
+        print!("{}", report::format_table(buckets));
     }
     Ok(())
 }
@@ -332,7 +354,14 @@ fn log_level(value: Option<&str>) -> (LogLevel, Option<String>) {
 }
 
 fn main() -> ExitCode {
-    let (level, complaint) = log_level(std::env::var("RS_LOG_LEVEL").ok().as_deref());
+    let cli = Cli::parse();
+    let (level, complaint) = match (&cli.command, cli.verbose) {
+        (Command::Serve(_), _) => log_level(std::env::var("RS_LOG_LEVEL").ok().as_deref()),
+        // A command's output is its report: the log only says what went wrong.
+        (_, 0) => (LogLevel::Named(log::LevelFilter::Warn), None),
+        (_, 1) => (LogLevel::Named(log::LevelFilter::Info), None),
+        (_, _) => (LogLevel::Named(log::LevelFilter::Debug), None),
+    };
     let mut logger = env_logger::Builder::new();
     match level {
         LogLevel::Named(filter) => logger.filter_level(filter),
@@ -345,7 +374,6 @@ fn main() -> ExitCode {
     if let Some(complaint) = complaint {
         log::warn!("{complaint}");
     }
-    let cli = Cli::parse();
     let result = match cli.command {
         Command::Check { data_path, repair } => {
             return match check(data_path, repair) {
@@ -357,7 +385,28 @@ fn main() -> ExitCode {
                 }
             };
         }
-        Command::Info { data_path, json } => info(data_path, json).map(|()| false),
+        Command::Info {
+            url: Some(url),
+            token,
+            json,
+            ..
+        } => remote::info(&remote::ServerArgs { url, token }, json).map(|()| false),
+        Command::Info {
+            data_path, json, ..
+        } => info(data_path, json).map(|()| false),
+        Command::Policy(remote::PolicyCommand::Ls { server, json }) => {
+            remote::ls(&server, json).map(|()| false)
+        }
+        Command::Policy(remote::PolicyCommand::Run { name, server }) => {
+            return match remote::run(&server, &name) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::FAILURE,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
         Command::Serve(args) => serve(*args).map(|()| false),
         Command::Compress {
             common,

@@ -20,30 +20,9 @@ fn now_us() -> u64 {
         .as_micros() as u64
 }
 
-/// Writes `stamps` to entry `e` of bucket `b` in v1 batches of 100 (1 KiB each).
+/// Writes `stamps` to entry `e` of bucket `b` (1 KiB each).
 fn load(s: &ServerProcess, stamps: &[u64]) {
-    for chunk in stamps.chunks(100) {
-        let headers: Vec<(String, String)> = chunk
-            .iter()
-            .map(|ts| {
-                (
-                    format!("x-reduct-time-{ts}"),
-                    "1024,application/octet-stream".into(),
-                )
-            })
-            .collect();
-        let headers = borrowed(&headers);
-        let body = vec![b'r'; 1024 * chunk.len()];
-        let r = s.request("POST", "/api/v1/b/b/e/batch", &headers, &body);
-        assert_eq!(r.status, 200, "{}", r.error());
-        assert!(
-            r.headers
-                .iter()
-                .all(|(k, _)| !k.starts_with("x-reduct-error")),
-            "{:?}",
-            r.headers
-        );
-    }
+    write_batches(s, "b", "e", stamps, 1024);
 }
 
 /// The policy's run events, oldest first.

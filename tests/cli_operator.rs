@@ -95,8 +95,8 @@ fn info_shows_dates_sizes_and_tiers_and_json() {
         .expect("an entry line");
     assert!(line.contains("2013-01-01T"), "RFC 3339 dates: {line}");
     assert!(
-        line.contains(" MB") || line.contains(" KB"),
-        "human sizes: {line}"
+        line.contains(" MiB") || line.contains(" KiB"),
+        "human sizes, binary units: {line}"
     );
     assert!(
         line.contains("none ") || line.contains("open "),

@@ -703,3 +703,57 @@ fn a_delete_policy_thins_old_data_with_each_n() {
     assert!(left("every10").iter().all(|i| i % 10 != 9));
     repo.shutdown();
 }
+
+#[test]
+fn a_run_meters_its_window_to_the_end() {
+    use halflife::lifecycle::action::{RunRequest, run_policy};
+    use halflife::lifecycle::meter::RunMeter;
+    use halflife::lifecycle::settings::LifecycleLimits;
+    use halflife::storage::CompressPool;
+    let (dir, store) = setup();
+    let now = now_us();
+    for i in 0..100 {
+        write(&store, "b", "e", now - 300 * HOUR + i * HOUR, &[]);
+    }
+    let limits = LifecycleLimits::from_config(&config(dir.path()));
+    let pool = CompressPool::new(2).unwrap();
+    let run = |json: &str, meter: &RunMeter| {
+        let policy = settings(json).validate("p", &store, &limits).unwrap();
+        let request = RunRequest {
+            dry_run: false,
+            events: None,
+            pool: &pool,
+            cancel: &|| false,
+            now,
+            meter,
+        };
+        run_policy(&store, &policy, &request).unwrap()
+    };
+    // A compression: the blocks it rewrites, their bytes, all done at the end.
+    let meter = RunMeter::default();
+    let outcome = run(
+        r#"{"type":"compress","bucket":"b","older_than":"1h","compression":{"algorithm":"zstd","level":9}}"#,
+        &meter,
+    );
+    let p = meter.snapshot().expect("planned");
+    assert!(
+        outcome.blocks > 0 && p.blocks_total == outcome.blocks,
+        "{p:?} {outcome:?}"
+    );
+    assert!(p.bytes_total > 0);
+    assert_eq!(
+        (p.blocks_done, p.bytes_done),
+        (p.blocks_total, p.bytes_total)
+    );
+    assert!(p.window_stop > p.window_start);
+    // A deletion: the records it examines, entry by entry.
+    let meter = RunMeter::default();
+    let outcome = run(
+        r#"{"type":"delete","bucket":"b","older_than":"200h"}"#,
+        &meter,
+    );
+    let p = meter.snapshot().expect("planned");
+    assert!(outcome.records > 0);
+    assert!(p.records_total >= outcome.records, "{p:?} {outcome:?}");
+    assert_eq!(p.records_done, p.records_total);
+}

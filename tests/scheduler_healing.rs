@@ -71,7 +71,7 @@ fn a_panicking_run_is_an_error_event_and_never_hangs_the_scheduler() {
     let seen = calls.clone();
     // "boom" always panics; "flaky" fails twice, then succeeds.
     let context = RunContext {
-        action: Arc::new(move |policy, _, _, _| {
+        action: Arc::new(move |policy, _, _, _, _| {
             let n = seen.fetch_add(1, Ordering::SeqCst);
             match policy.name.as_str() {
                 "boom" => panic!("test hook: run {n} panics"),
@@ -134,4 +134,54 @@ fn a_panicking_run_is_an_error_event_and_never_hangs_the_scheduler() {
 
     let scheduler = Arc::try_unwrap(scheduler).ok().expect("one handle left");
     within_deadline("shutting down", move || scheduler.shutdown());
+}
+
+#[test]
+fn a_running_policy_reports_its_progress_and_keeps_its_last_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(Config::new(dir.path())).unwrap());
+    store.create_bucket("b", BucketSettings::default()).unwrap();
+    // The run plans 10 records, does 4, then waits for the test to let it finish.
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let release_rx = std::sync::Mutex::new(release_rx);
+    let context = RunContext {
+        action: Arc::new(move |_, _, _, _, meter| {
+            meter.plan(100, 200, 10, 2, 0);
+            meter.advance(4, 1, 0);
+            let _ = release_rx.lock().unwrap().recv_timeout(DEADLINE);
+            meter.advance(6, 1, 0);
+            Ok(RunOutcome {
+                records: 10,
+                blocks: 2,
+                caught_up: true,
+                last_processed_ts: Some(200),
+                ..Default::default()
+            })
+        }),
+        events: None,
+    };
+    let scheduler = Scheduler::start(context, 1).unwrap();
+    scheduler
+        .upsert(policy(&store, "p", "1h"), Default::default())
+        .unwrap();
+    let info = || scheduler.info().unwrap().remove("p").unwrap_or_default();
+    assert_eq!(info().progress, None, "not running: no progress");
+    scheduler.run_now("p").unwrap();
+    wait_until("the run reports its progress", || info().progress.is_some());
+    let progress = info().progress.unwrap();
+    assert!(info().running_now);
+    assert_eq!((progress.window_start, progress.window_stop), (100, 200));
+    assert_eq!((progress.records_done, progress.records_total), (4, 10));
+    assert_eq!((progress.blocks_done, progress.blocks_total), (1, 2));
+    release_tx.send(()).unwrap();
+    wait_until("the run ends", || info().total_runs == 1);
+    let done = info();
+    assert_eq!(done.progress, None);
+    // No event log here, yet the result is kept: what `policy run` prints.
+    let event = done.last_event.expect("the last run's event");
+    assert_eq!(event.policy_name, "p");
+    assert_eq!(event.processed_records, 10);
+    assert_eq!(event.last_processed_ts, Some(200));
+    assert!(event.caught_up);
+    scheduler.shutdown();
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::lifecycle::events::EventLog;
+use crate::lifecycle::meter::RunMeter;
 use crate::lifecycle::progress::{WindowInput, effective_stop, processing_window};
 use crate::lifecycle::settings::{LifecycleType, Policy};
 use crate::storage::entry::RecordSpan;
@@ -27,19 +28,28 @@ pub struct RunOutcome {
     pub predicted: Option<(u64, u64)>,
 }
 
-/// Runs `policy` once at time `now` (µs). With `events`, progress comes from the latest
-/// event and the window is bounded; without, the whole eligible range is processed.
-pub fn run_policy(
-    store: &Store,
-    policy: &Policy,
-    dry_run: bool,
-    events: Option<&EventLog>,
-    pool: &CompressPool,
-    cancel: &dyn Fn() -> bool,
-    now: u64,
-) -> Result<RunOutcome> {
+/// How one run is asked for: what [`run_policy`] needs besides the store and policy.
+pub struct RunRequest<'a> {
+    /// Count only (mode `dry_run`).
+    pub dry_run: bool,
+    /// With events, progress comes from the latest event and the window is bounded;
+    /// without, the whole eligible range is processed.
+    pub events: Option<&'a EventLog>,
+    /// Where compression runs.
+    pub pool: &'a CompressPool,
+    /// Asked between blocks and entries; yes stops the run cleanly.
+    pub cancel: &'a dyn Fn() -> bool,
+    /// The run's instant (µs since the epoch).
+    pub now: u64,
+    /// Where the run reports how far it is.
+    pub meter: &'a RunMeter,
+}
+
+/// Runs `policy` once, as `run` asks.
+pub fn run_policy(store: &Store, policy: &Policy, run: &RunRequest) -> Result<RunOutcome> {
     let bucket = store.bucket(&policy.settings.bucket)?;
     let entries = &policy.settings.entries;
+    let (dry_run, cancel, now) = (run.dry_run, run.cancel, run.now);
     // Selected once: the range, the spans and the next record all look at these.
     let selected = bucket.select_entries(entries)?;
     let mut range: Option<(u64, u64)> = None;
@@ -52,22 +62,22 @@ pub fn run_policy(
             });
         }
     }
-    let progress = match events {
+    let progress = match run.events {
         Some(log) => Some(log.last_progress(&policy.name)?),
         None => None,
     };
-    // Where records resume after the marker, and what lies there: from the index.
+    // Where records resume after the marker, and what lies there: from the index, per
+    // entry (a deletion's progress is counted entry by entry).
     let marker = progress.flatten();
-    let mut spans = Vec::new();
-    if progress.is_some()
-        && let Some((oldest, _)) = range
-    {
+    let mut entry_spans: Vec<Vec<RecordSpan>> = Vec::new();
+    if let Some((oldest, _)) = range {
         for entry in &selected {
-            spans.extend(entry.spans_from(marker.unwrap_or(oldest))?);
+            entry_spans.push(entry.spans_from(marker.unwrap_or(oldest))?);
         }
     }
+    let mut spans: Vec<RecordSpan> = entry_spans.iter().flatten().copied().collect();
     let next_record = match marker {
-        Some(from) => next_record_from(selected, from)?,
+        Some(from) => next_record_from(selected.clone(), from)?,
         None => None,
     };
     let input = WindowInput {
@@ -123,31 +133,58 @@ pub fn run_policy(
     if window.start >= window.stop {
         return Ok(outcome);
     }
+    let in_window = |s: &&RecordSpan| s.first < window.stop && s.last >= window.start;
     match policy.settings.kind {
         LifecycleType::Delete => {
             let when = policy.when.as_ref();
-            let stats = bucket.remove_records_until(
-                entries,
-                window.start,
-                window.stop,
-                when,
-                dry_run,
-                cancel,
-            )?;
-            outcome.records = stats.records;
-            outcome.blocks = stats.blocks;
+            let records = spans.iter().filter(in_window).map(|s| s.records).sum();
+            let blocks = spans.iter().filter(in_window).count() as u64;
+            run.meter
+                .plan(window.start, window.stop, records, blocks, 0);
+            // Entry by entry, so the meter moves as each one is done.
+            for (entry, spans) in selected.iter().zip(&entry_spans) {
+                if cancel() {
+                    break;
+                }
+                let name = [entry.name().to_string()];
+                let stats = bucket.remove_records_until(
+                    &name,
+                    window.start,
+                    window.stop,
+                    when,
+                    dry_run,
+                    cancel,
+                )?;
+                outcome.records += stats.records;
+                outcome.blocks += stats.blocks;
+                let examined = spans.iter().filter(in_window);
+                let (records, blocks) = examined.fold((0, 0), |(r, b), s| (r + s.records, b + 1));
+                run.meter.advance(records, blocks, 0);
+            }
         }
         LifecycleType::Compress => {
+            let plan =
+                bucket.eligible_for_compress(entries, window.start, window.stop, policy.target)?;
+            run.meter.plan(
+                window.start,
+                window.stop,
+                plan.records,
+                plan.blocks,
+                plan.bytes_before,
+            );
             let stats = if dry_run {
                 bucket.estimate_compress(entries, window.start, window.stop, policy.target)?
             } else {
-                bucket.compress_blocks(
+                // Each step is one block written (a merged group: its sources at once).
+                let step = |bytes: u64| run.meter.advance(0, 1, bytes);
+                bucket.compress_blocks_observed(
                     entries,
                     window.start,
                     window.stop,
                     policy.target,
-                    pool,
+                    run.pool,
                     cancel,
+                    &step,
                 )?
             };
             outcome.records = stats.records;
@@ -163,6 +200,8 @@ pub fn run_policy(
         // A cancelled run may not have finished its window: claim no progress past it.
         outcome.caught_up = false;
         outcome.last_processed_ts = progress.flatten();
+    } else {
+        run.meter.complete();
     }
     Ok(outcome)
 }

@@ -75,13 +75,7 @@ impl DefinitionStore {
     pub fn open(dir: &Path) -> Result<Self> {
         let snapshot = dir.join(SNAPSHOT_FILE);
         let journal_path = dir.join(JOURNAL_FILE);
-        let mut definitions: BTreeMap<String, Definition> = match std::fs::read(&snapshot) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-                Error::internal(format!("{} does not parse: {e}", snapshot.display()))
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-            Err(e) => return Err(Error::io(format!("reading {}", snapshot.display()), e)),
-        };
+        let mut definitions = read_snapshot(&snapshot)?;
         let mut journal_ops = 0;
         let (journal, journal_len) = if journal_path.exists() {
             oplog::open(&journal_path, JOURNAL_MAGIC, |body, _| {
@@ -102,6 +96,24 @@ impl DefinitionStore {
             journal_ops,
             definitions,
         })
+    }
+
+    /// The definitions stored in `dir`, read without changing anything (no journal is
+    /// created, no torn tail cut): what `halflife info` shows of a stopped server.
+    pub fn read(dir: &Path) -> Result<BTreeMap<String, Definition>> {
+        let snapshot = dir.join(SNAPSHOT_FILE);
+        let journal_path = dir.join(JOURNAL_FILE);
+        let mut definitions = read_snapshot(&snapshot)?;
+        let journal = match std::fs::read(&journal_path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(definitions),
+            Err(e) => return Err(Error::io(format!("reading {}", journal_path.display()), e)),
+        };
+        for op in oplog::scan(&journal, JOURNAL_MAGIC).ops {
+            let body = &journal[op.start + oplog::OP_HEADER as usize..op.end];
+            apply(&mut definitions, body, &journal_path)?;
+        }
+        Ok(definitions)
     }
 
     /// The definition of `name`.
@@ -233,6 +245,16 @@ impl DefinitionStore {
 }
 
 /// Applies one journal operation to `definitions`.
+/// The definitions of a snapshot file (none when it is missing).
+fn read_snapshot(snapshot: &Path) -> Result<BTreeMap<String, Definition>> {
+    match std::fs::read(snapshot) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map_err(|e| Error::internal(format!("{} does not parse: {e}", snapshot.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+        Err(e) => Err(Error::io(format!("reading {}", snapshot.display()), e)),
+    }
+}
+
 fn apply(definitions: &mut BTreeMap<String, Definition>, body: &[u8], path: &Path) -> Result<()> {
     let bad = |what: String| Error::internal(format!("{}: {what}", path.display()));
     match body.split_first() {

@@ -4,6 +4,7 @@
 //! - [`progress`]: which data range one run processes;
 //! - [`events`]: the `lifecycle_run` system events, which are also the saved progress;
 //! - [`action`]: what one run of a delete or compress policy does;
+//! - [`meter`]: how far a running policy is through its window;
 //! - [`scheduler`]: the thread with the deadline heap, and the worker pool;
 //! - [`definitions`]: the definitions on disk (snapshot + journal);
 //! - [`repository`]: the validated definitions, driving the scheduler.
@@ -11,6 +12,7 @@
 pub mod action;
 pub mod definitions;
 pub mod events;
+pub mod meter;
 pub mod progress;
 pub mod repository;
 pub mod scheduler;

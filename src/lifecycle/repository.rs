@@ -6,12 +6,13 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::Config;
 use crate::error::{Error, Result};
 use crate::lifecycle::definitions::{Definition, DefinitionStore};
-use crate::lifecycle::events::EventLog;
+use crate::lifecycle::events::{EventLog, RunEvent};
+use crate::lifecycle::meter::RunProgress;
 use crate::lifecycle::scheduler::{RunContext, RuntimeInfo, Scheduler};
 use crate::lifecycle::settings::{
     LifecycleLimits, LifecycleMode, LifecycleSettings, LifecycleType,
@@ -20,8 +21,9 @@ use crate::storage::names::validate_lifecycle_name;
 use crate::storage::{CompressPool, Store};
 use crate::timefmt::rfc3339;
 
-/// A policy's info, in the API's field order, plus our runtime fields.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// A policy's info, in the API's field order, plus our runtime fields (read back by
+/// `halflife policy ls`, so the names are the wire's).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LifecycleInfo {
     /// Policy name.
     pub name: String,
@@ -53,10 +55,27 @@ pub struct LifecycleInfo {
     pub processed_records_total: u64,
     /// Ours: bytes saved by compression since the server started.
     pub bytes_saved_total: u64,
+    /// Ours: whether the last run reached the end of the eligible data (null before the
+    /// first run, or when it failed).
+    pub caught_up: Option<bool>,
+    /// Ours: where the last run's window ended (µs), the progress the next run starts
+    /// from.
+    pub last_processed_ts: Option<u64>,
+    /// Ours: a run is in progress now.
+    pub running_now: bool,
+    /// Ours: the run in progress, how far through its window.
+    pub progress: Option<RunProgress>,
+    /// Ours, on `GET /lifecycles/{name}` only: the last run's `lifecycle_run` event (also
+    /// a quiet run's, which `$system` does not get).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_event: Option<RunEvent>,
 }
 
 struct Repo {
     store: Arc<Store>,
+    /// The run events (when system events are on): the last result of a policy that
+    /// has not run since the start.
+    events: Option<Arc<EventLog>>,
     limits: LifecycleLimits,
     /// Held for a whole change (definitions, then scheduler), so changes of one name
     /// racing each other reach both in the same order: they always agree.
@@ -94,7 +113,7 @@ impl LifecycleRepository {
             None
         };
         let pool = Arc::new(CompressPool::new(config.compress_threads.max(1))?);
-        let context = RunContext::storage(store.clone(), events, pool);
+        let context = RunContext::storage(store.clone(), events.clone(), pool);
         let scheduler = Scheduler::start(context, config.worker_threads)?;
         let limits = LifecycleLimits::from_config(config);
         let mut invalid = Vec::new();
@@ -118,6 +137,7 @@ impl LifecycleRepository {
         Ok(LifecycleRepository {
             repo: Some(Repo {
                 store,
+                events,
                 limits,
                 changes: Mutex::new(()),
                 definitions: Mutex::new(definitions),
@@ -176,7 +196,9 @@ impl LifecycleRepository {
         let runtime = repo.scheduler.info()?;
         let defs = repo.lock();
         let def = defs.get(name).ok_or_else(|| not_found(name))?;
-        Ok((info(name, def, runtime.get(name)), def.settings.clone()))
+        let mut info = info(name, def, runtime.get(name));
+        info.last_event = runtime.get(name).and_then(|r| r.last_event.clone());
+        Ok((info, def.settings.clone()))
     }
 
     /// Info of every policy, sorted by name (a replica lists nothing).
@@ -190,6 +212,33 @@ impl LifecycleRepository {
             .iter()
             .map(|(name, def)| info(name, def, runtime.get(name)))
             .collect())
+    }
+
+    /// Every policy with its settings and its last run's event, sorted by name: what
+    /// the storage report shows of a bucket's policies.
+    pub fn describe(&self) -> Result<Vec<(LifecycleInfo, LifecycleSettings)>> {
+        let Some(repo) = &self.repo else {
+            return Ok(Vec::new());
+        };
+        let mut runtime = repo.scheduler.info()?;
+        let mut described: Vec<_> = {
+            let defs = repo.lock();
+            defs.iter()
+                .map(|(name, def)| {
+                    let mut info = info(name, def, runtime.get(name));
+                    info.last_event = runtime.remove(name).and_then(|r| r.last_event);
+                    (info, def.settings.clone())
+                })
+                .collect()
+        };
+        // Read without the definitions' lock: a policy not run since the start shows its
+        // last event from before.
+        if let Some(events) = &repo.events {
+            for (info, _) in described.iter_mut().filter(|(i, _)| i.last_event.is_none()) {
+                info.last_event = events.latest(&info.name).ok().flatten();
+            }
+        }
+        Ok(described)
     }
 
     /// The scheduler's runtime state of every policy (empty on a replica): what
@@ -285,8 +334,16 @@ impl LifecycleRepository {
     /// Runs a policy now.
     pub fn run_now(&self, name: &str) -> Result<()> {
         let repo = self.repo("run lifecycle")?;
-        if repo.lock().get(name).is_none() {
-            return Err(not_found(name));
+        match repo.lock().get(name) {
+            None => return Err(not_found(name)),
+            Some(Definition {
+                invalid: Some(why), ..
+            }) => {
+                return Err(Error::conflict(format!(
+                    "Lifecycle '{name}' is not started: it failed validation at load: {why}"
+                )));
+            }
+            Some(_) => {}
         }
         repo.scheduler.run_now(name)
     }
@@ -356,5 +413,17 @@ fn info(name: &str, def: &Definition, runtime: Option<&RuntimeInfo>) -> Lifecycl
         consecutive_failures: runtime.consecutive_failures,
         processed_records_total: runtime.processed_records_total,
         bytes_saved_total: runtime.bytes_saved_total,
+        caught_up: runtime
+            .last_event
+            .as_ref()
+            .filter(|e| !e.is_error())
+            .map(|e| e.caught_up),
+        last_processed_ts: runtime
+            .last_event
+            .as_ref()
+            .and_then(|e| e.last_processed_ts.or(e.resume_ts)),
+        running_now: runtime.running_now,
+        progress: runtime.progress,
+        last_event: None,
     }
 }

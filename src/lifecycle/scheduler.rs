@@ -20,7 +20,8 @@ use crossbeam_channel::{Receiver, Sender, select};
 
 use crate::error::{Error, Result};
 use crate::lifecycle::action::{RunOutcome, run_policy};
-use crate::lifecycle::events::EventLog;
+use crate::lifecycle::events::{EventLog, RunEvent};
+use crate::lifecycle::meter::{RunMeter, RunProgress};
 use crate::lifecycle::settings::{LifecycleMode, Policy};
 use crate::storage::{CompressPool, Store};
 
@@ -44,7 +45,7 @@ pub fn retry_delay(failures: u64, interval: Duration) -> Duration {
 }
 
 /// Runtime state of a policy, as the repository reports it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RuntimeInfo {
     /// A run is in progress now.
     pub running_now: bool,
@@ -73,6 +74,12 @@ pub struct RuntimeInfo {
     /// How late the last run on the policy's clock was dispatched after its deadline
     /// (runs asked for by `run_now` are not counted).
     pub last_lateness: Option<Duration>,
+    /// The run in progress: how far it is through its window (`None` when idle, or
+    /// before the run has planned its window).
+    pub progress: Option<RunProgress>,
+    /// The last run's `lifecycle_run` event, whether or not it was written to `$system`
+    /// (a quiet run's is not): its result, progress and `caught_up`.
+    pub last_event: Option<RunEvent>,
 }
 
 enum Command {
@@ -91,6 +98,7 @@ struct Job {
     generation: u64,
     dry_run: bool,
     cancel: Arc<AtomicBool>,
+    meter: Arc<RunMeter>,
 }
 
 struct Done {
@@ -98,6 +106,7 @@ struct Done {
     generation: u64,
     started: SystemTime,
     result: Result<RunOutcome>,
+    event: RunEvent,
 }
 
 struct Slot {
@@ -105,16 +114,19 @@ struct Slot {
     mode: LifecycleMode,
     generation: u64,
     running: Option<Arc<AtomicBool>>,
+    /// The running run's progress.
+    meter: Option<Arc<RunMeter>>,
     waiters: Vec<Sender<()>>,
     removed: bool,
     next_run: Option<Instant>,
     info: RuntimeInfo,
 }
 
-/// Runs one policy: `(policy, dry_run, cancel, now_us)` → outcome. The storage action in
-/// production; benches plug in a no-op to measure the scheduler alone.
+/// Runs one policy: `(policy, dry_run, cancel, now_us, meter)` → outcome, reporting its
+/// progress into `meter`. The storage action in production; benches plug in a no-op to
+/// measure the scheduler alone.
 pub type ActionFn =
-    dyn Fn(&Policy, bool, &dyn Fn() -> bool, u64) -> Result<RunOutcome> + Send + Sync;
+    dyn Fn(&Policy, bool, &dyn Fn() -> bool, u64, &RunMeter) -> Result<RunOutcome> + Send + Sync;
 
 /// What the workers need to run policies.
 pub struct RunContext {
@@ -132,8 +144,20 @@ impl RunContext {
         pool: Arc<CompressPool>,
     ) -> Self {
         let log = events.clone();
-        let action = move |policy: &Policy, dry_run: bool, cancel: &dyn Fn() -> bool, now: u64| {
-            run_policy(&store, policy, dry_run, log.as_deref(), &pool, cancel, now)
+        let action = move |policy: &Policy,
+                           dry_run: bool,
+                           cancel: &dyn Fn() -> bool,
+                           now: u64,
+                           meter: &RunMeter| {
+            let run = crate::lifecycle::action::RunRequest {
+                dry_run,
+                events: log.as_deref(),
+                pool: &pool,
+                cancel,
+                now,
+                meter,
+            };
+            run_policy(&store, policy, &run)
         };
         RunContext {
             action: Arc::new(action),
@@ -342,6 +366,7 @@ impl State {
                     mode,
                     generation: 0,
                     running: None,
+                    meter: None,
                     waiters: Vec::new(),
                     removed: false,
                     next_run: None,
@@ -439,6 +464,7 @@ impl State {
                     .map(|(name, s)| {
                         let mut info = s.info.clone();
                         info.running_now = s.running.is_some();
+                        info.progress = s.meter.as_ref().and_then(|m| m.snapshot());
                         (name.clone(), info)
                     })
                     .collect();
@@ -485,7 +511,9 @@ impl State {
             return;
         };
         let cancel = Arc::new(AtomicBool::new(false));
+        let meter = Arc::new(RunMeter::default());
         slot.running = Some(cancel.clone());
+        slot.meter = Some(meter.clone());
         slot.next_run = None;
         slot.info.next_run = None;
         slot.info.last_run = Some(SystemTime::now());
@@ -494,9 +522,11 @@ impl State {
             generation: slot.generation,
             dry_run: slot.mode == LifecycleMode::DryRun,
             cancel,
+            meter,
         };
         if self.jobs.send(job).is_err() {
             slot.running = None;
+            slot.meter = None;
         }
     }
 
@@ -505,6 +535,8 @@ impl State {
             return;
         };
         slot.running = None;
+        slot.meter = None;
+        slot.info.last_event = Some(done.event);
         slot.info.last_run = Some(done.started);
         slot.info.last_duration = Some(done.started.elapsed().unwrap_or_default());
         slot.info.total_runs += 1;

@@ -47,6 +47,17 @@ pub enum LifecycleMode {
     DryRun,
 }
 
+impl LifecycleMode {
+    /// The name used in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LifecycleMode::Enabled => "enabled",
+            LifecycleMode::Disabled => "disabled",
+            LifecycleMode::DryRun => "dry_run",
+        }
+    }
+}
+
 /// The compression target of a compress policy: `{"algorithm": "zstd", "level": 3}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CompressionSetting {

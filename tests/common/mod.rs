@@ -524,3 +524,35 @@ pub fn meta(ts: u64, labels: &[(&str, &str)]) -> halflife::storage::RecordMeta {
         size: 0,
     }
 }
+
+/// Writes a record at each of `stamps` (`size` bytes each) to `bucket/entry` in v1
+/// batches of 100, checking every batch is accepted whole.
+pub fn write_batches(s: &ServerProcess, bucket: &str, entry: &str, stamps: &[u64], size: usize) {
+    for chunk in stamps.chunks(100) {
+        let headers: Vec<(String, String)> = chunk
+            .iter()
+            .map(|ts| {
+                (
+                    format!("x-reduct-time-{ts}"),
+                    format!("{size},application/octet-stream"),
+                )
+            })
+            .collect();
+        let headers = borrowed(&headers);
+        let body = vec![b'r'; size * chunk.len()];
+        let r = s.request(
+            "POST",
+            &format!("/api/v1/b/{bucket}/{entry}/batch"),
+            &headers,
+            &body,
+        );
+        assert_eq!(r.status, 200, "{}", r.error());
+        assert!(
+            r.headers
+                .iter()
+                .all(|(k, _)| !k.starts_with("x-reduct-error")),
+            "{:?}",
+            r.headers
+        );
+    }
+}

@@ -25,6 +25,7 @@ pub(super) fn worker(context: &RunContext, jobs: &Receiver<Job>, done: &Sender<D
                 job.dry_run,
                 &|| cancel.load(Ordering::Relaxed),
                 micros(started),
+                &job.meter,
             )
         }));
         let result = run.unwrap_or_else(|panic| {
@@ -50,17 +51,21 @@ pub(super) fn worker(context: &RunContext, jobs: &Receiver<Job>, done: &Sender<D
             ),
             Err(e) => log::error!("lifecycle '{}' failed after {duration:?}: {e}", policy.name),
         }
-        if let Some(events) = &context.events {
-            let event = run_event(policy, job.dry_run, duration, &result, events);
-            if let Err(e) = events.record_run(micros(started), &event) {
-                log::error!("lifecycle '{}': writing its run event: {e}", policy.name);
-            }
+        let events = context.events.as_deref();
+        let mut event = run_event(policy, job.dry_run, duration, &result, events);
+        // What is written may move a few µs forward if the instant is taken.
+        event.timestamp = micros(started);
+        if let Some(events) = events
+            && let Err(e) = events.record_run(micros(started), &event)
+        {
+            log::error!("lifecycle '{}': writing its run event: {e}", policy.name);
         }
         let message = Done {
             name: policy.name.clone(),
             generation: job.generation,
             started,
             result,
+            event,
         };
         if done.send(message).is_err() {
             break;
@@ -73,11 +78,11 @@ fn run_event(
     dry_run: bool,
     duration: Duration,
     result: &Result<RunOutcome>,
-    events: &EventLog,
+    events: Option<&EventLog>,
 ) -> RunEvent {
     let mut event = RunEvent {
-        timestamp: 0, // set when written
-        instance: events.instance().to_string(),
+        timestamp: 0, // set by the caller
+        instance: events.map(|e| e.instance().to_string()).unwrap_or_default(),
         status: STATUS_OK,
         message: String::new(),
         policy_name: policy.name.clone(),
@@ -111,7 +116,7 @@ fn run_event(
             event.message = e.message().to_string();
             // ReductStore omits the progress on error; ours carries it over in
             // `resume_ts`, so an error never sends the policy back to the start.
-            event.resume_ts = events.last_progress(&policy.name).ok().flatten();
+            event.resume_ts = events.and_then(|e| e.last_progress(&policy.name).ok().flatten());
         }
     }
     event

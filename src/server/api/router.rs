@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::server::api::routes::{EntryRoute, allowed_methods, entry_route};
-use crate::server::api::{buckets, entry_batch, io, lifecycles, links, records, tokens};
+use crate::server::api::{buckets, entry_batch, io, lifecycles, links, records, storage, tokens};
 use crate::server::auth::{Access, Caller};
 use crate::server::cors::Cors;
 use crate::server::http::head::RequestHead;
@@ -129,6 +129,7 @@ fn route_need(method: &str, rest: &str) -> Need {
     let (first, tail) = rest.split_once('/').unwrap_or((rest, ""));
     match (first, tail) {
         ("tokens", _) | ("lifecycles", _) => Need::Full,
+        ("storage", bucket) => Need::Read(percent::decode(bucket)),
         // `/b/{bucket}/` names an entry (an empty one, refused as such), never the bucket.
         ("b", tail) if !tail.is_empty() => match tail.split_once('/') {
             // Whether a bucket exists is for those who may read it.
@@ -298,6 +299,9 @@ impl Route for App {
             ("GET" | "HEAD", "info", "") => buckets::server_info(self),
             ("GET" | "HEAD", "list", "") => buckets::list(self, caller.as_ref()),
             ("GET" | "HEAD", "me", "") => tokens::me(self, caller.as_ref()),
+            ("GET" | "HEAD", "storage", bucket) if !bucket.is_empty() => {
+                storage::storage(self, &percent::decode(bucket), caller.as_ref())
+            }
             ("POST", "links", file) if !file.is_empty() => {
                 links::create(self, &percent::decode(file), req)
             }
@@ -312,6 +316,11 @@ impl Route for App {
                     }
                     Some((bucket, "rename")) if method == "PUT" => {
                         buckets::rename(self, &percent::decode(bucket), req)
+                    }
+                    Some((bucket, storage::STORAGE))
+                        if reads && storage::is_report_path(self, &percent::decode(bucket)) =>
+                    {
+                        storage::storage(self, &percent::decode(bucket), caller.as_ref())
                     }
                     Some((bucket, entry)) => {
                         let bucket = percent::decode(bucket);

@@ -57,6 +57,7 @@ pub fn allowed_methods(rest: &str) -> Option<&'static str> {
         ["lifecycles", name, "mode"] if named(name) => "PATCH",
         ["lifecycles", name, "run"] if named(name) => "POST",
         ["links", file] if named(file) => "GET,HEAD,POST",
+        ["storage", bucket] if named(bucket) => "GET,HEAD",
         _ => return None,
     })
 }

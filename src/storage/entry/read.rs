@@ -49,7 +49,7 @@ pub struct RecordSpan {
 
 /// What an entry holds in one storage tier: the open and late logs (`open`, written as
 /// they came) or the sealed blocks of one codec (`none`, `lz4`, `zstd-3`, ...).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TierInfo {
     /// `open`, or the codec of the sealed blocks.
     pub tier: String,

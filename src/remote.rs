@@ -1,0 +1,304 @@
+//! The commands that look at and drive a running server through its API (so the data
+//! directory's lock stays with the server): `info --url`, `policy ls` and `policy run`.
+
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use halflife::error::ErrorKind;
+use halflife::lifecycle::{LifecycleInfo, LifecycleSettings};
+use halflife::report::{self, BucketReport, PolicyReport, human_bytes, policies};
+use halflife::server::protocol::percent;
+use halflife::{Error, Result};
+
+/// Where the server is and who asks.
+#[derive(Args, Clone)]
+pub(crate) struct ServerArgs {
+    /// The server's URL (e.g. http://127.0.0.1:8383).
+    #[arg(long, env = "HALFLIFE_URL", default_value = "http://127.0.0.1:8383")]
+    pub url: String,
+    /// API token (a full-access one to see and run policies).
+    #[arg(long, env = "RS_API_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+/// `halflife policy ...`.
+#[derive(Subcommand)]
+pub(crate) enum PolicyCommand {
+    /// List the server's lifecycle policies with their state: running, catching up,
+    /// caught up, failing, disabled or invalid; last and next run; bytes saved.
+    Ls {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a policy now and follow the run to its end (a progress bar on a terminal, from
+    /// the run's own progress through its window), then print its `lifecycle_run` event.
+    /// Exit status 1 when the run failed.
+    Run {
+        /// The policy.
+        name: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+}
+
+/// A blocking client of the server's API.
+struct Client {
+    agent: ureq::Agent,
+    base: String,
+    token: Option<String>,
+}
+
+impl Client {
+    fn new(server: &ServerArgs) -> Client {
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .new_agent();
+        Client {
+            agent,
+            base: server.url.trim_end_matches('/').to_string(),
+            token: server.token.clone().filter(|t| !t.is_empty()),
+        }
+    }
+
+    /// Sends a request to `/api/v1/{path}`; returns the status and body, or the error
+    /// the server gave (its `x-reduct-error`) with the status.
+    fn send(&self, method: &str, path: &str) -> Result<(u16, String)> {
+        let url = format!("{}/api/v1/{path}", self.base);
+        let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
+        let sent = match method {
+            "POST" => {
+                let request = self.agent.post(&url);
+                match &auth {
+                    Some(auth) => request.header("authorization", auth),
+                    None => request,
+                }
+                .send_empty()
+            }
+            _ => {
+                let request = self.agent.get(&url);
+                match &auth {
+                    Some(auth) => request.header("authorization", auth),
+                    None => request,
+                }
+                .call()
+            }
+        };
+        let mut response = sent.map_err(|e| {
+            Error::internal(format!("{method} {url}: the server cannot be reached: {e}"))
+        })?;
+        let status = response.status().as_u16();
+        let reason = response
+            .headers()
+            .get("x-reduct-error")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let body = response
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| Error::internal(format!("{method} {url}: reading the answer: {e}")))?;
+        if status >= 400 {
+            let why = reason.unwrap_or_else(|| body.trim().to_string());
+            return Err(Error::new(
+                ErrorKind::from_http_status(status),
+                format!("{method} {url}: {status} {why}"),
+            ));
+        }
+        Ok((status, body))
+    }
+
+    fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        let (_, body) = self.send("GET", path)?;
+        serde_json::from_str(&body).map_err(|e| {
+            Error::internal(format!(
+                "GET {}/api/v1/{path}: the answer does not parse: {e}",
+                self.base
+            ))
+        })
+    }
+}
+
+#[derive(Deserialize)]
+struct BucketName {
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct BucketList {
+    buckets: Vec<BucketName>,
+}
+
+#[derive(Deserialize)]
+struct PolicyList {
+    lifecycles: Vec<LifecycleInfo>,
+}
+
+#[derive(Deserialize)]
+struct FullPolicy {
+    info: LifecycleInfo,
+    settings: LifecycleSettings,
+}
+
+/// `halflife info --url`: the same report as offline, from the server.
+pub(crate) fn info(server: &ServerArgs, json: bool) -> Result<()> {
+    let client = Client::new(server);
+    let list: BucketList = client.get("list")?;
+    let mut buckets: Vec<BucketReport> = Vec::new();
+    for bucket in list.buckets {
+        buckets.push(client.get(&format!("storage/{}", percent::encode(&bucket.name)))?);
+    }
+    buckets.sort_by(|a, b| a.name.cmp(&b.name));
+    crate::print_report(&buckets, json)
+}
+
+fn policy(client: &Client, name: &str) -> Result<FullPolicy> {
+    client.get(&format!("lifecycles/{}", percent::encode(name)))
+}
+
+/// `halflife policy ls`.
+pub(crate) fn ls(server: &ServerArgs, json: bool) -> Result<()> {
+    let client = Client::new(server);
+    let list: PolicyList = client.get("lifecycles")?;
+    let mut reports = Vec::new();
+    for info in list.lifecycles {
+        let full = policy(&client, &info.name)?;
+        reports.push((
+            full.settings.bucket.clone(),
+            policies::live(&full.info, &full.settings),
+        ));
+    }
+    if json {
+        let rows: Vec<serde_json::Value> = reports
+            .iter()
+            .map(|(bucket, p)| serde_json::json!({ "bucket": bucket, "policy": p }))
+            .collect();
+        let text = serde_json::to_string_pretty(&rows)
+            .map_err(|e| Error::internal(format!("encoding the list: {e}")))?;
+        println!("{text}");
+        return Ok(());
+    }
+    print!("{}", policy_table(&reports));
+    Ok(())
+}
+
+/// The policies as a table: one row each.
+fn policy_table(reports: &[(String, PolicyReport)]) -> String {
+    let mut out = format!(
+        "{:<24} {:<9} {:<20} {:<8} {:<12} {:<20} {:<20} {:>10}\n",
+        "policy", "type", "bucket", "mode", "state", "last run", "next run", "saved"
+    );
+    let time = |t: &Option<String>| {
+        t.as_deref()
+            .map_or("-".to_string(), |t| match t.split_once('.') {
+                Some((seconds, _)) => format!("{seconds}Z"),
+                None => t.to_string(),
+            })
+    };
+    for (bucket, p) in reports {
+        out.push_str(&format!(
+            "{:<24} {:<9} {:<20} {:<8} {:<12} {:<20} {:<20} {:>10}\n",
+            p.name,
+            p.kind.as_str(),
+            bucket,
+            p.mode.as_str(),
+            p.state,
+            time(&p.last_run),
+            time(&p.next_run),
+            human_bytes(p.bytes_saved_total.unwrap_or(0))
+        ));
+        if let Some(error) = &p.error {
+            out.push_str(&format!("  error: {error}\n"));
+        }
+    }
+    out
+}
+
+/// `halflife policy run NAME`: asks for a run, follows it, prints its event. Returns
+/// whether the run succeeded.
+pub(crate) fn run(server: &ServerArgs, name: &str) -> Result<bool> {
+    let client = Client::new(server);
+    let before = policy(&client, name)?.info.total_runs;
+    match client.send("POST", &format!("lifecycles/{}/run", percent::encode(name))) {
+        Ok(_) => eprintln!("policy '{name}': run requested"),
+        // A run that started on its own meanwhile is the one followed.
+        Err(e) if e.message().contains("already running") => {
+            eprintln!("policy '{name}' is running already: following that run")
+        }
+        Err(e) => return Err(e),
+    }
+    let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+    let started = Instant::now();
+    let info = loop {
+        let full = policy(&client, name)?;
+        if full.info.total_runs > before && !full.info.running_now {
+            break full.info;
+        }
+        if let Some(progress) = full.info.progress {
+            let (done, total, style) = if progress.bytes_total > 0 {
+                (
+                    progress.bytes_done,
+                    progress.bytes_total,
+                    "{spinner} [{bar:30}] {binary_bytes}/{binary_total_bytes} {msg}",
+                )
+            } else {
+                (
+                    progress.records_done,
+                    progress.records_total,
+                    "{spinner} [{bar:30}] {pos}/{len} records {msg}",
+                )
+            };
+            if bar.length() != Some(total) {
+                bar.set_style(
+                    ProgressStyle::with_template(style)
+                        .map(|s| s.progress_chars("#>."))
+                        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                );
+                bar.set_length(total);
+            }
+            bar.set_position(done);
+            bar.set_message(format!(
+                "{}/{} blocks, window {} → {}",
+                progress.blocks_done,
+                progress.blocks_total,
+                report::human_time(progress.window_start),
+                report::human_time(progress.window_stop)
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    bar.finish_and_clear();
+    let Some(event) = info.last_event else {
+        return Err(Error::internal(format!(
+            "policy '{name}' ran but the server reported no result"
+        )));
+    };
+    let text = serde_json::to_string_pretty(&event)
+        .map_err(|e| Error::internal(format!("encoding the event: {e}")))?;
+    println!("{text}");
+    eprintln!(
+        "policy '{name}': {} after {:.1} s: {} records, {} blocks{}{}",
+        if event.is_error() { "failed" } else { "done" },
+        started.elapsed().as_secs_f64(),
+        event.processed_records,
+        event.processed_blocks,
+        if event.bytes_saved > 0 {
+            format!(", saved {}", human_bytes(event.bytes_saved))
+        } else {
+            String::new()
+        },
+        if event.caught_up {
+            ", caught up"
+        } else {
+            ", not caught up yet (the next run follows soon)"
+        }
+    );
+    Ok(!event.is_error())
+}
