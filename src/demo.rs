@@ -13,6 +13,7 @@ use crate::fixtures;
 use crate::lifecycle::events::{EventLog, RunEvent, SYSTEM_BUCKET};
 use crate::lifecycle::repository::LifecycleRepository;
 use crate::lifecycle::settings::LifecycleSettings;
+use crate::report::human_bytes;
 use crate::storage::{Bucket, BucketSettings, QueryOptions, Store};
 
 const DELETE_POLICY: &str = r#"{"type":"delete","bucket":"airport","entries":["flights","logs/*"],
@@ -132,7 +133,9 @@ fn run_in(out: &mut dyn Write, path: &PathBuf) -> Result<()> {
     for ((name, records, bytes), (_, records_after, bytes_after)) in before.iter().zip(&after) {
         writeln!(
             out,
-            "{name:<12} {records:>9} {records_after:>9} {bytes:>12} {bytes_after:>12} {:>6.2}x",
+            "{name:<12} {records:>9} {records_after:>9} {:>12} {:>12} {:>6.2}x",
+            human_bytes(*bytes),
+            human_bytes(*bytes_after),
             *bytes as f64 / (*bytes_after).max(1) as f64
         )
         .map_err(io)?;
@@ -144,10 +147,12 @@ fn run_in(out: &mut dyn Write, path: &PathBuf) -> Result<()> {
         .fold((0, 0), |s, x| (s.0 + x.0, s.1 + x.1));
     writeln!(
         out,
-        "{:<12} {:>9} {:>9} {bytes:>12} {bytes_after:>12} {:>6.2}x\n",
+        "{:<12} {:>9} {:>9} {:>12} {:>12} {:>6.2}x\n",
         "total",
         "",
         "",
+        human_bytes(bytes),
+        human_bytes(bytes_after),
         bytes as f64 / bytes_after.max(1) as f64
     )
     .map_err(io)?;

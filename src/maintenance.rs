@@ -48,10 +48,21 @@ pub struct Summary {
     pub records: u64,
     /// Blocks rewritten or dropped.
     pub blocks: u64,
-    /// Size of the visited entries before.
+    /// What the run touched, before: the blocks a compression rewrites, the entries a
+    /// deletion removes records from.
     pub bytes_before: u64,
-    /// Size of the visited entries after (a compress dry run: predicted).
-    pub bytes_after: u64,
+    /// What those take after (a compress dry run: predicted; a delete dry run: `None`,
+    /// not predicted).
+    pub bytes_after: Option<u64>,
+    /// Size of the visited entries before.
+    pub entries_bytes_before: u64,
+    /// Size of the visited entries after (`None` on a dry run of a deletion).
+    pub entries_bytes_after: Option<u64>,
+    /// Blocks of the window a compression left as they are, their codec already as
+    /// strong as the target or stronger, and the weakest and strongest of those codecs.
+    pub kept: u64,
+    /// See `kept`.
+    pub kept_codecs: Option<(Codec, Codec)>,
     /// Wall time.
     pub duration: Duration,
     /// Stopped by `cancel` before the end: what is counted is done and committed, the
@@ -123,7 +134,7 @@ pub fn run(
         ..Default::default()
     };
     for entry in &entries {
-        summary.bytes_before += entry.info()?.size;
+        summary.entries_bytes_before += entry.info()?.size;
     }
     if let (Action::Compress(target), true) = (&job.action, job.dry_run) {
         // One estimate over every entry, so the sample (at most 64 MiB read) is spread
@@ -131,8 +142,14 @@ pub fn run(
         let stats = bucket.estimate_compress(&job.entries, 0, stop, *target)?;
         summary.records = stats.records;
         summary.blocks = stats.blocks;
-        summary.bytes_after =
-            summary.bytes_before - stats.bytes_before.min(summary.bytes_before) + stats.bytes_after;
+        summary.bytes_before = stats.bytes_before;
+        summary.bytes_after = Some(stats.bytes_after);
+        summary.entries_bytes_after = Some(
+            summary.entries_bytes_before - stats.bytes_before.min(summary.entries_bytes_before)
+                + stats.bytes_after,
+        );
+        summary.kept = stats.kept;
+        summary.kept_codecs = stats.kept_codecs;
         summary.duration = started.elapsed();
         return Ok(summary);
     }
@@ -142,7 +159,7 @@ pub fn run(
                 .eligible_for_compress(&job.entries, 0, stop, *target)?
                 .bytes_before
         }
-        Action::Delete(_) => summary.bytes_before,
+        Action::Delete(_) => summary.entries_bytes_before,
     };
     progress(Progress::Start { total_bytes });
     let done = std::sync::atomic::AtomicU64::new(0);
@@ -150,14 +167,16 @@ pub fn run(
         let now = done.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed) + bytes;
         progress(Progress::Bytes(now));
     };
-    let mut bytes_after = 0;
+    let mut entries_after = 0;
+    let mut touched_after = 0;
+    let mut compressed = crate::storage::CompressStats::default();
     for entry in &entries {
         if cancel() {
             summary.cancelled = true;
         }
         let info = entry.info()?;
         if summary.cancelled {
-            bytes_after += info.size;
+            entries_after += info.size;
             continue;
         }
         progress(Progress::Entry(entry.name().to_string()));
@@ -168,6 +187,9 @@ pub fn run(
                     .compress_blocks_observed(&name, 0, stop, *target, pool, cancel, &step)?;
                 summary.records += stats.records;
                 summary.blocks += stats.blocks;
+                summary.bytes_before += stats.bytes_before;
+                touched_after += stats.bytes_after;
+                compressed.add(stats);
             }
             _ => {
                 let stats = bucket.remove_records_until(
@@ -180,20 +202,31 @@ pub fn run(
                 )?;
                 summary.records += stats.records;
                 summary.blocks += stats.blocks;
+                if stats.records > 0 {
+                    summary.bytes_before += info.size;
+                    // An entry emptied by a delete may be gone from the bucket's view.
+                    touched_after += entry.info().map_or(0, |i| i.size);
+                }
                 step(info.size);
             }
         }
-        // An entry emptied by a delete may be gone from the bucket's view; count it as 0.
-        bytes_after += entry.info().map_or(0, |i| i.size);
+        entries_after += entry.info().map_or(0, |i| i.size);
     }
-    summary.bytes_after = bytes_after;
+    summary.kept = compressed.kept;
+    summary.kept_codecs = compressed.kept_codecs;
+    if !job.dry_run {
+        summary.bytes_after = Some(touched_after);
+        summary.entries_bytes_after = Some(entries_after);
+    }
     summary.cancelled |= cancel();
     summary.duration = started.elapsed();
     Ok(summary)
 }
 
-/// The summary as a small table (what the CLI prints).
+/// The summary as a small table (what the CLI prints): sizes in binary units with the
+/// exact bytes beside them, rates from what the run touched.
 pub fn format_summary(job: &Job, s: &Summary) -> String {
+    use crate::report::{human_bytes, human_rate};
     let mut action = match (&job.action, job.dry_run) {
         (Action::Compress(c), false) => format!("compressed to {c}"),
         (Action::Compress(c), true) => format!("would compress to {c} (dry run)"),
@@ -203,39 +236,107 @@ pub fn format_summary(job: &Job, s: &Summary) -> String {
     if s.cancelled {
         action.push_str(", cancelled: the rest is untouched");
     }
-    let secs = s.duration.as_secs_f64().max(1e-9);
-    let mb = |b: u64| b as f64 / 1e6;
-    let mut out = String::new();
-    out.push_str(&format!(
-        "bucket '{}', {} entries, records older than {}: {action}\n",
-        job.bucket, s.entries, job.older_than
-    ));
-    for (k, v) in [
+    let exact = |b: u64| match b {
+        0..1024 => human_bytes(b),
+        _ => format!("{} ({b} B)", human_bytes(b)),
+    };
+    let compress = matches!(job.action, Action::Compress(_));
+    let mut out = format!(
+        "bucket '{}', {} entr{}, records older than {}: {action}\n",
+        job.bucket,
+        s.entries,
+        if s.entries == 1 { "y" } else { "ies" },
+        job.older_than
+    );
+    let mut rows = vec![
         ("records", s.records.to_string()),
         ("blocks", s.blocks.to_string()),
         (
             "bytes before",
-            format!("{} ({:.1} MB)", s.bytes_before, mb(s.bytes_before)),
-        ),
-        (
-            if job.dry_run && matches!(job.action, Action::Compress(_)) {
-                "bytes after (predicted)"
-            } else {
-                "bytes after"
-            },
-            format!("{} ({:.1} MB)", s.bytes_after, mb(s.bytes_after)),
-        ),
-        ("duration", format!("{:.2} s", s.duration.as_secs_f64())),
-        (
-            "throughput",
             format!(
-                "{:.0} records/s, {:.1} MB/s",
-                s.records as f64 / secs,
-                mb(s.bytes_before) / secs
+                "{} in the {} {}",
+                exact(s.bytes_before),
+                if compress { "blocks" } else { "entries" },
+                if job.dry_run {
+                    "it would touch"
+                } else {
+                    "it touched"
+                }
             ),
         ),
-    ] {
+    ];
+    let after_key = if job.dry_run && compress {
+        "bytes after (predicted)"
+    } else {
+        "bytes after"
+    };
+    match s.bytes_after {
+        Some(after) => {
+            let change = if s.bytes_before > 0 {
+                format!(
+                    ", {:+.1} %",
+                    (after as f64 - s.bytes_before as f64) * 100.0 / s.bytes_before as f64
+                )
+            } else {
+                String::new()
+            };
+            rows.push((after_key, format!("{}{change}", exact(after))));
+        }
+        None => rows.push((
+            after_key,
+            "not predicted: a dry run of a deletion counts records (whole blocks are \
+             dropped, the rest is tombstoned until rewritten)"
+                .to_string(),
+        )),
+    }
+    rows.push((
+        "entries",
+        match s.entries_bytes_after {
+            Some(after) => format!(
+                "{} before, {} after",
+                human_bytes(s.entries_bytes_before),
+                human_bytes(after)
+            ),
+            None => format!("{} now", human_bytes(s.entries_bytes_before)),
+        },
+    ));
+    rows.push(("duration", format!("{:.2} s", s.duration.as_secs_f64())));
+    let secs = s.duration.as_secs_f64();
+    rows.push((
+        "throughput",
+        if job.dry_run {
+            "- (a dry run)".to_string()
+        } else if s.records == 0 || secs <= 0.0 {
+            "- (nothing to do)".to_string()
+        } else if compress {
+            format!(
+                "{:.0} records/s, {} of blocks read",
+                s.records as f64 / secs,
+                human_rate(s.bytes_before, s.duration)
+            )
+        } else {
+            format!("{:.0} records/s", s.records as f64 / secs)
+        },
+    ));
+    for (k, v) in rows {
         out.push_str(&format!("  {k:<14} {v}\n"));
+    }
+    if let (Action::Compress(target), Some((weakest, strongest))) = (&job.action, s.kept_codecs) {
+        let at = if weakest == strongest {
+            weakest.to_string()
+        } else {
+            format!("{weakest} to {strongest}")
+        };
+        let than = if weakest == *target {
+            String::new()
+        } else {
+            format!(", stronger than {target}")
+        };
+        out.push_str(&format!(
+            "  {} block{} already at {at}{than}: left as they are\n",
+            s.kept,
+            if s.kept == 1 { "" } else { "s" }
+        ));
     }
     out
 }

@@ -116,17 +116,18 @@ fn demo_runs_both_policies_to_the_end_and_cleans_up() {
             .unwrap_or_else(|| panic!("no '{prefix}' in {text}"))
             .to_string()
     };
-    // Flights of two carriers are deleted, and the JSON entries shrink.
-    let flights: Vec<u64> = line("flights")
-        .split_whitespace()
-        .skip(1)
-        .take(4)
-        .map(|c| c.parse().unwrap())
-        .collect();
+    // Flights of two carriers are deleted, and the JSON entries shrink (sizes in binary
+    // units, then the ratio).
+    let flights = line("flights");
+    let cells: Vec<&str> = flights.split_whitespace().collect();
+    let records: Vec<u64> = cells[1..3].iter().map(|c| c.parse().unwrap()).collect();
+    assert!(records[1] < records[0], "{flights}");
     assert!(
-        flights[1] < flights[0] && flights[3] * 4 < flights[2],
-        "{flights:?}"
+        cells[4].ends_with("iB") && cells[6].ends_with("iB"),
+        "{flights}"
     );
+    let ratio: f64 = cells[7].trim_end_matches('x').parse().unwrap();
+    assert!(ratio > 4.0, "{flights}");
     assert!(text.contains("event trail"));
     let trail: Vec<&str> = text
         .lines()
@@ -178,17 +179,21 @@ fn run_ok(args: &[&str], dir: &std::path::Path) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The number of a summary row: its exact bytes (`4.8 MiB (5026821 B)`) or its first
+/// word (`records 2000`).
 fn summary_value(text: &str, key: &str) -> u64 {
     let line = text
         .lines()
         .find(|l| l.trim_start().starts_with(key))
         .unwrap_or_else(|| panic!("no '{key}' in {text}"));
-    line.trim_start()[key.len()..]
-        .split_whitespace()
-        .next()
-        .unwrap()
+    let value = line.trim_start()[key.len()..].trim_start();
+    let number = match value.split_once(" (") {
+        Some((_, exact)) if exact.contains(" B)") => exact.split(' ').next().unwrap(),
+        _ => value.split_whitespace().next().unwrap(),
+    };
+    number
         .parse()
-        .unwrap()
+        .unwrap_or_else(|_| panic!("'{key}' is not a number: {line}"))
 }
 
 fn record_count(dir: &std::path::Path) -> u64 {
@@ -237,6 +242,16 @@ fn compress_command_dry_run_then_real() {
     assert!(real.contains("throughput"), "{real}");
     let twice = run_ok(&args, dir.path());
     assert_eq!(summary_value(&twice, "records"), 0, "already compressed");
+    // What it touched: nothing; and why.
+    assert_eq!(summary_value(&twice, "bytes before"), 0, "{twice}");
+    assert!(twice.contains("- (nothing to do)"), "{twice}");
+    assert!(
+        twice.contains("20 blocks already at zstd-3: left as they are"),
+        "{twice}"
+    );
+    // Rates come from what was touched, sizes in one style.
+    assert!(real.contains(" KiB") || real.contains(" MiB"), "{real}");
+    assert!(!real.contains(" MB"), "{real}");
     assert_eq!(record_count(dir.path()), 2000);
 }
 

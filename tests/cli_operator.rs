@@ -3,7 +3,7 @@
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -156,6 +156,7 @@ fn ctrl_c_cancels_a_compression_cleanly() {
             "zstd-19",
             "--threads",
             "1",
+            "-v",
             "--data-path",
         ])
         .arg(dir.path())
@@ -202,6 +203,20 @@ fn ctrl_c_cancels_a_compression_cleanly() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(status.code(), Some(130), "{stdout}");
     assert!(stdout.contains("cancelled"), "{stdout}");
+    // The log (-v) and the summary count the same blocks.
+    let mut log = String::new();
+    stderr.read_to_string(&mut log).expect("the log");
+    let summary_blocks = stdout
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("blocks"))
+        .map(|v| v.trim().to_string())
+        .expect("a blocks row");
+    assert!(
+        log.contains(&format!(
+            "recompression cancelled after {summary_blocks} block(s)"
+        )),
+        "summary says {summary_blocks} blocks: {log}"
+    );
     // Nothing lost or changed, whatever was compressed.
     assert_eq!(contents(dir.path()), before);
     // And the next run finishes the job.
@@ -219,6 +234,12 @@ fn ctrl_c_cancels_a_compression_cleanly() {
     );
     assert_eq!(code, 0, "{out}{err}");
     assert!(!out.contains("cancelled"), "{out}");
+    // What the cancelled run compressed is stronger than lz4, and the summary says so.
+    assert!(
+        out.lines()
+            .any(|l| l.contains("already at zstd-19, stronger than lz4: left as they are")),
+        "{out}"
+    );
     assert_eq!(contents(dir.path()), before);
 }
 

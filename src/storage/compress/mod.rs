@@ -35,13 +35,13 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::storage::bucket::Bucket;
-use crate::storage::entry::{BlockLimits, Entry, StaleLog};
+use crate::storage::entry::{BlockLimits, Entry};
 use crate::storage::format::codec::Codec;
 use crate::storage::format::index::BlockEntry;
 use crate::storage::merge::{merge_blocks, overlap_groups};
 
 use commit::{Finished, commit_loop};
-use predict::{Candidate, predict_bytes_after};
+use predict::{Candidate, EntryPlan, predict_bytes_after};
 use stream::Run;
 
 /// The rayon pool recompression runs on; its size is the `compress_threads` setting.
@@ -88,15 +88,52 @@ pub struct CompressStats {
     pub bytes_after: u64,
     /// Eligible blocks left as they were: changed by a writer meanwhile, or unreadable.
     pub skipped: u64,
+    /// Blocks in the window left as they are because their codec is already as strong
+    /// as the target, or stronger.
+    pub kept: u64,
+    /// The weakest and the strongest codec among the kept blocks.
+    pub kept_codecs: Option<(Codec, Codec)>,
 }
 
 impl CompressStats {
-    fn add(&mut self, other: CompressStats) {
+    /// Adds another run's (or entry's) statistics.
+    pub fn add(&mut self, other: CompressStats) {
         self.blocks += other.blocks;
         self.records += other.records;
         self.bytes_before += other.bytes_before;
         self.bytes_after += other.bytes_after;
         self.skipped += other.skipped;
+        self.kept += other.kept;
+        if let Some((weakest, strongest)) = other.kept_codecs {
+            self.note_kept_codec(weakest);
+            self.note_kept_codec(strongest);
+        }
+    }
+
+    /// Counts the blocks a plan keeps as they are.
+    fn keep(&mut self, kept: &[BlockEntry]) {
+        self.kept += kept.len() as u64;
+        for b in kept {
+            self.note_kept_codec(b.codec);
+        }
+    }
+
+    fn note_kept_codec(&mut self, codec: Codec) {
+        self.kept_codecs = Some(match self.kept_codecs {
+            None => (codec, codec),
+            Some((weakest, strongest)) => (
+                if codec.is_weaker_than(weakest) {
+                    codec
+                } else {
+                    weakest
+                },
+                if strongest.is_weaker_than(codec) {
+                    codec
+                } else {
+                    strongest
+                },
+            ),
+        });
     }
 }
 
@@ -120,6 +157,8 @@ pub fn validate_target(target: Codec) -> Result<()> {
 struct CompressPlan {
     recompress: Vec<BlockEntry>,
     merge: Vec<Vec<BlockEntry>>,
+    /// Alone and already at the target's strength or stronger: left as they are.
+    kept: Vec<BlockEntry>,
 }
 
 impl CompressPlan {
@@ -132,6 +171,7 @@ impl CompressPlan {
         let mut plan = CompressPlan {
             recompress: Vec::new(),
             merge: Vec::new(),
+            kept: Vec::new(),
         };
         for mut group in overlap_groups(&in_window) {
             // A block with an edit log is rewritten through the merge path, which reads
@@ -139,10 +179,12 @@ impl CompressPlan {
             // the record table as it is stored).
             if group.len() > 1 || group[0].edits.ops > 0 {
                 plan.merge.push(group);
-            } else if let Some(b) = group.pop()
-                && b.codec.is_weaker_than(target)
-            {
-                plan.recompress.push(b);
+            } else if let Some(b) = group.pop() {
+                if b.codec.is_weaker_than(target) {
+                    plan.recompress.push(b);
+                } else if b.live_records() > 0 {
+                    plan.kept.push(b);
+                }
             }
         }
         plan
@@ -204,9 +246,8 @@ impl Bucket {
         stop: u64,
         target: Codec,
     ) -> Result<CompressStats> {
-        let (mut stats, candidates, logs, frame_size) =
-            self.plan_compress(entries, start, stop, target)?;
-        stats.bytes_after = predict_bytes_after(&candidates, &logs, target, frame_size);
+        let (mut stats, plans) = self.plan_compress(entries, start, stop, target)?;
+        stats.bytes_after = predict_bytes_after(&plans, target);
         Ok(stats)
     }
 
@@ -222,23 +263,23 @@ impl Bucket {
         Ok(self.plan_compress(entries, start, stop, target)?.0)
     }
 
-    /// The blocks and logs a compression over the window would rewrite, with their totals
-    /// and the entries' frame size.
+    /// The blocks and logs a compression over the window would rewrite, entry by entry
+    /// (each entry compresses in its own way: predictions are made per entry), with
+    /// their totals.
     fn plan_compress(
         &self,
         entries: &[String],
         start: u64,
         stop: u64,
         target: Codec,
-    ) -> Result<(CompressStats, Vec<Candidate>, Vec<StaleLog>, u64)> {
+    ) -> Result<(CompressStats, Vec<EntryPlan>)> {
         validate_target(target)?;
         let mut stats = CompressStats::default();
-        let mut candidates = Vec::new();
-        let mut logs = Vec::new();
-        let mut frame_size = 1 << 20;
+        let mut plans = Vec::new();
         for entry in self.select_entries(entries)? {
-            frame_size = entry.frame_size() as u64;
             let plan = CompressPlan::new(&entry.sealed_blocks()?, start, stop, target);
+            stats.keep(&plan.kept);
+            let mut candidates = Vec::new();
             let alone = plan.recompress.into_iter().map(|b| (b, None));
             let merged = plan.merge.into_iter().flat_map(|group| {
                 let group = Arc::new(group);
@@ -255,14 +296,21 @@ impl Bucket {
                 });
             }
             // Stale logs would be sealed and compressed too.
-            for log in entry.stale_logs(start, stop)? {
+            let logs = entry.stale_logs(start, stop)?;
+            for log in &logs {
                 stats.blocks += 1;
                 stats.records += log.records;
                 stats.bytes_before += log.bytes;
-                logs.push(log);
+            }
+            if !candidates.is_empty() || !logs.is_empty() {
+                plans.push(EntryPlan {
+                    frame_size: entry.frame_size() as u64,
+                    candidates,
+                    logs,
+                });
             }
         }
-        Ok((stats, candidates, logs, frame_size))
+        Ok((stats, plans))
     }
 
     /// Recompresses the sealed blocks of the entries matching `entries` whose records all
@@ -312,6 +360,7 @@ impl Bucket {
             // older than its end) is sealed first, so it is compressed with the rest.
             entry.seal_stale_logs(start, stop)?;
             let plan = CompressPlan::new(&entry.sealed_blocks()?, start, stop, target);
+            compacted.keep(&plan.kept);
             // Compaction: overlapping blocks are merged into disjoint ones with the target
             // codec (or a stronger one a source already had), output blocks in parallel.
             for group in &plan.merge {
@@ -362,6 +411,13 @@ impl Bucket {
             result?;
             stats.add(committed?);
             stats.add(compacted);
+            if cancel() {
+                log::info!(
+                    "recompression cancelled after {} block(s) ({} records); the rest is as it was",
+                    stats.blocks,
+                    stats.records
+                );
+            }
             Ok(stats)
         })
     }

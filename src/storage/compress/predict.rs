@@ -2,7 +2,7 @@
 //! re-encodes a sample of the eligible frames with the target codec and packs a sample of
 //! their record tables, and scales what it measured to every eligible block.
 //!
-//! The work is bounded: one frame in [`SAMPLE_EVERY`] is sampled — every frame of small
+//! The work is bounded: one frame in [`SAMPLE_EVERY`] of each entry is sampled — every frame of a small
 //! data, until [`SAMPLE_MIN`] is sampled, since a few frames say little; one in more of
 //! large data, so the sample stays near [`SAMPLE_BUDGET`] — reading stops at
 //! [`SAMPLE_BUDGET`] stored bytes, and blocks are mapped without reading ahead, so only
@@ -50,6 +50,8 @@ struct Sample {
     records: u64,
     /// Stored bytes read.
     read: u64,
+    /// Stored bytes it may read.
+    budget: u64,
 }
 
 impl Sample {
@@ -68,7 +70,7 @@ impl Sample {
             return;
         }
         for &index in local {
-            if self.read >= SAMPLE_BUDGET {
+            if self.read >= self.budget {
                 break;
             }
             let taken = match &candidate.group {
@@ -213,51 +215,114 @@ fn live_payload(b: &BlockEntry) -> u64 {
     (b.payload_bytes as u128 * b.live_records() as u128 / b.record_count as u128) as u64
 }
 
+/// What a compression would rewrite in one entry.
+pub(crate) struct EntryPlan {
+    /// The entry's frame size (raw bytes per frame).
+    pub(crate) frame_size: u64,
+    /// Its eligible sealed blocks.
+    pub(super) candidates: Vec<Candidate>,
+    /// Its logs that would be sealed and compressed.
+    pub(crate) logs: Vec<StaleLog>,
+}
+
+impl EntryPlan {
+    fn raw_bytes(&self) -> u64 {
+        self.candidates
+            .iter()
+            .map(|c| live_payload(&c.block))
+            .sum::<u64>()
+            + self.logs.iter().map(|l| l.payload_bytes).sum::<u64>()
+    }
+}
+
 /// The bytes the eligible blocks and stale logs would take once compressed to `target`.
-pub(super) fn predict_bytes_after(
-    candidates: &[Candidate],
-    logs: &[StaleLog],
-    target: Codec,
-    frame_size: u64,
-) -> u64 {
-    let frame_size = frame_size.max(1);
-    let total_raw: u64 = candidates
+///
+/// Each entry is predicted from its own sample: entries compress unlike each other
+/// (images barely, JSON rows tenfold), so one ratio over a mixed bucket would weigh them
+/// by how the sample happened to fall. Each entry's stride follows its own size (a small
+/// entry is sampled whole), thinned on a large bucket so the whole sample stays near the
+/// shared read budget; each entry's sample starts at its first frame, so every entry is
+/// measured, and one the budget left unsampled takes the bucket's measured ratios.
+pub(super) fn predict_bytes_after(plans: &[EntryPlan], target: Codec) -> u64 {
+    let total_raw: u64 = plans.iter().map(EntryPlan::raw_bytes).sum();
+    // Sparser on a large bucket, so that all its samples stay near SAMPLE_BUDGET.
+    let bucket_stride = total_raw.div_ceil(SAMPLE_BUDGET).max(1);
+    let mut read = 0u64;
+    let samples: Vec<Sample> = plans
         .iter()
-        .map(|c| live_payload(&c.block))
-        .sum::<u64>()
-        + logs.iter().map(|l| l.payload_bytes).sum::<u64>();
-    // One frame in `stride`: 16; denser on small data (at least SAMPLE_MIN sampled);
-    // sparser on large data (at most about SAMPLE_BUDGET).
-    let stride = total_raw
-        .div_ceil(SAMPLE_MIN)
-        .clamp(1, SAMPLE_EVERY)
-        .max(total_raw.div_ceil(SAMPLE_BUDGET));
-    let mut sample = Sample::default();
-    let mut position = 0u64;
-    for candidate in candidates {
-        let frames = candidate.block.payload_bytes.div_ceil(frame_size).max(1);
-        let first = position.div_ceil(stride) * stride;
-        let local: Vec<usize> = (first..position + frames)
-            .step_by(stride as usize)
-            .map(|k| (k - position) as usize)
-            .collect();
-        position += frames;
-        if !local.is_empty() && sample.read < SAMPLE_BUDGET {
-            sample.take(candidate, &local, target);
-        }
+        .map(|plan| {
+            let mut sample = Sample {
+                budget: SAMPLE_BUDGET.saturating_sub(read),
+                ..Default::default()
+            };
+            // One frame in 16 of an entry; denser on a small one (at least SAMPLE_MIN
+            // sampled: a few frames say little).
+            let stride = plan
+                .raw_bytes()
+                .div_ceil(SAMPLE_MIN)
+                .clamp(1, SAMPLE_EVERY)
+                .max(bucket_stride);
+            sample.take_entry(plan, stride, target);
+            read += sample.read;
+            sample
+        })
+        .collect();
+    let mut bucket = Sample::default();
+    for s in &samples {
+        bucket.frames_raw += s.frames_raw;
+        bucket.frames_after += s.frames_after;
+        bucket.overhead_after += s.overhead_after;
+        bucket.records += s.records;
     }
-    // Logs are sealed into frames the same way: sample those too.
-    for log in logs {
-        let frames = log.payload_bytes.div_ceil(frame_size).max(1);
-        let first = position.div_ceil(stride) * stride;
-        for k in (first..position + frames).step_by(stride as usize) {
-            if sample.read >= SAMPLE_BUDGET {
-                break;
+    plans
+        .iter()
+        .zip(&samples)
+        .map(|(plan, sample)| {
+            let measured = if sample.frames_raw > 0 {
+                sample
+            } else {
+                &bucket
+            };
+            scale(plan, measured)
+        })
+        .sum::<f64>()
+        .round() as u64
+}
+
+impl Sample {
+    /// Samples one in `stride` frames of an entry's blocks and logs, from its first.
+    fn take_entry(&mut self, plan: &EntryPlan, stride: u64, target: Codec) {
+        let frame_size = plan.frame_size.max(1);
+        let mut position = 0u64;
+        for candidate in &plan.candidates {
+            let frames = candidate.block.payload_bytes.div_ceil(frame_size).max(1);
+            let first = position.div_ceil(stride) * stride;
+            let local: Vec<usize> = (first..position + frames)
+                .step_by(stride as usize)
+                .map(|k| (k - position) as usize)
+                .collect();
+            position += frames;
+            if !local.is_empty() && self.read < self.budget {
+                self.take(candidate, &local, target);
             }
-            sample.take_log_frame(log, k - position, frame_size, target);
         }
-        position += frames;
+        // Logs are sealed into frames the same way: sample those too.
+        for log in &plan.logs {
+            let frames = log.payload_bytes.div_ceil(frame_size).max(1);
+            let first = position.div_ceil(stride) * stride;
+            for k in (first..position + frames).step_by(stride as usize) {
+                if self.read >= self.budget {
+                    break;
+                }
+                self.take_log_frame(log, k - position, frame_size, target);
+            }
+            position += frames;
+        }
     }
+}
+
+/// An entry's bytes after, scaled from what `sample` measured.
+fn scale(plan: &EntryPlan, sample: &Sample) -> f64 {
     let frame_ratio = if sample.frames_raw > 0 {
         sample.frames_after as f64 / sample.frames_raw as f64
     } else {
@@ -265,7 +330,8 @@ pub(super) fn predict_bytes_after(
     };
     let per_record =
         (sample.records > 0).then(|| sample.overhead_after as f64 / sample.records as f64);
-    let blocks: f64 = candidates
+    let blocks: f64 = plan
+        .candidates
         .iter()
         .map(|c| {
             let b = &c.block;
@@ -275,7 +341,8 @@ pub(super) fn predict_bytes_after(
             live_payload(b) as f64 * frame_ratio + overhead
         })
         .sum();
-    let sealed_logs: f64 = logs
+    let sealed_logs: f64 = plan
+        .logs
         .iter()
         .map(|l| {
             // Without a sampled table, the log's own metadata packed as the frames pack.
@@ -286,5 +353,5 @@ pub(super) fn predict_bytes_after(
             l.payload_bytes as f64 * frame_ratio + overhead
         })
         .sum();
-    (blocks + sealed_logs).round() as u64
+    blocks + sealed_logs
 }

@@ -138,10 +138,7 @@ impl<'a> Run<'a> {
         loop {
             window = (window * 2).min(max_window);
             if cancel() {
-                log::info!(
-                    "recompression cancelled after {} block(s)",
-                    self.stats.blocks
-                );
+                // (Logged by the caller once the committer has counted what it committed.)
                 return Ok(());
             }
             if batch.is_empty() && encoded.is_none() {
