@@ -2,9 +2,10 @@
 //! re-encodes a sample of the eligible frames with the target codec and packs a sample of
 //! their record tables, and scales what it measured to every eligible block.
 //!
-//! The work is bounded: one frame in [`SAMPLE_EVERY`] of each entry is sampled — every frame of a small
-//! data, until [`SAMPLE_MIN`] is sampled, since a few frames say little; one in more of
-//! large data, so the sample stays near [`SAMPLE_BUDGET`] — reading stops at
+//! Each entry is measured on its own sample (entries compress unlike each other). The
+//! work is bounded: one frame in [`SAMPLE_EVERY`] of an entry is sampled — every frame of
+//! a small one, until [`SAMPLE_MIN`] is sampled, since a few frames say little; one in
+//! more of a large bucket, so the sample stays near [`SAMPLE_BUDGET`] — reading stops at
 //! [`SAMPLE_BUDGET`] stored bytes, and blocks are mapped without reading ahead, so only
 //! the sampled frames are read. Blocks that a run would merge (they overlap) are sampled
 //! as the merge writes them: their records in timestamp order, from at most
