@@ -113,12 +113,7 @@ impl CheckReport {
 /// Checks the data directory `data` read-only, holding its lock (a running server holds
 /// it: stop the server first).
 pub fn check(data: &Path) -> Result<CheckReport> {
-    if !data.is_dir() {
-        return Err(Error::not_found(format!(
-            "data directory {} does not exist",
-            data.display()
-        )));
-    }
+    crate::storage::marker::require_data_dir(data)?;
     let _lock = lock_data_dir(data)?;
     let mut report = CheckReport::default();
     for dir in sorted_dirs(data)? {

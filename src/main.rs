@@ -171,9 +171,14 @@ fn older_than(text: &str) -> std::result::Result<String, String> {
 }
 
 /// Parses `--target`: a codec that can be a recompression target.
+/// Both refusals list what a target can be (a block can be stored uncompressed, `none`,
+/// but nothing recompresses to it).
 fn target_codec(text: &str) -> std::result::Result<Codec, String> {
-    let codec: Codec = text.parse().map_err(|e: Error| e.message().to_string())?;
-    halflife::storage::compress::validate_target(codec).map_err(|e| e.message().to_string())?;
+    use halflife::storage::compress::{TARGETS, validate_target};
+    let codec: Codec = text
+        .parse()
+        .map_err(|_: Error| format!("'{text}' is not a compression target: {TARGETS}"))?;
+    validate_target(codec).map_err(|e| e.message().to_string())?;
     Ok(codec)
 }
 
@@ -254,12 +259,7 @@ fn maintenance_job(common: MaintenanceArgs, threads: usize, action: Action) -> J
 }
 
 fn info(data_path: PathBuf, json: bool) -> Result<()> {
-    if !data_path.is_dir() {
-        return Err(halflife::Error::not_found(format!(
-            "data directory '{}' does not exist",
-            data_path.display()
-        )));
-    }
+    halflife::storage::marker::require_data_dir(&data_path)?;
     let mut config = Config::new(data_path);
     // Looking changes nothing: no background merge of overlapping blocks here.
     config.max_block_overlap = usize::MAX;
@@ -353,8 +353,54 @@ fn log_level(value: Option<&str>) -> (LogLevel, Option<String>) {
     (LogLevel::Named(filter), None)
 }
 
+/// Parses the command line; a bad value that came from an environment variable (the
+/// flag was not given) is reported under the variable's name, which is what the user set.
+fn parse_cli() -> Cli {
+    use clap::CommandFactory;
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let err = match Cli::try_parse() {
+        Ok(cli) => return cli,
+        Err(e) => e,
+    };
+    let from_env = match (err.kind(), err.get(ContextKind::InvalidArg)) {
+        (ErrorKind::ValueValidation | ErrorKind::InvalidValue, Some(ContextValue::String(arg))) => {
+            let long = arg.split_whitespace().next().unwrap_or_default();
+            let given = std::env::args().any(|a| a == long || a.starts_with(&format!("{long}=")));
+            let command = Cli::command();
+            let env = command
+                .get_subcommands()
+                .flat_map(|c| c.get_arguments())
+                .chain(command.get_arguments())
+                .find(|a| a.get_long().is_some_and(|l| format!("--{l}") == long))
+                .and_then(|a| a.get_env())
+                .map(|e| e.to_string_lossy().into_owned());
+            env.filter(|name| !given && std::env::var_os(name).is_some())
+                .map(|name| (name, long.to_string()))
+        }
+        _ => None,
+    };
+    match from_env {
+        Some((name, long)) => {
+            let value = std::env::var(&name).unwrap_or_default();
+            let why = err
+                .render()
+                .to_string()
+                .lines()
+                .next()
+                .and_then(|l| l.split_once("': ").map(|(_, why)| why.to_string()))
+                .unwrap_or_default();
+            eprintln!(
+                "error: invalid value '{}' in the environment variable {name} (the setting {long}): {why}",
+                value.escape_default()
+            );
+            std::process::exit(2);
+        }
+        None => err.exit(),
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse_cli();
     let (level, complaint) = match (&cli.command, cli.verbose) {
         (Command::Serve(_), _) => log_level(std::env::var("RS_LOG_LEVEL").ok().as_deref()),
         // A command's output is its report: the log only says what went wrong.

@@ -94,12 +94,7 @@ pub fn run(
     progress: &(dyn Fn(Progress) + Sync),
     cancel: &dyn Fn() -> bool,
 ) -> Result<Summary> {
-    if !job.data_path.is_dir() {
-        return Err(Error::not_found(format!(
-            "data directory '{}' does not exist",
-            job.data_path.display()
-        )));
-    }
+    crate::storage::marker::require_data_dir(&job.data_path)?;
     let older_than = parse_duration(&job.older_than)
         .map_err(|e| Error::unprocessable(format!("--older-than '{}': {e}", job.older_than)))?;
     if older_than < 0 {

@@ -287,12 +287,12 @@ fn maintenance_errors_name_the_bad_value() {
     let cases: Vec<(Vec<&str>, &str, i32)> = vec![
         (
             [&compress[..], &["--older-than", "1h", "--target", "gzip"]].concat(),
-            "invalid value 'gzip' for '--target <TARGET>': codec 'gzip' is not one of",
+            "invalid value 'gzip' for '--target <TARGET>': 'gzip' is not a compression target: a target is lz4, zstd (level 3) or zstd-<level 1..22>",
             2,
         ),
         (
             [&compress[..], &["--older-than", "1h", "--target", "none"]].concat(),
-            "'none' is not a compression",
+            "'none' is not a compression target: a target is lz4, zstd (level 3) or zstd-<level 1..22>",
             2,
         ),
         (
@@ -460,4 +460,76 @@ fn log_levels_take_reductstore_names_in_any_case_and_never_silence() {
         bogus.contains("RS_LOG_LEVEL 'loud' is not one of TRACE, DEBUG, INFO, WARNING, ERROR"),
         "{bogus}"
     );
+}
+
+#[test]
+fn offline_commands_refuse_a_directory_that_is_not_a_data_directory_and_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("photos")).unwrap();
+    std::fs::write(dir.path().join("notes.txt"), b"mine").unwrap();
+    let listing = || {
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = listing();
+    for args in [
+        vec!["info"],
+        vec!["check"],
+        vec!["compress", "--bucket", "photos", "--older-than", "1h"],
+        vec!["delete", "--bucket", "photos", "--older-than", "1h"],
+    ] {
+        let out = halflife()
+            .args(&args)
+            .arg("--data-path")
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("is not a halflife data directory"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "one line, no log noise: {err}");
+        assert_eq!(listing(), before, "{args:?} wrote nothing");
+    }
+    // A store (what `serve` creates) carries the marker.
+    let store = tempfile::tempdir().unwrap();
+    drop(Store::open(Config::new(store.path())).unwrap());
+    assert!(store.path().join(".halflife").is_file());
+    let out = halflife()
+        .args(["info", "--data-path"])
+        .arg(store.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+}
+
+#[test]
+fn a_bad_value_from_the_environment_is_named_by_its_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = halflife()
+        .args(["serve", "--data-path"])
+        .arg(dir.path())
+        .env("RS_LIFECYCLE_MIN_INTERVAL", "soon")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("invalid value 'soon' in the environment variable RS_LIFECYCLE_MIN_INTERVAL"),
+        "{err}"
+    );
+    // Given as a flag, the flag is named.
+    let out = halflife()
+        .args(["serve", "--lifecycle-min-interval", "soon", "--data-path"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("for '--lifecycle-min-interval"), "{err}");
 }

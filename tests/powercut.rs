@@ -592,6 +592,11 @@ fn acknowledged_changes_survive_power_cuts() {
         };
         drop(mounted);
         mounted = fs.mount(&mnt).expect("mount again after the cut");
+        // Written (and synced) when the first server created the directory.
+        assert!(
+            data.join(".halflife").is_file(),
+            "the data directory's marker survives power cuts"
+        );
         // The next cycle's mode: what the restarted server promises from now on.
         server = start_server(&data, &server_env(mode_of(cycle + 1)));
         verify(&server, &work.model, mode, cut_at, cycle);

@@ -18,6 +18,17 @@ fn the_readme_shows_the_library_example_as_it_is() {
 }
 
 #[test]
+fn the_readme_shows_the_python_example_as_ci_runs_it() {
+    // CI runs examples/quickstart.py twice against a server (.ci/run).
+    let readme = read("README.md");
+    let example = read("examples/quickstart.py");
+    assert!(
+        readme.contains(&format!("```python\n{example}```")),
+        "README.md must show examples/quickstart.py verbatim in a python block"
+    );
+}
+
+#[test]
 fn docs_link_nothing_outside_the_repository() {
     for doc in ["README.md", "ARCHITECTURE.md"] {
         let text = read(doc);

@@ -97,6 +97,44 @@ fn replica_refuses_changes() {
 }
 
 #[test]
+fn a_replica_lists_its_stored_policies_read_only() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = start_server(dir.path(), &[]);
+        s.request("POST", "/api/v1/b/b", &[], b"");
+        let r = s.request(
+            "POST",
+            "/api/v1/lifecycles/keep-a-week",
+            &[],
+            br#"{"type":"delete","bucket":"b","older_than":"7d"}"#,
+        );
+        assert_eq!(r.status, 200, "{}", r.error());
+        s.terminate();
+    }
+    let s = start_server(dir.path(), &[("RS_INSTANCE_ROLE", "replica")]);
+    let list = s.get("/api/v1/lifecycles").json();
+    let listed = &list["lifecycles"][0];
+    assert_eq!(listed["name"], "keep-a-week", "{list}");
+    assert_eq!(listed["is_running"], false, "a replica runs nothing");
+    assert!(
+        listed["last_error"].as_str().unwrap().contains("replica"),
+        "{listed}"
+    );
+    let one = s.get("/api/v1/lifecycles/keep-a-week");
+    assert_eq!(one.status, 200, "{}", one.error());
+    assert_eq!(one.json()["settings"]["older_than"], "7d");
+    // Still read-only: changes and unknown names are refused as before.
+    let r = s.request("DELETE", "/api/v1/lifecycles/keep-a-week", &[], b"");
+    assert_eq!(r.status, 403);
+    assert_eq!(s.get("/api/v1/lifecycles/other").status, 403);
+    let report = s.get("/api/v1/b/b/storage").json();
+    assert_eq!(
+        report["policies"][0]["state"], "read-only (replica)",
+        "{report}"
+    );
+}
+
+#[test]
 fn http_protocol_edges() {
     let dir = tempfile::tempdir().unwrap();
     let s = start_server(dir.path(), &[]);

@@ -88,7 +88,12 @@ struct Repo {
 /// The lifecycle repository (normal or read-only).
 pub struct LifecycleRepository {
     repo: Option<Repo>,
+    /// A replica's stored definitions, listed (read-only) and never run.
+    stored: std::collections::BTreeMap<String, Definition>,
 }
+
+/// The `last_error` of a policy a replica lists: why it does not run.
+pub const REPLICA_NOTE: &str = "not run: this instance is a replica (read-only)";
 
 fn read_only(action: &str) -> Error {
     Error::forbidden(format!("Cannot {action} in read-only mode"))
@@ -135,6 +140,7 @@ impl LifecycleRepository {
         }
         log::info!("lifecycle repository: {} policies", definitions.len());
         Ok(LifecycleRepository {
+            stored: Default::default(),
             repo: Some(Repo {
                 store,
                 events,
@@ -148,7 +154,31 @@ impl LifecycleRepository {
 
     /// The repository of a replica: nothing listed, every change refused, no threads.
     pub fn read_only() -> Self {
-        LifecycleRepository { repo: None }
+        LifecycleRepository {
+            repo: None,
+            stored: Default::default(),
+        }
+    }
+
+    /// The repository of a replica whose data directory is `data`: its stored policies
+    /// are listed and can be read by name (they never run: a replica changes nothing);
+    /// every change is refused, and no thread starts. A name not stored is refused as
+    /// ReductStore refuses every read on a replica.
+    pub fn replica(data: &std::path::Path) -> Result<Self> {
+        let stored = DefinitionStore::read(data)?;
+        Ok(LifecycleRepository { repo: None, stored })
+    }
+
+    fn stored_info(&self) -> Vec<(LifecycleInfo, LifecycleSettings)> {
+        self.stored
+            .iter()
+            .map(|(name, def)| {
+                let mut info = info(name, def, None);
+                info.is_running = false;
+                info.last_error = Some(REPLICA_NOTE.to_string());
+                (info, def.settings.clone())
+            })
+            .collect()
     }
 
     fn repo(&self, action: &str) -> Result<&Repo> {
@@ -192,6 +222,11 @@ impl LifecycleRepository {
 
     /// A policy's info and settings.
     pub fn get(&self, name: &str) -> Result<(LifecycleInfo, LifecycleSettings)> {
+        if self.repo.is_none()
+            && let Some(found) = self.stored_info().into_iter().find(|(i, _)| i.name == name)
+        {
+            return Ok(found);
+        }
         let repo = self.repo("get lifecycle info")?;
         let runtime = repo.scheduler.info()?;
         let defs = repo.lock();
@@ -204,7 +239,7 @@ impl LifecycleRepository {
     /// Info of every policy, sorted by name (a replica lists nothing).
     pub fn list(&self) -> Result<Vec<LifecycleInfo>> {
         let Some(repo) = &self.repo else {
-            return Ok(Vec::new());
+            return Ok(self.stored_info().into_iter().map(|(i, _)| i).collect());
         };
         let runtime = repo.scheduler.info()?;
         let defs = repo.lock();
@@ -218,7 +253,7 @@ impl LifecycleRepository {
     /// the storage report shows of a bucket's policies.
     pub fn describe(&self) -> Result<Vec<(LifecycleInfo, LifecycleSettings)>> {
         let Some(repo) = &self.repo else {
-            return Ok(Vec::new());
+            return Ok(self.stored_info());
         };
         let mut runtime = repo.scheduler.info()?;
         let mut described: Vec<_> = {

@@ -94,7 +94,15 @@ fn entry_report(entry: &Entry) -> EntryReport {
         })
     };
     read().unwrap_or_else(|e| EntryReport {
-        name: entry.name().to_string(),
+        error: Some(e.message().to_string()),
+        ..unreadable(entry.name().to_string())
+    })
+}
+
+/// The row of an entry that cannot be read: its name, nothing counted.
+fn unreadable(name: String) -> EntryReport {
+    EntryReport {
+        name,
         records: 0,
         blocks: 0,
         overlap: 0,
@@ -102,8 +110,8 @@ fn entry_report(entry: &Entry) -> EntryReport {
         oldest_record: 0,
         latest_record: 0,
         tiers: Vec::new(),
-        error: Some(e.message().to_string()),
-    })
+        error: None,
+    }
 }
 
 /// The report of one bucket, with the given policies.
@@ -117,6 +125,13 @@ pub fn bucket_report(bucket: &Bucket, mut policies: Vec<PolicyReport>) -> Bucket
             totals.entries += 1;
             entries.push(report);
         }
+    }
+    for (name, why) in bucket.unavailable_entries() {
+        totals.entries += 1;
+        entries.push(EntryReport {
+            error: Some(why),
+            ..unreadable(name)
+        });
     }
     entries.sort_by(|a, b| a.name.cmp(&b.name));
     policies.sort_by(|a, b| a.name.cmp(&b.name));

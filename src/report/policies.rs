@@ -8,6 +8,7 @@ use crate::error::{ErrorKind, Result};
 use crate::lifecycle::definitions::DefinitionStore;
 use crate::lifecycle::events::{RunEvent, SYSTEM_BUCKET, sanitize};
 use crate::lifecycle::meter::RunProgress;
+use crate::lifecycle::repository::REPLICA_NOTE;
 use crate::lifecycle::{LifecycleInfo, LifecycleMode, LifecycleSettings, LifecycleType};
 use crate::storage::Store;
 use crate::timefmt::rfc3339;
@@ -32,7 +33,7 @@ pub struct PolicyReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
     /// What it does now, in words: `running`, `catching up`, `caught up`, `failing`,
-    /// `disabled`, `invalid`, or `not run yet`.
+    /// `disabled`, `invalid`, `not run yet`, or `read-only (replica)`.
     pub state: String,
     /// When the last run started (RFC 3339).
     pub last_run: Option<String>,
@@ -90,12 +91,16 @@ pub fn live(info: &LifecycleInfo, settings: &LifecycleSettings) -> PolicyReport 
         older_than: settings.older_than.clone(),
         interval: settings.interval.clone(),
         target: target(settings),
-        state: state(
-            settings.mode,
-            invalid,
-            info.running_now,
-            info.last_event.as_ref(),
-        ),
+        state: if info.last_error.as_deref() == Some(REPLICA_NOTE) {
+            "read-only (replica)".to_string()
+        } else {
+            state(
+                settings.mode,
+                invalid,
+                info.running_now,
+                info.last_event.as_ref(),
+            )
+        },
         last_run: info.last_run.clone(),
         next_run: info.next_run.clone(),
         last_processed_ts: info.last_processed_ts,

@@ -133,7 +133,7 @@ impl Server {
             provision_buckets(&store, provisioning.buckets, &bucket_defaults)
         };
         let lifecycles = if config.role == InstanceRole::Replica {
-            LifecycleRepository::read_only()
+            LifecycleRepository::replica(store.data_path())?
         } else {
             LifecycleRepository::open(store.clone(), &config.engine)?
         };

@@ -291,6 +291,19 @@ fn settings_for(id: &str, mut fields: BTreeMap<&'static str, String>) -> Provisi
         .remove("NAME")
         .filter(|n| !n.trim().is_empty())
         .ok_or_else(|| format!("{PREFIX}{id}_NAME is missing"))?;
+    // Named by the variable the user writes, not by the JSON field it becomes.
+    let missing: Vec<String> = ["TYPE", "BUCKET", "OLDER_THAN"]
+        .iter()
+        .filter(|f| fields.get(*f).is_none_or(|v| v.trim().is_empty()))
+        .map(|f| format!("{PREFIX}{id}_{f}"))
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "lifecycle '{name}': {} {} missing",
+            missing.join(", "),
+            if missing.len() == 1 { "is" } else { "are" }
+        ));
+    }
     let mut json = Map::new();
     for (field, value) in fields {
         let key = field.to_ascii_lowercase();
@@ -355,7 +368,10 @@ mod tests {
         assert_eq!(s.processing_interval.as_deref(), Some("1h"));
         assert!(s.when.is_some());
         let err = out[1].as_ref().unwrap_err();
-        assert!(err.contains("bucket"), "{err}");
+        assert_eq!(
+            err, "lifecycle 'no-bucket': RS_LIFECYCLE_B_BUCKET is missing",
+            "named by its variable"
+        );
         let err = out[2].as_ref().unwrap_err();
         assert!(err.contains("RS_LIFECYCLE_C_NAME is missing"), "{err}");
         let err = out[3].as_ref().unwrap_err();

@@ -17,6 +17,7 @@ pub mod compress;
 pub mod condition;
 pub mod entry;
 pub mod format;
+pub mod marker;
 pub mod merge;
 pub mod names;
 pub mod pattern;

@@ -81,6 +81,7 @@ impl Store {
         // Durably: a directory whose creation a power cut undoes takes every bucket with it.
         create_dirs_durably(data)?;
         let lock = lock_data_dir(data)?;
+        crate::storage::marker::write_marker(data)?;
         crate::storage::sync::open_files::set_open_file_limit(config.max_open_log_files);
         remove_trash(data)?;
         let merger = Merger::start()?;

@@ -93,6 +93,24 @@ pub fn try_start_server_limited(
     open_files: Option<u64>,
 ) -> Result<ServerProcess, (ExitStatus, Vec<String>)> {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_halflife"));
+    launch(&mut cmd, data, env, open_files)
+}
+
+/// Like [`start_server`], run as user `uid` (and its group `uid`): what a test needs to
+/// make a file unreadable to the server when the tests run as root.
+pub fn start_server_as(data: &Path, env: &[(&str, &str)], uid: u32) -> ServerProcess {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_halflife"));
+    cmd.uid(uid).gid(uid);
+    launch(&mut cmd, data, env, None).expect("the server starts")
+}
+
+fn launch(
+    cmd: &mut Command,
+    data: &Path,
+    env: &[(&str, &str)],
+    open_files: Option<u64>,
+) -> Result<ServerProcess, (ExitStatus, Vec<String>)> {
     if let Some(limit) = open_files {
         use std::os::unix::process::CommandExt;
         // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.

@@ -19,6 +19,7 @@ use crate::storage::names::{validate_entry_name, validate_label_set, validate_la
 
 mod attachments;
 mod moves;
+mod open;
 use crate::storage::pattern::EntryPatterns;
 use crate::storage::query::{QueryIter, QueryOptions};
 use crate::storage::record::{Labels, Record, RecordMeta};
@@ -94,6 +95,9 @@ pub struct Bucket {
     /// One attachment upsert at a time, so two writes of one key cannot both keep
     /// their older values.
     attachment_writes: std::sync::Mutex<()>,
+    /// Entries on disk that could not be opened, and why (`open.rs`): listed by the
+    /// storage report, never written over.
+    unavailable: RwLock<BTreeMap<String, String>>,
 }
 
 impl Bucket {
@@ -127,98 +131,8 @@ impl Bucket {
             merges,
             removed: AtomicBool::new(false),
             attachment_writes: Default::default(),
+            unavailable: Default::default(),
         })
-    }
-
-    /// Opens a bucket directory and every entry under it.
-    pub(crate) fn open(
-        dir: &Path,
-        name: &str,
-        ctx: EntryContext,
-        merges: MergeQueue,
-    ) -> Result<Bucket> {
-        let path = dir.join(SETTINGS_FILE);
-        let raw = std::fs::read(&path)
-            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-        let settings: BucketSettings = serde_json::from_slice(&raw)
-            .map_err(|e| Error::internal(format!("{} does not parse: {e}", path.display())))?;
-        remove_trash(dir)?;
-        let bucket = Bucket {
-            name: name.to_string(),
-            dir: dir.to_path_buf(),
-            settings: RwLock::new(settings),
-            entries: RwLock::new(BTreeMap::new()),
-            ctx,
-            merges,
-            removed: AtomicBool::new(false),
-            attachment_writes: Default::default(),
-        };
-        let mut found = BTreeMap::new();
-        bucket.discover(dir, "", &mut found)?;
-        // Entries written before parents were made (or whose parent was removed alone)
-        // get their parents now, as a write would make them.
-        let children: Vec<String> = found.keys().filter(|n| n.contains('/')).cloned().collect();
-        for child in children {
-            for (slash, _) in child.match_indices('/') {
-                let parent = &child[..slash];
-                if found.contains_key(parent) || holds_entry(&dir.join(parent)) {
-                    continue;
-                }
-                match bucket.create_entry(&mut found, parent) {
-                    Ok(_) => log::info!("bucket {}: made parent entry {parent}", bucket.name),
-                    Err(e) => log::warn!("bucket {}: parent entry {parent}: {e}", bucket.name),
-                }
-            }
-        }
-        // A merge interrupted by a crash (or never started) is asked for again.
-        let limits = bucket.settings().block_limits();
-        for entry in found.values() {
-            bucket.merges.request_if_needed(entry, limits);
-        }
-        *bucket.entries_mut() = found;
-        Ok(bucket)
-    }
-
-    /// Walks the directory tree; every directory holding an index is an entry.
-    fn discover(
-        &self,
-        dir: &Path,
-        prefix: &str,
-        found: &mut BTreeMap<String, Arc<Entry>>,
-    ) -> Result<()> {
-        let listing = std::fs::read_dir(dir)
-            .map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
-        for item in listing.flatten() {
-            let file_name = item.file_name().to_string_lossy().into_owned();
-            if file_name.starts_with('.') || !item.file_type().is_ok_and(|t| t.is_dir()) {
-                continue;
-            }
-            let name = if prefix.is_empty() {
-                file_name
-            } else {
-                format!("{prefix}/{file_name}")
-            };
-            if validate_entry_name(&name).is_err() {
-                log::warn!(
-                    "bucket {}: skipping directory {name}: not an entry name",
-                    self.name
-                );
-                continue;
-            }
-            let path = item.path();
-            if holds_entry(&path) {
-                // A damaged entry is left alone on disk (see `entry_or_create`) and the rest
-                // of the bucket keeps working.
-                match Entry::open(&self.name, &name, &path, self.ctx.clone()) {
-                    Ok(entry) => {
-                        found.insert(name.clone(), Arc::new(entry));
-                    }
-                    Err(e) => log::error!("entry {}/{name} is not available: {e}", self.name),
-                }
-            }
-            self.discover(&path, &name, found)?;
-        }
-        Ok(())
     }
 
     fn entries_ref(&self) -> RwLockReadGuard<'_, BTreeMap<String, Arc<Entry>>> {
@@ -339,6 +253,12 @@ impl Bucket {
             return Ok(entry.clone());
         }
         let dir = self.dir.join(name);
+        if let Some(why) = self.unavailable_entry(name) {
+            return Err(Error::internal(format!(
+                "Entry '{name}' in bucket '{}' exists on disk but cannot be read: {why}",
+                self.name
+            )));
+        }
         if holds_entry(&dir) {
             // Never write a fresh index over an entry that failed to open: that would lose it.
             return Err(Error::internal(format!(

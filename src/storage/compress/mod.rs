@@ -137,12 +137,15 @@ impl CompressStats {
     }
 }
 
+/// What a recompression target can be, as refusals say it.
+pub const TARGETS: &str = "a target is lz4, zstd (level 3) or zstd-<level 1..22>";
+
 /// Checks that a codec can be a recompression target.
 pub fn validate_target(target: Codec) -> Result<()> {
     match target {
-        Codec::None => Err(Error::unprocessable(
-            "Compression target 'none' is not a compression; use 'lz4' or 'zstd'",
-        )),
+        Codec::None => Err(Error::unprocessable(format!(
+            "'none' is not a compression target: {TARGETS}"
+        ))),
         Codec::Lz4 => Ok(()),
         Codec::Zstd(level) if (1..=22).contains(&level) => Ok(()),
         Codec::Zstd(level) => Err(Error::unprocessable(format!(

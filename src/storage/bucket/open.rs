@@ -1,0 +1,149 @@
+//! Opening a bucket: its settings, then every entry under its directory. An entry that
+//! cannot be opened or listed (damage, permissions) is marked unavailable with its
+//! reason — listed by the storage report, never written over — and the rest of the
+//! bucket works.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::RwLock;
+use std::sync::atomic::AtomicBool;
+
+use super::{Bucket, SETTINGS_FILE, remove_trash};
+use crate::error::{Error, Result};
+use crate::storage::entry::{Entry, EntryContext, holds_entry};
+use crate::storage::merge::MergeQueue;
+use crate::storage::names::validate_entry_name;
+use crate::storage::settings::BucketSettings;
+
+impl Bucket {
+    /// Opens a bucket directory and every entry under it.
+    pub(crate) fn open(
+        dir: &Path,
+        name: &str,
+        ctx: EntryContext,
+        merges: MergeQueue,
+    ) -> Result<Bucket> {
+        let path = dir.join(SETTINGS_FILE);
+        let raw = std::fs::read(&path)
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        let settings: BucketSettings = serde_json::from_slice(&raw)
+            .map_err(|e| Error::internal(format!("{} does not parse: {e}", path.display())))?;
+        remove_trash(dir)?;
+        let bucket = Bucket {
+            name: name.to_string(),
+            dir: dir.to_path_buf(),
+            settings: RwLock::new(settings),
+            entries: RwLock::new(BTreeMap::new()),
+            ctx,
+            merges,
+            removed: AtomicBool::new(false),
+            attachment_writes: Default::default(),
+            unavailable: Default::default(),
+        };
+        let mut found = BTreeMap::new();
+        bucket.discover(dir, "", &mut found)?;
+        // Entries written before parents were made (or whose parent was removed alone)
+        // get their parents now, as a write would make them.
+        let children: Vec<String> = found.keys().filter(|n| n.contains('/')).cloned().collect();
+        for child in children {
+            for (slash, _) in child.match_indices('/') {
+                let parent = &child[..slash];
+                if found.contains_key(parent) || holds_entry(&dir.join(parent)) {
+                    continue;
+                }
+                match bucket.create_entry(&mut found, parent) {
+                    Ok(_) => log::info!("bucket {}: made parent entry {parent}", bucket.name),
+                    Err(e) => log::warn!("bucket {}: parent entry {parent}: {e}", bucket.name),
+                }
+            }
+        }
+        // A merge interrupted by a crash (or never started) is asked for again.
+        let limits = bucket.settings().block_limits();
+        for entry in found.values() {
+            bucket.merges.request_if_needed(entry, limits);
+        }
+        *bucket.entries_mut() = found;
+        Ok(bucket)
+    }
+
+    /// Walks the directory tree; every directory holding an index is an entry (one that
+    /// fails to open, or to be listed, is marked unavailable).
+    fn discover(
+        &self,
+        dir: &Path,
+        prefix: &str,
+        found: &mut BTreeMap<String, Arc<Entry>>,
+    ) -> Result<()> {
+        let listing = std::fs::read_dir(dir)
+            .map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
+        for item in listing.flatten() {
+            let file_name = item.file_name().to_string_lossy().into_owned();
+            if file_name.starts_with('.') || !item.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let name = if prefix.is_empty() {
+                file_name
+            } else {
+                format!("{prefix}/{file_name}")
+            };
+            if validate_entry_name(&name).is_err() {
+                log::warn!(
+                    "bucket {}: skipping directory {name}: not an entry name",
+                    self.name
+                );
+                continue;
+            }
+            let path = item.path();
+            if holds_entry(&path) {
+                // A damaged entry is left alone on disk (see `entry_or_create`) and the rest
+                // of the bucket keeps working.
+                match Entry::open(&self.name, &name, &path, self.ctx.clone()) {
+                    Ok(entry) => {
+                        found.insert(name.clone(), Arc::new(entry));
+                    }
+                    Err(e) => {
+                        log::error!("entry {}/{name} is not available: {e}", self.name);
+                        self.mark_unavailable(&name, e.message());
+                    }
+                }
+            }
+            // A directory that cannot be listed costs itself (and what is under it),
+            // never the rest of the bucket.
+            if let Err(e) = self.discover(&path, &name, found) {
+                log::error!(
+                    "entry {}/{name} is not available: {e}; the rest of the bucket is",
+                    self.name
+                );
+                self.mark_unavailable(&name, e.message());
+            }
+        }
+        Ok(())
+    }
+
+    fn mark_unavailable(&self, name: &str, why: &str) {
+        self.unavailable
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_string(), why.to_string());
+    }
+
+    /// Why entry `name` could not be opened, if it could not.
+    pub(super) fn unavailable_entry(&self, name: &str) -> Option<String> {
+        self.unavailable
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// The entries on disk that could not be opened, with why, sorted by name.
+    pub fn unavailable_entries(&self) -> Vec<(String, String)> {
+        self.unavailable
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(n, why)| (n.clone(), why.clone()))
+            .collect()
+    }
+}
