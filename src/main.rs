@@ -202,6 +202,8 @@ const CANCELLED: u8 = 130;
 /// Runs a maintenance job with a progress bar (drawn only when stderr is a terminal) and
 /// Ctrl-C as a clean stop; prints the summary. Returns whether it was cancelled.
 fn maintain(job: Job) -> Result<bool> {
+    // Before anything is printed: a directory that is not a data directory is one line.
+    halflife::storage::marker::require_data_dir(&job.data_path)?;
     let cancel = Arc::new(AtomicBool::new(false));
     // The flag is raised by the signal and read between blocks, so an interrupted run
     // commits what it wrote and leaves the rest untouched.

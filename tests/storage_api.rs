@@ -95,12 +95,12 @@ fn buckets_create_get_list_update_remove() {
     let store = open(dir.path());
     assert!(!dir.path().join("a0").join(".settings.tmp").exists());
     assert!(store.bucket("a0").is_ok());
-    // Only the bucket directory (and the lock of the open store) is left.
+    // Only the bucket directory (and the lock and marker of the open store) is left.
     let left: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .flatten()
         .map(|e| e.file_name())
-        .filter(|n| n != ".lock")
+        .filter(|n| n != ".lock" && n != ".halflife")
         .collect();
     assert_eq!(left, vec!["a0"]);
 }
@@ -131,7 +131,7 @@ fn bad_names_are_rejected_without_touching_the_disk() {
         .unwrap()
         .flatten()
         .map(|e| e.file_name())
-        .filter(|n| n != ".lock")
+        .filter(|n| n != ".lock" && n != ".halflife")
         .collect();
     on_disk.sort();
     assert_eq!(on_disk, vec!["$system", "b"]);

@@ -297,13 +297,6 @@ fn settings_for(id: &str, mut fields: BTreeMap<&'static str, String>) -> Provisi
         .filter(|f| fields.get(*f).is_none_or(|v| v.trim().is_empty()))
         .map(|f| format!("{PREFIX}{id}_{f}"))
         .collect();
-    if !missing.is_empty() {
-        return Err(format!(
-            "lifecycle '{name}': {} {} missing",
-            missing.join(", "),
-            if missing.len() == 1 { "is" } else { "are" }
-        ));
-    }
     let mut json = Map::new();
     for (field, value) in fields {
         let key = field.to_ascii_lowercase();
@@ -322,6 +315,13 @@ fn settings_for(id: &str, mut fields: BTreeMap<&'static str, String>) -> Provisi
             _ => Value::String(value.trim().to_string()),
         };
         json.insert(key, value);
+    }
+    if !missing.is_empty() {
+        return Err(format!(
+            "lifecycle '{name}': {} {} missing",
+            missing.join(", "),
+            if missing.len() == 1 { "is" } else { "are" }
+        ));
     }
     let text = Value::Object(json).to_string();
     let settings = LifecycleSettings::from_json(text.as_bytes())
