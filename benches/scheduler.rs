@@ -51,6 +51,7 @@ fn noop_scheduler() -> Scheduler {
             })
         }),
         events: None,
+        priority: Default::default(),
     };
     Scheduler::start(context, 2).expect("scheduler")
 }

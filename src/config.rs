@@ -28,6 +28,9 @@ pub struct Config {
     pub block_cache: usize,
     /// Threads of the recompression pool; defaults to the machine's available parallelism.
     pub compress_threads: usize,
+    /// How the lifecycle's workers and compression threads are scheduled beside the
+    /// request handlers (default: idle, they take only CPU time nothing else wants).
+    pub lifecycle_priority: crate::storage::priority::BackgroundPriority,
     /// Lifecycle worker threads (runs of different policies in parallel); default 2.
     pub worker_threads: usize,
     /// Smallest lifecycle `interval` accepted, in µs (default 10 minutes).
@@ -78,6 +81,7 @@ impl Config {
             frame_size: DEFAULT_FRAME_SIZE,
             block_cache: DEFAULT_BLOCK_CACHE,
             compress_threads: crate::storage::CompressPool::default_threads(),
+            lifecycle_priority: Default::default(),
             worker_threads: 2,
             lifecycle_min_interval: 10 * 60 * 1_000_000,
             lifecycle_min_older_than: 3600 * 1_000_000,

@@ -7,6 +7,7 @@ use clap::Args;
 use halflife::server::auth::TrustedProxies;
 use halflife::server::queries::QueryLimits;
 use halflife::server::{InstanceRole, Limits, Provisioning, Server, ServerConfig};
+use halflife::storage::priority::BackgroundPriority;
 use halflife::storage::{CompressPool, SyncMode};
 use halflife::{Config, Error, Result};
 
@@ -151,6 +152,12 @@ pub(crate) struct ServeArgs {
     /// rest waits for the next run, so a dense window cannot make one huge run.
     #[arg(long, env = "RS_LIFECYCLE_MAX_RECORDS_PER_RUN", default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
     lifecycle_max_records_per_run: u64,
+    /// How lifecycle runs (their workers and compression threads) are scheduled beside
+    /// requests: idle (SCHED_IDLE: only CPU time nothing else wants, so requests are never
+    /// delayed by them; under a sustained full load, policies wait), low (nice 19: a small
+    /// share even then) or normal (as requests).
+    #[arg(long, env = "RS_LIFECYCLE_PRIORITY", default_value = "idle", value_parser = lifecycle_priority)]
+    lifecycle_priority: BackgroundPriority,
     /// Belated writes seal into blocks that overlap others; when more than this many
     /// blocks cover one instant, a background merge makes them disjoint (reads search
     /// every block covering a timestamp, so this bounds their cost).
@@ -212,6 +219,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     engine.lifecycle_min_older_than = micros(args.lifecycle_min_older_than);
     engine.lifecycle_catch_up_share = args.lifecycle_catch_up_share;
     engine.lifecycle_max_records_per_run = args.lifecycle_max_records_per_run;
+    engine.lifecycle_priority = args.lifecycle_priority;
     engine.max_block_overlap = usize::try_from(args.max_block_overlap).unwrap_or(usize::MAX);
     engine.tombstone_fold_share = args.tombstone_fold_share;
     engine.sync_mode = args.sync;
@@ -263,4 +271,9 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     }
     server.shutdown();
     Ok(())
+}
+
+/// Parses `--lifecycle-priority` for clap (a bad one exits 2 naming it).
+fn lifecycle_priority(text: &str) -> std::result::Result<BackgroundPriority, String> {
+    text.parse().map_err(|e: Error| e.message().to_string())
 }

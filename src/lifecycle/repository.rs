@@ -117,8 +117,12 @@ impl LifecycleRepository {
         } else {
             None
         };
-        let pool = Arc::new(CompressPool::new(config.compress_threads.max(1))?);
-        let context = RunContext::storage(store.clone(), events.clone(), pool);
+        let pool = Arc::new(CompressPool::background(
+            config.compress_threads.max(1),
+            config.lifecycle_priority,
+        )?);
+        let mut context = RunContext::storage(store.clone(), events.clone(), pool);
+        context.priority = config.lifecycle_priority;
         let scheduler = Scheduler::start(context, config.worker_threads)?;
         let limits = LifecycleLimits::from_config(config);
         let mut invalid = Vec::new();

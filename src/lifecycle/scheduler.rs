@@ -134,6 +134,8 @@ pub struct RunContext {
     pub action: Arc<ActionFn>,
     /// Where run events go (and progress comes from); `None` when system events are off.
     pub events: Option<Arc<EventLog>>,
+    /// How the workers are scheduled beside the request handlers.
+    pub priority: crate::storage::priority::BackgroundPriority,
 }
 
 impl RunContext {
@@ -162,6 +164,7 @@ impl RunContext {
         RunContext {
             action: Arc::new(action),
             events,
+            priority: Default::default(),
         }
     }
 }

@@ -267,12 +267,13 @@ const FIELDS: [&str; 9] = [
     "MODE",
 ];
 /// Server settings that share the prefix.
-const OWN_SETTINGS: [&str; 5] = [
+const OWN_SETTINGS: [&str; 6] = [
     "RS_LIFECYCLE_WORKERS",
     "RS_LIFECYCLE_MIN_INTERVAL",
     "RS_LIFECYCLE_MIN_OLDER_THAN",
     "RS_LIFECYCLE_CATCH_UP_SHARE",
     "RS_LIFECYCLE_MAX_RECORDS_PER_RUN",
+    "RS_LIFECYCLE_PRIORITY",
 ];
 
 /// A provisioned policy, or why an ID could not become one.

@@ -21,6 +21,7 @@ pub mod marker;
 pub mod merge;
 pub mod names;
 pub mod pattern;
+pub mod priority;
 pub mod query;
 pub mod quota;
 pub mod record;

@@ -13,6 +13,8 @@ use crate::lifecycle::events::{EventLog, RunEvent, STATUS_OK};
 use crate::lifecycle::settings::Policy;
 
 pub(super) fn worker(context: &RunContext, jobs: &Receiver<Job>, done: &Sender<Done>) {
+    // Runs (and the committer threads they start) yield the CPU to requests.
+    crate::storage::priority::run_in_background(context.priority);
     for job in jobs.iter() {
         let started = SystemTime::now();
         let clock = Instant::now();

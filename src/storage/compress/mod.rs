@@ -39,6 +39,7 @@ use crate::storage::entry::{BlockLimits, Entry};
 use crate::storage::format::codec::Codec;
 use crate::storage::format::index::BlockEntry;
 use crate::storage::merge::{merge_blocks, overlap_groups};
+use crate::storage::priority::BackgroundPriority;
 
 use commit::{Finished, commit_loop};
 use predict::{Candidate, EntryPlan, predict_bytes_after};
@@ -53,12 +54,23 @@ pub struct CompressPool {
 impl CompressPool {
     /// A pool of `threads` threads (at least one).
     pub fn new(threads: usize) -> Result<Self> {
+        Self::build(threads, BackgroundPriority::Normal)
+    }
+
+    /// A pool for background work (the lifecycle's): its threads run at `priority`, below
+    /// the server's request handlers (`priority.rs`).
+    pub fn background(threads: usize, priority: BackgroundPriority) -> Result<Self> {
+        Self::build(threads, priority)
+    }
+
+    fn build(threads: usize, priority: BackgroundPriority) -> Result<Self> {
         if threads == 0 {
             return Err(Error::unprocessable("compress_threads must be at least 1"));
         }
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("halflife-compress-{i}"))
+            .start_handler(move |_| crate::storage::priority::run_in_background(priority))
             .build()
             .map_err(|e| Error::internal(format!("starting the compress pool: {e}")))?;
         Ok(CompressPool { pool, threads })
