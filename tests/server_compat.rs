@@ -109,13 +109,17 @@ fn cors_headers_on_every_answer_and_preflights_without_a_token() {
     // As ReductStore: no `server` nor `x-reduct-api` on a preflight (other answers have them).
     assert_eq!((r.header("server"), r.header("x-reduct-api")), (None, None));
     assert_eq!(s.get("/api/v1/alive").header("x-reduct-api"), Some("1.21"));
-    // The transport's own refusals carry them too (an unknown body coding: 415).
+    // The transport's own refusals carry them too (an unknown body coding: 415). With
+    // the token: whether the body arrives with the head or after it, it is the answer
+    // (without one, a body still on its way meets the token check first: 401).
+    let bearer = format!("Bearer {TOKEN}");
     let r = s.request(
         "POST",
         "/api/v1/b/b/e?ts=1",
         &[
             ("origin", "https://console.example"),
             ("content-encoding", "br"),
+            ("authorization", bearer.as_str()),
         ],
         b"xyz",
     );

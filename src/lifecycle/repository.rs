@@ -1,8 +1,8 @@
 //! The lifecycle repository: what should run. It validates policy definitions, persists
 //! them (`definitions.rs`: snapshot + journal, O(1) per change), reloads them at open — a
 //! definition that no longer validates is logged and kept on disk but not run — and drives
-//! the scheduler. The read-only variant (replica role) lists nothing, refuses every change
-//! and starts no thread.
+//! the scheduler. The read-only variant (replica role) lists the stored definitions without
+//! running them, refuses every change and starts no thread.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -156,7 +156,8 @@ impl LifecycleRepository {
         })
     }
 
-    /// The repository of a replica: nothing listed, every change refused, no threads.
+    /// An empty read-only repository: nothing listed, every change refused, no threads
+    /// (what a bucket rename's recovery uses before the real one opens).
     pub fn read_only() -> Self {
         LifecycleRepository {
             repo: None,
@@ -240,7 +241,7 @@ impl LifecycleRepository {
         Ok((info, def.settings.clone()))
     }
 
-    /// Info of every policy, sorted by name (a replica lists nothing).
+    /// Info of every policy, sorted by name (a replica's: the stored ones, not running).
     pub fn list(&self) -> Result<Vec<LifecycleInfo>> {
         let Some(repo) = &self.repo else {
             return Ok(self.stored_info().into_iter().map(|(i, _)| i).collect());
@@ -253,16 +254,19 @@ impl LifecycleRepository {
             .collect())
     }
 
-    /// Every policy with its settings and its last run's event, sorted by name: what
-    /// the storage report shows of a bucket's policies.
-    pub fn describe(&self) -> Result<Vec<(LifecycleInfo, LifecycleSettings)>> {
+    /// The policies of `bucket` with their settings and their last run's event, sorted
+    /// by name: what the storage report shows of a bucket's policies.
+    pub fn describe(&self, bucket: &str) -> Result<Vec<(LifecycleInfo, LifecycleSettings)>> {
         let Some(repo) = &self.repo else {
-            return Ok(self.stored_info());
+            let mut stored = self.stored_info();
+            stored.retain(|(_, settings)| settings.bucket == bucket);
+            return Ok(stored);
         };
         let mut runtime = repo.scheduler.info()?;
         let mut described: Vec<_> = {
             let defs = repo.lock();
             defs.iter()
+                .filter(|(_, def)| def.settings.bucket == bucket)
                 .map(|(name, def)| {
                     let mut info = info(name, def, runtime.get(name));
                     info.last_event = runtime.remove(name).and_then(|r| r.last_event);

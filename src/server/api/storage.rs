@@ -28,9 +28,8 @@ pub fn storage(app: &App, bucket: &str, caller: Option<&Caller>) -> Result<Respo
     // Policies are for those who may manage them, as the lifecycle endpoints.
     let policies = if caller.is_none_or(|c| c.check(Access::Full).is_ok()) {
         app.lifecycles
-            .describe()?
+            .describe(bucket)?
             .iter()
-            .filter(|(_, settings)| settings.bucket == bucket)
             .map(|(info, settings)| policies::live(info, settings))
             .collect()
     } else {
