@@ -81,9 +81,10 @@ enum Command {
         #[arg(long)]
         keep: Option<PathBuf>,
     },
-    /// Print every bucket and entry of a data directory: records, blocks, overlap (the most
-    /// sealed blocks covering one instant: 1 when disjoint; belated writes raise it,
-    /// `compress` brings it back to 1), size, time range.
+    /// Print every bucket and entry of a data directory (or, with --url, of a running
+    /// server): records, blocks, overlap (the most sealed blocks covering one instant: 1
+    /// when disjoint; belated writes raise it, `compress` brings it back to 1), size, time
+    /// range, storage tiers; each bucket's totals and its lifecycle policies.
     ///
     /// Each bucket also gets a totals row and a line per lifecycle policy (its state, last
     /// run and result). Opening the directory also removes leftovers of interrupted
