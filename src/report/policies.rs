@@ -121,15 +121,25 @@ pub fn offline(store: &Store) -> Result<Vec<(String, PolicyReport)>> {
         Err(e) if e.kind() == ErrorKind::NotFound => None,
         Err(e) => return Err(e),
     };
+    // Each policy's event entries (`lifecycle/<instance>/<policy>`, one per instance that
+    // ran it), found in one pass over `$system`.
+    let mut by_policy: std::collections::HashMap<String, Vec<String>> = Default::default();
+    if let Some(system) = &system {
+        for name in system.entry_names() {
+            if let Some(rest) = name.strip_prefix("lifecycle/")
+                && let Some((_, policy)) = rest.split_once('/')
+            {
+                by_policy.entry(policy.to_string()).or_default().push(name);
+            }
+        }
+    }
     let mut out = Vec::new();
     for (name, def) in definitions {
         let last = system.as_ref().and_then(|system| {
-            let segment = format!("/{}", sanitize(&name));
-            system
-                .entries()
+            by_policy
+                .get(&sanitize(&name))?
                 .iter()
-                .filter(|e| e.name().starts_with("lifecycle/") && e.name().ends_with(&segment))
-                .filter_map(|e| system.read(e.name(), None).ok())
+                .filter_map(|entry| system.read(entry, None).ok())
                 .filter_map(|r| serde_json::from_slice::<RunEvent>(r.payload?.as_slice()).ok())
                 .filter(|e| e.policy_name == name)
                 .max_by_key(|e| e.timestamp)
