@@ -12,14 +12,27 @@ use crate::error::{Error, Result};
 /// value, and threads it starts inherit them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BackgroundPriority {
-    /// `SCHED_IDLE`: they run only on CPU time nothing else wants. Requests are never
-    /// delayed by them; under a sustained full load, they wait.
+    /// `SCHED_IDLE` for compression's encoding threads: they run only on CPU time
+    /// nothing else wants, so requests are never delayed by them (under a sustained full
+    /// load, compression waits); the workers run at nice 19 ([`Self::for_workers`]).
     #[default]
     Idle,
     /// nice 19: the lowest normal priority; a small share of the CPU even under full load.
     Low,
     /// As the request handlers.
     Normal,
+}
+
+impl BackgroundPriority {
+    /// What the lifecycle's worker threads run at: as asked, but never idle — a worker
+    /// that could wait forever under a full load would stop delete policies freeing
+    /// space; only compression's encoding threads wait for idle CPU.
+    pub fn for_workers(self) -> BackgroundPriority {
+        match self {
+            BackgroundPriority::Idle => BackgroundPriority::Low,
+            other => other,
+        }
+    }
 }
 
 impl FromStr for BackgroundPriority {

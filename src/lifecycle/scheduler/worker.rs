@@ -13,8 +13,10 @@ use crate::lifecycle::events::{EventLog, RunEvent, STATUS_OK};
 use crate::lifecycle::settings::Policy;
 
 pub(super) fn worker(context: &RunContext, jobs: &Receiver<Job>, done: &Sender<Done>) {
-    // Runs (and the committer threads they start) yield the CPU to requests.
-    crate::storage::priority::run_in_background(context.priority);
+    // Runs (and the committer threads they start) yield the CPU to requests; at nice 19
+    // at most, so a delete policy keeps freeing space under a sustained full load (only
+    // the compression pool's encoding may wait for idle CPU: `priority.rs`).
+    crate::storage::priority::run_in_background(context.priority.for_workers());
     for job in jobs.iter() {
         let started = SystemTime::now();
         let clock = Instant::now();
