@@ -250,6 +250,12 @@ fn sparse_data_is_crossed_by_the_catch_up_loop() {
     .unwrap();
     repo.run_now("sparse").unwrap();
     wait_until("the marked record is deleted", || count(&store, "b") == 10);
+    // The run that deleted it ends with its event (written after the deletion).
+    wait_until("the deleting run's event", || {
+        events(&store, "sparse")
+            .iter()
+            .any(|e| e.processed_records == 1)
+    });
     // A window per hour of records (the empty half hours between are jumped over).
     let runs = repo.runtime().unwrap()["sparse"].total_runs;
     assert!(runs >= 5, "{runs} runs");
