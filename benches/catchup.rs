@@ -15,19 +15,12 @@
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use common::{Connection, ServerProcess, borrowed, start_server};
+use common::{Connection, ServerProcess, borrowed, lifecycle_events, now_us, start_server};
 use halflife::fixtures;
-use serde_json::Value;
 
 const DAY: u64 = 86_400_000_000;
-
-fn now_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
-}
 
 /// Writes records as v1 batches of 500 to `bucket/entry`.
 fn load(s: &ServerProcess, bucket: &str, entry: &str, records: &[(u64, Vec<u8>)]) {
@@ -54,27 +47,10 @@ fn load(s: &ServerProcess, bucket: &str, entry: &str, records: &[(u64, Vec<u8>)]
     }
 }
 
-fn events(s: &ServerProcess, policy: &str) -> Vec<Value> {
-    let info = s.get("/api/v1/info").json();
-    let instance: String = info["instance_name"]
-        .as_str()
-        .unwrap_or("unknown")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    s.json_records("$system", &format!("lifecycle/{instance}/{policy}"), "")
-}
-
 /// Polls until the policy's latest event says caught up; returns the time from `start`.
 fn caught_up(s: &ServerProcess, policy: &str, start: Instant) -> Duration {
     loop {
-        if events(s, policy)
+        if lifecycle_events(s, policy)
             .last()
             .is_some_and(|e| e["caught_up"] == true)
         {
@@ -162,7 +138,7 @@ fn main() {
         done.store(true, Ordering::Relaxed);
         (took, writer.join().expect("writer"))
     });
-    let run_events = events(&s, "squash");
+    let run_events = lifecycle_events(&s, "squash");
     let worked = run_events
         .iter()
         .filter(|e| e["processed_records"].as_u64() > Some(0))
@@ -206,7 +182,7 @@ fn main() {
     );
     let took = caught_up(&s, "gap", start);
     std::thread::sleep(Duration::from_secs(5));
-    let gap_events = events(&s, "gap");
+    let gap_events = lifecycle_events(&s, "gap");
     let info = s.get("/api/v1/lifecycles/gap").json();
     eprintln!(
         "one record in 1970 + a day of recent data, processing_interval 1h, interval 1s: caught up {:.1} s after creation (goal < 5 s, first run 1 s after it); {} events after {} runs in the {:.0} s since (goal ≤ 20)",

@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::Value;
@@ -13,41 +13,15 @@ use serde_json::Value;
 const HOUR: u64 = 3_600_000_000;
 const DAY: u64 = 24 * HOUR;
 
-fn now_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_micros() as u64
-}
-
 /// Writes `stamps` to entry `e` of bucket `b` (1 KiB each).
 fn load(s: &ServerProcess, stamps: &[u64]) {
     write_batches(s, "b", "e", stamps, 1024);
 }
 
-/// The policy's run events, oldest first.
-fn runs(s: &ServerProcess, policy: &str) -> Vec<Value> {
-    let instance = s.get("/api/v1/info").json()["instance_name"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let segment: String = instance
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    s.json_records("$system", &format!("lifecycle/{segment}/{policy}"), "")
-}
-
 fn wait_caught_up(s: &ServerProcess, policy: &str, within: Duration) -> Vec<Value> {
     let start = Instant::now();
     loop {
-        let events = runs(s, policy);
+        let events = lifecycle_events(s, policy);
         if events.last().is_some_and(|e| e["caught_up"] == true) {
             return events;
         }
@@ -141,9 +115,9 @@ fn a_backlog_is_worked_through_at_the_duty_cycle_not_one_window_per_interval() {
         }
     }
     // Caught up, it goes back to its interval: no more runs now.
-    let count = runs(&s, "squash").len();
+    let count = lifecycle_events(&s, "squash").len();
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(runs(&s, "squash").len(), count);
+    assert_eq!(lifecycle_events(&s, "squash").len(), count);
 }
 
 #[test]
@@ -175,7 +149,7 @@ fn a_gap_of_decades_costs_no_run_and_idle_runs_write_few_events() {
     assert!(events.len() <= 3, "the gap took no runs: {events:?}");
     // Idle runs every second write one event a minute at most.
     std::thread::sleep(Duration::from_secs(3));
-    let later = runs(&s, "sparse");
+    let later = lifecycle_events(&s, "sparse");
     assert!(
         later.len() <= events.len() + 1,
         "{} events after idling",

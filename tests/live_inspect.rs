@@ -6,7 +6,6 @@
 mod common;
 
 use std::process::Command;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use common::*;
 use serde_json::Value;
@@ -14,13 +13,6 @@ use serde_json::Value;
 const INIT: &str = "init-secret";
 const HOUR: u64 = 3_600_000_000;
 const DAY: u64 = 24 * HOUR;
-
-fn now_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_micros() as u64
-}
 
 fn auth() -> String {
     format!("Bearer {INIT}")

@@ -80,27 +80,41 @@ fn target(settings: &LifecycleSettings) -> Option<String> {
     })
 }
 
-/// The report of a policy a running server holds.
-pub fn live(info: &LifecycleInfo, settings: &LifecycleSettings) -> PolicyReport {
-    let invalid = !info.is_running;
+/// What the settings say of a policy in `state`, with nothing known of its runs yet.
+fn from_settings(name: &str, settings: &LifecycleSettings, state: String) -> PolicyReport {
     PolicyReport {
-        name: info.name.clone(),
+        name: name.to_string(),
         kind: settings.kind,
         mode: settings.mode,
         entries: settings.entries.clone(),
         older_than: settings.older_than.clone(),
         interval: settings.interval.clone(),
         target: target(settings),
-        state: if info.last_error.as_deref() == Some(REPLICA_NOTE) {
-            "read-only (replica)".to_string()
-        } else {
-            state(
-                settings.mode,
-                invalid,
-                info.running_now,
-                info.last_event.as_ref(),
-            )
-        },
+        state,
+        last_run: None,
+        next_run: None,
+        last_processed_ts: None,
+        bytes_saved_total: None,
+        progress: None,
+        last_result: None,
+        error: None,
+    }
+}
+
+/// The report of a policy a running server holds.
+pub fn live(info: &LifecycleInfo, settings: &LifecycleSettings) -> PolicyReport {
+    let invalid = !info.is_running;
+    let state = if info.last_error.as_deref() == Some(REPLICA_NOTE) {
+        "read-only (replica)".to_string()
+    } else {
+        state(
+            settings.mode,
+            invalid,
+            info.running_now,
+            info.last_event.as_ref(),
+        )
+    };
+    PolicyReport {
         last_run: info.last_run.clone(),
         next_run: info.next_run.clone(),
         last_processed_ts: info.last_processed_ts,
@@ -108,6 +122,7 @@ pub fn live(info: &LifecycleInfo, settings: &LifecycleSettings) -> PolicyReport 
         progress: info.progress,
         last_result: info.last_event.clone(),
         error: info.last_error.clone(),
+        ..from_settings(&info.name, settings, state)
     }
 }
 
@@ -145,30 +160,21 @@ pub fn offline(store: &Store) -> Result<Vec<(String, PolicyReport)>> {
                 .max_by_key(|e| e.timestamp)
         });
         let settings = &def.settings;
+        let state = state(settings.mode, def.invalid.is_some(), false, last.as_ref());
         let report = PolicyReport {
-            name: name.clone(),
-            kind: settings.kind,
-            mode: settings.mode,
-            entries: settings.entries.clone(),
-            older_than: settings.older_than.clone(),
-            interval: settings.interval.clone(),
-            target: target(settings),
-            state: state(settings.mode, def.invalid.is_some(), false, last.as_ref()),
             last_run: last.as_ref().map(|e| {
                 rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_micros(e.timestamp))
             }),
-            next_run: None,
             last_processed_ts: last
                 .as_ref()
                 .and_then(|e| e.last_processed_ts.or(e.resume_ts)),
-            bytes_saved_total: None,
-            progress: None,
             error: def.invalid.clone().or_else(|| {
                 last.as_ref()
                     .filter(|e| e.is_error())
                     .map(|e| e.message.clone())
             }),
             last_result: last,
+            ..from_settings(&name, settings, state)
         };
         out.push((settings.bucket.clone(), report));
     }

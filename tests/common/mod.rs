@@ -574,3 +574,20 @@ pub fn write_batches(s: &ServerProcess, bucket: &str, entry: &str, stamps: &[u64
         );
     }
 }
+
+/// Now, in µs since the epoch.
+pub fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("the clock is past 1970")
+        .as_micros() as u64
+}
+
+/// A policy's `lifecycle_run` events in `$system`, oldest first (its entry is named by
+/// the server's instance, sanitised as the server does).
+pub fn lifecycle_events(s: &ServerProcess, policy: &str) -> Vec<serde_json::Value> {
+    let info = s.get("/api/v1/info").json();
+    let instance = info["instance_name"].as_str().unwrap_or_default();
+    let segment = halflife::lifecycle::events::sanitize(instance);
+    s.json_records("$system", &format!("lifecycle/{segment}/{policy}"), "")
+}

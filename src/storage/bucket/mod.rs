@@ -122,7 +122,19 @@ impl Bucket {
             return Err(e);
         }
         fsync_dir(data)?;
-        Ok(Bucket {
+        Ok(Bucket::with_no_entries(name, dir, settings, ctx, merges))
+    }
+
+    /// The in-memory bucket at `dir`, before any entry is known (created, or opened and
+    /// about to discover its entries).
+    fn with_no_entries(
+        name: &str,
+        dir: PathBuf,
+        settings: BucketSettings,
+        ctx: EntryContext,
+        merges: MergeQueue,
+    ) -> Bucket {
+        Bucket {
             name: name.to_string(),
             dir,
             settings: RwLock::new(settings),
@@ -132,7 +144,7 @@ impl Bucket {
             removed: AtomicBool::new(false),
             attachment_writes: Default::default(),
             unavailable: Default::default(),
-        })
+        }
     }
 
     fn entries_ref(&self) -> RwLockReadGuard<'_, BTreeMap<String, Arc<Entry>>> {

@@ -6,8 +6,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::RwLock;
-use std::sync::atomic::AtomicBool;
 
 use super::{Bucket, SETTINGS_FILE, remove_trash};
 use crate::error::{Error, Result};
@@ -30,17 +28,7 @@ impl Bucket {
         let settings: BucketSettings = serde_json::from_slice(&raw)
             .map_err(|e| Error::internal(format!("{} does not parse: {e}", path.display())))?;
         remove_trash(dir)?;
-        let bucket = Bucket {
-            name: name.to_string(),
-            dir: dir.to_path_buf(),
-            settings: RwLock::new(settings),
-            entries: RwLock::new(BTreeMap::new()),
-            ctx,
-            merges,
-            removed: AtomicBool::new(false),
-            attachment_writes: Default::default(),
-            unavailable: Default::default(),
-        };
+        let bucket = Bucket::with_no_entries(name, dir.to_path_buf(), settings, ctx, merges);
         let mut found = BTreeMap::new();
         bucket.discover(dir, "", &mut found)?;
         // Entries written before parents were made (or whose parent was removed alone)

@@ -20,6 +20,7 @@ mod rebuild;
 mod removal;
 mod stale;
 mod state;
+mod summary;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -41,7 +42,7 @@ use crate::storage::record::{Labels, RecordMeta};
 use crate::storage::sync::{Durability, Pending};
 
 use edits::edit_state;
-pub use read::{Chunk, EntryInfo, RecordSpan, TierInfo};
+pub use read::Chunk;
 pub(crate) use read::{
     MergedRecord, chunk_len, chunk_locator, chunk_meta, chunk_record, locator_record,
 };
@@ -50,6 +51,7 @@ pub(crate) use rebuild::{EntryFiles, holds_entry, unnamed_files};
 pub(crate) use stale::StaleLog;
 use state::index_log;
 pub(crate) use state::{EntryState, LogKind, Place};
+pub use summary::{EntryInfo, RecordSpan, TierInfo};
 
 /// What every entry of a bucket shares: the block cache, the frame size, and the overlap
 /// bound past which a background merge is asked for.
