@@ -152,10 +152,11 @@ pub(crate) struct ServeArgs {
     /// rest waits for the next run, so a dense window cannot make one huge run.
     #[arg(long, env = "RS_LIFECYCLE_MAX_RECORDS_PER_RUN", default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
     lifecycle_max_records_per_run: u64,
-    /// How lifecycle runs (their workers and compression threads) are scheduled beside
-    /// requests: idle (SCHED_IDLE: only CPU time nothing else wants, so requests are never
-    /// delayed by them; under a sustained full load, policies wait), low (nice 19: a small
-    /// share even then) or normal (as requests).
+    /// How lifecycle runs are scheduled beside requests: idle (compress runs at
+    /// SCHED_IDLE: only CPU time nothing else wants, so requests are never delayed by them
+    /// and under a sustained full load compression waits; delete runs at nice 19, so they
+    /// go on freeing space), low (every run at nice 19: a small share even then) or normal
+    /// (as requests).
     #[arg(long, env = "RS_LIFECYCLE_PRIORITY", default_value = "idle", value_parser = lifecycle_priority)]
     lifecycle_priority: BackgroundPriority,
     /// Belated writes seal into blocks that overlap others; when more than this many

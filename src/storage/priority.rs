@@ -12,9 +12,10 @@ use crate::error::{Error, Result};
 /// value, and threads it starts inherit them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BackgroundPriority {
-    /// `SCHED_IDLE` for compression's encoding threads: they run only on CPU time
-    /// nothing else wants, so requests are never delayed by them (under a sustained full
-    /// load, compression waits); the workers run at nice 19 ([`Self::for_workers`]).
+    /// `SCHED_IDLE` for compression (the whole run: planning, encoding, writing,
+    /// committing): it runs only on CPU time nothing else wants, so requests are never
+    /// delayed by it (under a sustained full load, compression waits); the workers, and
+    /// the delete runs on them, at nice 19 ([`Self::for_workers`]).
     #[default]
     Idle,
     /// nice 19: the lowest normal priority; a small share of the CPU even under full load.
@@ -58,6 +59,46 @@ impl fmt::Display for BackgroundPriority {
             BackgroundPriority::Low => "low",
             BackgroundPriority::Normal => "normal",
         })
+    }
+}
+
+/// Runs `work` on a thread of its own at `priority` (the threads it starts inherit it)
+/// and returns its result; the calling thread keeps its own priority. A panic in `work`
+/// goes on in the caller. When no thread can be started, `work` runs on the caller, at
+/// the caller's priority.
+///
+/// Why a thread: a thread may always lower its priority but, unprivileged, may not raise
+/// it again (leaving `SCHED_IDLE` for nice 19 needs an `RLIMIT_NICE` few systems grant),
+/// so a worker that runs compress and delete policies in turn keeps its own priority and
+/// lowers a run's thread instead.
+pub fn run_at<T: Send>(priority: BackgroundPriority, work: impl FnOnce() -> T + Send) -> T {
+    let work = std::sync::Mutex::new(Some(work));
+    let take = || {
+        work.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    };
+    let spawned = std::thread::scope(|scope| {
+        let thread = std::thread::Builder::new()
+            .name("halflife-run".into())
+            .spawn_scoped(scope, || {
+                run_in_background(priority);
+                take().map(|work| work())
+            });
+        match thread {
+            Ok(thread) => match thread.join() {
+                Ok(result) => result,
+                Err(panic) => std::panic::resume_unwind(panic),
+            },
+            Err(e) => {
+                log::warn!("could not start a thread at priority {priority}: {e}");
+                None
+            }
+        }
+    });
+    match spawned {
+        Some(result) => result,
+        None => (take().expect("the work runs once: its thread did not take it"))(),
     }
 }
 
@@ -125,6 +166,13 @@ mod tests {
         });
         assert_eq!(normal, mine);
         assert_eq!((policy(), nice()), mine, "the caller keeps its priority");
+        // run_at: the work runs lowered, the caller stays as it was, panics go on.
+        assert_eq!(run_at(BackgroundPriority::Idle, policy), libc::SCHED_IDLE);
+        assert_eq!(run_at(BackgroundPriority::Low, nice), LOW_NICE);
+        assert_eq!((policy(), nice()), mine, "the caller keeps its priority");
+        let panicked =
+            std::panic::catch_unwind(|| run_at(BackgroundPriority::Idle, || panic!("boom")));
+        assert!(panicked.is_err());
         assert_eq!(
             "IDLE".parse::<BackgroundPriority>().unwrap(),
             BackgroundPriority::Idle

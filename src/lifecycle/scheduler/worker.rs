@@ -10,20 +10,23 @@ use super::{Done, Job, RunContext, micros};
 use crate::error::{Error, Result};
 use crate::lifecycle::action::RunOutcome;
 use crate::lifecycle::events::{EventLog, RunEvent, STATUS_OK};
-use crate::lifecycle::settings::Policy;
+use crate::lifecycle::settings::{LifecycleType, Policy};
 
 pub(super) fn worker(context: &RunContext, jobs: &Receiver<Job>, done: &Sender<Done>) {
-    // Runs (and the committer threads they start) yield the CPU to requests; at nice 19
-    // at most, so a delete policy keeps freeing space under a sustained full load (only
-    // the compression pool's encoding may wait for idle CPU: `priority.rs`).
-    crate::storage::priority::run_in_background(context.priority.for_workers());
+    // Runs yield the CPU to requests. Workers (and the delete runs on them) at nice 19 at
+    // most, so a delete policy keeps freeing space under a sustained full load; a compress
+    // run, on a thread of its own, at the configured priority (`idle`: SCHED_IDLE, which a
+    // waking request preempts at once, where a nice-19 thread may keep the CPU for a
+    // scheduler slice: `priority.rs`).
+    let worker_priority = context.priority.for_workers();
+    crate::storage::priority::run_in_background(worker_priority);
     for job in jobs.iter() {
         let started = SystemTime::now();
         let clock = Instant::now();
         let cancel = job.cancel.clone();
         // A panicking run is a failed run: the worker survives, the scheduler hears back,
         // and the failure becomes an error event like any other.
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let action = || {
             (context.action)(
                 &job.policy,
                 job.dry_run,
@@ -31,6 +34,15 @@ pub(super) fn worker(context: &RunContext, jobs: &Receiver<Job>, done: &Sender<D
                 micros(started),
                 &job.meter,
             )
+        };
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if job.policy.settings.kind == LifecycleType::Compress
+                && context.priority != worker_priority
+            {
+                crate::storage::priority::run_at(context.priority, action)
+            } else {
+                action()
+            }
         }));
         let result = run.unwrap_or_else(|panic| {
             let why = panic
@@ -124,4 +136,96 @@ fn run_event(
         }
     }
     event
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use super::super::{RunContext, Scheduler};
+    use crate::Config;
+    use crate::lifecycle::action::RunOutcome;
+    use crate::lifecycle::settings::{LifecycleLimits, LifecycleSettings, Policy};
+    use crate::storage::priority::BackgroundPriority;
+    use crate::storage::{BucketSettings, Store};
+
+    /// The calling thread's (scheduling policy, nice value).
+    fn scheduling() -> (i32, i32) {
+        // SAFETY: plain queries of the calling thread.
+        unsafe {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            (
+                libc::sched_getscheduler(0),
+                libc::getpriority(libc::PRIO_PROCESS, tid),
+            )
+        }
+    }
+
+    fn policy(store: &Store, name: &str, kind: &str) -> Policy {
+        let limits = LifecycleLimits {
+            min_interval: 1,
+            min_older_than: 1,
+            ..LifecycleLimits::default()
+        };
+        let json = format!(r#"{{"type":"{kind}","bucket":"b","older_than":"1h","interval":"1h"}}"#);
+        LifecycleSettings::from_json(json.as_bytes())
+            .unwrap()
+            .validate(name, store, &limits)
+            .unwrap()
+    }
+
+    /// What each policy's run saw of its thread's scheduling, under `priority`.
+    fn runs_scheduled(priority: BackgroundPriority) -> HashMap<String, (i32, i32)> {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(Config::new(dir.path())).unwrap();
+        store.create_bucket("b", BucketSettings::default()).unwrap();
+        let seen = Arc::new(Mutex::new(HashMap::new()));
+        let record = seen.clone();
+        let context = RunContext {
+            action: Arc::new(move |policy, _, _, _, _| {
+                record
+                    .lock()
+                    .unwrap()
+                    .insert(policy.name.clone(), scheduling());
+                Ok(RunOutcome {
+                    caught_up: true,
+                    ..Default::default()
+                })
+            }),
+            events: None,
+            priority,
+        };
+        let scheduler = Scheduler::start(context, 1).unwrap();
+        for (name, kind) in [("squash", "compress"), ("trim", "delete")] {
+            scheduler
+                .upsert(policy(&store, name, kind), Default::default())
+                .unwrap();
+            scheduler.run_now(name).unwrap();
+        }
+        let start = Instant::now();
+        while seen.lock().unwrap().len() < 2 {
+            assert!(start.elapsed() < Duration::from_secs(10), "the runs ran");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        scheduler.shutdown();
+        seen.lock().unwrap().clone()
+    }
+
+    #[test]
+    fn compress_runs_wait_for_idle_cpu_and_delete_runs_do_not() {
+        // idle (the default): a compress run at SCHED_IDLE, a delete run at nice 19.
+        let seen = runs_scheduled(BackgroundPriority::Idle);
+        assert_eq!(seen["squash"].0, libc::SCHED_IDLE);
+        assert_eq!(seen["trim"], (libc::SCHED_OTHER, 19));
+        // low: both at nice 19.
+        let seen = runs_scheduled(BackgroundPriority::Low);
+        assert_eq!(seen["squash"], (libc::SCHED_OTHER, 19));
+        assert_eq!(seen["trim"], (libc::SCHED_OTHER, 19));
+        // normal: both as the caller.
+        let seen = runs_scheduled(BackgroundPriority::Normal);
+        assert_eq!(seen["squash"], seen["trim"]);
+        assert_eq!(seen["squash"].0, libc::SCHED_OTHER);
+    }
 }
