@@ -8,8 +8,16 @@ use crate::storage::sync::SyncMode;
 /// bytes, and each frame is compressed and checksummed on its own.
 pub const DEFAULT_FRAME_SIZE: usize = 1 << 20;
 
-/// Default number of sealed blocks kept memory-mapped with their record tables parsed.
-pub const DEFAULT_BLOCK_CACHE: usize = 256;
+/// Default number of sealed blocks kept memory-mapped with their record tables parsed
+/// (store-wide).
+pub const DEFAULT_BLOCK_CACHE: usize = 512;
+
+/// Default memory budget of the blocks' compact lookups, store-wide: 256 MiB, about 40
+/// bytes per record, so the lookups of some 6 million records.
+pub const DEFAULT_LOOKUP_CACHE_BYTES: usize = 256 << 20;
+
+/// Default memory budget of decoded frames kept for the next read of their block: 32 MiB.
+pub const DEFAULT_FRAME_CACHE_BYTES: usize = 32 << 20;
 
 /// Default bound on how many sealed blocks may overlap one instant before a merge runs.
 pub const DEFAULT_MAX_BLOCK_OVERLAP: usize = 4;
@@ -24,8 +32,14 @@ pub struct Config {
     pub data_path: PathBuf,
     /// Target raw size of a payload frame in bytes (a frame holds at least one record).
     pub frame_size: usize,
-    /// How many sealed blocks each bucket keeps mapped and parsed for fast reads.
+    /// How many sealed blocks the store keeps mapped with their record tables parsed
+    /// (what queries stream from; at least one).
     pub block_cache: usize,
+    /// Bytes of the blocks' compact lookups the store keeps (reads by timestamp and
+    /// duplicate checks; `storage::cache`).
+    pub lookup_cache_bytes: usize,
+    /// Bytes of decoded frames the store keeps for the next read of their block.
+    pub frame_cache_bytes: usize,
     /// Threads of the recompression pool; defaults to the machine's available parallelism.
     pub compress_threads: usize,
     /// How the lifecycle's workers and compression threads are scheduled beside the
@@ -80,6 +94,8 @@ impl Config {
             data_path: data_path.into(),
             frame_size: DEFAULT_FRAME_SIZE,
             block_cache: DEFAULT_BLOCK_CACHE,
+            lookup_cache_bytes: DEFAULT_LOOKUP_CACHE_BYTES,
+            frame_cache_bytes: DEFAULT_FRAME_CACHE_BYTES,
             compress_threads: crate::storage::CompressPool::default_threads(),
             lifecycle_priority: Default::default(),
             worker_threads: 2,

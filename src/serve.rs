@@ -127,6 +127,20 @@ pub(crate) struct ServeArgs {
     /// less the connections (the soft limit is raised to the hard one at start).
     #[arg(long, env = "RS_MAX_OPEN_LOG_FILES", default_value_t = halflife::storage::sync::open_files::DEFAULT_OPEN_FILE_LIMIT as u64, value_parser = clap::value_parser!(u64).range(1..))]
     max_open_log_files: u64,
+    /// Sealed blocks kept mapped with their record tables parsed, store-wide: what queries
+    /// stream from (each holds its parsed table and its mapping).
+    #[arg(long, env = "RS_BLOCK_CACHE", default_value_t = halflife::config::DEFAULT_BLOCK_CACHE as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    block_cache: u64,
+    /// Memory for the blocks' compact lookups (about 40 bytes per record), store-wide:
+    /// reads by timestamp and the duplicate checks of writes go through them, so random
+    /// reads stay as cheap as cached ones over this many records' worth of blocks
+    /// (256MiB: some 6 million records). Units: B, KB, MB, GB, KiB, MiB, GiB.
+    #[arg(long, env = "RS_LOOKUP_CACHE_SIZE", default_value = "256MiB", value_parser = halflife::server::provision::parse_byte_size)]
+    lookup_cache: u64,
+    /// Memory for decoded frames of compressed blocks kept for the next read of their
+    /// block (a frame is about 1 MiB), store-wide.
+    #[arg(long, env = "RS_FRAME_CACHE_SIZE", default_value = "32MiB", value_parser = halflife::server::provision::parse_byte_size)]
+    frame_cache: u64,
     /// Longest TTL a query may ask for; longer ones are cut to it.
     #[arg(long, env = "RS_MAX_QUERY_TTL", default_value = "1h", value_parser = positive_duration)]
     max_query_ttl: std::time::Duration,
@@ -211,6 +225,9 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     }
     let mut engine = Config::new(&args.data_path);
     engine.max_open_log_files = usize::try_from(args.max_open_log_files).unwrap_or(usize::MAX);
+    engine.block_cache = usize::try_from(args.block_cache).unwrap_or(usize::MAX);
+    engine.lookup_cache_bytes = usize::try_from(args.lookup_cache).unwrap_or(usize::MAX);
+    engine.frame_cache_bytes = usize::try_from(args.frame_cache).unwrap_or(usize::MAX);
     engine.instance_name = halflife::config::instance_name(args.instance_name.as_deref());
     engine.worker_threads = args.lifecycle_workers as usize;
     engine.compress_threads = args

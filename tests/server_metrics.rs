@@ -326,3 +326,49 @@ fn counters_move_with_requests_runs_and_compression() {
             .all(|p| p == "squeeze")
     );
 }
+
+#[test]
+fn block_caches_report_their_use_within_their_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_server(
+        dir.path(),
+        &[
+            ("RS_BLOCK_CACHE", "3"),
+            ("RS_LOOKUP_CACHE_SIZE", "64KiB"),
+            ("RS_FRAME_CACHE_SIZE", "1MB"),
+        ],
+    );
+    let settings = json!({"max_block_records": 10}).to_string();
+    assert_eq!(
+        s.request("POST", "/api/v1/b/c", &[], settings.as_bytes())
+            .status,
+        200
+    );
+    // 200 records in blocks of 10: 20 blocks, read twice each, in two passes.
+    for ts in 1..=200u64 {
+        assert_eq!(
+            write_record(&s, &format!("/api/v1/b/c/e?ts={ts}"), &[], b"x"),
+            200
+        );
+    }
+    for _ in 0..2 {
+        for ts in 1..=200u64 {
+            assert_eq!(s.get(&format!("/api/v1/b/c/e?ts={ts}")).status, 200);
+        }
+    }
+    let samples = scrape(&s, &[]);
+    let of = |name: &str, cache: &str| value(&samples, name, &[("cache", cache)]);
+    assert_eq!(of("halflife_cache_budget", "parsed_blocks"), Some(3.0));
+    assert_eq!(of("halflife_cache_budget", "lookups"), Some(65536.0));
+    assert_eq!(of("halflife_cache_budget", "decoded_frames"), Some(1e6));
+    for cache in ["parsed_blocks", "lookups"] {
+        let used = of("halflife_cache_used", cache).expect("use");
+        let budget = of("halflife_cache_budget", cache).expect("budget");
+        assert!(used <= budget, "{cache}: {used} of {budget}");
+    }
+    // 19 sealed blocks (the last 10 records are in the open log): each block's lookup
+    // was built once (a miss, 64 KiB hold them all), then its reads hit it.
+    let misses = of("halflife_cache_misses_total", "lookups").expect("misses");
+    let hits = of("halflife_cache_hits_total", "lookups").expect("hits");
+    assert_eq!((misses, hits), (19.0, 2.0 * 190.0 - 19.0));
+}

@@ -1,38 +1,44 @@
-//! Caches shared by the entries of a bucket:
-//! - mapped, parsed sealed blocks, so repeated reads of a block do not re-map the file and
-//!   re-parse its table;
-//! - the bare timestamps of many more blocks (8 bytes per record), which is all a write
-//!   needs to refuse a duplicate. Out-of-order writes land anywhere in an entry's history,
-//!   so their duplicate checks touch blocks at random; keeping only timestamps lets the
-//!   cache cover sixteen times as many blocks for the memory of a few parsed ones.
+//! The caches of a store, shared by every entry of every bucket, each bounded by a
+//! setting rather than by the data:
+//! - mapped blocks with their record tables parsed (a count: `--block-cache`), what
+//!   queries stream from and edits change;
+//! - the compact lookups of many more blocks (a byte budget: `--lookup-cache`), which
+//!   answer reads by timestamp and the duplicate checks of writes without a parsed table
+//!   (`format/lookup.rs`): out-of-order writes and random reads touch blocks anywhere in
+//!   an entry's history, and a lookup costs a tenth of a parsed table or less;
+//! - the last decoded frame of a few compressed blocks (a byte budget), so a reader
+//!   walking a compressed block record by record decodes each frame once.
 
 use std::collections::HashMap;
 use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
 use crate::storage::format::block::SealedBlock;
+use crate::storage::format::frames::DecodedFrame;
+use crate::storage::format::lookup::BlockLookup;
 
 /// Identifies a block file: the entry instance's unique id and the file's sequence number.
-/// Sequence numbers are never reused within an entry instance, so a key never names two
-/// different files.
+/// Sequence numbers are never reused within an entry instance, and entry ids never within
+/// a process, so a key never names two different files.
 pub type BlockKey = (u64, u64);
 
-/// How many blocks' timestamps are kept per parsed block the cache holds.
-const TIMESTAMPS_PER_BLOCK_SLOT: usize = 16;
-
-/// A least-recently-used map; eviction drops the oldest eighth at once, so an insert into
-/// a full map costs O(1) amortized instead of a scan per insert.
+/// A least-recently-used map bounded by a total cost (a count when every item costs 1,
+/// bytes otherwise); eviction drops the oldest eighth at once, so an insert into a full
+/// map costs O(1) amortized instead of a scan per insert.
 struct Lru<K, V> {
-    capacity: usize,
+    budget: usize,
+    used: usize,
     tick: u64,
-    items: HashMap<K, (V, u64)>,
+    items: HashMap<K, (V, u64, usize)>,
 }
 
 impl<K: Hash + Eq + Copy, V: Clone> Lru<K, V> {
-    fn new(capacity: usize) -> Self {
+    fn new(budget: usize) -> Self {
         Lru {
-            capacity: capacity.max(1),
+            budget,
+            used: 0,
             tick: 0,
             items: HashMap::new(),
         }
@@ -41,52 +47,107 @@ impl<K: Hash + Eq + Copy, V: Clone> Lru<K, V> {
     fn get(&mut self, key: &K) -> Option<V> {
         self.tick += 1;
         let tick = self.tick;
-        self.items.get_mut(key).map(|(v, used)| {
+        self.items.get_mut(key).map(|(v, used, _)| {
             *used = tick;
             v.clone()
         })
     }
 
-    fn insert(&mut self, key: K, value: V) {
-        if self.items.len() >= self.capacity && !self.items.contains_key(&key) {
-            let mut ticks: Vec<u64> = self.items.values().map(|(_, t)| *t).collect();
-            let drop = (self.capacity / 8).max(1).min(ticks.len() - 1);
+    /// Keeps `value` at `cost`; an item that alone exceeds the budget is not kept.
+    fn insert(&mut self, key: K, value: V, cost: usize) {
+        self.remove(&key);
+        if cost > self.budget {
+            return;
+        }
+        while self.used + cost > self.budget && !self.items.is_empty() {
+            let mut ticks: Vec<u64> = self.items.values().map(|(_, t, _)| *t).collect();
+            let drop = (ticks.len() / 8).min(ticks.len() - 1);
             let (_, cutoff, _) = ticks.select_nth_unstable(drop);
             let cutoff = *cutoff;
-            self.items.retain(|_, (_, t)| *t > cutoff);
+            let mut freed = 0;
+            self.items.retain(|_, (_, t, c)| {
+                let keep = *t > cutoff;
+                if !keep {
+                    freed += *c;
+                }
+                keep
+            });
+            self.used -= freed;
         }
         self.tick += 1;
-        self.items.insert(key, (value, self.tick));
+        self.used += cost;
+        self.items.insert(key, (value, self.tick, cost));
     }
 
     fn get_mut(&mut self, key: &K) -> Option<&mut V> {
-        self.items.get_mut(key).map(|(v, _)| v)
+        self.items.get_mut(key).map(|(v, _, _)| v)
     }
 
-    fn remove(&mut self, key: &K) {
-        self.items.remove(key);
+    fn remove(&mut self, key: &K) -> Option<V> {
+        let (value, _, cost) = self.items.remove(key)?;
+        self.used -= cost;
+        Some(value)
     }
 }
 
-/// The caches of one bucket.
+/// What the caches may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheLimits {
+    /// Parsed blocks (at least one is kept).
+    pub blocks: usize,
+    /// Bytes of block lookups.
+    pub lookup_bytes: usize,
+    /// Bytes of decoded frames kept for the next read of their block.
+    pub decoded_bytes: usize,
+}
+
+/// Use and hit counts of the caches, for `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Parsed blocks held, and how many may be.
+    pub blocks: (u64, u64),
+    /// Look-ups of a parsed block that found it, and that had to map and parse it.
+    pub block_hits: u64,
+    /// See `block_hits`.
+    pub block_misses: u64,
+    /// Lookups held, their bytes and the budget.
+    pub lookups: (u64, u64, u64),
+    /// Reads and duplicate checks answered by a cached lookup, and by one built first.
+    pub lookup_hits: u64,
+    /// See `lookup_hits`.
+    pub lookup_misses: u64,
+    /// Bytes of decoded frames held, and the budget.
+    pub decoded_bytes: (u64, u64),
+}
+
+/// The caches of one store.
 pub struct BlockCache {
     inner: Mutex<CacheInner>,
+    block_hits: AtomicU64,
+    block_misses: AtomicU64,
+    lookup_hits: AtomicU64,
+    lookup_misses: AtomicU64,
 }
 
 struct CacheInner {
     blocks: Lru<BlockKey, Arc<SealedBlock>>,
-    timestamps: Lru<BlockKey, Arc<[u64]>>,
+    lookups: Lru<BlockKey, Arc<BlockLookup>>,
+    decoded: Lru<BlockKey, (u32, Arc<Vec<u8>>)>,
 }
 
 impl BlockCache {
-    /// A cache holding at most `capacity` parsed blocks (at least one), and the
-    /// timestamps of sixteen times as many.
-    pub fn new(capacity: usize) -> Self {
+    /// Caches within `limits`.
+    pub fn new(limits: CacheLimits) -> Self {
         BlockCache {
             inner: Mutex::new(CacheInner {
-                blocks: Lru::new(capacity),
-                timestamps: Lru::new(capacity.max(1) * TIMESTAMPS_PER_BLOCK_SLOT),
+                blocks: Lru::new(limits.blocks.max(1)),
+                lookups: Lru::new(limits.lookup_bytes),
+                decoded: Lru::new(limits.decoded_bytes),
             }),
+            block_hits: AtomicU64::new(0),
+            block_misses: AtomicU64::new(0),
+            lookup_hits: AtomicU64::new(0),
+            lookup_misses: AtomicU64::new(0),
         }
     }
 
@@ -102,64 +163,115 @@ impl BlockCache {
         open: impl FnOnce() -> Result<SealedBlock>,
     ) -> Result<Arc<SealedBlock>> {
         if let Some(block) = self.lock().blocks.get(&key) {
+            self.block_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(block);
         }
+        self.block_misses.fetch_add(1, Ordering::Relaxed);
         // Map and parse without holding the lock; a racing opener just wins or loses.
         let block = Arc::new(open()?);
-        let mut inner = self.lock();
-        inner.blocks.insert(key, block.clone());
-        inner.timestamps.insert(key, timestamps_of(&block));
+        self.lock().blocks.insert(key, block.clone(), 1);
         Ok(block)
     }
 
-    /// Whether the block holds a record at `ts`, from its cached timestamps, the cached
-    /// block, or else the block opened with `open` (and then cached).
+    /// The block's lookup: cached, or built from its cached parsed view, or else from the
+    /// block opened with `open` (whose parsed view is then dropped, not cached: a random
+    /// reader would otherwise churn the parsed blocks queries stream from).
+    pub fn lookup(
+        &self,
+        key: BlockKey,
+        open: impl FnOnce() -> Result<SealedBlock>,
+    ) -> Result<Arc<BlockLookup>> {
+        let parsed = {
+            let mut inner = self.lock();
+            if let Some(lookup) = inner.lookups.get(&key) {
+                self.lookup_hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(lookup);
+            }
+            inner.blocks.get(&key)
+        };
+        self.lookup_misses.fetch_add(1, Ordering::Relaxed);
+        let lookup = Arc::new(match parsed {
+            Some(view) => BlockLookup::of(&view),
+            None => BlockLookup::of(&open()?),
+        });
+        let cost = lookup.heap_bytes();
+        self.lock().lookups.insert(key, lookup.clone(), cost);
+        Ok(lookup)
+    }
+
+    /// Whether the block holds a record at `ts` (the duplicate check of a write), from
+    /// its lookup.
     pub fn contains(
         &self,
         key: BlockKey,
         ts: u64,
         open: impl FnOnce() -> Result<SealedBlock>,
     ) -> Result<bool> {
-        let cached = self.lock().timestamps.get(&key);
-        let stamps = match cached {
-            Some(stamps) => stamps,
-            None => {
-                let stamps = timestamps_of(&*self.get_or_open(key, open)?);
-                self.lock().timestamps.insert(key, stamps.clone());
-                stamps
-            }
-        };
-        Ok(stamps.binary_search(&ts).is_ok())
+        Ok(self.lookup(key, open)?.contains(ts))
+    }
+
+    /// The decoded frame kept for the block, if any (taken: [`BlockCache::keep_decoded`]
+    /// gives it back with whatever the read decoded).
+    pub fn take_decoded(&self, key: BlockKey) -> DecodedFrame {
+        self.lock().decoded.remove(&key)
+    }
+
+    /// Keeps the frame a read of the block decoded, for the next read.
+    pub fn keep_decoded(&self, key: BlockKey, frame: DecodedFrame) {
+        if let Some((index, bytes)) = frame {
+            let cost = bytes.len();
+            self.lock().decoded.insert(key, (index, bytes), cost);
+        }
     }
 
     /// Applies `change` to the cached view of a block whose edit log just grew, so the
     /// next read need not re-parse it: in place when no reader holds the view, else on a
     /// copy (readers keep the view they had). An uncached block needs nothing: it is
-    /// opened with its edits applied.
+    /// opened with its edits applied. The block's lookup is rebuilt from the changed view,
+    /// or dropped when there is none.
     pub fn edit(&self, key: BlockKey, change: impl FnOnce(&mut SealedBlock)) {
         let mut inner = self.lock();
+        let had_lookup = inner.lookups.remove(&key).is_some();
         let Some(view) = inner.blocks.get_mut(&key) else {
-            inner.timestamps.remove(&key);
             return;
         };
         if Arc::get_mut(view).is_none() {
             *view = Arc::new(view.fork());
         }
         change(Arc::get_mut(view).expect("a view just forked has no other holder"));
-        let stamps = timestamps_of(view);
-        inner.timestamps.insert(key, stamps);
+        if had_lookup {
+            let lookup = Arc::new(BlockLookup::of(view));
+            let cost = lookup.heap_bytes();
+            inner.lookups.insert(key, lookup, cost);
+        }
     }
 
     /// Forgets a block whose file was replaced or removed.
     pub fn evict(&self, key: BlockKey) {
         let mut inner = self.lock();
         inner.blocks.remove(&key);
-        inner.timestamps.remove(&key);
+        inner.lookups.remove(&key);
+        inner.decoded.remove(&key);
     }
-}
 
-fn timestamps_of(block: &SealedBlock) -> Arc<[u64]> {
-    block.records().iter().map(|r| r.meta.timestamp).collect()
+    /// What the caches hold and how often they answered.
+    pub fn stats(&self) -> CacheStats {
+        let inner = self.lock();
+        let n = |v: usize| v as u64;
+        CacheStats {
+            blocks: (n(inner.blocks.items.len()), n(inner.blocks.budget)),
+            block_hits: self.block_hits.load(Ordering::Relaxed),
+            block_misses: self.block_misses.load(Ordering::Relaxed),
+            lookups: (
+                n(inner.lookups.items.len()),
+                n(inner.lookups.used),
+                n(inner.lookups.budget),
+            ),
+            lookup_hits: self.lookup_hits.load(Ordering::Relaxed),
+            lookup_misses: self.lookup_misses.load(Ordering::Relaxed),
+            decoded_bytes: (n(inner.decoded.used), n(inner.decoded.budget)),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -170,13 +282,13 @@ mod tests {
     fn lru_evicts_the_least_recently_used_in_batches() {
         let mut lru: Lru<u64, u64> = Lru::new(16);
         for k in 0..16 {
-            lru.insert(k, k);
+            lru.insert(k, k, 1);
         }
         // Touch the first half: the second half is now the oldest.
         for k in 0..8 {
             assert_eq!(lru.get(&k), Some(k));
         }
-        lru.insert(100, 100);
+        lru.insert(100, 100, 1);
         assert!(lru.items.len() <= 16);
         assert_eq!(lru.get(&100), Some(100));
         for k in 0..8 {
@@ -185,5 +297,28 @@ mod tests {
         assert!(lru.get(&8).is_none(), "the oldest went first");
         lru.remove(&100);
         assert!(lru.get(&100).is_none());
+    }
+
+    #[test]
+    fn lru_keeps_within_its_byte_budget() {
+        let mut lru: Lru<u64, u64> = Lru::new(1000);
+        for k in 0..100 {
+            lru.insert(k, k, 90);
+            assert!(lru.used <= 1000, "{} bytes held", lru.used);
+        }
+        assert_eq!(
+            lru.used,
+            lru.items.values().map(|(_, _, c)| c).sum::<usize>()
+        );
+        assert!(lru.get(&99).is_some(), "the newest is kept");
+        // Replacing an item counts it once; one larger than the budget is not kept.
+        lru.insert(99, 0, 10);
+        assert_eq!(
+            lru.used,
+            lru.items.values().map(|(_, _, c)| c).sum::<usize>()
+        );
+        lru.insert(7, 7, 1001);
+        assert!(lru.get(&7).is_none());
+        assert!(lru.used <= 1000);
     }
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::storage::bucket::{Bucket, BucketInfo, remove_trash, trash_name};
-use crate::storage::cache::BlockCache;
+use crate::storage::cache::{BlockCache, CacheLimits, CacheStats};
 use crate::storage::entry::EntryContext;
 use crate::storage::format::fsutil::{create_dirs_durably, fsync_dir};
 use crate::storage::merge::Merger;
@@ -43,12 +43,16 @@ pub(crate) fn lock_data_dir(path: &std::path::Path) -> Result<File> {
     }
 }
 
-/// What the entries of one bucket share: a block cache of their own, the frame size, the
-/// overlap bound.
-fn entry_context(config: &Config, durability: &Arc<Durability>) -> EntryContext {
+/// What the entries of one bucket share: the store's caches, the frame size, the overlap
+/// bound.
+fn entry_context(
+    config: &Config,
+    durability: &Arc<Durability>,
+    cache: &Arc<BlockCache>,
+) -> EntryContext {
     EntryContext {
         durability: durability.clone(),
-        cache: Arc::new(BlockCache::new(config.block_cache)),
+        cache: cache.clone(),
         frame_size: config.frame_size,
         max_overlap: config.max_block_overlap,
         fold_share: config.tombstone_fold_share,
@@ -63,6 +67,8 @@ pub struct Store {
     merger: Merger,
     /// The sync mode every entry's appends follow.
     durability: Arc<Durability>,
+    /// The block caches every entry shares (bounded by the configuration, not the data).
+    cache: Arc<BlockCache>,
     /// The interval syncer (`interval` mode only); its last round runs when the store is
     /// dropped.
     _syncer: Syncer,
@@ -87,6 +93,11 @@ impl Store {
         let merger = Merger::start()?;
         let durability = Durability::new(config.sync_mode);
         let syncer = Syncer::start(&durability)?;
+        let cache = Arc::new(BlockCache::new(CacheLimits {
+            blocks: config.block_cache,
+            lookup_bytes: config.lookup_cache_bytes,
+            decoded_bytes: config.frame_cache_bytes,
+        }));
         let mut buckets = BTreeMap::new();
         let listing = std::fs::read_dir(data)
             .map_err(|e| Error::io(format!("listing {}", data.display()), e))?;
@@ -97,7 +108,7 @@ impl Store {
             if !valid || !item.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
-            let ctx = entry_context(&config, &durability);
+            let ctx = entry_context(&config, &durability, &cache);
             match Bucket::open(&item.path(), &name, ctx, merger.queue()) {
                 Ok(bucket) => {
                     buckets.insert(name, Arc::new(bucket));
@@ -116,6 +127,7 @@ impl Store {
             buckets: RwLock::new(buckets),
             merger,
             durability,
+            cache,
             _syncer: syncer,
             _lock: lock,
         })
@@ -132,6 +144,11 @@ impl Store {
     /// The configuration the store was opened with.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// What the block caches hold and how often they answered (`/metrics`).
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache.stats()
     }
 
     /// The data directory.
@@ -164,7 +181,7 @@ impl Store {
             &self.config.data_path,
             name,
             settings,
-            entry_context(&self.config, &self.durability),
+            entry_context(&self.config, &self.durability, &self.cache),
             self.merger.queue(),
         )?);
         buckets.insert(name.to_string(), bucket.clone());
@@ -224,7 +241,7 @@ impl Store {
         let renamed = Arc::new(Bucket::open(
             &data.join(new),
             new,
-            entry_context(&self.config, &self.durability),
+            entry_context(&self.config, &self.durability, &self.cache),
             self.merger.queue(),
         )?);
         buckets.insert(new.to_string(), renamed.clone());

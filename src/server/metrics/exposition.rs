@@ -90,6 +90,53 @@ pub fn exposition(app: &App, caller: Option<&Caller>) -> Result<String> {
         [(Vec::new(), signed(app.queries.open_count() as u64))],
     );
 
+    // The block caches: use against their budgets, and how often they answered.
+    let cache = app.store.cache_stats();
+    let kinds = |parsed: u64, lookup: u64, frame: Option<u64>| {
+        let mut v = vec![
+            (labels(&[("cache", "parsed_blocks")]), parsed),
+            (labels(&[("cache", "lookups")]), lookup),
+        ];
+        v.extend(frame.map(|f| (labels(&[("cache", "decoded_frames")]), f)));
+        v
+    };
+    gauges(
+        &mut registry,
+        "cache_items",
+        "Items held by a block cache (parsed blocks, block lookups)",
+        kinds(cache.blocks.0, cache.lookups.0, None)
+            .into_iter()
+            .map(|(l, v)| (l, signed(v))),
+    );
+    gauges(
+        &mut registry,
+        "cache_used",
+        "What a block cache holds against its budget: parsed blocks in blocks, lookups and decoded frames in bytes",
+        kinds(cache.blocks.0, cache.lookups.1, Some(cache.decoded_bytes.0))
+            .into_iter()
+            .map(|(l, v)| (l, signed(v))),
+    );
+    gauges(
+        &mut registry,
+        "cache_budget",
+        "A block cache's budget (--block-cache blocks; --lookup-cache and --frame-cache bytes)",
+        kinds(cache.blocks.1, cache.lookups.2, Some(cache.decoded_bytes.1))
+            .into_iter()
+            .map(|(l, v)| (l, signed(v))),
+    );
+    counters(
+        &mut registry,
+        "cache_hits",
+        "Look-ups a block cache answered from what it held",
+        kinds(cache.block_hits, cache.lookup_hits, None),
+    );
+    counters(
+        &mut registry,
+        "cache_misses",
+        "Look-ups a block cache answered by opening the block (mapping it, parsing its table)",
+        kinds(cache.block_misses, cache.lookup_misses, None),
+    );
+
     // Lifecycle policies, from the scheduler's runtime state.
     let sees_policies = caller.is_none_or(|c| c.check(Access::Full).is_ok());
     let mut runtime: Vec<_> = app

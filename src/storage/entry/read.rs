@@ -156,37 +156,51 @@ impl Entry {
         Ok(false)
     }
 
-    /// The record with timestamp `ts`, or the latest one when `ts` is `None`.
+    /// The record with timestamp `ts`, or the latest one when `ts` is `None`. A sealed
+    /// record is found through its block's compact lookup (`storage::cache`), so a read
+    /// parses no record table once the lookup is cached, and decodes at most one frame.
     pub fn read(&self, ts: Option<u64>) -> Result<Record> {
-        let (meta, payload) = {
-            let st = self.lock()?;
-            let ts = match ts {
-                Some(ts) => ts,
-                None => Self::latest_of(&st).unwrap_or(0),
-            };
-            match self
-                .place(&st, ts)?
-                .ok_or_else(|| Self::read_miss(self, &st, ts))?
-            {
-                Place::Log(kind) => {
-                    let log = st.log(kind).expect("a record was found in this log");
-                    let rec = log.records()[&ts].clone();
-                    let file = log.file()?;
-                    drop(st);
-                    let payload = OpenLog::read_payload(&file, &rec)?;
-                    (rec.meta, payload)
-                }
-                Place::Sealed { block, record, .. } => {
-                    drop(st);
-                    (block.records()[record].meta.clone(), block.payload(record)?)
-                }
-            }
+        let st = self.lock()?;
+        let ts = match ts {
+            Some(ts) => ts,
+            None => Self::latest_of(&st).unwrap_or(0),
         };
-        Ok(Record {
+        let in_log = st.logs().find_map(|(_, log)| {
+            let rec = log.records().get(&ts)?.clone();
+            Some(log.file().map(|file| (rec, file)))
+        });
+        if let Some(found) = in_log {
+            let (rec, file) = found?;
+            drop(st);
+            let payload = OpenLog::read_payload(&file, &rec)?;
+            return Ok(self.record(rec.meta, payload));
+        }
+        let mut found = None;
+        for pos in st.covering(ts) {
+            let b = &st.index.blocks[pos];
+            let key = (self.uid, b.seq);
+            let lookup = self.ctx.cache.lookup(key, || self.open_block(&st, b))?;
+            if let Some(index) = lookup.find(ts) {
+                found = Some((key, lookup, index));
+                break;
+            }
+        }
+        if let Some((key, lookup, index)) = found {
+            drop(st);
+            let mut decoded = self.ctx.cache.take_decoded(key);
+            let payload = lookup.payload(index, &mut decoded);
+            self.ctx.cache.keep_decoded(key, decoded);
+            return Ok(self.record(lookup.meta(index), payload?));
+        }
+        Err(self.read_miss(&st, ts))
+    }
+
+    fn record(&self, meta: RecordMeta, payload: Payload) -> Record {
+        Record {
             entry: self.name.clone(),
             meta,
             payload: Some(payload),
-        })
+        }
     }
 
     /// The 404 of a read that found nothing, worded as ReductStore words it: naming the

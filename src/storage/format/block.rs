@@ -18,15 +18,13 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-
-use memmap2::Mmap;
 
 use crate::error::{Error, Result};
 use crate::storage::format::binary::{BinaryReader, BinaryWriter};
 use crate::storage::format::block_meta::{self as meta, BlockRecord, BlockSummary, FrameInfo};
 use crate::storage::format::codec::Codec;
+use crate::storage::format::frames::{BlockFrames, DecodedFrame};
 use crate::storage::record::{Payload, RecordMeta};
 
 const BLOCK_MAGIC: &[u8; 8] = b"HLBLK001";
@@ -188,12 +186,12 @@ impl BlockWriter {
         entry: &BlockSummary,
         packed_records: &(u32, Vec<u8>),
     ) -> Result<(BlockSummary, File)> {
-        if self.frames.len() != source.frames.len() {
+        if self.frames.len() != source.frames().len() {
             return Err(Error::internal(format!(
                 "block {} has {} frames, its source {}",
                 self.path.display(),
                 self.frames.len(),
-                source.frames.len()
+                source.frames().len()
             )));
         }
         let head = meta::encode_head(self.codec, &self.frames);
@@ -259,17 +257,15 @@ pub fn sync(file: &File, summary: &BlockSummary, first_ts: u64) -> Result<()> {
 
 /// A sealed block mapped into memory with its record table parsed.
 pub struct SealedBlock {
-    what: String,
-    map: Arc<Mmap>,
+    /// The mapping and its frames, shared with forks and with the block's lookup.
+    body: Arc<BlockFrames>,
     codec: Codec,
-    frames: Vec<FrameInfo>,
     records: Vec<BlockRecord>,
     /// The raw bytes of the record table, reused when the block is recompressed.
     records_section: Vec<u8>,
     /// The table format of `records_section` (`block_meta::TABLE_*`).
     table_format: u32,
-    verified: Vec<AtomicBool>,
-    last_frame: Mutex<Option<(u32, Arc<Vec<u8>>)>>,
+    last_frame: Mutex<DecodedFrame>,
     /// The checksum of the metadata section, as the footer has it.
     meta_crc: u32,
 }
@@ -361,16 +357,12 @@ impl SealedBlock {
         } else {
             Vec::new()
         };
-        let verified = frames.iter().map(|_| AtomicBool::new(false)).collect();
         Ok(SealedBlock {
-            what,
-            map: Arc::new(map),
+            body: Arc::new(BlockFrames::new(what, Arc::new(map), frames)),
             codec,
-            frames,
             records,
             records_section,
             table_format: encoding & !0xff,
-            verified,
             last_frame: Mutex::new(None),
             meta_crc,
         })
@@ -383,7 +375,7 @@ impl SealedBlock {
             first_ts: self.records.first().map_or(0, |r| r.meta.timestamp),
             last_ts: self.records.last().map_or(0, |r| r.meta.timestamp),
             record_count: self.records.len() as u64,
-            size: self.map.len() as u64,
+            size: self.body.file_len(),
             payload_bytes: self.records.iter().map(|r| r.meta.size).sum(),
             codec: self.codec,
             meta_crc: self.meta_crc,
@@ -410,18 +402,11 @@ impl SealedBlock {
     /// the records of a view readers may still hold.
     pub(crate) fn fork(&self) -> SealedBlock {
         SealedBlock {
-            what: self.what.clone(),
-            map: self.map.clone(),
+            body: self.body.clone(),
             codec: self.codec,
-            frames: self.frames.clone(),
             records: self.records.clone(),
             records_section: self.records_section.clone(),
             table_format: self.table_format,
-            verified: self
-                .verified
-                .iter()
-                .map(|v| AtomicBool::new(v.load(Ordering::Acquire)))
-                .collect(),
             last_frame: Mutex::new(None),
             meta_crc: self.meta_crc,
         }
@@ -436,13 +421,18 @@ impl SealedBlock {
     /// magic, frame table, the record table packed as `packed_records`, footer (what
     /// [`BlockWriter::finish_copied`] writes around them).
     pub fn copied_overhead(&self, target: Codec, packed_records: &[u8]) -> u64 {
-        let head = meta::encode_head(target, &self.frames);
+        let head = meta::encode_head(target, self.frames());
         (BLOCK_MAGIC.len() + 4 + head.len() + packed_records.len() + FOOTER_LEN) as u64
     }
 
     /// The frames.
     pub fn frames(&self) -> &[FrameInfo] {
-        &self.frames
+        self.body.frames()
+    }
+
+    /// The mapping and its frames, which the block's lookup shares.
+    pub(crate) fn body(&self) -> &Arc<BlockFrames> {
+        &self.body
     }
 
     /// Index of the record with this exact timestamp.
@@ -461,18 +451,7 @@ impl SealedBlock {
 
     /// The stored bytes of a frame, checksum-verified on first use.
     pub fn stored_frame(&self, index: usize) -> Result<&[u8]> {
-        let frame = &self.frames[index];
-        let bytes = &self.map[frame.offset as usize..(frame.offset + frame.stored_len) as usize];
-        if !self.verified[index].load(Ordering::Acquire) {
-            if crc32fast::hash(bytes) != frame.crc {
-                return Err(Error::internal(format!(
-                    "{} is corrupt: frame {index} checksum mismatch",
-                    self.what
-                )));
-            }
-            self.verified[index].store(true, Ordering::Release);
-        }
-        Ok(bytes)
+        self.body.stored_frame(index)
     }
 
     /// The payload of record `index`; decodes only the frame that holds it (the last
@@ -485,35 +464,10 @@ impl SealedBlock {
     /// [`SealedBlock::payload`] with a frame cache of the caller's own: a reader that walks
     /// the block from several threads at once (a merge writing several output blocks in
     /// parallel) would otherwise make them evict each other's decoded frame per record.
-    pub fn payload_with(
-        &self,
-        index: usize,
-        cache: &mut Option<(u32, Arc<Vec<u8>>)>,
-    ) -> Result<Payload> {
+    pub fn payload_with(&self, index: usize, cache: &mut DecodedFrame) -> Result<Payload> {
         let record = &self.records[index];
-        let frame_index = record.frame as usize;
-        let frame = &self.frames[frame_index];
-        let start = record.offset as usize;
-        let end = start + record.meta.size as usize;
-        let stored = self.stored_frame(frame_index)?;
-        if frame.codec == Codec::None {
-            let base = frame.offset as usize;
-            return Ok(Payload::Mapped(self.map.clone(), base + start..base + end));
-        }
-        let decoded = match cache.as_ref() {
-            Some((i, buf)) if *i == record.frame => buf.clone(),
-            _ => {
-                let buf = Arc::new(
-                    frame
-                        .codec
-                        .decode(stored, frame.raw_len as usize)
-                        .map_err(|e| Error::internal(format!("{}: {e}", self.what)))?,
-                );
-                *cache = Some((record.frame, buf.clone()));
-                buf
-            }
-        };
-        Ok(Payload::Owned(decoded, start..end))
+        self.body
+            .payload(record.frame, record.offset, record.meta.size, cache)
     }
 }
 

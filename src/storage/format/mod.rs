@@ -3,16 +3,18 @@
 //! commit point) and the atomic-file helpers of the crash-safety protocol. These types know
 //! nothing of entries, locks or caches; `storage::entry` decides what to write and when.
 //!
-//! Dependencies run one way: `binary`, `codec`, `fsutil` ← `block_meta` ← `block`,
-//! `index` ← `rewrite`; `log` needs only `binary`.
+//! Dependencies run one way: `binary`, `codec`, `fsutil` ← `block_meta` ← `frames` ←
+//! `block` ← `lookup`, `index` ← `rewrite`; `log` needs only `binary`.
 
 pub mod binary;
 pub mod block;
 pub mod block_meta;
 pub mod codec;
 pub mod edits;
+pub mod frames;
 pub mod fsutil;
 pub mod index;
 pub mod log;
+pub mod lookup;
 pub mod oplog;
 pub mod rewrite;
