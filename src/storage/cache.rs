@@ -18,6 +18,7 @@ use crate::error::Result;
 use crate::storage::format::block::SealedBlock;
 use crate::storage::format::frames::DecodedFrame;
 use crate::storage::format::lookup::BlockLookup;
+use crate::storage::record::{Payload, RecordMeta};
 
 /// Identifies a block file: the entry instance's unique id and the file's sequence number.
 /// Sequence numbers are never reused within an entry instance, and entry ids never within
@@ -87,6 +88,40 @@ impl<K: Hash + Eq + Copy, V: Clone> Lru<K, V> {
         let (value, _, cost) = self.items.remove(key)?;
         self.used -= cost;
         Some(value)
+    }
+}
+
+/// What reads a block by timestamp: its compact lookup, or its parsed view.
+pub enum BlockReader {
+    /// The block's lookup.
+    Lookup(Arc<BlockLookup>),
+    /// The block's parsed view (lookups have no budget, or the block is too large).
+    Parsed(Arc<SealedBlock>),
+}
+
+impl BlockReader {
+    /// Index of the record with this exact timestamp.
+    pub fn find(&self, ts: u64) -> Option<usize> {
+        match self {
+            BlockReader::Lookup(lookup) => lookup.find(ts),
+            BlockReader::Parsed(block) => block.find(ts),
+        }
+    }
+
+    /// The metadata of record `index`.
+    pub fn meta(&self, index: usize) -> RecordMeta {
+        match self {
+            BlockReader::Lookup(lookup) => lookup.meta(index),
+            BlockReader::Parsed(block) => block.records()[index].meta.clone(),
+        }
+    }
+
+    /// The payload of record `index`, decoding its frame unless `decoded` holds it.
+    pub fn payload(&self, index: usize, decoded: &mut DecodedFrame) -> Result<Payload> {
+        match self {
+            BlockReader::Lookup(lookup) => lookup.payload(index, decoded),
+            BlockReader::Parsed(block) => block.payload_with(index, decoded),
+        }
     }
 }
 
@@ -173,41 +208,51 @@ impl BlockCache {
         Ok(block)
     }
 
-    /// The block's lookup: cached, or built from its cached parsed view, or else from the
-    /// block opened with `open` (whose parsed view is then dropped, not cached: a random
-    /// reader would otherwise churn the parsed blocks queries stream from).
-    pub fn lookup(
+    /// What reads the block by timestamp: its lookup — cached, or built from its cached
+    /// parsed view, or else from the block opened with `open` (whose parsed view is then
+    /// dropped, not cached: a random reader would otherwise churn the parsed blocks
+    /// queries stream from). The parsed view instead when lookups have no budget or the
+    /// block is too large for one.
+    pub fn reader(
         &self,
         key: BlockKey,
         open: impl FnOnce() -> Result<SealedBlock>,
-    ) -> Result<Arc<BlockLookup>> {
+    ) -> Result<BlockReader> {
         let parsed = {
             let mut inner = self.lock();
             if let Some(lookup) = inner.lookups.get(&key) {
                 self.lookup_hits.fetch_add(1, Ordering::Relaxed);
-                return Ok(lookup);
+                return Ok(BlockReader::Lookup(lookup));
+            }
+            if inner.lookups.budget == 0 {
+                drop(inner);
+                return self.get_or_open(key, open).map(BlockReader::Parsed);
             }
             inner.blocks.get(&key)
         };
         self.lookup_misses.fetch_add(1, Ordering::Relaxed);
-        let lookup = Arc::new(match parsed {
-            Some(view) => BlockLookup::of(&view),
-            None => BlockLookup::of(&open()?),
-        });
+        let view = match parsed {
+            Some(view) => view,
+            None => Arc::new(open()?),
+        };
+        let Some(lookup) = BlockLookup::of(&view) else {
+            self.lock().blocks.insert(key, view.clone(), 1);
+            return Ok(BlockReader::Parsed(view));
+        };
+        let lookup = Arc::new(lookup);
         let cost = lookup.heap_bytes();
         self.lock().lookups.insert(key, lookup.clone(), cost);
-        Ok(lookup)
+        Ok(BlockReader::Lookup(lookup))
     }
 
-    /// Whether the block holds a record at `ts` (the duplicate check of a write), from
-    /// its lookup.
+    /// Whether the block holds a record at `ts` (the duplicate check of a write).
     pub fn contains(
         &self,
         key: BlockKey,
         ts: u64,
         open: impl FnOnce() -> Result<SealedBlock>,
     ) -> Result<bool> {
-        Ok(self.lookup(key, open)?.contains(ts))
+        Ok(self.reader(key, open)?.find(ts).is_some())
     }
 
     /// The decoded frame kept for the block, if any (taken: [`BlockCache::keep_decoded`]
@@ -239,8 +284,8 @@ impl BlockCache {
             *view = Arc::new(view.fork());
         }
         change(Arc::get_mut(view).expect("a view just forked has no other holder"));
-        if had_lookup {
-            let lookup = Arc::new(BlockLookup::of(view));
+        if had_lookup && let Some(lookup) = BlockLookup::of(view) {
+            let lookup = Arc::new(lookup);
             let cost = lookup.heap_bytes();
             inner.lookups.insert(key, lookup, cost);
         }

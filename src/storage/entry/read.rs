@@ -179,18 +179,18 @@ impl Entry {
         for pos in st.covering(ts) {
             let b = &st.index.blocks[pos];
             let key = (self.uid, b.seq);
-            let lookup = self.ctx.cache.lookup(key, || self.open_block(&st, b))?;
-            if let Some(index) = lookup.find(ts) {
-                found = Some((key, lookup, index));
+            let reader = self.ctx.cache.reader(key, || self.open_block(&st, b))?;
+            if let Some(index) = reader.find(ts) {
+                found = Some((key, reader, index));
                 break;
             }
         }
-        if let Some((key, lookup, index)) = found {
+        if let Some((key, reader, index)) = found {
             drop(st);
             let mut decoded = self.ctx.cache.take_decoded(key);
-            let payload = lookup.payload(index, &mut decoded);
+            let payload = reader.payload(index, &mut decoded);
             self.ctx.cache.keep_decoded(key, decoded);
-            return Ok(self.record(lookup.meta(index), payload?));
+            return Ok(self.record(reader.meta(index), payload?));
         }
         Err(self.read_miss(&st, ts))
     }

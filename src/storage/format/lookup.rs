@@ -1,11 +1,12 @@
 //! The compact lookup of a sealed block: what a read by timestamp and a duplicate check
 //! need, and nothing else — the sorted timestamps, each record's frame, offset and size,
-//! and its content type and label set as indices into the block's few distinct ones.
+//! and its content type and labels as indices into the block's distinct strings (each
+//! stored once, packed into one buffer).
 //!
 //! Why: a parsed record table costs a few hundred bytes per record (a label map and a
 //! string each) and a parse per miss, so only a few hundred blocks stay parsed; random
 //! reads over a larger entry would map and parse a whole table per request. A lookup costs
-//! about 40 bytes per record, so a memory budget holds ten to a hundred times as many
+//! about 40 bytes per record and 8 per label (plus each distinct string once), so a memory budget holds ten to a hundred times as many
 //! blocks, and a read through it decodes only the frame of the record asked for. It is
 //! built from the parsed view (edits applied), so it answers exactly as that view does.
 
@@ -15,16 +16,70 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::storage::format::block::SealedBlock;
 use crate::storage::format::frames::{BlockFrames, DecodedFrame};
-use crate::storage::record::{Labels, Payload, RecordMeta};
+use crate::storage::record::{Payload, RecordMeta};
 
-/// Where a record's payload lies and which of the block's content types and label sets
-/// it has.
+/// Distinct strings packed into one buffer: string `i` ends at `ends[i]`.
+#[derive(Default)]
+struct Strings {
+    text: String,
+    ends: Vec<u32>,
+}
+
+impl Strings {
+    fn get(&self, id: u32) -> &str {
+        let id = id as usize;
+        let start = if id == 0 {
+            0
+        } else {
+            self.ends[id - 1] as usize
+        };
+        &self.text[start..self.ends[id] as usize]
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.text.capacity() + self.ends.capacity() * 4
+    }
+}
+
+/// Interns strings into [`Strings`] while a lookup is built.
+struct Interner<'a> {
+    ids: HashMap<&'a str, u32>,
+    strings: Strings,
+}
+
+impl<'a> Interner<'a> {
+    fn new() -> Self {
+        Interner {
+            ids: HashMap::new(),
+            strings: Strings::default(),
+        }
+    }
+
+    fn id(&mut self, text: &'a str) -> u32 {
+        let strings = &mut self.strings;
+        *self.ids.entry(text).or_insert_with(|| {
+            strings.text.push_str(text);
+            strings.ends.push(strings.text.len() as u32);
+            (strings.ends.len() - 1) as u32
+        })
+    }
+
+    fn finish(mut self) -> Strings {
+        self.strings.text.shrink_to_fit();
+        self.strings.ends.shrink_to_fit();
+        self.strings
+    }
+}
+
+/// Where a record's payload lies, its content type and where its labels start in
+/// `pairs` and how many it has.
 struct Slot {
     offset: u64,
     size: u64,
     frame: u32,
-    labels: u32,
     content_type: u32,
+    labels: u32,
+    label_count: u32,
 }
 
 /// A sealed block's lookup: see the module documentation.
@@ -32,43 +87,51 @@ pub struct BlockLookup {
     body: Arc<BlockFrames>,
     stamps: Vec<u64>,
     slots: Vec<Slot>,
-    content_types: Vec<String>,
-    label_sets: Vec<Labels>,
+    content_types: Strings,
+    names: Strings,
+    values: Strings,
+    /// Every record's labels, as (name, value) ids, record after record.
+    pairs: Vec<(u32, u32)>,
 }
 
 impl BlockLookup {
-    /// The lookup of a parsed view, sharing its mapping.
-    pub fn of(view: &SealedBlock) -> BlockLookup {
+    /// The lookup of a parsed view, sharing its mapping; `None` when the block is too
+    /// large for its 32-bit indices (4 GiB of distinct strings), so it is read parsed.
+    pub fn of(view: &SealedBlock) -> Option<BlockLookup> {
         let records = view.records();
-        let mut types: HashMap<&str, u32> = HashMap::new();
-        let mut sets: HashMap<&Labels, u32> = HashMap::new();
-        let mut content_types = Vec::new();
-        let mut label_sets = Vec::new();
+        let mut types = Interner::new();
+        let mut names = Interner::new();
+        let mut values = Interner::new();
+        let mut pairs = Vec::new();
         let mut slots = Vec::with_capacity(records.len());
         for r in records {
-            let content_type = *types.entry(&r.meta.content_type).or_insert_with(|| {
-                content_types.push(r.meta.content_type.clone());
-                (content_types.len() - 1) as u32
-            });
-            let labels = *sets.entry(&r.meta.labels).or_insert_with(|| {
-                label_sets.push(r.meta.labels.clone());
-                (label_sets.len() - 1) as u32
-            });
+            let labels = u32::try_from(pairs.len()).ok()?;
+            for (name, value) in &r.meta.labels {
+                pairs.push((names.id(name), values.id(value)));
+            }
             slots.push(Slot {
                 offset: r.offset,
                 size: r.meta.size,
                 frame: r.frame,
+                content_type: types.id(&r.meta.content_type),
                 labels,
-                content_type,
+                label_count: r.meta.labels.len() as u32,
             });
         }
-        BlockLookup {
+        let fits = |s: &Interner| u32::try_from(s.strings.text.len()).is_ok();
+        if !(fits(&types) && fits(&names) && fits(&values)) {
+            return None;
+        }
+        pairs.shrink_to_fit();
+        Some(BlockLookup {
             body: view.body().clone(),
             stamps: records.iter().map(|r| r.meta.timestamp).collect(),
             slots,
-            content_types,
-            label_sets,
-        }
+            content_types: types.finish(),
+            names: names.finish(),
+            values: values.finish(),
+            pairs,
+        })
     }
 
     /// Index of the record with this exact timestamp.
@@ -84,10 +147,20 @@ impl BlockLookup {
     /// The metadata of record `index`.
     pub fn meta(&self, index: usize) -> RecordMeta {
         let slot = &self.slots[index];
+        let first = slot.labels as usize;
+        let labels = self.pairs[first..first + slot.label_count as usize]
+            .iter()
+            .map(|&(name, value)| {
+                (
+                    self.names.get(name).to_string(),
+                    self.values.get(value).to_string(),
+                )
+            })
+            .collect();
         RecordMeta {
             timestamp: self.stamps[index],
-            labels: self.label_sets[slot.labels as usize].clone(),
-            content_type: self.content_types[slot.content_type as usize].clone(),
+            labels,
+            content_type: self.content_types.get(slot.content_type).to_string(),
             size: slot.size,
         }
     }
@@ -105,19 +178,13 @@ impl BlockLookup {
     /// Bytes of memory the lookup takes (what the cache's budget counts), besides the
     /// mapping it shares.
     pub fn heap_bytes(&self) -> usize {
-        let strings: usize = self.content_types.iter().map(|t| t.len() + 24).sum();
-        let labels: usize = self
-            .label_sets
-            .iter()
-            .flat_map(|set| set.iter())
-            .map(|(k, v)| k.len() + v.len() + 64)
-            .sum();
         std::mem::size_of::<Self>()
             + self.body.heap_bytes()
-            + self.stamps.len() * std::mem::size_of::<u64>()
-            + self.slots.len() * std::mem::size_of::<Slot>()
-            + strings
-            + labels
-            + self.label_sets.len() * 24
+            + self.stamps.capacity() * std::mem::size_of::<u64>()
+            + self.slots.capacity() * std::mem::size_of::<Slot>()
+            + self.pairs.capacity() * std::mem::size_of::<(u32, u32)>()
+            + self.content_types.heap_bytes()
+            + self.names.heap_bytes()
+            + self.values.heap_bytes()
     }
 }
