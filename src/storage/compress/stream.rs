@@ -8,7 +8,8 @@ use std::fs::File;
 use std::path::PathBuf;
 use std::sync::{Arc, MutexGuard, mpsc};
 
-use rayon::prelude::*;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::commit::Finished;
 use super::{CompressPool, CompressStats, Job};
@@ -121,9 +122,9 @@ pub(super) struct Run<'a> {
 impl<'a> Run<'a> {
     /// Runs the stream as a pipeline: while the pool encodes one batch of tasks, this
     /// thread writes the batch before it and prepares the one after it (maps the blocks,
-    /// verifies the source frames' checksums, packs the record tables), so the pool
-    /// threads only ever re-encode frames (the committer thread syncs and commits
-    /// finished blocks).
+    /// verifies the source frames' checksums, packs the record tables), then helps encode
+    /// what is left of the batch (the committer thread syncs and commits finished
+    /// blocks).
     pub(super) fn stream(&mut self, pool: &CompressPool, cancel: &dyn Fn() -> bool) -> Result<()> {
         let frame_size = self.jobs.first().map_or(1 << 20, |j| j.entry.frame_size()) as u64;
         let max_window = pool.threads() as u64 * WINDOW_FRAMES_PER_THREAD * frame_size;
@@ -145,14 +146,25 @@ impl<'a> Run<'a> {
                 return Ok(());
             }
             let target = self.target;
-            let mut results = Vec::new();
             let mut written = Ok(());
             let mut following = Vec::new();
+            // The batch's tasks are handed out one at a time from a shared counter, to the
+            // pool's threads and, once it has written the window before and prepared the
+            // one after, to this thread too: nobody waits at the end of a window while
+            // frames are left to encode.
+            let next = AtomicUsize::new(0);
+            let slots: Vec<OnceLock<Result<Encoded>>> =
+                batch.iter().map(|_| OnceLock::new()).collect();
+            let encode = || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(task) = batch.get(i) else { break };
+                    let _ = slots[i].set(run_task(task, target));
+                }
+            };
             pool.pool.in_place_scope(|scope| {
-                if !batch.is_empty() {
-                    scope.spawn(|_| {
-                        results = batch.par_iter().map(|t| run_task(t, target)).collect();
-                    });
+                for _ in 0..pool.threads().min(batch.len()) {
+                    scope.spawn(|_| encode());
                 }
                 if let Some((tasks, results)) = encoded.take() {
                     written = self.write_window(tasks, results);
@@ -160,7 +172,15 @@ impl<'a> Run<'a> {
                 if written.is_ok() {
                     following = self.prepare_batch(window, &mut queue, &mut queued, &mut next_job);
                 }
+                encode();
             });
+            let results: Vec<Result<Encoded>> = slots
+                .into_iter()
+                .map(|slot| {
+                    slot.into_inner()
+                        .expect("every task of the batch ran before the scope ended")
+                })
+                .collect();
             written?;
             encoded = (!batch.is_empty()).then_some((batch, results));
             batch = following;
