@@ -336,6 +336,7 @@ fn block_caches_report_their_use_within_their_settings() {
             ("RS_BLOCK_CACHE", "3"),
             ("RS_LOOKUP_CACHE_SIZE", "64KiB"),
             ("RS_FRAME_CACHE_SIZE", "1MB"),
+            ("RS_MAX_OPEN_LOG_FILES", "4"),
         ],
     );
     let settings = json!({"max_block_records": 10}).to_string();
@@ -361,7 +362,12 @@ fn block_caches_report_their_use_within_their_settings() {
     assert_eq!(of("halflife_cache_budget", "parsed_blocks"), Some(3.0));
     assert_eq!(of("halflife_cache_budget", "lookups"), Some(65536.0));
     assert_eq!(of("halflife_cache_budget", "decoded_frames"), Some(1e6));
-    for cache in ["parsed_blocks", "lookups"] {
+    assert_eq!(of("halflife_cache_budget", "open_log_files"), Some(4.0));
+    // Every write appended to a log whose descriptor was open (or opened again).
+    let log_uses = of("halflife_cache_hits_total", "open_log_files").expect("hits")
+        + of("halflife_cache_misses_total", "open_log_files").expect("reopens");
+    assert!(log_uses >= 200.0, "{log_uses} log uses");
+    for cache in ["parsed_blocks", "lookups", "open_log_files"] {
         let used = of("halflife_cache_used", cache).expect("use");
         let budget = of("halflife_cache_budget", cache).expect("budget");
         assert!(used <= budget, "{cache}: {used} of {budget}");

@@ -90,51 +90,78 @@ pub fn exposition(app: &App, caller: Option<&Caller>) -> Result<String> {
         [(Vec::new(), signed(app.queries.open_count() as u64))],
     );
 
-    // The block caches: use against their budgets, and how often they answered.
+    // The caches: use against their budgets, and how often they answered.
     let cache = app.store.cache_stats();
-    let kinds = |parsed: u64, lookup: u64, frame: Option<u64>| {
-        let mut v = vec![
-            (labels(&[("cache", "parsed_blocks")]), parsed),
-            (labels(&[("cache", "lookups")]), lookup),
-        ];
-        v.extend(frame.map(|f| (labels(&[("cache", "decoded_frames")]), f)));
-        v
+    let files = crate::storage::sync::open_files::open_file_stats();
+    // Values per cache, in the order of `CACHES` (`None`: not measured for that one).
+    const CACHES: [&str; 4] = [
+        "parsed_blocks",
+        "lookups",
+        "decoded_frames",
+        "open_log_files",
+    ];
+    let kinds = |values: [Option<u64>; 4]| {
+        CACHES
+            .iter()
+            .zip(values)
+            .filter_map(|(cache, v)| Some((labels(&[("cache", cache)]), v?)))
+            .collect::<Vec<_>>()
     };
+    let signed_all = |v: Vec<(Labels, u64)>| v.into_iter().map(|(l, v)| (l, signed(v)));
     gauges(
         &mut registry,
         "cache_items",
-        "Items held by a block cache (parsed blocks, block lookups)",
-        kinds(cache.blocks.0, cache.lookups.0, None)
-            .into_iter()
-            .map(|(l, v)| (l, signed(v))),
+        "Items held by a cache (parsed blocks, block lookups, log files with a descriptor)",
+        signed_all(kinds([
+            Some(cache.blocks.0),
+            Some(cache.lookups.0),
+            None,
+            Some(files.open),
+        ])),
     );
     gauges(
         &mut registry,
         "cache_used",
-        "What a block cache holds against its budget: parsed blocks in blocks, lookups and decoded frames in bytes",
-        kinds(cache.blocks.0, cache.lookups.1, Some(cache.decoded_bytes.0))
-            .into_iter()
-            .map(|(l, v)| (l, signed(v))),
+        "What a cache holds against its budget: parsed blocks and log files in items, lookups and decoded frames in bytes",
+        signed_all(kinds([
+            Some(cache.blocks.0),
+            Some(cache.lookups.1),
+            Some(cache.decoded_bytes.0),
+            Some(files.open),
+        ])),
     );
     gauges(
         &mut registry,
         "cache_budget",
-        "A block cache's budget (--block-cache blocks; --lookup-cache and --frame-cache bytes)",
-        kinds(cache.blocks.1, cache.lookups.2, Some(cache.decoded_bytes.1))
-            .into_iter()
-            .map(|(l, v)| (l, signed(v))),
+        "A cache's budget (--block-cache blocks; --lookup-cache and --frame-cache bytes; --max-open-log-files files)",
+        signed_all(kinds([
+            Some(cache.blocks.1),
+            Some(cache.lookups.2),
+            Some(cache.decoded_bytes.1),
+            Some(files.limit),
+        ])),
     );
     counters(
         &mut registry,
         "cache_hits",
-        "Look-ups a block cache answered from what it held",
-        kinds(cache.block_hits, cache.lookup_hits, None),
+        "Look-ups a cache answered from what it held",
+        kinds([
+            Some(cache.block_hits),
+            Some(cache.lookup_hits),
+            None,
+            Some(files.hits),
+        ]),
     );
     counters(
         &mut registry,
         "cache_misses",
-        "Look-ups a block cache answered by opening the block (mapping it, parsing its table)",
-        kinds(cache.block_misses, cache.lookup_misses, None),
+        "Look-ups a cache answered by opening the block (mapping it, parsing its table) or the log file again",
+        kinds([
+            Some(cache.block_misses),
+            Some(cache.lookup_misses),
+            None,
+            Some(files.reopens),
+        ]),
     );
 
     // Lifecycle policies, from the scheduler's runtime state.

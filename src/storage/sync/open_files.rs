@@ -26,6 +26,34 @@ pub const DEFAULT_OPEN_FILE_LIMIT: usize = 256;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
+/// Uses of a log file that found its descriptor open, and that had to open it again.
+static HITS: AtomicU64 = AtomicU64::new(0);
+static REOPENS: AtomicU64 = AtomicU64::new(0);
+
+/// What the open set holds and how often it answered (`/metrics`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenFileStats {
+    /// Log files holding a descriptor now.
+    pub open: u64,
+    /// How many may ([`set_open_file_limit`]).
+    pub limit: u64,
+    /// Uses that found the descriptor open.
+    pub hits: u64,
+    /// Uses that opened the file again (it had been closed to make room).
+    pub reopens: u64,
+}
+
+/// The process's open set, as of now.
+pub fn open_file_stats() -> OpenFileStats {
+    let set = open_set();
+    OpenFileStats {
+        open: set.open.len() as u64,
+        limit: set.limit as u64,
+        hits: HITS.load(Ordering::Relaxed),
+        reopens: REOPENS.load(Ordering::Relaxed),
+    }
+}
+
 static OPEN_FILES: Mutex<OpenSet> = Mutex::new(OpenSet {
     limit: DEFAULT_OPEN_FILE_LIMIT,
     open: BTreeMap::new(),
@@ -140,8 +168,10 @@ impl LazyFile {
     pub fn get(self: &Arc<Self>) -> std::io::Result<Arc<File>> {
         self.used.store(true, Ordering::Relaxed);
         if let Some(file) = self.slot().as_ref() {
+            HITS.fetch_add(1, Ordering::Relaxed);
             return Ok(file.clone());
         }
+        REOPENS.fetch_add(1, Ordering::Relaxed);
         let file = OpenOptions::new().read(true).write(true).open(&self.path)?;
         if identity(&file) != self.identity {
             return Err(std::io::Error::new(
