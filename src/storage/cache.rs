@@ -209,13 +209,15 @@ impl BlockCache {
     }
 
     /// What reads the block by timestamp: its lookup — cached, or built from its cached
-    /// parsed view, or else from the block opened with `open` (whose parsed view is then
-    /// dropped, not cached: a random reader would otherwise churn the parsed blocks
-    /// queries stream from). The parsed view instead when lookups have no budget or the
-    /// block is too large for one.
+    /// parsed view, or from its table's columns (`open_lookup`, which answers `None` when
+    /// the block cannot be read that way: edits to apply, an older table format), or else
+    /// from the block parsed with `open` (its parsed view then dropped, not cached: a
+    /// random reader would otherwise churn the parsed blocks queries stream from). The
+    /// parsed view instead when lookups have no budget or the block is too large for one.
     pub fn reader(
         &self,
         key: BlockKey,
+        open_lookup: impl FnOnce() -> Result<Option<BlockLookup>>,
         open: impl FnOnce() -> Result<SealedBlock>,
     ) -> Result<BlockReader> {
         let parsed = {
@@ -231,15 +233,23 @@ impl BlockCache {
             inner.blocks.get(&key)
         };
         self.lookup_misses.fetch_add(1, Ordering::Relaxed);
-        let view = match parsed {
-            Some(view) => view,
-            None => Arc::new(open()?),
+        let built = match parsed {
+            Some(view) => BlockLookup::of(&view).ok_or(view),
+            None => match open_lookup()? {
+                Some(lookup) => Ok(lookup),
+                None => {
+                    let view = Arc::new(open()?);
+                    BlockLookup::of(&view).ok_or(view)
+                }
+            },
         };
-        let Some(lookup) = BlockLookup::of(&view) else {
-            self.lock().blocks.insert(key, view.clone(), 1);
-            return Ok(BlockReader::Parsed(view));
+        let lookup = match built {
+            Ok(lookup) => Arc::new(lookup),
+            Err(view) => {
+                self.lock().blocks.insert(key, view.clone(), 1);
+                return Ok(BlockReader::Parsed(view));
+            }
         };
-        let lookup = Arc::new(lookup);
         let cost = lookup.heap_bytes();
         self.lock().lookups.insert(key, lookup.clone(), cost);
         Ok(BlockReader::Lookup(lookup))
@@ -250,9 +260,10 @@ impl BlockCache {
         &self,
         key: BlockKey,
         ts: u64,
+        open_lookup: impl FnOnce() -> Result<Option<BlockLookup>>,
         open: impl FnOnce() -> Result<SealedBlock>,
     ) -> Result<bool> {
-        Ok(self.reader(key, open)?.find(ts).is_some())
+        Ok(self.reader(key, open_lookup, open)?.find(ts).is_some())
     }
 
     /// The decoded frame kept for the block, if any (taken: [`BlockCache::keep_decoded`]

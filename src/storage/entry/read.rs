@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::storage::format::block::SealedBlock;
 use crate::storage::format::index::{BlockEntry, block_path};
 use crate::storage::format::log::{LogRecord, OpenLog};
+use crate::storage::format::lookup::BlockLookup;
 use crate::storage::record::{Payload, Record, RecordMeta};
 
 /// A run of records, in timestamp order, that a reader takes without holding the entry lock.
@@ -113,6 +114,21 @@ impl Entry {
         Ok(block)
     }
 
+    /// The block's lookup made straight from its table's columns, without parsing its
+    /// records; `None` when its edits must be applied to records first, or its table is
+    /// older than format 3 (the caller parses it).
+    fn open_lookup(&self, st: &EntryState, b: &BlockEntry) -> Result<Option<BlockLookup>> {
+        if st.edits.contains_key(&b.seq) || b.edited {
+            return Ok(None);
+        }
+        let (body, columns) = SealedBlock::open_columns(
+            &block_path(&self.dir, b.seq),
+            self.describe(b),
+            Some(b.meta_crc),
+        )?;
+        Ok(columns.and_then(|c| BlockLookup::of_columns(body, c)))
+    }
+
     fn describe(&self, b: &BlockEntry) -> String {
         format!(
             "block {} ({:016x}.blk) of entry {}/{}",
@@ -145,10 +161,12 @@ impl Entry {
         }
         for pos in st.covering(ts) {
             let b = &st.index.blocks[pos];
-            let found = self
-                .ctx
-                .cache
-                .contains((self.uid, b.seq), ts, || self.open_block(st, b))?;
+            let found = self.ctx.cache.contains(
+                (self.uid, b.seq),
+                ts,
+                || self.open_lookup(st, b),
+                || self.open_block(st, b),
+            )?;
             if found {
                 return Ok(true);
             }
@@ -179,7 +197,11 @@ impl Entry {
         for pos in st.covering(ts) {
             let b = &st.index.blocks[pos];
             let key = (self.uid, b.seq);
-            let reader = self.ctx.cache.reader(key, || self.open_block(&st, b))?;
+            let reader = self.ctx.cache.reader(
+                key,
+                || self.open_lookup(&st, b),
+                || self.open_block(&st, b),
+            )?;
             if let Some(index) = reader.find(ts) {
                 found = Some((key, reader, index));
                 break;

@@ -148,6 +148,16 @@ impl<'a> BinaryReader<'a> {
     }
 }
 
+/// Maps a signed value to an unsigned one with small magnitudes small (for varints).
+pub fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+/// The inverse of [`zigzag`].
+pub fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,6 +24,7 @@ use crate::error::{Error, Result};
 use crate::storage::format::binary::{BinaryReader, BinaryWriter};
 use crate::storage::format::block_meta::{self as meta, BlockRecord, BlockSummary, FrameInfo};
 use crate::storage::format::codec::Codec;
+use crate::storage::format::columns::TableColumns;
 use crate::storage::format::frames::{BlockFrames, DecodedFrame};
 use crate::storage::record::{Payload, RecordMeta};
 
@@ -286,6 +287,23 @@ impl SealedBlock {
         expected_meta_crc: Option<u32>,
     ) -> Result<Self> {
         Self::open_inner(path, what, expected_meta_crc, false, true)
+    }
+
+    /// Maps a block and decodes its record table into columns only, not records: what a
+    /// compact lookup is built from. `None` for the columns of a table older than format 3
+    /// (the caller parses the block instead).
+    pub(crate) fn open_columns(
+        path: &Path,
+        what: String,
+        expected_meta_crc: Option<u32>,
+    ) -> Result<(Arc<BlockFrames>, Option<TableColumns>)> {
+        let block = Self::open_inner(path, what, expected_meta_crc, false, false)?;
+        if block.table_format != meta::TABLE_V3 {
+            return Ok((block.body, None));
+        }
+        let raw_lens: Vec<u64> = block.frames().iter().map(|f| f.raw_len).collect();
+        let columns = TableColumns::decode(&block.records_section, &raw_lens, block.body.what())?;
+        Ok((block.body, Some(columns)))
     }
 
     /// Maps a block to read a few of its frames (predicting a compression): like

@@ -18,8 +18,9 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::error::{Error, Result};
-use crate::storage::format::binary::{BinaryReader, BinaryWriter};
+use crate::storage::format::binary::{BinaryReader, BinaryWriter, zigzag};
 use crate::storage::format::codec::Codec;
+use crate::storage::format::columns::{TableColumns, decode_dicts};
 use crate::storage::record::RecordMeta;
 
 /// Where one frame sits in the file and how to decode it.
@@ -157,14 +158,6 @@ pub fn encode_records(records: &[BlockRecord], out: &mut Vec<u8>) {
     *out = w.buf;
 }
 
-fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
-}
-
-fn unzigzag(v: u64) -> i64 {
-    ((v >> 1) as i64) ^ -((v & 1) as i64)
-}
-
 /// Packs a record table for a block of `codec`: zstd at the block's level for zstd blocks,
 /// lz4 otherwise (and should zstd fail, which only a bad level could make it do). Returns
 /// the packing (`META_ZSTD` or `META_PACKED`) and `raw_len u64` + the packed bytes.
@@ -292,7 +285,7 @@ pub fn decode_records(
     let records = match encoding & !0xff {
         TABLE_V1 => decode_records_v1(section, what)?,
         TABLE_V2 => decode_records_v2(section, what)?,
-        TABLE_V3 => decode_records_v3(section, what)?,
+        TABLE_V3 => decode_records_v3(section, frames, what)?,
         other => {
             return Err(Error::internal(format!(
                 "{what} is corrupt: unknown record table format {}",
@@ -304,83 +297,33 @@ pub fn decode_records(
     Ok(records)
 }
 
-/// Parses the dictionaries of format 2 and 3 tables: content types, label names, label
-/// values.
-fn decode_dicts(r: &mut BinaryReader) -> Result<[Vec<String>; 3]> {
-    let mut dicts: [Vec<String>; 3] = Default::default();
-    for dict in dicts.iter_mut() {
-        let n = r.varint()? as usize;
-        for _ in 0..n.min(r.remaining()) {
-            dict.push(r.short_str()?);
-        }
-    }
-    Ok(dicts)
-}
-
-/// Parses a format-3 (columnar) record table.
-fn decode_records_v3(section: &[u8], what: &str) -> Result<Vec<BlockRecord>> {
-    let corrupt = |why: &str| Error::internal(format!("{what} is corrupt: {why}"));
-    let mut r = BinaryReader::new(section, what);
-    let count = r.varint()? as usize;
-    // Each record takes at least a byte per column: a count the table cannot hold is
-    // corruption, not a reason to allocate.
-    if count > r.remaining() {
-        return Err(corrupt("the record count exceeds the table"));
-    }
-    let [types, keys, values] = decode_dicts(&mut r)?;
-    let mut column = |n: usize| (0..n).map(|_| r.varint()).collect::<Result<Vec<u64>>>();
-    let deltas = column(count)?;
-    let frame_deltas = column(count)?;
-    let residuals = column(count)?;
-    let sizes = column(count)?;
-    let type_ids = column(count)?;
-    let label_counts = column(count)?;
-    let total_labels = label_counts
-        .iter()
-        .try_fold(0usize, |sum, &n| sum.checked_add(n as usize))
-        .filter(|&n| n <= section.len())
-        .ok_or_else(|| corrupt("label counts exceed the table"))?;
-    let key_ids = column(total_labels)?;
-    let value_ids = column(total_labels)?;
-    let lookup = |dict: &[String], i: u64| {
-        dict.get(i as usize)
-            .cloned()
-            .ok_or_else(|| corrupt("a record names a missing dictionary entry"))
-    };
-    let mut records = Vec::with_capacity(count);
-    let (mut timestamp, mut frame, mut expected_offset, mut label_at) = (0u64, 0u32, 0u64, 0);
-    for i in 0..count {
-        timestamp = timestamp.wrapping_add(deltas[i]);
-        let next_frame = u32::try_from(frame_deltas[i])
-            .ok()
-            .and_then(|d| frame.checked_add(d))
-            .ok_or_else(|| corrupt("frame number out of range"))?;
-        if next_frame != frame {
-            expected_offset = 0;
-        }
-        frame = next_frame;
-        let offset = expected_offset.wrapping_add(unzigzag(residuals[i]) as u64);
-        let size = sizes[i];
-        expected_offset = offset.wrapping_add(size);
-        let mut labels = crate::storage::record::Labels::new();
-        for _ in 0..label_counts[i] {
-            labels.insert(
-                lookup(&keys, key_ids[label_at])?,
-                lookup(&values, value_ids[label_at])?,
-            );
-            label_at += 1;
-        }
-        records.push(BlockRecord {
-            meta: RecordMeta {
-                timestamp,
-                labels,
-                content_type: lookup(&types, type_ids[i])?,
-                size,
-            },
-            frame,
-            offset,
-        });
-    }
+/// Parses a format-3 (columnar) record table: its columns (checked), made into records.
+fn decode_records_v3(section: &[u8], frames: &[FrameInfo], what: &str) -> Result<Vec<BlockRecord>> {
+    let raw_lens: Vec<u64> = frames.iter().map(|f| f.raw_len).collect();
+    let c = TableColumns::decode(section, &raw_lens, what)?;
+    let mut label_at = 0;
+    let records = (0..c.stamps.len())
+        .map(|i| {
+            let mut labels = crate::storage::record::Labels::new();
+            for _ in 0..c.label_counts[i] {
+                labels.insert(
+                    c.keys[c.key_ids[label_at] as usize].clone(),
+                    c.values[c.value_ids[label_at] as usize].clone(),
+                );
+                label_at += 1;
+            }
+            BlockRecord {
+                meta: RecordMeta {
+                    timestamp: c.stamps[i],
+                    labels,
+                    content_type: c.types[c.type_ids[i] as usize].clone(),
+                    size: c.sizes[i],
+                },
+                frame: c.frames[i],
+                offset: c.offsets[i],
+            }
+        })
+        .collect();
     Ok(records)
 }
 

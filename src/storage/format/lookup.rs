@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::storage::format::block::SealedBlock;
+use crate::storage::format::columns::TableColumns;
 use crate::storage::format::frames::{BlockFrames, DecodedFrame};
 use crate::storage::record::{Payload, RecordMeta};
 
@@ -26,6 +27,17 @@ struct Strings {
 }
 
 impl Strings {
+    /// Packs `strings` (already distinct: a table's dictionary), keeping their indices.
+    fn packed(strings: &[String]) -> Option<Strings> {
+        let mut text = String::with_capacity(strings.iter().map(String::len).sum());
+        let mut ends = Vec::with_capacity(strings.len());
+        for s in strings {
+            text.push_str(s);
+            ends.push(u32::try_from(text.len()).ok()?);
+        }
+        Some(Strings { text, ends })
+    }
+
     fn get(&self, id: u32) -> &str {
         let id = id as usize;
         let start = if id == 0 {
@@ -130,6 +142,42 @@ impl BlockLookup {
             content_types: types.finish(),
             names: names.finish(),
             values: values.finish(),
+            pairs,
+        })
+    }
+
+    /// The lookup of a block's table columns (`format/columns.rs`, checked when decoded),
+    /// without making a record of each row: the dictionaries become the lookup's strings
+    /// as they are. The block must have no edits (they apply to records). `None` when the
+    /// block is too large for the lookup's 32-bit indices.
+    pub fn of_columns(body: Arc<BlockFrames>, c: TableColumns) -> Option<BlockLookup> {
+        let id = |v: u64| u32::try_from(v).ok();
+        let mut slots = Vec::with_capacity(c.stamps.len());
+        let mut at = 0u64;
+        for i in 0..c.stamps.len() {
+            slots.push(Slot {
+                offset: c.offsets[i],
+                size: c.sizes[i],
+                frame: c.frames[i],
+                content_type: id(c.type_ids[i])?,
+                labels: id(at)?,
+                label_count: id(c.label_counts[i])?,
+            });
+            at += c.label_counts[i];
+        }
+        let pairs = c
+            .key_ids
+            .iter()
+            .zip(&c.value_ids)
+            .map(|(&k, &v)| Some((id(k)?, id(v)?)))
+            .collect::<Option<Vec<_>>>()?;
+        Some(BlockLookup {
+            body,
+            stamps: c.stamps,
+            slots,
+            content_types: Strings::packed(&c.types)?,
+            names: Strings::packed(&c.keys)?,
+            values: Strings::packed(&c.values)?,
             pairs,
         })
     }

@@ -3,13 +3,14 @@
 //! commit point) and the atomic-file helpers of the crash-safety protocol. These types know
 //! nothing of entries, locks or caches; `storage::entry` decides what to write and when.
 //!
-//! Dependencies run one way: `binary`, `codec`, `fsutil` ← `block_meta` ← `frames` ←
-//! `block` ← `lookup`, `index` ← `rewrite`; `log` needs only `binary`.
+//! Dependencies run one way: `binary`, `codec`, `fsutil` ← `columns` ← `block_meta` ←
+//! `frames` ← `block` ← `lookup`, `index` ← `rewrite`; `log` needs only `binary`.
 
 pub mod binary;
 pub mod block;
 pub mod block_meta;
 pub mod codec;
+pub mod columns;
 pub mod edits;
 pub mod frames;
 pub mod fsutil;
