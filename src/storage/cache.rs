@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
 use crate::storage::format::block::SealedBlock;
+use crate::storage::format::codec::Codec;
 use crate::storage::format::frames::DecodedFrame;
 use crate::storage::format::lookup::BlockLookup;
 use crate::storage::record::{Payload, RecordMeta};
@@ -116,8 +117,17 @@ impl BlockReader {
         }
     }
 
+    /// Whether record `index` lies in a compressed frame (a read decodes it).
+    fn is_encoded(&self, index: usize) -> bool {
+        let (frames, frame) = match self {
+            BlockReader::Lookup(lookup) => (lookup.frames(), lookup.frame_of(index)),
+            BlockReader::Parsed(block) => (block.frames(), block.records()[index].frame),
+        };
+        frames[frame as usize].codec != Codec::None
+    }
+
     /// The payload of record `index`, decoding its frame unless `decoded` holds it.
-    pub fn payload(&self, index: usize, decoded: &mut DecodedFrame) -> Result<Payload> {
+    fn payload(&self, index: usize, decoded: &mut DecodedFrame) -> Result<Payload> {
         match self {
             BlockReader::Lookup(lookup) => lookup.payload(index, decoded),
             BlockReader::Parsed(block) => block.payload_with(index, decoded),
@@ -266,18 +276,21 @@ impl BlockCache {
         Ok(self.reader(key, open_lookup, open)?.find(ts).is_some())
     }
 
-    /// The decoded frame kept for the block, if any (taken: [`BlockCache::keep_decoded`]
-    /// gives it back with whatever the read decoded).
-    pub fn take_decoded(&self, key: BlockKey) -> DecodedFrame {
-        self.lock().decoded.remove(&key)
-    }
-
-    /// Keeps the frame a read of the block decoded, for the next read.
-    pub fn keep_decoded(&self, key: BlockKey, frame: DecodedFrame) {
-        if let Some((index, bytes)) = frame {
-            let cost = bytes.len();
-            self.lock().decoded.insert(key, (index, bytes), cost);
+    /// The payload of record `index` of the block `key` that `reader` reads: a slice of
+    /// the mapping for a stored frame; for a compressed one, of the frame decoded, or of
+    /// the one kept from the block's last read (taken while this read uses it, then kept
+    /// again with whatever it decoded).
+    pub fn payload(&self, key: BlockKey, reader: &BlockReader, index: usize) -> Result<Payload> {
+        if !reader.is_encoded(index) {
+            return reader.payload(index, &mut None);
         }
+        let mut decoded = self.lock().decoded.remove(&key);
+        let payload = reader.payload(index, &mut decoded);
+        if let Some((frame, bytes)) = decoded {
+            let cost = bytes.len();
+            self.lock().decoded.insert(key, (frame, bytes), cost);
+        }
+        payload
     }
 
     /// Applies `change` to the cached view of a block whose edit log just grew, so the

@@ -209,10 +209,8 @@ impl Entry {
         }
         if let Some((key, reader, index)) = found {
             drop(st);
-            let mut decoded = self.ctx.cache.take_decoded(key);
-            let payload = reader.payload(index, &mut decoded);
-            self.ctx.cache.keep_decoded(key, decoded);
-            return Ok(self.record(reader.meta(index), payload?));
+            let payload = self.ctx.cache.payload(key, &reader, index)?;
+            return Ok(self.record(reader.meta(index), payload));
         }
         Err(self.read_miss(&st, ts))
     }

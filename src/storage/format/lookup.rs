@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::storage::format::block::SealedBlock;
+use crate::storage::format::block_meta::FrameInfo;
 use crate::storage::format::columns::TableColumns;
 use crate::storage::format::frames::{BlockFrames, DecodedFrame};
 use crate::storage::record::{Payload, RecordMeta};
@@ -190,6 +191,16 @@ impl BlockLookup {
     /// Whether the block holds a record at `ts`.
     pub fn contains(&self, ts: u64) -> bool {
         self.find(ts).is_some()
+    }
+
+    /// The block's frames.
+    pub fn frames(&self) -> &[FrameInfo] {
+        self.body.frames()
+    }
+
+    /// The frame holding record `index`.
+    pub fn frame_of(&self, index: usize) -> u32 {
+        self.slots[index].frame
     }
 
     /// The metadata of record `index`.
