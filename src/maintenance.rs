@@ -165,47 +165,61 @@ pub fn run(
     let mut entries_after = 0;
     let mut touched_after = 0;
     let mut compressed = crate::storage::CompressStats::default();
-    for entry in &entries {
-        if cancel() {
-            summary.cancelled = true;
-        }
-        let info = entry.info()?;
-        if summary.cancelled {
-            entries_after += info.size;
-            continue;
-        }
-        progress(Progress::Entry(entry.name().to_string()));
-        let name = [entry.name().to_string()];
-        match (&job.action, &pool) {
-            (Action::Compress(target), Some(pool)) => {
-                let stats = bucket
-                    .compress_blocks_observed(&name, 0, stop, *target, pool, cancel, &step)?;
-                summary.records += stats.records;
-                summary.blocks += stats.blocks;
-                summary.bytes_before += stats.bytes_before;
-                touched_after += stats.bytes_after;
-                compressed.add(stats);
+    if let (Action::Compress(target), Some(pool)) = (&job.action, &pool) {
+        // One stream over every selected entry: the pool and the committer stay busy from
+        // the first block to the last, rather than draining at the end of each entry.
+        let current = std::sync::Mutex::new(String::new());
+        let on_block = |entry: &str, bytes: u64| {
+            let mut shown = current.lock().unwrap_or_else(|p| p.into_inner());
+            if *shown != entry {
+                entry.clone_into(&mut shown);
+                progress(Progress::Entry(entry.to_string()));
             }
-            _ => {
-                let stats = bucket.remove_records_until(
-                    &name,
-                    0,
-                    stop,
-                    when.as_ref(),
-                    job.dry_run,
-                    cancel,
-                )?;
-                summary.records += stats.records;
-                summary.blocks += stats.blocks;
-                if stats.records > 0 {
-                    summary.bytes_before += info.size;
-                    // An entry emptied by a delete may be gone from the bucket's view.
-                    touched_after += entry.info().map_or(0, |i| i.size);
-                }
-                step(info.size);
-            }
+            drop(shown);
+            step(bytes);
+        };
+        let stats = bucket.compress_blocks_observed(
+            &job.entries,
+            0,
+            stop,
+            *target,
+            pool,
+            cancel,
+            &on_block,
+        )?;
+        summary.records = stats.records;
+        summary.blocks = stats.blocks;
+        summary.bytes_before = stats.bytes_before;
+        touched_after = stats.bytes_after;
+        compressed = stats;
+        summary.cancelled = cancel();
+        for entry in &entries {
+            entries_after += entry.info().map_or(0, |i| i.size);
         }
-        entries_after += entry.info().map_or(0, |i| i.size);
+    } else {
+        for entry in &entries {
+            if cancel() {
+                summary.cancelled = true;
+            }
+            let info = entry.info()?;
+            if summary.cancelled {
+                entries_after += info.size;
+                continue;
+            }
+            progress(Progress::Entry(entry.name().to_string()));
+            let name = [entry.name().to_string()];
+            let stats =
+                bucket.remove_records_until(&name, 0, stop, when.as_ref(), job.dry_run, cancel)?;
+            summary.records += stats.records;
+            summary.blocks += stats.blocks;
+            if stats.records > 0 {
+                summary.bytes_before += info.size;
+                // An entry emptied by a delete may be gone from the bucket's view.
+                touched_after += entry.info().map_or(0, |i| i.size);
+            }
+            step(info.size);
+            entries_after += entry.info().map_or(0, |i| i.size);
+        }
     }
     summary.kept = compressed.kept;
     summary.kept_codecs = compressed.kept_codecs;

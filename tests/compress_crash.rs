@@ -45,7 +45,7 @@ fn compress_crash_child() {
     let pool = CompressPool::new(2).unwrap();
     println!("STARTED");
     // One line per block done: the parent picks the moment to kill from these reports.
-    let report = |_bytes: u64| println!("BLOCK");
+    let report = |_entry: &str, _bytes: u64| println!("BLOCK");
     let stats = bucket
         .compress_blocks_observed(
             &[],

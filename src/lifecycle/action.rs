@@ -176,7 +176,7 @@ pub fn run_policy(store: &Store, policy: &Policy, run: &RunRequest) -> Result<Ru
                 bucket.estimate_compress(entries, window.start, window.stop, policy.target)?
             } else {
                 // Each step is one block written (a merged group: its sources at once).
-                let step = |bytes: u64| run.meter.advance(0, 1, bytes);
+                let step = |_entry: &str, bytes: u64| run.meter.advance(0, 1, bytes);
                 bucket.compress_blocks_observed(
                     entries,
                     window.start,

@@ -176,7 +176,9 @@ pub(crate) fn merge_overlapping(entry: &Entry, limits: BlockLimits) -> Result<bo
     let records: u64 = group.iter().map(|b| b.live_records()).sum();
     let replacement = merge_blocks(entry, &group, Codec::None, limits, None)?;
     let outputs = replacement.new.len();
-    let applied = entry.replace_blocks(vec![replacement])?[0];
+    let (applied, replaced) = entry.replace_blocks(vec![replacement])?;
+    replaced.remove();
+    let applied = applied[0];
     if applied {
         log::info!(
             "entry {}: merged {} overlapping block(s) ({records} records) into {outputs}",

@@ -27,9 +27,8 @@ mod predict;
 mod stream;
 
 use std::collections::HashSet;
-use std::fs::File;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, mpsc};
 
 use serde::Serialize;
 
@@ -41,7 +40,7 @@ use crate::storage::format::index::BlockEntry;
 use crate::storage::merge::{merge_blocks, overlap_groups};
 use crate::storage::priority::BackgroundPriority;
 
-use commit::{Finished, commit_loop};
+use commit::{FinishedBlock, commit_loop};
 use predict::{Candidate, EntryPlan, predict_bytes_after};
 use stream::Run;
 
@@ -232,7 +231,9 @@ fn compact(
         }
     };
     let bytes_after: u64 = replacement.new.iter().map(|b| b.size).sum();
-    if entry.replace_blocks(vec![replacement])?[0] {
+    let (applied, replaced) = entry.replace_blocks(vec![replacement])?;
+    replaced.remove();
+    if applied[0] {
         stats.blocks += group.len() as u64;
         stats.records += group.iter().map(|b| b.live_records()).sum::<u64>();
         stats.bytes_before += group.iter().map(|b| b.size).sum::<u64>();
@@ -341,11 +342,11 @@ impl Bucket {
         pool: &CompressPool,
         cancel: &dyn Fn() -> bool,
     ) -> Result<CompressStats> {
-        self.compress_blocks_observed(entries, start, stop, target, pool, cancel, &|_| {})
+        self.compress_blocks_observed(entries, start, stop, target, pool, cancel, &|_, _| {})
     }
 
-    /// [`Bucket::compress_blocks`], calling `on_block(bytes)` with the size a block had
-    /// before as each one is written (a progress bar's steps).
+    /// [`Bucket::compress_blocks`], calling `on_block(entry, bytes)` with the entry and
+    /// the size a block had before as each one is written (a progress bar's steps).
     #[allow(clippy::too_many_arguments)]
     pub fn compress_blocks_observed(
         &self,
@@ -355,7 +356,7 @@ impl Bucket {
         target: Codec,
         pool: &CompressPool,
         cancel: &dyn Fn() -> bool,
-        on_block: &(dyn Fn(u64) + Sync),
+        on_block: &(dyn Fn(&str, u64) + Sync),
     ) -> Result<CompressStats> {
         validate_target(target)?;
         let limits = self.settings().block_limits();
@@ -383,7 +384,7 @@ impl Bucket {
                     break;
                 }
                 compacted.add(compact(&entry, group, target, limits, pool)?);
-                on_block(group.iter().map(|b| b.size).sum());
+                on_block(entry.name(), group.iter().map(|b| b.size).sum());
             }
             drop(merging);
             let seqs = entry.reserve_seqs(plan.recompress.len())?;
@@ -395,9 +396,9 @@ impl Bucket {
                 });
             }
         }
-        // Finished block files go to a committer thread, which fsyncs them and commits
-        // them in batches while the stream goes on.
-        let (commit_tx, commit_rx) = mpsc::channel::<(Arc<Entry>, Finished, Option<File>)>();
+        // Finished block files go to the committer, which fsyncs them and commits them in
+        // batches while the stream goes on.
+        let (commit_tx, commit_rx) = crossbeam_channel::unbounded::<FinishedBlock>();
         let committer_failed = AtomicBool::new(false);
         std::thread::scope(|scope| {
             let committer = scope.spawn(|| commit_loop(commit_rx, &committer_failed));

@@ -4,17 +4,15 @@
 
 use std::borrow::Cow;
 use std::collections::{HashSet, VecDeque};
-use std::fs::File;
 use std::path::PathBuf;
-use std::sync::{Arc, MutexGuard, mpsc};
+use std::sync::{Arc, MutexGuard};
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::commit::Finished;
+use super::commit::{Finished, FinishedBlock};
 use super::{CompressPool, CompressStats, Job};
 use crate::error::{Error, Result};
-use crate::storage::entry::Entry;
 use crate::storage::format::block::{BlockWriter, SealedBlock, encode_frame};
 use crate::storage::format::block_meta as meta;
 use crate::storage::format::codec::Codec;
@@ -113,10 +111,10 @@ pub(super) struct Run<'a> {
     pub(super) target: Codec,
     pub(super) stats: CompressStats,
     pub(super) output: Option<Output<'a>>,
-    pub(super) commits: mpsc::Sender<(Arc<Entry>, Finished, Option<File>)>,
+    pub(super) commits: crossbeam_channel::Sender<FinishedBlock>,
     pub(super) failed: HashSet<usize>,
-    /// Told the size before of each block written.
-    pub(super) on_block: &'a (dyn Fn(u64) + Sync),
+    /// Told the entry and the size before of each block written.
+    pub(super) on_block: &'a (dyn Fn(&str, u64) + Sync),
 }
 
 impl<'a> Run<'a> {
@@ -364,7 +362,7 @@ impl<'a> Run<'a> {
                 (finished, None)
             }
         };
-        (self.on_block)(job.old.size);
+        (self.on_block)(job.entry.name(), job.old.size);
         self.commits
             .send((job.entry.clone(), finished, file))
             .map_err(|_| Error::internal("the block committer stopped"))

@@ -15,6 +15,7 @@
 
 mod background;
 mod edits;
+mod obsolete;
 mod read;
 mod rebuild;
 mod removal;
@@ -42,6 +43,7 @@ use crate::storage::record::{Labels, RecordMeta};
 use crate::storage::sync::{Durability, Pending};
 
 use edits::edit_state;
+pub(crate) use obsolete::{ObsoleteFiles, remove_in};
 pub use read::Chunk;
 pub(crate) use read::{
     MergedRecord, chunk_len, chunk_locator, chunk_meta, chunk_record, locator_record,
@@ -297,9 +299,9 @@ impl Entry {
         ))
     }
 
-    /// Drops a replaced block from the cache and unlinks its file and edit log (step 4
-    /// of the protocol).
-    fn discard_block_file(&self, st: &mut EntryState, seq: u64) {
+    /// Drops a replaced block from the cache and retires its edit log; returns the files
+    /// to unlink (step 4 of the protocol), the block's and its edit log's.
+    fn discard_block_file(&self, st: &mut EntryState, seq: u64) -> impl Iterator<Item = PathBuf> {
         self.ctx.cache.evict((self.uid, seq));
         // The commit that dropped the block made its edits durable or moot (folded into a
         // synced rewrite, or every record gone): writers waiting on them are released.
@@ -307,12 +309,7 @@ impl Entry {
             log.sync_handle().retire();
             edits_path(&self.dir, seq)
         });
-        for path in std::iter::once(block_path(&self.dir, seq)).chain(edits) {
-            if let Err(e) = remove_file_if_exists(&path) {
-                // The index no longer names the block: the next open removes it.
-                log::warn!("{e}");
-            }
-        }
+        std::iter::once(block_path(&self.dir, seq)).chain(edits)
     }
 
     /// Writes a record. Any timestamp order works and costs one append: a belated record
@@ -496,8 +493,13 @@ impl Entry {
     /// Commits blocks written without the lock: each replacement swaps its `old` blocks
     /// for its `new` ones, but only if every old block is still in the index (a writer or
     /// another run that changed one meanwhile wins, and the replacement's files are
-    /// removed). One index commit for all; returns which replacements took effect.
-    pub(crate) fn replace_blocks(&self, replacements: Vec<Replacement>) -> Result<Vec<bool>> {
+    /// removed). One index commit for all; returns which replacements took effect, and the
+    /// replaced files, for the caller to remove once it no longer holds anything a writer
+    /// waits for.
+    pub(crate) fn replace_blocks(
+        &self,
+        replacements: Vec<Replacement>,
+    ) -> Result<(Vec<bool>, ObsoleteFiles)> {
         let mut st = match self.lock() {
             Ok(st) => st,
             Err(e) => {
@@ -511,7 +513,7 @@ impl Entry {
                     self.name,
                     replacements.len()
                 );
-                return Ok(vec![false; replacements.len()]);
+                return Ok((vec![false; replacements.len()], ObsoleteFiles::none()));
             }
         };
         let mut next = st.index.clone();
@@ -541,10 +543,11 @@ impl Entry {
             created.extend(r.files);
             applied.push(true);
         }
+        let mut files = ObsoleteFiles::none();
         if applied.iter().any(|a| *a) {
-            self.commit(&mut st, next, &created, &obsolete)?;
+            files = self.commit_deferred(&mut st, next, &created, &obsolete)?;
         }
-        Ok(applied)
+        Ok((applied, files))
     }
 
     /// The commit of every change to sealed blocks: saves `next` (its blocks sorted by first
@@ -552,10 +555,24 @@ impl Entry {
     fn commit(
         &self,
         st: &mut EntryState,
-        mut next: EntryIndex,
+        next: EntryIndex,
         created: &[PathBuf],
         obsolete_blocks: &[u64],
     ) -> Result<()> {
+        self.commit_deferred(st, next, created, obsolete_blocks)?
+            .remove();
+        Ok(())
+    }
+
+    /// [`Entry::commit`], returning the files it replaced instead of unlinking them, so
+    /// that a commit retiring many blocks unlinks them after the entry lock is released.
+    fn commit_deferred(
+        &self,
+        st: &mut EntryState,
+        mut next: EntryIndex,
+        created: &[PathBuf],
+        obsolete_blocks: &[u64],
+    ) -> Result<ObsoleteFiles> {
         // Edits can move a block's first timestamp (its first record removed), and sealed
         // or merged blocks are appended: restore the order the lookups rely on.
         next.blocks.sort_by_key(|b| b.first_ts);
@@ -573,9 +590,10 @@ impl Entry {
         self.depth
             .store(max_overlap(&st.index.blocks).0, Ordering::Relaxed);
         self.merge_failed.store(false, Ordering::Release);
+        let mut files = Vec::new();
         for &seq in obsolete_blocks {
-            self.discard_block_file(st, seq);
+            files.extend(self.discard_block_file(st, seq));
         }
-        Ok(())
+        Ok(ObsoleteFiles::collect(&self.dir, files))
     }
 }

@@ -1,7 +1,7 @@
 //! Removing records in bulk: a time range (remove-queries, delete policies, maintenance)
 //! planned before anything is written, and whole blocks (the FIFO quota).
 
-use super::{Entry, index_log};
+use super::{Entry, ObsoleteFiles, index_log};
 use crate::error::Result;
 use crate::storage::bulk::{BlockPlan, RecordFilter, RemoveStats, plan_removal};
 use crate::storage::format::edits::BlockChange;
@@ -48,8 +48,11 @@ impl Entry {
                 dropped_logs.push((*kind, seq));
             }
         }
+        // Whole blocks are unlinked after the lock is released (a delete policy may drop
+        // hundreds; writers need not wait for that).
+        let mut dropped_files = ObsoleteFiles::none();
         if next != st.index {
-            self.commit(&mut st, next, &[], &obsolete)?;
+            dropped_files = self.commit_deferred(&mut st, next, &[], &obsolete)?;
         }
         // Records cut out of a block become tombstones: metadata only, whatever the
         // block's size and codec (a fold or a drop may follow, see `change_block`).
@@ -83,6 +86,7 @@ impl Entry {
             }
         }
         drop(st);
+        dropped_files.remove();
         pending.wait()?;
         Ok(plan.stats)
     }
@@ -96,7 +100,9 @@ impl Entry {
         };
         let mut next = st.index.clone();
         let gone = next.blocks.remove(pos);
-        self.commit(&mut st, next, &[], &[seq])?;
+        let files = self.commit_deferred(&mut st, next, &[], &[seq])?;
+        drop(st);
+        files.remove();
         Ok(gone.live_records())
     }
 }

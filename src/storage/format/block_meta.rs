@@ -164,7 +164,9 @@ pub fn encode_records(records: &[BlockRecord], out: &mut Vec<u8>) {
 pub fn pack_records(records: &[u8], codec: Codec) -> (u32, Vec<u8>) {
     let mut out = (records.len() as u64).to_le_bytes().to_vec();
     if let Codec::Zstd(level) = codec {
-        match zstd::bulk::compress(records, level) {
+        // Through the codec: its per-thread compression context is reused, where a fresh
+        // one per table would allocate and clear its match tables each time.
+        match codec.encode(records) {
             Ok(packed) => {
                 out.extend_from_slice(&packed);
                 return (META_ZSTD, out);
