@@ -110,6 +110,7 @@ fn main() {
     );
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     let (mut ours_size, mut zstd_size) = (0, 0);
+    let mut copies = Vec::new();
     for round in 0..ROUNDS {
         let copy = scratch.path().join(format!("round{round}"));
         copy_dir(&template, &copy);
@@ -141,14 +142,19 @@ fn main() {
         }
         ours_size = blk_bytes(&copy);
         zstd_size = std::fs::metadata(&zst).map_or(0, |m| m.len());
-        if round + 1 < ROUNDS || std::env::var_os("ONESHOT_KEEP").is_none() {
-            let _ = std::fs::remove_dir_all(&copy);
-        }
+        // Each round's copy stays until the end: removing a copy right before the next
+        // round would put hundreds of just-freed inodes in the way of the next round's
+        // file creations (ext4 without a journal skips recently freed inodes one by one
+        // when allocating), a cost of the bench's own cleanup that only the side creating
+        // files would pay.
+        copies.push(copy);
         let _ = std::fs::remove_file(&zst);
     }
     if std::env::var_os("ONESHOT_KEEP").is_some() {
-        eprintln!("kept {}", scratch.keep().display());
-        return;
+        copies.pop(); // kept with the template, for profiling
+    }
+    for copy in copies {
+        let _ = std::fs::remove_dir_all(copy);
     }
     let (o, t) = (median(ours.clone()), median(theirs.clone()));
     let ms = |v: &[Duration]| {
@@ -176,4 +182,7 @@ fn main() {
         zstd_size as f64 / 1e6,
         ours_size as f64 / zstd_size.max(1) as f64
     );
+    if std::env::var_os("ONESHOT_KEEP").is_some() {
+        eprintln!("kept {}", scratch.keep().display());
+    }
 }

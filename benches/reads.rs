@@ -11,6 +11,9 @@
 //!
 //! The goal: case 2 costs at most 1.3 × the CPU per request of case 1.
 //!
+//! With `REDUCTSTORE_BIN` naming a ReductStore binary, the same records are loaded into it
+//! and read the same two ways, in the same run (otherwise that row says NOT RUN).
+//!
 //! Run: `cargo bench --bench reads`
 
 #[path = "../tests/common/mod.rs"]
@@ -19,7 +22,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Connection, ServerProcess, start_server};
+use common::{Connection, ServerProcess, reductstore_bin, start_reductstore, start_server};
 
 /// Records in the entry: 1 KiB each, 1,024 to a block.
 const RECORDS: u64 = 363_952;
@@ -38,12 +41,13 @@ fn server(data: &Path, lookup_cache: &str) -> ServerProcess {
     )
 }
 
-/// Writes the entry `r/e` as v1 batches: record `i` at `FIRST_TS + i`, 1 KiB, two labels.
-fn load(s: &ServerProcess) {
+/// Writes the entry `r/e` as v1 batches of `per_batch` records: record `i` at
+/// `FIRST_TS + i`, 1 KiB, two labels.
+fn load(s: &ServerProcess, per_batch: usize) {
     assert_eq!(s.request("POST", "/api/v1/b/r", &[], b"").status, 200);
     let mut conn = Connection::open(s.addr);
     let ids: Vec<u64> = (0..RECORDS).collect();
-    for chunk in ids.chunks(500) {
+    for chunk in ids.chunks(per_batch) {
         let headers: Vec<(String, String)> = chunk
             .iter()
             .map(|i| {
@@ -123,7 +127,7 @@ fn main() {
     let data = tempfile::tempdir().expect("tempdir");
     let s = server(data.path(), "256MiB");
     let loading = Instant::now();
-    load(&s);
+    load(&s, 500);
     eprintln!(
         "loaded {RECORDS} records of 1 KiB in {:.1} s",
         loading.elapsed().as_secs_f64()
@@ -140,6 +144,15 @@ fn main() {
     let s = server(data.path(), "0");
     let parsed = measure(&s, RECORDS);
     drop(s);
+    let reductstore = reductstore_bin().map(|bin| {
+        let data = tempfile::tempdir().expect("tempdir");
+        let s = start_reductstore(&bin, data.path(), &[]);
+        // It takes at most 100 headers a request.
+        load(&s, 64);
+        let hot = measure(&s, 24 * 1024);
+        let all = measure(&s, RECORDS);
+        (hot, all)
+    });
 
     eprintln!(
         "\nrandom single-record GETs, {CLIENTS} connections, {PARSED_BLOCKS} parsed blocks cached:"
@@ -156,6 +169,13 @@ fn main() {
         "among all 356 blocks' records, lookup cache 0 (parse per read)",
         parsed,
     );
+    match reductstore {
+        Some((rs_hot, rs_all)) => {
+            row("ReductStore, among the first 24 blocks' records", rs_hot);
+            row("ReductStore, among all the records", rs_all);
+        }
+        None => eprintln!("  ReductStore: NOT RUN (set REDUCTSTORE_BIN to a ReductStore binary)"),
+    }
     eprintln!("  goal: all through lookups ≤ 1.3 × the cached CPU per request\n");
     for line in lookup_lines {
         eprintln!("  {line}");

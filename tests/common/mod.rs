@@ -178,6 +178,62 @@ fn launch(
     }
 }
 
+/// The ReductStore binary named by `REDUCTSTORE_BIN`, for the comparisons and interop
+/// runs that need one; `None` (the caller reports NOT RUN) when it is unset or missing.
+pub fn reductstore_bin() -> Option<PathBuf> {
+    let bin = PathBuf::from(std::env::var_os("REDUCTSTORE_BIN")?);
+    bin.is_file().then_some(bin)
+}
+
+/// Starts the ReductStore binary `bin` on a free loopback port with data in `data` and
+/// extra environment; waits until `/api/v1/alive` answers.
+pub fn start_reductstore(bin: &Path, data: &Path, env: &[(&str, &str)]) -> ServerProcess {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let mut cmd = Command::new(bin);
+    cmd.env("RS_DATA_PATH", data)
+        .env("RS_HOST", "127.0.0.1")
+        .env("RS_PORT", port.to_string())
+        .env("RS_LOG_LEVEL", "INFO")
+        // 1.21.5 refuses to start with no token unless told that is meant.
+        .env("RS_DISABLE_AUTH", "true")
+        .env_remove("RS_API_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn reductstore");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let sink = log.clone();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            sink.lock().unwrap().push(line);
+        }
+    });
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let server = ServerProcess {
+        child,
+        reader: Some(reader),
+        addr,
+        log,
+        data: data.to_path_buf(),
+    };
+    let start = Instant::now();
+    while TcpStream::connect(addr).is_err() || server.get("/api/v1/alive").status != 200 {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "reductstore did not start: {:?}",
+            server.log.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server
+}
+
 impl ServerProcess {
     /// Sends a request and reads the whole response.
     pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
