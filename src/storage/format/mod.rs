@@ -15,6 +15,7 @@ pub mod edits;
 pub mod frames;
 pub mod fsutil;
 pub mod index;
+pub mod journaled_map;
 pub mod log;
 pub mod lookup;
 pub mod oplog;
