@@ -6,6 +6,7 @@
 //! - [`storage`]: buckets, entries, records, crash-safe blocks.
 //! - [`duration`]: `30d`, `1h -30m` ↔ microseconds.
 //! - [`lifecycle`]: policies that recompress and delete aging data on a scheduler thread.
+//! - [`replication`]: replication tasks' settings (the engine is not built yet).
 //! - [`server`]: the blocking HTTP server speaking the ReductStore API.
 //! - [`fixtures`]: real data sets as records, for benches, tests and demos.
 
@@ -17,6 +18,7 @@ pub mod error;
 pub mod fixtures;
 pub mod lifecycle;
 pub mod maintenance;
+pub mod replication;
 pub mod report;
 pub mod server;
 pub mod storage;
