@@ -125,9 +125,13 @@ impl FirstError<'_> {
 /// blocks replaced are unlinked on [`UNLINK_THREADS`] threads, all done before it returns.
 /// After an error it discards what still arrives, raises `failed` so the stream stops, and
 /// reports the error.
+///
+/// `blocks` is how many blocks the stream may send: a small run (a policy's catch-up run
+/// of a block or two) starts no more threads than it has blocks.
 pub(super) fn commit_loop(
     rx: Receiver<FinishedBlock>,
     failed: &AtomicBool,
+    blocks: usize,
 ) -> Result<CompressStats> {
     let first_error = FirstError {
         error: Mutex::new(None),
@@ -136,12 +140,12 @@ pub(super) fn commit_loop(
     let (synced_tx, synced_rx) = crossbeam_channel::unbounded::<(Arc<Entry>, Finished)>();
     let (unlink_tx, unlink_rx) = crossbeam_channel::unbounded::<(Arc<File>, OsString)>();
     let stats = std::thread::scope(|scope| {
-        for _ in 0..SYNC_THREADS {
+        for _ in 0..SYNC_THREADS.min(blocks.max(1)) {
             let (rx, synced_tx, first_error) = (rx.clone(), synced_tx.clone(), &first_error);
             scope.spawn(move || sync_finished(rx, synced_tx, first_error));
         }
         drop(synced_tx);
-        for _ in 0..UNLINK_THREADS {
+        for _ in 0..UNLINK_THREADS.min(blocks.max(1)) {
             let unlink_rx = unlink_rx.clone();
             scope.spawn(move || {
                 for (dir, name) in unlink_rx {

@@ -401,7 +401,7 @@ impl Bucket {
         let (commit_tx, commit_rx) = crossbeam_channel::unbounded::<FinishedBlock>();
         let committer_failed = AtomicBool::new(false);
         std::thread::scope(|scope| {
-            let committer = scope.spawn(|| commit_loop(commit_rx, &committer_failed));
+            let committer = scope.spawn(|| commit_loop(commit_rx, &committer_failed, jobs.len()));
             let mut run = Run {
                 jobs: &jobs,
                 target,
