@@ -1,0 +1,343 @@
+//! The backlog of one (replication, entry): what was written or relabelled in the source
+//! entry and is not yet delivered, in the order of the API calls.
+//!
+//! Appends share the entry's durability: an item is one `pwrite` to an append-only file
+//! (the framing of `oplog.rs`), and the caller waits on the [`Pending`] the sync mode gives
+//! (`always`: a group-committed `fdatasync` before the write is acknowledged; `interval`:
+//! the syncer's next round; `never`: nothing). So in `always` mode an acknowledged write is
+//! in the backlog after any crash or power cut.
+//!
+//! Delivery is recorded separately: once the sender has delivered the items up to some
+//! offset, that offset is written to `<file>.pos` (atomically, synced). After a crash the
+//! items past the last recorded offset are sent again: at-least-once, which the sender
+//! makes exactly-once in effect by counting "already exists" on the destination as
+//! delivered. Items are kept in memory (17 bytes on disk, 24 in memory each), bounded by
+//! the backlog's limit; when a fully delivered file has grown past a megabyte, it is cut
+//! back to its header.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::storage::format::fsutil::write_atomic;
+use crate::storage::format::oplog;
+use crate::storage::sync::{Durability, FileSync, LazyFile, Pending};
+
+const BACKLOG_MAGIC: &[u8; 8] = b"HLRPBKL1";
+const OP_WRITE: u8 = 1;
+const OP_UPDATE: u8 = 2;
+/// A fully delivered backlog file this long is cut back to its header.
+const TRUNCATE_PAST: u64 = 1 << 20;
+
+/// What happened to a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemKind {
+    /// Written (the record is sent whole).
+    Write,
+    /// Labels changed (the record's labels are sent).
+    Update,
+}
+
+/// One pending record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BacklogItem {
+    /// Write or label update.
+    pub kind: ItemKind,
+    /// The record's timestamp.
+    pub ts: u64,
+}
+
+/// The backlog file of one (replication, entry), replayed into memory.
+pub struct Backlog {
+    path: PathBuf,
+    pos_path: PathBuf,
+    file: Arc<LazyFile>,
+    sync: Arc<FileSync>,
+    len: u64,
+    /// Pending items with the file offset where each ends.
+    items: VecDeque<(BacklogItem, u64)>,
+    /// Most items kept; past it the oldest is dropped (and counted).
+    limit: usize,
+    /// Items dropped because the backlog was full, since it was opened.
+    dropped: u64,
+}
+
+impl Backlog {
+    /// Opens the backlog at `path` (created when missing), replaying the items past its
+    /// delivered position; a torn tail is cut off. Keeps at most `limit` items.
+    pub fn open(path: &Path, limit: usize) -> Result<Self> {
+        let pos_path = position_path(path);
+        let delivered = read_position(&pos_path)?;
+        let what = path.display().to_string();
+        let mut items = VecDeque::new();
+        let (file, len, durable) = if path.exists() {
+            let (file, len) = oplog::open(path, BACKLOG_MAGIC, |body, body_offset| {
+                let item = decode(body, &what)?;
+                let end = body_offset + body.len() as u64;
+                if end > delivered {
+                    items.push_back((item, end));
+                }
+                Ok(())
+            })?;
+            // What a killed process left in the page cache may not be on disk yet.
+            (file, len, false)
+        } else {
+            let file = oplog::create(path, BACKLOG_MAGIC, true)?;
+            (file, BACKLOG_MAGIC.len() as u64, false)
+        };
+        let file = LazyFile::new(path, file);
+        let sync = FileSync::new(file.clone(), path, len, durable);
+        let mut backlog = Backlog {
+            path: path.to_path_buf(),
+            pos_path,
+            file,
+            sync,
+            len,
+            items,
+            limit: limit.max(1),
+            dropped: 0,
+        };
+        backlog.enforce_limit();
+        Ok(backlog)
+    }
+
+    /// Appends an item; the caller waits on the returned [`Pending`] (after releasing
+    /// whatever lock it holds) before acknowledging the change it records.
+    pub fn append(&mut self, item: BacklogItem, durability: &Durability) -> Result<Pending> {
+        let mut op = oplog::start_op(match item.kind {
+            ItemKind::Write => OP_WRITE,
+            ItemKind::Update => OP_UPDATE,
+        });
+        op.u64(item.ts);
+        oplog::finish_op(&mut op, &[])?;
+        let file = self
+            .file
+            .get()
+            .map_err(|e| oplog::reopen_error(&self.path, e))?;
+        oplog::append_at(&file, &self.path, self.len, &op.buf, &[])?;
+        self.len += op.buf.len() as u64;
+        self.sync.appended(self.len);
+        self.items.push_back((item, self.len));
+        self.enforce_limit();
+        Ok(durability.after_append(&self.sync, self.len))
+    }
+
+    /// The first `n` pending items, oldest first.
+    pub fn peek(&self, n: usize) -> Vec<BacklogItem> {
+        self.items.iter().take(n).map(|(item, _)| *item).collect()
+    }
+
+    /// Marks the first `n` pending items delivered, durably (the next open does not
+    /// replay them); a fully delivered, long file is cut back to its header.
+    pub fn delivered(&mut self, n: usize) -> Result<()> {
+        let n = n.min(self.items.len());
+        if n == 0 {
+            return Ok(());
+        }
+        let end = self.items[n - 1].1;
+        // The items must be on disk before a position past them is: otherwise a power cut
+        // could keep the position and lose the items before it, and an item appended later
+        // at the same offsets would be skipped.
+        self.sync.sync_written()?;
+        write_atomic(&self.pos_path, &end.to_le_bytes())?;
+        self.items.drain(..n);
+        if self.items.is_empty() && self.len > TRUNCATE_PAST {
+            self.truncate()?;
+        }
+        Ok(())
+    }
+
+    /// Cuts a fully delivered file back to its header, then records position 0. A crash
+    /// in between leaves a position past the end, which replays nothing: the same.
+    fn truncate(&mut self) -> Result<()> {
+        let header = BACKLOG_MAGIC.len() as u64;
+        let file = self
+            .file
+            .get()
+            .map_err(|e| oplog::reopen_error(&self.path, e))?;
+        file.set_len(header)
+            .and_then(|()| file.sync_all())
+            .map_err(|e| Error::io(format!("truncating {}", self.path.display()), e))?;
+        write_atomic(&self.pos_path, &0u64.to_le_bytes())?;
+        self.len = header;
+        // Everything appended was synced before the position moved past it: nobody can
+        // be waiting on the old state.
+        self.sync.retire();
+        self.sync = FileSync::new(self.file.clone(), &self.path, header, true);
+        Ok(())
+    }
+
+    /// Items not delivered yet.
+    pub fn pending(&self) -> u64 {
+        self.items.len() as u64
+    }
+
+    /// Items dropped because the backlog was full, since it was opened.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Drops the oldest items past the limit, each logged (ReductStore drops the oldest
+    /// too; the count is reported, never silent).
+    fn enforce_limit(&mut self) {
+        while self.items.len() > self.limit {
+            if let Some((item, _)) = self.items.pop_front() {
+                self.dropped += 1;
+                log::error!(
+                    "replication backlog {} is full ({} items): dropping the oldest, record {} ({:?})",
+                    self.path.display(),
+                    self.limit,
+                    item.ts,
+                    item.kind
+                );
+            }
+        }
+    }
+}
+
+/// Where the delivered position of the backlog at `path` is kept.
+fn position_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".pos");
+    PathBuf::from(name)
+}
+
+/// The delivered position (0 when none was recorded).
+fn read_position(path: &Path) -> Result<u64> {
+    match std::fs::read(path) {
+        Ok(bytes) => match <[u8; 8]>::try_from(bytes.as_slice()) {
+            Ok(raw) => Ok(u64::from_le_bytes(raw)),
+            Err(_) => Err(Error::internal(format!(
+                "{} is damaged ({} bytes, expected 8)",
+                path.display(),
+                bytes.len()
+            ))),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Err(e) => Err(Error::io(format!("reading {}", path.display()), e)),
+    }
+}
+
+fn decode(body: &[u8], what: &str) -> Result<BacklogItem> {
+    let bad = || Error::internal(format!("{what}: a backlog item is damaged"));
+    let (&kind, rest) = body.split_first().ok_or_else(bad)?;
+    let kind = match kind {
+        OP_WRITE => ItemKind::Write,
+        OP_UPDATE => ItemKind::Update,
+        _ => return Err(bad()),
+    };
+    let ts = <[u8; 8]>::try_from(rest).map_err(|_| bad())?;
+    Ok(BacklogItem {
+        kind,
+        ts: u64::from_le_bytes(ts),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::sync::SyncMode;
+
+    fn write(ts: u64) -> BacklogItem {
+        BacklogItem {
+            kind: ItemKind::Write,
+            ts,
+        }
+    }
+
+    #[test]
+    fn pending_items_survive_a_reopen_and_delivered_ones_do_not() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("e.backlog");
+        let durability = Durability::new(SyncMode::Always);
+        let mut backlog = Backlog::open(&path, 100).expect("open");
+        for ts in 1..=5 {
+            backlog
+                .append(write(ts), &durability)
+                .expect("append")
+                .wait()
+                .expect("synced");
+        }
+        backlog
+            .append(
+                BacklogItem {
+                    kind: ItemKind::Update,
+                    ts: 2,
+                },
+                &durability,
+            )
+            .expect("append")
+            .wait()
+            .expect("synced");
+        backlog.delivered(2).expect("delivered");
+        assert_eq!(backlog.pending(), 4);
+        drop(backlog);
+        let backlog = Backlog::open(&path, 100).expect("reopen");
+        assert_eq!(
+            backlog.peek(10),
+            vec![
+                write(3),
+                write(4),
+                write(5),
+                BacklogItem {
+                    kind: ItemKind::Update,
+                    ts: 2
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn a_torn_last_item_is_the_only_one_lost() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("e.backlog");
+        let durability = Durability::new(SyncMode::Never);
+        let mut backlog = Backlog::open(&path, 100).expect("open");
+        for ts in 1..=3 {
+            let _ = backlog.append(write(ts), &durability).expect("append");
+        }
+        drop(backlog);
+        let len = std::fs::metadata(&path).expect("file").len();
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .expect("open for tearing");
+        file.set_len(len - 3).expect("torn");
+        let backlog = Backlog::open(&path, 100).expect("reopen");
+        assert_eq!(backlog.peek(10), vec![write(1), write(2)]);
+    }
+
+    #[test]
+    fn a_full_backlog_drops_its_oldest_items_and_counts_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let durability = Durability::new(SyncMode::Never);
+        let mut backlog = Backlog::open(&dir.path().join("e.backlog"), 3).expect("open");
+        for ts in 1..=5 {
+            let _ = backlog.append(write(ts), &durability).expect("append");
+        }
+        assert_eq!(backlog.peek(10), vec![write(3), write(4), write(5)]);
+        assert_eq!(backlog.dropped(), 2);
+    }
+
+    #[test]
+    fn a_drained_long_file_is_cut_back_and_keeps_working() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("e.backlog");
+        let durability = Durability::new(SyncMode::Never);
+        let mut backlog = Backlog::open(&path, usize::MAX).expect("open");
+        let items = TRUNCATE_PAST / 17 + 2;
+        for ts in 0..items {
+            let _ = backlog.append(write(ts), &durability).expect("append");
+        }
+        backlog.delivered(items as usize).expect("delivered");
+        assert_eq!(
+            std::fs::metadata(&path).expect("file").len(),
+            BACKLOG_MAGIC.len() as u64
+        );
+        let _ = backlog.append(write(7), &durability).expect("append");
+        drop(backlog);
+        let backlog = Backlog::open(&path, usize::MAX).expect("reopen");
+        assert_eq!(backlog.peek(10), vec![write(7)]);
+    }
+}
