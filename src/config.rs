@@ -66,6 +66,12 @@ pub struct Config {
     pub system_events_quota: Option<u64>,
     /// Name of this instance in event entries (`lifecycle/<instance>/<policy>`).
     pub instance_name: String,
+    /// A replication request's timeout, and the pause after its destination was
+    /// unavailable (`RS_REPLICATION_TIMEOUT`, default 5 s).
+    pub replication_timeout: std::time::Duration,
+    /// Most records one replication backlog (one task, one entry) keeps; past it the
+    /// oldest is dropped, logged and counted (`RS_REPLICATION_LOG_SIZE`, default 1,000,000).
+    pub replication_log_size: usize,
     /// When more sealed blocks than this overlap one instant (belated writes seal into
     /// blocks that overlap others), a background merge makes them disjoint (default 4).
     pub max_block_overlap: usize,
@@ -106,6 +112,8 @@ impl Config {
             system_events: true,
             system_events_quota: Some(DEFAULT_SYSTEM_EVENTS_QUOTA),
             instance_name: "unknown".to_string(),
+            replication_timeout: std::time::Duration::from_secs(5),
+            replication_log_size: 1_000_000,
             max_block_overlap: DEFAULT_MAX_BLOCK_OVERLAP,
             tombstone_fold_share: DEFAULT_TOMBSTONE_FOLD_SHARE,
             sync_mode: SyncMode::default(),

@@ -173,6 +173,14 @@ pub(crate) struct ServeArgs {
     /// (as requests).
     #[arg(long, env = "RS_LIFECYCLE_PRIORITY", default_value = "idle", value_parser = lifecycle_priority)]
     lifecycle_priority: BackgroundPriority,
+    /// Seconds a replication request may take; also the pause before a destination that
+    /// was unavailable is tried again (its records stay in the backlog meanwhile).
+    #[arg(long, env = "RS_REPLICATION_TIMEOUT", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    replication_timeout: u64,
+    /// Most records a replication keeps pending per entry; past it the oldest is dropped,
+    /// with an ERROR naming it.
+    #[arg(long, env = "RS_REPLICATION_LOG_SIZE", default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    replication_log_size: u64,
     /// Belated writes seal into blocks that overlap others; when more than this many
     /// blocks cover one instant, a background merge makes them disjoint (reads search
     /// every block covering a timestamp, so this bounds their cost).
@@ -238,6 +246,8 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     engine.lifecycle_catch_up_share = args.lifecycle_catch_up_share;
     engine.lifecycle_max_records_per_run = args.lifecycle_max_records_per_run;
     engine.lifecycle_priority = args.lifecycle_priority;
+    engine.replication_timeout = std::time::Duration::from_secs(args.replication_timeout);
+    engine.replication_log_size = usize::try_from(args.replication_log_size).unwrap_or(usize::MAX);
     engine.max_block_overlap = usize::try_from(args.max_block_overlap).unwrap_or(usize::MAX);
     engine.tombstone_fold_share = args.tombstone_fold_share;
     engine.sync_mode = args.sync;

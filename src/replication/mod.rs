@@ -1,15 +1,20 @@
 //! Replication tasks (ReductStore's `/api/v1/replications`): every record written to a
 //! source bucket forwarded to a bucket on another server.
 //!
-//! So far the building blocks exist: what a task is, how it parses and validates
-//! (`settings.rs`), and the durable backlog of one (task, entry) (`backlog.rs`). The
-//! management API, the recording of writes and the sender are not built yet, so the
-//! server still answers `/replications` with 404 rather than accept tasks it would not
-//! carry out.
+//! - `settings.rs`: what a task is, how it parses and validates;
+//! - `repository.rs`: the tasks, persisted, each with its sender thread, and the store's
+//!   change observer that records what they replicate;
+//! - `task.rs`: one task's backlogs, what it records, its runtime state;
+//! - `backlog.rs`: the durable backlog of one (task, entry);
+//! - `sender.rs`: the sender thread (v1 batches over a blocking HTTP client).
 
 pub mod backlog;
+pub mod repository;
+mod sender;
 pub mod settings;
+pub mod task;
 
+pub use repository::{ReplicationInfo, ReplicationOptions, Replications};
 pub use settings::{
     ReplicationCompression, ReplicationMode, ReplicationSettings, ValidatedReplication,
 };

@@ -19,11 +19,13 @@ pub mod links;
 pub mod metrics;
 pub mod protocol;
 pub mod provision;
+pub mod provision_replications;
 pub mod queries;
 pub mod state;
 pub mod trail;
 pub mod unsupported;
 
+use crate::replication::{ReplicationOptions, Replications};
 use std::collections::BTreeSet;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
@@ -192,9 +194,37 @@ impl Server {
             }
             None => None,
         };
+        let replications = if config.role == InstanceRole::Replica {
+            Replications::read_only()
+        } else {
+            Replications::open(
+                &store,
+                ReplicationOptions {
+                    own_port: addr.port(),
+                    timeout: config.engine.replication_timeout,
+                    log_size: config.engine.replication_log_size,
+                },
+            )?
+        };
+        if config.role == InstanceRole::Replica && !provisioning.replications.is_empty() {
+            log::warn!("a replica does not replicate: RS_REPLICATION_<ID>_* ignored");
+        } else {
+            for task in provisioning.replications {
+                match task {
+                    Ok((name, settings, mode_given)) => {
+                        match replications.provision(&name, settings, mode_given) {
+                            Ok(()) => log::info!("replication '{name}' provisioned"),
+                            Err(e) => log::error!("provisioned replication '{name}' skipped: {e}"),
+                        }
+                    }
+                    Err(why) => log::error!("{why}"),
+                }
+            }
+        }
         let app = Arc::new(App {
             store,
             lifecycles,
+            replications,
             queries: queries::QueryRegistry::new(config.queries),
             tokens,
             provisioned_buckets,
@@ -311,7 +341,10 @@ impl Server {
         }
         log::info!("HTTP stopped; stopping lifecycle policies");
         match Arc::try_unwrap(self.app) {
-            Ok(app) => app.lifecycles.shutdown(),
+            Ok(app) => {
+                app.replications.shutdown();
+                app.lifecycles.shutdown();
+            }
             Err(_) => log::error!("the server state is still shared at shutdown"),
         }
         log::info!("shutdown complete");

@@ -28,6 +28,8 @@ pub struct Provisioning {
     pub buckets: Vec<ProvisionedBucket>,
     /// Lifecycle policies, sorted by ID.
     pub lifecycles: Vec<Provisioned>,
+    /// Replication tasks, sorted by ID.
+    pub replications: Vec<crate::server::provision_replications::ProvisionedReplication>,
 }
 
 impl Default for Provisioning {
@@ -37,6 +39,7 @@ impl Default for Provisioning {
             bucket_defaults: Ok(BucketSettings::default()),
             buckets: Vec::new(),
             lifecycles: Vec::new(),
+            replications: Vec::new(),
         }
     }
 }
@@ -48,6 +51,9 @@ impl Provisioning {
         Provisioning {
             bucket_defaults: bucket_defaults_from_env(vars.iter().cloned()),
             buckets: buckets_from_env(vars.iter().cloned()),
+            replications: crate::server::provision_replications::replications_from_env(
+                vars.iter().cloned(),
+            ),
             lifecycles: from_env(vars),
         }
     }
@@ -224,7 +230,7 @@ pub fn parse_byte_size(text: &str) -> Result<u64, String> {
 
 /// Groups `PREFIX<ID>_<FIELD>` variables by ID, skipping the server's own settings that
 /// share the prefix.
-fn group_by_id(
+pub(crate) fn group_by_id(
     vars: impl IntoIterator<Item = (String, String)>,
     prefix: &str,
     fields: &[&'static str],

@@ -60,6 +60,8 @@ pub struct App {
     pub store: Arc<Store>,
     /// Lifecycle policies (read-only on a replica).
     pub lifecycles: LifecycleRepository,
+    /// Replication tasks (none and read-only on a replica).
+    pub replications: std::sync::Arc<crate::replication::Replications>,
     /// Open batch queries.
     pub queries: QueryRegistry,
     /// The tokens; `None` turns authentication off.

@@ -4,7 +4,7 @@
 //! happen).
 
 /// Settings read by ReductStore 1.21 that this server ignores.
-const IGNORED: [&str; 17] = [
+const IGNORED: [&str; 19] = [
     "RS_API_BASE_PATH",
     "RS_AUDIT_ENABLED",
     "RS_CERT_PATH",
@@ -21,12 +21,14 @@ const IGNORED: [&str; 17] = [
     "RS_IO_BATCH_RECORDS_TIMEOUT",
     "RS_IO_BATCH_TIMEOUT",
     "RS_LICENSE_PATH",
+    // Replication speaks plain HTTP only (no TLS client is built in).
+    "RS_REPLICATION_CA_PATH",
+    "RS_REPLICATION_VERIFY_SSL",
     "RS_SECONDARY_SYNC_INTERVAL",
 ];
 
-/// Families of ReductStore settings this server ignores (provisioned tokens and
-/// replications).
-const IGNORED_PREFIXES: [&str; 2] = ["RS_TOKEN_", "RS_REPLICATION_"];
+/// Families of ReductStore settings this server ignores (provisioned tokens).
+const IGNORED_PREFIXES: [&str; 1] = ["RS_TOKEN_"];
 
 /// The ignored ReductStore settings among `vars` (e.g. `std::env::vars()`), sorted.
 pub fn unsupported_settings(vars: impl IntoIterator<Item = (String, String)>) -> Vec<String> {

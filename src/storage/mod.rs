@@ -20,6 +20,7 @@ pub mod format;
 pub mod marker;
 pub mod merge;
 pub mod names;
+pub mod observer;
 pub mod pattern;
 pub mod priority;
 pub mod query;

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::Path;
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -13,6 +13,7 @@ use crate::storage::entry::EntryContext;
 use crate::storage::format::fsutil::{create_dirs_durably, fsync_dir};
 use crate::storage::merge::Merger;
 use crate::storage::names::{validate_bucket_name, validate_system_bucket_name};
+use crate::storage::observer::ChangeObserver;
 use crate::storage::settings::BucketSettings;
 use crate::storage::sync::{Durability, Syncer};
 
@@ -49,8 +50,10 @@ fn entry_context(
     config: &Config,
     durability: &Arc<Durability>,
     cache: &Arc<BlockCache>,
+    observer: &Arc<OnceLock<Arc<dyn ChangeObserver>>>,
 ) -> EntryContext {
     EntryContext {
+        observer: observer.clone(),
         durability: durability.clone(),
         cache: cache.clone(),
         frame_size: config.frame_size,
@@ -69,6 +72,8 @@ pub struct Store {
     durability: Arc<Durability>,
     /// The block caches every entry shares (bounded by the configuration, not the data).
     cache: Arc<BlockCache>,
+    /// Told of every write and label update, once installed ([`Store::observe`]).
+    observer: Arc<OnceLock<Arc<dyn ChangeObserver>>>,
     /// The interval syncer (`interval` mode only); its last round runs when the store is
     /// dropped.
     _syncer: Syncer,
@@ -93,6 +98,7 @@ impl Store {
         let merger = Merger::start()?;
         let durability = Durability::new(config.sync_mode);
         let syncer = Syncer::start(&durability)?;
+        let observer = Arc::new(OnceLock::new());
         let cache = Arc::new(BlockCache::new(CacheLimits {
             blocks: config.block_cache,
             lookup_bytes: config.lookup_cache_bytes,
@@ -108,7 +114,7 @@ impl Store {
             if !valid || !item.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
-            let ctx = entry_context(&config, &durability, &cache);
+            let ctx = entry_context(&config, &durability, &cache, &observer);
             match Bucket::open(&item.path(), &name, ctx, merger.queue()) {
                 Ok(bucket) => {
                     buckets.insert(name, Arc::new(bucket));
@@ -128,6 +134,7 @@ impl Store {
             merger,
             durability,
             cache,
+            observer,
             _syncer: syncer,
             _lock: lock,
         })
@@ -139,6 +146,18 @@ impl Store {
 
     fn write_map(&self) -> RwLockWriteGuard<'_, BTreeMap<String, Arc<Bucket>>> {
         self.buckets.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Installs the one observer told of every write and label update from now on (the
+    /// server's replication tasks); a second call changes nothing and returns false.
+    pub fn observe(&self, observer: Arc<dyn ChangeObserver>) -> bool {
+        self.observer.set(observer).is_ok()
+    }
+
+    /// The sync mode every append follows (what other durable logs, such as replication
+    /// backlogs, follow too).
+    pub fn durability(&self) -> Arc<Durability> {
+        self.durability.clone()
     }
 
     /// The configuration the store was opened with.
@@ -181,7 +200,7 @@ impl Store {
             &self.config.data_path,
             name,
             settings,
-            entry_context(&self.config, &self.durability, &self.cache),
+            entry_context(&self.config, &self.durability, &self.cache, &self.observer),
             self.merger.queue(),
         )?);
         buckets.insert(name.to_string(), bucket.clone());
@@ -241,7 +260,7 @@ impl Store {
         let renamed = Arc::new(Bucket::open(
             &data.join(new),
             new,
-            entry_context(&self.config, &self.durability, &self.cache),
+            entry_context(&self.config, &self.durability, &self.cache, &self.observer),
             self.merger.queue(),
         )?);
         buckets.insert(new.to_string(), renamed.clone());

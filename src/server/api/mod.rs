@@ -8,6 +8,7 @@ pub mod io;
 pub mod lifecycles;
 pub mod links;
 pub mod records;
+pub mod replications;
 pub mod router;
 pub mod routes;
 pub mod storage;

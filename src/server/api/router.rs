@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::server::api::routes::{EntryRoute, allowed_methods, entry_route};
-use crate::server::api::{buckets, entry_batch, io, lifecycles, links, records, storage, tokens};
+use crate::server::api::{
+    buckets, entry_batch, io, lifecycles, links, records, replications, storage, tokens,
+};
 use crate::server::auth::{Access, Caller};
 use crate::server::cors::Cors;
 use crate::server::http::head::RequestHead;
@@ -128,7 +130,7 @@ fn route_need(method: &str, rest: &str) -> Need {
     let reads = matches!(method, "GET" | "HEAD");
     let (first, tail) = rest.split_once('/').unwrap_or((rest, ""));
     match (first, tail) {
-        ("tokens", _) | ("lifecycles", _) => Need::Full,
+        ("tokens", _) | ("lifecycles", _) | ("replications", _) => Need::Full,
         ("storage", bucket) => Need::Read(percent::decode(bucket)),
         // `/b/{bucket}/` names an entry (an empty one, refused as such), never the bucket.
         ("b", tail) if !tail.is_empty() => match tail.split_once('/') {
@@ -351,6 +353,11 @@ impl Route for App {
                 "" if get_or == "GET" => lifecycles::list(self),
                 "" => Err(no_route(&method, &path)),
                 tail => lifecycles::lifecycle(self, get_or, tail, req),
+            },
+            (_, "replications", _) => match tail {
+                "" if get_or == "GET" => replications::list(self),
+                "" => Err(no_route(&method, &path)),
+                tail => replications::replication(self, get_or, tail, req),
             },
             _ => Err(no_route(&method, &path)),
         }

@@ -41,7 +41,9 @@ pub fn allowed_methods(rest: &str) -> Option<&'static str> {
     let parts: Vec<&str> = rest.split('/').collect();
     let named = |s: &str| !s.is_empty();
     Some(match parts.as_slice() {
-        ["info" | "list" | "me" | "alive" | "ready" | "tokens" | "lifecycles"] => "GET,HEAD",
+        ["info" | "list" | "me" | "alive" | "ready" | "tokens" | "lifecycles" | "replications"] => {
+            "GET,HEAD"
+        }
         ["tokens", name] if named(name) => "GET,HEAD,POST,DELETE",
         ["tokens", name, "rotate"] if named(name) => "POST",
         ["b", bucket] if named(bucket) => "GET,HEAD,POST,PUT,DELETE",
@@ -56,6 +58,8 @@ pub fn allowed_methods(rest: &str) -> Option<&'static str> {
         ["lifecycles", name] if named(name) => "GET,HEAD,POST,PUT,DELETE",
         ["lifecycles", name, "mode"] if named(name) => "PATCH",
         ["lifecycles", name, "run"] if named(name) => "POST",
+        ["replications", name] if named(name) => "GET,HEAD,POST,PUT,DELETE",
+        ["replications", name, "mode"] if named(name) => "PATCH",
         ["links", file] if named(file) => "GET,HEAD,POST",
         ["storage", bucket] if named(bucket) => "GET,HEAD",
         _ => return None,

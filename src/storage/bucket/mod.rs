@@ -1,6 +1,7 @@
 //! A bucket: settings plus a set of entries, each in its own directory. Entry names with
 //! `/` map to nested directories, so removing an entry with its sub-entries is one rename.
 
+use crate::storage::observer::Change;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -293,10 +294,17 @@ impl Bucket {
     /// returned [`Pending`] is waited on. A batch collects the `Pending` of each record
     /// and waits once, which costs one sync per file it touched.
     pub fn write_deferred(&self, entry: &str, meta: RecordMeta, payload: &[u8]) -> Result<Pending> {
-        if is_attachment_entry(entry) {
-            return self.write_attachment(entry, meta, payload);
+        let observed = self.ctx.observer.get().map(|_| meta.clone());
+        let ts = meta.timestamp;
+        let mut pending = if is_attachment_entry(entry) {
+            self.write_attachment(entry, meta, payload)?
+        } else {
+            self.write_record(entry, meta, payload)?
+        };
+        if let (Some(observer), Some(meta)) = (self.ctx.observer.get(), observed) {
+            pending.add(observer.changed(self, entry, ts, Change::Write, Some(&meta)));
         }
-        self.write_record(entry, meta, payload)
+        Ok(pending)
     }
 
     /// Stores one record as it is (no attachment rules).
@@ -332,7 +340,11 @@ impl Bucket {
         changes: &Labels,
     ) -> Result<Pending> {
         validate_labels(changes)?;
-        self.entry(entry)?.update_labels(ts, changes)
+        let mut pending = self.entry(entry)?.update_labels(ts, changes)?;
+        if let Some(observer) = self.ctx.observer.get() {
+            pending.add(observer.changed(self, entry, ts, Change::Update, None));
+        }
+        Ok(pending)
     }
 
     /// Removes one record; returns once the removal is as durable as the sync mode

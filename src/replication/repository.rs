@@ -1,0 +1,400 @@
+//! The replication tasks of a server: their settings, persisted in `.replications.json` +
+//! `.replications.journal` (a [`JournaledMap`]: O(1) per change, crash-safe), a task and
+//! its sender thread for each, and the store's change observer that records what they
+//! replicate.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::replication::settings::{ReplicationMode, ReplicationSettings};
+use crate::replication::task::{Diagnostics, Task, TaskConfig, hex};
+use crate::storage::Store;
+use crate::storage::bucket::Bucket;
+use crate::storage::format::journaled_map::{JournaledMap, MapFiles};
+use crate::storage::observer::{Change, ChangeObserver};
+use crate::storage::record::RecordMeta;
+use crate::storage::sync::Pending;
+
+const FILES: MapFiles = MapFiles {
+    snapshot: ".replications.json",
+    journal: ".replications.journal",
+    magic: b"HLRPJRN1",
+    what: "replication",
+};
+
+/// Where the tasks' backlogs are, under the data directory.
+const BACKLOG_DIR: &str = ".replication";
+
+/// One stored task.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredReplication {
+    /// As the user (or the environment) gave them, token included.
+    pub settings: ReplicationSettings,
+    /// Defined by the server's environment: cannot be updated or removed over HTTP.
+    #[serde(default)]
+    pub provisioned: bool,
+}
+
+/// A task's info, fields in the API's order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReplicationInfo {
+    /// The task's name.
+    pub name: String,
+    /// enabled, paused or disabled.
+    pub mode: ReplicationMode,
+    /// The result of the sender's last pass (false when disabled).
+    pub is_active: bool,
+    /// Defined by the environment.
+    pub is_provisioned: bool,
+    /// Records recorded and not delivered yet.
+    pub pending_records: u64,
+}
+
+/// Server-wide replication settings.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplicationOptions {
+    /// This server's port (a task to the same bucket here is refused).
+    pub own_port: u16,
+    /// Request timeout and the pause after the destination was unavailable.
+    pub timeout: Duration,
+    /// Most records one backlog keeps (`RS_REPLICATION_LOG_SIZE`).
+    pub log_size: usize,
+}
+
+struct Running {
+    task: Arc<Task>,
+    sender: Option<JoinHandle<()>>,
+}
+
+/// The tasks; `read_only` on a replica (every change refused, nothing recorded or sent).
+pub struct Replications {
+    store: Weak<Store>,
+    options: ReplicationOptions,
+    read_only: bool,
+    defs: Option<Mutex<JournaledMap<StoredReplication>>>,
+    running: RwLock<BTreeMap<String, Running>>,
+}
+
+impl Replications {
+    /// Loads the stored tasks, starts a sender for each valid one (an invalid one is
+    /// logged and kept on disk), and installs the recorder in `store`.
+    pub fn open(store: &Arc<Store>, options: ReplicationOptions) -> Result<Arc<Replications>> {
+        let defs = JournaledMap::<StoredReplication>::open(store.data_path(), FILES)?;
+        let stored: Vec<(String, StoredReplication)> =
+            defs.iter().map(|(n, d)| (n.clone(), d.clone())).collect();
+        let this = Arc::new(Replications {
+            store: Arc::downgrade(store),
+            options,
+            read_only: false,
+            defs: Some(Mutex::new(defs)),
+            running: RwLock::new(BTreeMap::new()),
+        });
+        for (name, stored) in stored {
+            match this.start(&name, stored.settings) {
+                Ok(()) => {}
+                Err(e) => log::error!("replication '{name}' is not running: {e}"),
+            }
+        }
+        let recorder: Arc<dyn ChangeObserver> = Arc::new(Recorder(Arc::downgrade(&this)));
+        store.observe(recorder);
+        Ok(this)
+    }
+
+    /// The tasks of a replica: none, every change refused.
+    pub fn read_only() -> Arc<Replications> {
+        Arc::new(Replications {
+            store: Weak::new(),
+            options: ReplicationOptions {
+                own_port: 0,
+                timeout: Duration::from_secs(5),
+                log_size: 1,
+            },
+            read_only: true,
+            defs: None,
+            running: RwLock::new(BTreeMap::new()),
+        })
+    }
+
+    fn defs(&self, action: &str) -> Result<MutexGuard<'_, JournaledMap<StoredReplication>>> {
+        match (&self.defs, self.read_only) {
+            (Some(defs), false) => Ok(defs.lock().unwrap_or_else(|p| p.into_inner())),
+            _ => Err(Error::forbidden(format!(
+                "Cannot {action} in read-only mode"
+            ))),
+        }
+    }
+
+    fn store(&self) -> Result<Arc<Store>> {
+        self.store
+            .upgrade()
+            .ok_or_else(|| Error::internal("the store is closed"))
+    }
+
+    fn config(&self, name: &str, settings: ReplicationSettings) -> Result<TaskConfig> {
+        let store = self.store()?;
+        let parsed =
+            settings.validate(name, &|b| store.bucket(b).is_ok(), self.options.own_port)?;
+        Ok(TaskConfig { settings, parsed })
+    }
+
+    /// Starts (or reconfigures) the task `name`.
+    fn start(&self, name: &str, settings: ReplicationSettings) -> Result<()> {
+        let config = self.config(name, settings)?;
+        let mut running = self.running.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = running.get(name) {
+            r.task.reconfigure(config, true);
+            return Ok(());
+        }
+        let store = self.store()?;
+        let dir = store.data_path().join(BACKLOG_DIR).join(hex(name));
+        let durability = store.durability();
+        let task = Arc::new(Task::open(
+            name,
+            &dir,
+            config,
+            durability,
+            self.options.log_size,
+        )?);
+        let sender = {
+            let (task, store, timeout) = (task.clone(), self.store.clone(), self.options.timeout);
+            std::thread::Builder::new()
+                .name(format!("halflife-replication-{name}"))
+                .spawn(move || crate::replication::sender::run(task, store, timeout))
+                .map_err(|e| Error::internal(format!("starting replication '{name}': {e}")))?
+        };
+        running.insert(
+            name.to_string(),
+            Running {
+                task,
+                sender: Some(sender),
+            },
+        );
+        Ok(())
+    }
+
+    /// Every task's info (`GET /replications`); a replica lists none.
+    pub fn list(&self) -> Vec<ReplicationInfo> {
+        let Some(defs) = &self.defs else {
+            return Vec::new();
+        };
+        let defs = defs.lock().unwrap_or_else(|p| p.into_inner());
+        defs.iter()
+            .map(|(name, stored)| self.info(name, stored))
+            .collect()
+    }
+
+    fn info(&self, name: &str, stored: &StoredReplication) -> ReplicationInfo {
+        let running = self.running.read().unwrap_or_else(|p| p.into_inner());
+        let task = running.get(name).map(|r| &r.task);
+        let mode = stored.settings.mode;
+        ReplicationInfo {
+            name: name.to_string(),
+            mode,
+            is_active: mode != ReplicationMode::Disabled
+                && task.is_some_and(|t| t.state().is_active),
+            is_provisioned: stored.provisioned,
+            pending_records: task.map_or(0, |t| t.pending_records()),
+        }
+    }
+
+    /// One task's info, settings (token hidden) and diagnostics.
+    pub fn get(&self, name: &str) -> Result<(ReplicationInfo, ReplicationSettings, Diagnostics)> {
+        let defs = self.defs("read replication")?;
+        let stored = defs.get(name).ok_or_else(|| missing(name))?;
+        let diagnostics = self
+            .running
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .map(|r| r.task.state().diagnostics())
+            .unwrap_or_default();
+        Ok((
+            self.info(name, stored),
+            stored.settings.shown(),
+            diagnostics,
+        ))
+    }
+
+    /// Creates a task (`POST /replications/{name}`).
+    pub fn create(&self, name: &str, settings: ReplicationSettings) -> Result<()> {
+        let mut defs = self.defs("create replication")?;
+        if defs.get(name).is_some() {
+            return Err(Error::conflict(format!(
+                "Replication '{name}' already exists"
+            )));
+        }
+        self.config(name, settings.clone())?;
+        defs.put(
+            name,
+            StoredReplication {
+                settings: settings.clone(),
+                provisioned: false,
+            },
+        )?;
+        self.start(name, settings)
+    }
+
+    /// Replaces a task's settings (`PUT`); a token left out keeps the stored one.
+    pub fn update(&self, name: &str, mut settings: ReplicationSettings) -> Result<()> {
+        let mut defs = self.defs("update replication")?;
+        let stored = defs.get(name).ok_or_else(|| missing(name))?;
+        if stored.provisioned {
+            return Err(Error::conflict(format!(
+                "Can't update provisioned replication '{name}'"
+            )));
+        }
+        if settings.dst_token.is_none() {
+            settings.dst_token.clone_from(&stored.settings.dst_token);
+        }
+        self.config(name, settings.clone())?;
+        defs.put(
+            name,
+            StoredReplication {
+                settings: settings.clone(),
+                provisioned: false,
+            },
+        )?;
+        self.start(name, settings)
+    }
+
+    /// Sets a task's mode (`PATCH /replications/{name}/mode`), provisioned ones too.
+    pub fn set_mode(&self, name: &str, mode: ReplicationMode) -> Result<()> {
+        let mut defs = self.defs("update replication")?;
+        let mut stored = defs.get(name).ok_or_else(|| missing(name))?.clone();
+        stored.settings.mode = mode;
+        defs.put(name, stored.clone())?;
+        let running = self.running.read().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = running.get(name) {
+            let config = self.config(name, stored.settings)?;
+            r.task.reconfigure(config, false);
+        }
+        Ok(())
+    }
+
+    /// Removes a task (`DELETE`): its sender stops and its backlogs are deleted.
+    pub fn remove(&self, name: &str) -> Result<()> {
+        let mut defs = self.defs("remove replication")?;
+        let stored = defs.get(name).ok_or_else(|| missing(name))?;
+        if stored.provisioned {
+            return Err(Error::conflict(format!(
+                "Can't remove provisioned replication '{name}'"
+            )));
+        }
+        defs.remove(name)?;
+        drop(defs);
+        let removed = self
+            .running
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
+        if let Some(mut r) = removed {
+            r.task.stop();
+            if let Some(sender) = r.sender.take() {
+                let _ = sender.join();
+            }
+            let dir: PathBuf = r.task.dir().to_path_buf();
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                log::warn!("removing {}: {e}", dir.display());
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates or replaces a task from the environment; the stored mode is kept unless
+    /// `mode_given`.
+    pub fn provision(
+        &self,
+        name: &str,
+        mut settings: ReplicationSettings,
+        mode_given: bool,
+    ) -> Result<()> {
+        let mut defs = self.defs("provision replication")?;
+        if !mode_given && let Some(stored) = defs.get(name) {
+            settings.mode = stored.settings.mode;
+        }
+        self.config(name, settings.clone())?;
+        defs.put(
+            name,
+            StoredReplication {
+                settings: settings.clone(),
+                provisioned: true,
+            },
+        )?;
+        self.start(name, settings)
+    }
+
+    /// Stops every sender (the server is shutting down); what is pending stays in the
+    /// backlogs.
+    pub fn shutdown(&self) {
+        let mut running = self.running.write().unwrap_or_else(|p| p.into_inner());
+        for r in running.values() {
+            r.task.stop();
+        }
+        for r in running.values_mut() {
+            if let Some(sender) = r.sender.take() {
+                let _ = sender.join();
+            }
+        }
+    }
+
+    /// Records a change in every task that takes it.
+    fn record(
+        &self,
+        bucket: &Bucket,
+        entry: &str,
+        ts: u64,
+        change: Change,
+        meta: Option<&RecordMeta>,
+    ) -> Pending {
+        let mut pending = Pending::none();
+        let running = self.running.read().unwrap_or_else(|p| p.into_inner());
+        for r in running.values() {
+            match r.task.record(bucket, entry, ts, change, meta) {
+                None => {}
+                Some(Ok(p)) => pending.add(p),
+                Some(Err(e)) => log::error!(
+                    "replication '{}': recording record {ts} of {}/{entry} failed: {e}",
+                    r.task.name(),
+                    bucket.name()
+                ),
+            }
+        }
+        pending
+    }
+}
+
+impl Drop for Replications {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// The store's observer: records changes in the tasks (a weak handle, so the store does
+/// not keep the tasks alive).
+struct Recorder(Weak<Replications>);
+
+impl ChangeObserver for Recorder {
+    fn changed(
+        &self,
+        bucket: &Bucket,
+        entry: &str,
+        ts: u64,
+        change: Change,
+        meta: Option<&RecordMeta>,
+    ) -> Pending {
+        match self.0.upgrade() {
+            Some(replications) => replications.record(bucket, entry, ts, change, meta),
+            None => Pending::none(),
+        }
+    }
+}
+
+fn missing(name: &str) -> Error {
+    Error::not_found(format!("Replication '{name}' does not exist"))
+}

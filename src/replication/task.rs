@@ -1,0 +1,397 @@
+//! One replication task in memory: its settings, its backlogs (one per source entry, in
+//! `<data>/.replication/<task>/`), what it records, and its runtime state (active or not,
+//! the hourly diagnostics).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::replication::backlog::{Backlog, BacklogItem, ItemKind};
+use crate::replication::settings::{ReplicationMode, ReplicationSettings, ValidatedReplication};
+use crate::storage::attachments::{META_SEGMENT, is_attachment_entry};
+use crate::storage::bucket::Bucket;
+use crate::storage::observer::Change;
+use crate::storage::record::RecordMeta;
+use crate::storage::sync::{Durability, Pending};
+
+/// Backlog files end so.
+const BACKLOG_SUFFIX: &str = ".backlog";
+/// Minute frames the hourly diagnostics keep.
+const FRAMES: usize = 60;
+
+/// A task's settings with their parsed forms.
+pub struct TaskConfig {
+    /// As stored (token included).
+    pub settings: ReplicationSettings,
+    /// Parsed entries, condition and destination.
+    pub parsed: ValidatedReplication,
+}
+
+/// One error code's count and last message, as the diagnostics show them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ErrorSummary {
+    /// How often.
+    pub count: u64,
+    /// The last message.
+    pub last_message: String,
+}
+
+/// The diagnostics of the last hour: `ok` and `errored` scaled to an hour from the minute
+/// frames kept (as ReductStore does), error counts raw.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Hourly {
+    /// Records delivered.
+    pub ok: u64,
+    /// Records that failed.
+    pub errored: u64,
+    /// By code (an HTTP status, or -3 for a connection error, -6 for a broken request).
+    pub errors: BTreeMap<String, ErrorSummary>,
+}
+
+/// `{"hourly": …}`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Diagnostics {
+    /// The last hour.
+    pub hourly: Hourly,
+}
+
+#[derive(Default)]
+struct Frame {
+    ok: u64,
+    errored: u64,
+    errors: BTreeMap<i32, ErrorSummary>,
+}
+
+/// What the sender reports and the API shows.
+pub struct TaskState {
+    /// The result of the last pass: true after a delivered or empty one.
+    pub is_active: bool,
+    frames: VecDeque<(Instant, Frame)>,
+}
+
+impl TaskState {
+    fn frame(&mut self) -> &mut Frame {
+        let now = Instant::now();
+        let fresh = self
+            .frames
+            .back()
+            .is_none_or(|(start, _)| now.duration_since(*start) >= Duration::from_secs(60));
+        if fresh {
+            self.frames.push_back((now, Frame::default()));
+            while self.frames.len() > FRAMES {
+                self.frames.pop_front();
+            }
+        }
+        &mut self.frames.back_mut().expect("a frame was just ensured").1
+    }
+
+    /// Counts records delivered.
+    pub fn delivered(&mut self, n: u64) {
+        self.frame().ok += n;
+    }
+
+    /// Counts `n` records that failed with `code`.
+    pub fn failed(&mut self, n: u64, code: i32, message: &str) {
+        let frame = self.frame();
+        frame.errored += n;
+        let e = frame.errors.entry(code).or_default();
+        e.count += n;
+        message.clone_into(&mut e.last_message);
+    }
+
+    /// The diagnostics over the frames kept.
+    pub fn diagnostics(&self) -> Diagnostics {
+        let mut hourly = Hourly::default();
+        for (_, f) in &self.frames {
+            hourly.ok += f.ok;
+            hourly.errored += f.errored;
+            for (code, e) in &f.errors {
+                let sum = hourly.errors.entry(code.to_string()).or_default();
+                sum.count += e.count;
+                sum.last_message.clone_from(&e.last_message);
+            }
+        }
+        let kept = self.frames.len().max(1) as u64;
+        hourly.ok = hourly.ok * FRAMES as u64 / kept;
+        hourly.errored = hourly.errored * FRAMES as u64 / kept;
+        Diagnostics { hourly }
+    }
+}
+
+/// One task: what it records and the state its sender reports.
+pub struct Task {
+    name: String,
+    dir: PathBuf,
+    durability: Arc<Durability>,
+    log_size: usize,
+    config: RwLock<Arc<TaskConfig>>,
+    backlogs: Mutex<BTreeMap<String, Backlog>>,
+    state: Mutex<TaskState>,
+    /// Rung when something is recorded or the settings change (the sender sleeps on it).
+    wake: Condvar,
+    stop: AtomicBool,
+}
+
+impl Task {
+    /// The task `name` with `config`, its backlogs in `dir` (created when missing) opened.
+    pub fn open(
+        name: &str,
+        dir: &Path,
+        config: TaskConfig,
+        durability: Arc<Durability>,
+        log_size: usize,
+    ) -> Result<Task> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        let mut backlogs = BTreeMap::new();
+        let listing = std::fs::read_dir(dir)
+            .map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
+        for item in listing.flatten() {
+            let file = item.file_name().to_string_lossy().into_owned();
+            let Some(entry) = file.strip_suffix(BACKLOG_SUFFIX).and_then(unhex) else {
+                continue;
+            };
+            backlogs.insert(entry, Backlog::open(&item.path(), log_size)?);
+        }
+        Ok(Task {
+            name: name.to_string(),
+            dir: dir.to_path_buf(),
+            durability,
+            log_size,
+            config: RwLock::new(Arc::new(config)),
+            backlogs: Mutex::new(backlogs),
+            state: Mutex::new(TaskState {
+                is_active: true,
+                frames: VecDeque::new(),
+            }),
+            wake: Condvar::new(),
+            stop: AtomicBool::new(false),
+        })
+    }
+
+    /// The task's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Where its backlogs are.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Its settings now.
+    pub fn config(&self) -> Arc<TaskConfig> {
+        self.config
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Replaces its settings (an update or a mode change): diagnostics reset, pending
+    /// backlogs kept, the sender woken.
+    pub fn reconfigure(&self, config: TaskConfig, reset_diagnostics: bool) {
+        *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
+        let mut state = self.state();
+        if reset_diagnostics {
+            state.frames.clear();
+            state.is_active = true;
+        }
+        drop(state);
+        self.wake.notify_all();
+    }
+
+    /// The runtime state.
+    pub fn state(&self) -> MutexGuard<'_, TaskState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn backlogs(&self) -> MutexGuard<'_, BTreeMap<String, Backlog>> {
+        self.backlogs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records not delivered yet, over every entry.
+    pub fn pending_records(&self) -> u64 {
+        self.backlogs().values().map(Backlog::pending).sum()
+    }
+
+    /// The entries with pending records, by name.
+    pub fn entries_pending(&self) -> Vec<String> {
+        self.backlogs()
+            .iter()
+            .filter(|(_, b)| b.pending() > 0)
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// Up to `n` pending items of `entry`, oldest first.
+    pub fn peek(&self, entry: &str, n: usize) -> Vec<BacklogItem> {
+        self.backlogs().get(entry).map_or(Vec::new(), |b| b.peek(n))
+    }
+
+    /// Marks the first `n` pending items of `entry` delivered (durably).
+    pub fn delivered(&self, entry: &str, n: usize) -> Result<()> {
+        match self.backlogs().get_mut(entry) {
+            Some(b) => b.delivered(n),
+            None => Ok(()),
+        }
+    }
+
+    /// Records a change of the source bucket if this task takes it: the source bucket,
+    /// not disabled, the entry among its patterns (an attachment entry follows its
+    /// parent), and the record matching `when` (strict: a record missing a label the
+    /// condition names is not replicated, with a WARN). `None` when it does not.
+    pub fn record(
+        &self,
+        bucket: &Bucket,
+        entry: &str,
+        ts: u64,
+        change: Change,
+        meta: Option<&RecordMeta>,
+    ) -> Option<Result<Pending>> {
+        let config = self.config();
+        let settings = &config.settings;
+        if settings.src_bucket != bucket.name() || settings.mode == ReplicationMode::Disabled {
+            return None;
+        }
+        let attachment = is_attachment_entry(entry);
+        let matched_name = if attachment {
+            entry
+                .strip_suffix(META_SEGMENT)
+                .map(|p| p.trim_end_matches('/'))
+                .unwrap_or(entry)
+        } else {
+            entry
+        };
+        let selected = if matched_name.is_empty() {
+            settings.entries.is_empty()
+        } else {
+            config.parsed.entries.matches(matched_name)
+        };
+        if !selected {
+            return None;
+        }
+        if let (Some(when), false) = (&config.parsed.when, attachment) {
+            let read;
+            let meta = match meta {
+                Some(meta) => meta,
+                None => match bucket.read(entry, Some(ts)) {
+                    Ok(record) => {
+                        read = record.meta;
+                        &read
+                    }
+                    Err(e) => return Some(Err(e)),
+                },
+            };
+            match when.evaluate(meta) {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(e) => {
+                    log::warn!(
+                        "replication '{}': record {ts} of {}/{entry} not replicated: {}",
+                        self.name,
+                        bucket.name(),
+                        e.message()
+                    );
+                    return None;
+                }
+            }
+        }
+        let kind = match change {
+            Change::Write => ItemKind::Write,
+            Change::Update => ItemKind::Update,
+        };
+        let mut backlogs = self.backlogs();
+        if !backlogs.contains_key(entry) {
+            let path = self.dir.join(format!("{}{BACKLOG_SUFFIX}", hex(entry)));
+            match Backlog::open(&path, self.log_size) {
+                Ok(b) => {
+                    backlogs.insert(entry.to_string(), b);
+                }
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        let backlog = backlogs
+            .get_mut(entry)
+            .expect("the backlog was just ensured");
+        let pending = backlog.append(BacklogItem { kind, ts }, &self.durability);
+        drop(backlogs);
+        self.wake.notify_all();
+        Some(pending)
+    }
+
+    /// Sleeps until something is recorded, the settings change, the task stops, or
+    /// `timeout` passes.
+    pub fn wait(&self, timeout: Duration) {
+        let state = self.state();
+        if self.stopped() {
+            return;
+        }
+        let _ = self
+            .wake
+            .wait_timeout(state, timeout)
+            .unwrap_or_else(|p| p.into_inner());
+    }
+
+    /// Asks the sender to stop.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        let _state = self.state();
+        self.wake.notify_all();
+    }
+
+    /// Whether the task was asked to stop.
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+}
+
+/// A name as a file name: its bytes in lower-case hex (names carry any byte).
+pub(crate) fn hex(name: &str) -> String {
+    name.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The name a [`hex`] file name stands for.
+fn unhex(text: &str) -> Option<String> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect();
+    String::from_utf8(bytes?).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_through_file_names() {
+        for name in ["cam1", "a/b/$meta", "späce name", ""] {
+            assert_eq!(unhex(&hex(name)).as_deref(), Some(name));
+        }
+        assert_eq!(unhex("zz"), None);
+        assert_eq!(unhex("abc"), None);
+    }
+
+    #[test]
+    fn diagnostics_scale_to_an_hour_and_keep_raw_error_counts() {
+        let mut state = TaskState {
+            is_active: true,
+            frames: VecDeque::new(),
+        };
+        state.delivered(3);
+        state.failed(2, -3, "connection refused");
+        let d = state.diagnostics();
+        assert_eq!(d.hourly.ok, 180);
+        assert_eq!(d.hourly.errored, 120);
+        assert_eq!(d.hourly.errors["-3"].count, 2);
+        assert_eq!(d.hourly.errors["-3"].last_message, "connection refused");
+    }
+}

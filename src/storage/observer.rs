@@ -1,0 +1,36 @@
+//! Who is told of the changes made to records, so they can act on them after the store
+//! has: replication tasks record writes and label updates in their backlogs.
+//!
+//! The store knows nothing of replication; the server installs one observer at start
+//! ([`crate::storage::Store::observe`]). A write or label update of any bucket calls it
+//! once the change itself succeeded, and the [`Pending`] it returns (the observer's own
+//! appends under the sync mode) is waited on with the change's own before the change is
+//! acknowledged.
+
+use crate::storage::bucket::Bucket;
+use crate::storage::record::RecordMeta;
+use crate::storage::sync::Pending;
+
+/// What happened to a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// The record was written (`meta` as written).
+    Write,
+    /// Its labels were changed (`meta` is not given: the observer reads the record if
+    /// it needs its labels).
+    Update,
+}
+
+/// Told of each successful write and label update.
+pub trait ChangeObserver: Send + Sync {
+    /// Record `ts` of `entry` in `bucket` was written (with `meta`) or relabelled. Errors
+    /// are the observer's to report: the change itself has succeeded.
+    fn changed(
+        &self,
+        bucket: &Bucket,
+        entry: &str,
+        ts: u64,
+        change: Change,
+        meta: Option<&RecordMeta>,
+    ) -> Pending;
+}
