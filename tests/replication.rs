@@ -355,3 +355,86 @@ fn provisioned_tasks_are_fixed_but_their_mode_may_change() {
     assert_eq!(info["mode"], "disabled");
     assert_eq!(info["is_active"], false);
 }
+
+#[test]
+fn a_delete_policy_keeps_records_pending_replication_until_they_are_delivered() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = start_server(
+        dir.path(),
+        &[
+            ("RS_REPLICATION_TIMEOUT", "1"),
+            ("RS_LIFECYCLE_MIN_INTERVAL", "1s"),
+            ("RS_LIFECYCLE_MIN_OLDER_THAN", "1s"),
+        ],
+    );
+    assert_eq!(src.request("POST", "/api/v1/b/src", &[], b"").status, 200);
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    let settings = json!({
+        "src_bucket": "src", "dst_bucket": "dst", "entries": ["kept"],
+        "dst_host": format!("http://127.0.0.1:{port}"),
+    });
+    assert_eq!(create(&src, "r", &settings).status, 200);
+    // Old records (1970): a delete policy with older_than 1s takes them all.
+    for entry in ["kept", "free"] {
+        for ts in 1..=3u64 {
+            let r = src.request("POST", &format!("/api/v1/b/src/{entry}?ts={ts}"), &[], b"x");
+            assert_eq!(r.status, 200, "{}", r.error());
+        }
+    }
+    let policy = json!({"type": "delete", "bucket": "src", "older_than": "1s", "interval": "1h"});
+    let r = src.request(
+        "POST",
+        "/api/v1/lifecycles/purge",
+        &[],
+        policy.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.error());
+    let runs = |s: &ServerProcess| {
+        json_of(s, "/api/v1/lifecycles/purge")["info"]["total_runs"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    assert_eq!(
+        src.request("POST", "/api/v1/lifecycles/purge/run", &[], b"").status,
+        200
+    );
+    wait_until("the first run", || runs(&src) >= 1);
+    wait_until("the unreplicated entry is purged", || {
+        src.get("/api/v1/b/src/free?ts=3").status == 404
+    });
+    for ts in 1..=3u64 {
+        assert_eq!(
+            src.get(&format!("/api/v1/b/src/kept?ts={ts}")).status,
+            200,
+            "record {ts} is pending replication and kept"
+        );
+    }
+    // The destination comes: the records are delivered, and the next run removes them.
+    let dst_dir = tempfile::tempdir().expect("tempdir");
+    let dst = start_server(dst_dir.path(), &[]);
+    let mut moved = settings.clone();
+    moved["dst_host"] = json!(format!("http://{}", dst.addr));
+    let r = src.request(
+        "PUT",
+        "/api/v1/replications/r",
+        &[],
+        moved.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.error());
+    wait_until("delivered", || {
+        json_of(&src, "/api/v1/replications/r")["info"]["pending_records"] == 0
+    });
+    assert_eq!(dst.get("/api/v1/b/dst/kept?ts=2").status, 200);
+    let before = runs(&src);
+    assert_eq!(
+        src.request("POST", "/api/v1/lifecycles/purge/run", &[], b"")
+            .status,
+        200
+    );
+    wait_until("another run", || runs(&src) > before);
+    wait_until("the delivered records go", || {
+        (1..=3u64).all(|ts| src.get(&format!("/api/v1/b/src/kept?ts={ts}")).status == 404)
+    });
+}

@@ -157,6 +157,13 @@ pub fn run_policy(store: &Store, policy: &Policy, run: &RunRequest) -> Result<Ru
                 )?;
                 outcome.records += stats.records;
                 outcome.blocks += stats.blocks;
+                if let Some(keep) = stats.kept_from {
+                    // Records pending replication were kept: the next run (at the next
+                    // interval) starts from them again rather than past them, so they go
+                    // once delivered.
+                    outcome.last_processed_ts =
+                        Some(outcome.last_processed_ts.map_or(keep, |p| p.min(keep)));
+                }
                 let examined = spans.iter().filter(in_window);
                 let (records, blocks) = examined.fold((0, 0), |(r, b), s| (r + s.records, b + 1));
                 run.meter.advance(records, blocks, 0);

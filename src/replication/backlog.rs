@@ -15,7 +15,7 @@
 //! the backlog's limit; when a fully delivered file has grown past a megabyte, it is cut
 //! back to its header.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -57,6 +57,9 @@ pub struct Backlog {
     len: u64,
     /// Pending items with the file offset where each ends.
     items: VecDeque<(BacklogItem, u64)>,
+    /// The timestamps of the pending items, counted: the oldest one a retention must
+    /// keep is the first key.
+    stamps: BTreeMap<u64, u32>,
     /// Most items kept; past it the oldest is dropped (and counted).
     limit: usize,
     /// Items dropped because the backlog was full, since it was opened.
@@ -88,7 +91,12 @@ impl Backlog {
         };
         let file = LazyFile::new(path, file);
         let sync = FileSync::new(file.clone(), path, len, durable);
+        let mut stamps = BTreeMap::new();
+        for (item, _) in &items {
+            *stamps.entry(item.ts).or_insert(0) += 1;
+        }
         let mut backlog = Backlog {
+            stamps,
             path: path.to_path_buf(),
             pos_path,
             file,
@@ -119,6 +127,7 @@ impl Backlog {
         self.len += op.buf.len() as u64;
         self.sync.appended(self.len);
         self.items.push_back((item, self.len));
+        *self.stamps.entry(item.ts).or_insert(0) += 1;
         self.enforce_limit();
         Ok(durability.after_append(&self.sync, self.len))
     }
@@ -141,7 +150,9 @@ impl Backlog {
         // at the same offsets would be skipped.
         self.sync.sync_written()?;
         write_atomic(&self.pos_path, &end.to_le_bytes())?;
-        self.items.drain(..n);
+        for (item, _) in self.items.drain(..n) {
+            forget(&mut self.stamps, item.ts);
+        }
         if self.items.is_empty() && self.len > TRUNCATE_PAST {
             self.truncate()?;
         }
@@ -168,6 +179,11 @@ impl Backlog {
         Ok(())
     }
 
+    /// The oldest timestamp among the items not delivered yet.
+    pub fn oldest_pending(&self) -> Option<u64> {
+        self.stamps.keys().next().copied()
+    }
+
     /// Items not delivered yet.
     pub fn pending(&self) -> u64 {
         self.items.len() as u64
@@ -183,6 +199,7 @@ impl Backlog {
     fn enforce_limit(&mut self) {
         while self.items.len() > self.limit {
             if let Some((item, _)) = self.items.pop_front() {
+                forget(&mut self.stamps, item.ts);
                 self.dropped += 1;
                 log::error!(
                     "replication backlog {} is full ({} items): dropping the oldest, record {} ({:?})",
@@ -192,6 +209,16 @@ impl Backlog {
                     item.kind
                 );
             }
+        }
+    }
+}
+
+/// Takes one count of `ts` off `stamps`.
+fn forget(stamps: &mut BTreeMap<u64, u32>, ts: u64) {
+    if let std::collections::btree_map::Entry::Occupied(mut e) = stamps.entry(ts) {
+        *e.get_mut() -= 1;
+        if *e.get() == 0 {
+            e.remove();
         }
     }
 }
@@ -270,8 +297,11 @@ mod tests {
             .expect("append")
             .wait()
             .expect("synced");
+        assert_eq!(backlog.oldest_pending(), Some(1));
         backlog.delivered(2).expect("delivered");
         assert_eq!(backlog.pending(), 4);
+        // The relabel of record 2 is still pending.
+        assert_eq!(backlog.oldest_pending(), Some(2));
         drop(backlog);
         let backlog = Backlog::open(&path, 100).expect("reopen");
         assert_eq!(

@@ -369,6 +369,19 @@ impl Replications {
     }
 }
 
+impl Replications {
+    /// The oldest record of `bucket/entry` some task has not delivered yet: what a delete
+    /// policy or the FIFO quota must keep (from this timestamp on).
+    pub fn keep_from(&self, bucket: &str, entry: &str) -> Option<u64> {
+        let running = self.running.read().unwrap_or_else(|p| p.into_inner());
+        running
+            .values()
+            .filter(|r| r.task.config().settings.src_bucket == bucket)
+            .filter_map(|r| r.task.oldest_pending(entry))
+            .min()
+    }
+}
+
 impl Drop for Replications {
     fn drop(&mut self) {
         self.shutdown();
@@ -392,6 +405,10 @@ impl ChangeObserver for Recorder {
             Some(replications) => replications.record(bucket, entry, ts, change, meta),
             None => Pending::none(),
         }
+    }
+
+    fn keep_from(&self, bucket: &str, entry: &str) -> Option<u64> {
+        self.0.upgrade()?.keep_from(bucket, entry)
     }
 }
 

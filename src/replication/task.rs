@@ -219,6 +219,11 @@ impl Task {
         self.backlogs().values().map(Backlog::pending).sum()
     }
 
+    /// The oldest timestamp of `entry` not delivered yet (what retention must keep).
+    pub fn oldest_pending(&self, entry: &str) -> Option<u64> {
+        self.backlogs().get(entry).and_then(Backlog::oldest_pending)
+    }
+
     /// The entries with pending records, by name.
     pub fn entries_pending(&self) -> Vec<String> {
         self.backlogs()

@@ -38,6 +38,9 @@ pub struct RemoveStats {
     pub records: u64,
     /// Blocks affected: dropped whole or given tombstones (each log counts too).
     pub blocks: u64,
+    /// The oldest record of the range kept because a replication has not delivered it
+    /// yet (it and the records after it were kept; `remove_records_until` only).
+    pub kept_from: Option<u64>,
 }
 
 impl RemoveStats {
@@ -45,6 +48,10 @@ impl RemoveStats {
     pub fn add(&mut self, other: RemoveStats) {
         self.records += other.records;
         self.blocks += other.blocks;
+        self.kept_from = match (self.kept_from, other.kept_from) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 }
 

@@ -1,5 +1,6 @@
 //! Who is told of the changes made to records, so they can act on them after the store
-//! has: replication tasks record writes and label updates in their backlogs.
+//! has: replication tasks record writes and label updates in their backlogs, and tell
+//! retention (delete policies, the FIFO quota) which records are still pending.
 //!
 //! The store knows nothing of replication; the server installs one observer at start
 //! ([`crate::storage::Store::observe`]). A write or label update of any bucket calls it
@@ -33,4 +34,11 @@ pub trait ChangeObserver: Send + Sync {
         change: Change,
         meta: Option<&RecordMeta>,
     ) -> Pending;
+
+    /// The oldest timestamp of `bucket/entry` that must outlive retention (a record some
+    /// replication has not delivered yet): delete policies and the FIFO quota keep it and
+    /// everything after it. `None`: nothing to keep.
+    fn keep_from(&self, _bucket: &str, _entry: &str) -> Option<u64> {
+        None
+    }
 }

@@ -53,11 +53,14 @@ impl Bucket {
             .into_iter()
             .filter(|e| !crate::storage::attachments::is_attachment_entry(e.name()));
         for entry in evictable {
+            let keep = self.keep_from(entry.name());
             let first = entry
                 .lock()?
                 .index
                 .blocks
                 .first()
+                // A block holding a record pending replication is not evicted.
+                .filter(|b| keep.is_none_or(|keep| b.last_ts < keep))
                 .map(|b| (b.first_ts, b.seq));
             if let Some((first_ts, seq)) = first
                 && oldest.as_ref().is_none_or(|(ts, _, _)| first_ts < *ts)

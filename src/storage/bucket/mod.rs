@@ -320,6 +320,12 @@ impl Bucket {
         Ok(pending)
     }
 
+    /// The oldest record of `entry` a replication has not delivered yet: retention keeps
+    /// it and everything after it.
+    pub(crate) fn keep_from(&self, entry: &str) -> Option<u64> {
+        self.ctx.observer.get()?.keep_from(&self.name, entry)
+    }
+
     /// Reads the record at `ts`, or the latest one when `ts` is `None`.
     pub fn read(&self, entry: &str, ts: Option<u64>) -> Result<Record> {
         self.entry(entry)?.read(ts)
@@ -468,6 +474,22 @@ impl Bucket {
         for entry in selected {
             if cancel() {
                 break;
+            }
+            // Records a replication has not delivered yet outlive retention.
+            let stop = match self.keep_from(entry.name()) {
+                Some(keep) if keep < stop => {
+                    log::info!(
+                        "bucket '{}': entry '{}': keeping records from {keep} on, pending replication",
+                        self.name,
+                        entry.name()
+                    );
+                    stats.kept_from = Some(stats.kept_from.map_or(keep, |k| k.min(keep)));
+                    keep
+                }
+                _ => stop,
+            };
+            if start >= stop {
+                continue;
             }
             stats.add(match when {
                 Some(condition) if condition.is_stateful() => {
