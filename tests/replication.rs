@@ -397,7 +397,8 @@ fn a_delete_policy_keeps_records_pending_replication_until_they_are_delivered() 
             .unwrap_or(0)
     };
     assert_eq!(
-        src.request("POST", "/api/v1/lifecycles/purge/run", &[], b"").status,
+        src.request("POST", "/api/v1/lifecycles/purge/run", &[], b"")
+            .status,
         200
     );
     wait_until("the first run", || runs(&src) >= 1);
