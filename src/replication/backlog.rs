@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::storage::format::binary::BinaryReader;
 use crate::storage::format::fsutil::write_atomic;
 use crate::storage::format::oplog;
 use crate::storage::sync::{Durability, FileSync, LazyFile, Pending};
@@ -40,12 +41,15 @@ pub enum ItemKind {
 }
 
 /// One pending record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BacklogItem {
     /// Write or label update.
     pub kind: ItemKind,
     /// The record's timestamp.
     pub ts: u64,
+    /// An update: the labels it removed (sent as removals, so the destination loses them
+    /// too; an update carries the record's labels as they are when it is sent).
+    pub removed: Vec<String>,
 }
 
 /// The backlog file of one (replication, entry), replayed into memory.
@@ -118,6 +122,12 @@ impl Backlog {
             ItemKind::Update => OP_UPDATE,
         });
         op.u64(item.ts);
+        if item.kind == ItemKind::Update {
+            op.varint(item.removed.len() as u64);
+            for name in &item.removed {
+                op.str(name);
+            }
+        }
         oplog::finish_op(&mut op, &[])?;
         let file = self
             .file
@@ -126,15 +136,19 @@ impl Backlog {
         oplog::append_at(&file, &self.path, self.len, &op.buf, &[])?;
         self.len += op.buf.len() as u64;
         self.sync.appended(self.len);
-        self.items.push_back((item, self.len));
         *self.stamps.entry(item.ts).or_insert(0) += 1;
+        self.items.push_back((item, self.len));
         self.enforce_limit();
         Ok(durability.after_append(&self.sync, self.len))
     }
 
     /// The first `n` pending items, oldest first.
     pub fn peek(&self, n: usize) -> Vec<BacklogItem> {
-        self.items.iter().take(n).map(|(item, _)| *item).collect()
+        self.items
+            .iter()
+            .take(n)
+            .map(|(item, _)| item.clone())
+            .collect()
     }
 
     /// Marks the first `n` pending items delivered, durably (the next open does not
@@ -249,16 +263,21 @@ fn read_position(path: &Path) -> Result<u64> {
 fn decode(body: &[u8], what: &str) -> Result<BacklogItem> {
     let bad = || Error::internal(format!("{what}: a backlog item is damaged"));
     let (&kind, rest) = body.split_first().ok_or_else(bad)?;
-    let kind = match kind {
-        OP_WRITE => ItemKind::Write,
-        OP_UPDATE => ItemKind::Update,
+    let mut r = BinaryReader::new(rest, what);
+    let ts = r.u64()?;
+    let (kind, removed) = match kind {
+        OP_WRITE => (ItemKind::Write, Vec::new()),
+        OP_UPDATE => {
+            let n = r.varint()?;
+            let mut removed = Vec::new();
+            for _ in 0..n {
+                removed.push(r.str()?);
+            }
+            (ItemKind::Update, removed)
+        }
         _ => return Err(bad()),
     };
-    let ts = <[u8; 8]>::try_from(rest).map_err(|_| bad())?;
-    Ok(BacklogItem {
-        kind,
-        ts: u64::from_le_bytes(ts),
-    })
+    Ok(BacklogItem { kind, ts, removed })
 }
 
 #[cfg(test)]
@@ -270,6 +289,7 @@ mod tests {
         BacklogItem {
             kind: ItemKind::Write,
             ts,
+            removed: Vec::new(),
         }
     }
 
@@ -291,6 +311,7 @@ mod tests {
                 BacklogItem {
                     kind: ItemKind::Update,
                     ts: 2,
+                    removed: vec!["gone".into()],
                 },
                 &durability,
             )
@@ -312,7 +333,8 @@ mod tests {
                 write(5),
                 BacklogItem {
                     kind: ItemKind::Update,
-                    ts: 2
+                    ts: 2,
+                    removed: vec!["gone".into()],
                 }
             ]
         );

@@ -349,7 +349,7 @@ impl Replications {
         bucket: &Bucket,
         entry: &str,
         ts: u64,
-        change: Change,
+        change: Change<'_>,
         meta: Option<&RecordMeta>,
     ) -> Pending {
         let mut pending = Pending::none();
@@ -398,7 +398,7 @@ impl ChangeObserver for Recorder {
         bucket: &Bucket,
         entry: &str,
         ts: u64,
-        change: Change,
+        change: Change<'_>,
         meta: Option<&RecordMeta>,
     ) -> Pending {
         match self.0.upgrade() {

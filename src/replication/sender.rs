@@ -183,12 +183,21 @@ fn send_entry(
     // now, so with its labels as they are now). Records are read as they are taken, so a
     // batch stops growing at `BATCH_BYTES` of payload (but takes at least one record).
     let mut writes: Vec<Record> = Vec::new();
-    let mut updates: Vec<Record> = Vec::new();
+    // Updates with the labels they removed (several updates of a record: all of them).
+    let mut updates: Vec<(Record, Vec<String>)> = Vec::new();
     let mut bytes = 0u64;
     let mut settled = 0;
     for item in items {
-        let queued = |list: &[Record]| list.iter().any(|r| r.meta.timestamp == item.ts);
-        if queued(&writes) || (item.kind == ItemKind::Update && queued(&updates)) {
+        if writes.iter().any(|r| r.meta.timestamp == item.ts) {
+            settled += 1;
+            continue;
+        }
+        if item.kind == ItemKind::Update
+            && let Some((_, removed)) = updates
+                .iter_mut()
+                .find(|(r, _)| r.meta.timestamp == item.ts)
+        {
+            removed.extend(item.removed.iter().cloned());
             settled += 1;
             continue;
         }
@@ -211,10 +220,10 @@ fn send_entry(
                 break;
             }
             bytes += record.meta.size;
-            updates.retain(|r| r.meta.timestamp != item.ts);
+            updates.retain(|(r, _)| r.meta.timestamp != item.ts);
             writes.push(record);
         } else {
-            updates.push(record);
+            updates.push((record, item.removed.clone()));
         }
         settled += 1;
     }
@@ -225,22 +234,23 @@ fn send_entry(
         path_segment(&dst_entry)
     );
     // Label updates first; those the destination does not have are sent as writes.
-    let mut update_records = updates;
-    update_records.sort_by_key(|r| r.meta.timestamp);
+    updates.sort_by_key(|(r, _)| r.meta.timestamp);
     let mut resend: Vec<u64> = Vec::new();
-    if !update_records.is_empty() {
+    if !updates.is_empty() {
         let mut request = with_auth(agent.patch(url(settings, &path)), settings);
-        for r in &update_records {
-            let (name, value) = encode_v1_record(&r.meta);
-            // An update carries no body: its length is 0 and its content type empty.
-            let labels = value.splitn(3, ',').nth(2).unwrap_or("");
-            request = request.header(&name, &format!("0,,{labels}"));
+        for (r, removed) in &updates {
+            // An update carries no body: its length is 0 and its content type empty; the
+            // labels it removed go as empty values, which remove them there too.
+            request = request.header(
+                &format!("x-reduct-time-{}", r.meta.timestamp),
+                &format!("0,,{}", update_labels(&r.meta, removed)),
+            );
         }
         let (status, response) = status_of(request.send_empty())?;
         match status {
             200 => {
                 let mut delivered = 0;
-                for r in &update_records {
+                for (r, _) in &updates {
                     match record_error(&response, r.meta.timestamp) {
                         None => delivered += 1,
                         Some((404, _)) => resend.push(r.meta.timestamp),
@@ -251,21 +261,22 @@ fn send_entry(
                 }
                 task.state().delivered(delivered);
             }
-            404 => resend.extend(update_records.iter().map(|r| r.meta.timestamp)),
+            404 => resend.extend(updates.iter().map(|(r, _)| r.meta.timestamp)),
             code if transient(code) => {
                 return Err(Unavailable(i32::from(code), error_message(&response)));
             }
             code => {
                 let message = error_message(&response);
                 task.state()
-                    .failed(update_records.len() as u64, i32::from(code), &message);
+                    .failed(updates.len() as u64, i32::from(code), &message);
             }
         }
     }
     let mut write_records = writes;
     write_records.extend(
-        update_records
+        updates
             .into_iter()
+            .map(|(r, _)| r)
             .filter(|r| resend.contains(&r.meta.timestamp)),
     );
     write_records.sort_by_key(|r| r.meta.timestamp);
@@ -311,6 +322,31 @@ fn send_entry(
         }
     }
     Ok(settled)
+}
+
+/// The labels of an update: the record's labels now (sorted, a value with a comma
+/// quoted, as a v1 batch writes them), then the removed ones it does not have again as
+/// empty values.
+fn update_labels(meta: &crate::storage::RecordMeta, removed: &[String]) -> String {
+    let mut parts: Vec<String> = meta
+        .labels
+        .iter()
+        .map(|(k, v)| {
+            if v.contains(',') {
+                format!("{k}=\"{v}\"")
+            } else {
+                format!("{k}={v}")
+            }
+        })
+        .collect();
+    let mut gone: Vec<&String> = removed
+        .iter()
+        .filter(|k| !meta.labels.contains_key(k.as_str()))
+        .collect();
+    gone.sort();
+    gone.dedup();
+    parts.extend(gone.into_iter().map(|k| format!("{k}=")));
+    parts.join(",")
 }
 
 /// Counts and logs a record the destination refused for good.

@@ -255,7 +255,7 @@ impl Task {
         bucket: &Bucket,
         entry: &str,
         ts: u64,
-        change: Change,
+        change: Change<'_>,
         meta: Option<&RecordMeta>,
     ) -> Option<Result<Pending>> {
         let config = self.config();
@@ -306,9 +306,9 @@ impl Task {
                 }
             }
         }
-        let kind = match change {
-            Change::Write => ItemKind::Write,
-            Change::Update => ItemKind::Update,
+        let (kind, removed) = match change {
+            Change::Write => (ItemKind::Write, Vec::new()),
+            Change::Update(removed) => (ItemKind::Update, removed.to_vec()),
         };
         let mut backlogs = self.backlogs();
         if !backlogs.contains_key(entry) {
@@ -323,7 +323,7 @@ impl Task {
         let backlog = backlogs
             .get_mut(entry)
             .expect("the backlog was just ensured");
-        let pending = backlog.append(BacklogItem { kind, ts }, &self.durability);
+        let pending = backlog.append(BacklogItem { kind, ts, removed }, &self.durability);
         drop(backlogs);
         self.wake.notify_all();
         Some(pending)

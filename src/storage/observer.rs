@@ -14,12 +14,12 @@ use crate::storage::sync::Pending;
 
 /// What happened to a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Change {
+pub enum Change<'a> {
     /// The record was written (`meta` as written).
     Write,
-    /// Its labels were changed (`meta` is not given: the observer reads the record if
-    /// it needs its labels).
-    Update,
+    /// Its labels were changed, these ones removed (`meta` is not given: the observer
+    /// reads the record if it needs its labels).
+    Update(&'a [String]),
 }
 
 /// Told of each successful write and label update.
@@ -31,7 +31,7 @@ pub trait ChangeObserver: Send + Sync {
         bucket: &Bucket,
         entry: &str,
         ts: u64,
-        change: Change,
+        change: Change<'_>,
         meta: Option<&RecordMeta>,
     ) -> Pending;
 

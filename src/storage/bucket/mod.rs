@@ -348,7 +348,12 @@ impl Bucket {
         validate_labels(changes)?;
         let mut pending = self.entry(entry)?.update_labels(ts, changes)?;
         if let Some(observer) = self.ctx.observer.get() {
-            pending.add(observer.changed(self, entry, ts, Change::Update, None));
+            let removed: Vec<String> = changes
+                .iter()
+                .filter(|(_, v)| v.is_empty())
+                .map(|(k, _)| k.clone())
+                .collect();
+            pending.add(observer.changed(self, entry, ts, Change::Update(&removed), None));
         }
         Ok(pending)
     }
