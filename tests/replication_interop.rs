@@ -31,6 +31,9 @@ fn arrived(s: &ServerProcess, entry: &str, ts: u64, body: &[u8], labels: &[(&str
             .all(|(k, v)| r.header(&format!("x-reduct-label-{k}")) == Some(*v))
 }
 
+/// A record to send: entry, timestamp, body, labels.
+type Sample<'a> = (&'a str, u64, &'a [u8], Vec<(&'a str, &'a str)>);
+
 fn replicate(from: &ServerProcess, to: &ServerProcess, compression: &str) {
     assert_eq!(from.request("POST", "/api/v1/b/src", &[], b"").status, 200);
     let settings = json!({
@@ -45,7 +48,7 @@ fn replicate(from: &ServerProcess, to: &ServerProcess, compression: &str) {
         settings.to_string().as_bytes(),
     );
     assert_eq!(r.status, 200, "{}", r.error());
-    let records: [(&str, u64, &[u8], Vec<(&str, &str)>); 3] = [
+    let records: [Sample; 3] = [
         ("cam1", 1, b"a,b\n1,2\n", vec![("foo", "Bar"), ("x", "1,2")]),
         ("cam1", 2, b"second", vec![("foo", "baz")]),
         ("logs/app", 5, b"nested entry", vec![]),
