@@ -15,7 +15,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::replication::backlog::{BacklogItem, ItemKind};
-use crate::replication::settings::{ReplicationMode, ReplicationSettings};
+use crate::replication::settings::{ReplicationCompression, ReplicationMode, ReplicationSettings};
 use crate::replication::task::Task;
 use crate::server::protocol::batch_v1::encode_v1_record;
 use crate::storage::Store;
@@ -40,7 +40,8 @@ pub fn run(task: Arc<Task>, store: Weak<Store>, timeout: Duration) {
         .timeout_global(Some(timeout))
         .build()
         .new_agent();
-    let mut bucket_ready = false;
+    // `Some(whether it takes compressed batches)` once the destination bucket is known.
+    let mut destination: Option<bool> = None;
     while !task.stopped() {
         let config = task.config();
         let settings = &config.settings;
@@ -58,7 +59,7 @@ pub fn run(task: Arc<Task>, store: Weak<Store>, timeout: Duration) {
         let Some(store) = store.upgrade() else {
             return; // the server is shutting down
         };
-        let outcome = pass(&agent, &task, &store, settings, &entries, &mut bucket_ready);
+        let outcome = pass(&agent, &task, &store, settings, &entries, &mut destination);
         drop(store);
         match outcome {
             Ok(()) => task.state().is_active = true,
@@ -69,7 +70,7 @@ pub fn run(task: Arc<Task>, store: Weak<Store>, timeout: Duration) {
                     settings.dst_host,
                     timeout.as_secs()
                 );
-                bucket_ready = false;
+                destination = None;
                 let mut state = task.state();
                 state.is_active = false;
                 state.failed(0, code, &message);
@@ -87,7 +88,7 @@ fn pass(
     store: &Store,
     settings: &ReplicationSettings,
     entries: &[String],
-    bucket_ready: &mut bool,
+    destination: &mut Option<bool>,
 ) -> Result<(), Unavailable> {
     let bucket = store.bucket(&settings.src_bucket).map_err(|e| {
         Unavailable(
@@ -95,16 +96,20 @@ fn pass(
             format!("source bucket '{}': {}", settings.src_bucket, e.message()),
         )
     })?;
-    if !*bucket_ready {
-        ensure_bucket(agent, settings)?;
-        *bucket_ready = true;
-    }
+    let compressed_ok = match *destination {
+        Some(ok) => ok,
+        None => {
+            let ok = ensure_bucket(agent, settings)?;
+            *destination = Some(ok);
+            ok
+        }
+    };
     for entry in entries {
         if task.stopped() {
             break;
         }
         let items = task.peek(entry, BATCH_RECORDS);
-        let done = send_entry(agent, task, &bucket, settings, entry, &items)?;
+        let done = send_entry(agent, task, &bucket, settings, entry, &items, compressed_ok)?;
         if let Err(e) = task.delivered(entry, done) {
             log::error!(
                 "replication '{}': recording the delivery of {done} record(s) of {entry}: {e}",
@@ -141,15 +146,25 @@ fn status_of(
 }
 
 /// Makes sure the destination bucket exists: created with its defaults when missing.
-fn ensure_bucket(agent: &ureq::Agent, settings: &ReplicationSettings) -> Result<(), Unavailable> {
+/// Returns whether the destination takes compressed batches (it says `x-reduct-api` 1.21
+/// or later).
+fn ensure_bucket(agent: &ureq::Agent, settings: &ReplicationSettings) -> Result<bool, Unavailable> {
     let path = format!("b/{}", path_segment(&settings.dst_bucket));
-    let (status, _) = status_of(with_auth(agent.get(url(settings, &path)), settings).call())?;
+    let (status, response) =
+        status_of(with_auth(agent.get(url(settings, &path)), settings).call())?;
+    let compressed_ok = response
+        .headers()
+        .get("x-reduct-api")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once('.'))
+        .and_then(|(major, minor)| Some((major.parse::<u32>().ok()?, minor.parse::<u32>().ok()?)))
+        .is_some_and(|version| version >= (1, 21));
     match status {
-        200 => Ok(()),
+        200 => Ok(compressed_ok),
         404 => {
             let created = with_auth(agent.post(url(settings, &path)), settings).send_empty();
             match status_of(created)?.0 {
-                200 | 409 => Ok(()),
+                200 | 409 => Ok(compressed_ok),
                 code => Err(Unavailable(
                     i32::from(code),
                     format!("creating bucket '{}'", settings.dst_bucket),
@@ -178,6 +193,7 @@ fn send_entry(
     settings: &ReplicationSettings,
     entry: &str,
     items: &[BacklogItem],
+    compressed_ok: bool,
 ) -> Result<usize, Unavailable> {
     // One send per record: a write and an update of it in one round are one write (read
     // now, so with its labels as they are now). Records are read as they are taken, so a
@@ -291,6 +307,24 @@ fn send_entry(
                 body.extend_from_slice(payload.as_slice());
             }
         }
+        let coding = match settings.compression {
+            ReplicationCompression::None => None,
+            _ if !compressed_ok => None,
+            ReplicationCompression::Gzip => Some("gzip"),
+            ReplicationCompression::Zstd => Some("zstd"),
+        };
+        if let Some(coding) = coding {
+            match compress(coding, &body) {
+                Ok(packed) => {
+                    body = packed;
+                    request = request.header("content-encoding", coding);
+                }
+                Err(e) => log::warn!(
+                    "replication '{}': compressing a batch with {coding} failed ({e}); sent as it is",
+                    task.name()
+                ),
+            }
+        }
         let (status, response) = status_of(request.send(&body[..]))?;
         match status {
             200 => {
@@ -347,6 +381,17 @@ fn update_labels(meta: &crate::storage::RecordMeta, removed: &[String]) -> Strin
     gone.dedup();
     parts.extend(gone.into_iter().map(|k| format!("{k}=")));
     parts.join(",")
+}
+
+/// A batch body compressed for `Content-Encoding: gzip` or `zstd`.
+fn compress(coding: &str, body: &[u8]) -> std::io::Result<Vec<u8>> {
+    use std::io::Write;
+    if coding == "zstd" {
+        return zstd::encode_all(body, 3);
+    }
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder.write_all(body)?;
+    encoder.finish()
 }
 
 /// Counts and logs a record the destination refused for good.
