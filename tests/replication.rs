@@ -451,3 +451,54 @@ fn a_delete_policy_keeps_records_pending_replication_until_they_are_delivered() 
         (1..=3u64).all(|ts| src.get(&format!("/api/v1/b/src/kept?ts={ts}")).status == 404)
     });
 }
+
+#[test]
+fn a_source_killed_mid_send_delivers_everything_once_restarted() {
+    const RECORDS: u64 = 2_000;
+    let src_dir = tempfile::tempdir().expect("tempdir");
+    let env = [("RS_REPLICATION_TIMEOUT", "1")];
+    let src = start_server(src_dir.path(), &env);
+    assert_eq!(src.request("POST", "/api/v1/b/src", &[], b"").status, 200);
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    let settings = json!({
+        "src_bucket": "src", "dst_bucket": "dst",
+        "dst_host": format!("http://127.0.0.1:{port}"),
+    });
+    assert_eq!(create(&src, "r", &settings).status, 200);
+    let stamps: Vec<u64> = (1..=RECORDS).collect();
+    common::write_batches(&src, "src", "e", &stamps, 512);
+    wait_until("the backlog holds every record", || {
+        json_of(&src, "/api/v1/replications/r")["info"]["pending_records"] == RECORDS
+    });
+    let dst_dir = tempfile::tempdir().expect("tempdir");
+    let dst = start_server(dst_dir.path(), &[]);
+    let mut moved = settings.clone();
+    moved["dst_host"] = json!(format!("http://{}", dst.addr));
+    let r = src.request(
+        "PUT",
+        "/api/v1/replications/r",
+        &[],
+        moved.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.error());
+    // Killed (SIGKILL) as soon as its own report says sending has begun.
+    wait_until("sending begins", || {
+        json_of(&src, "/api/v1/replications/r")["info"]["pending_records"]
+            .as_u64()
+            .is_some_and(|p| p < RECORDS)
+    });
+    drop(src);
+    let src = start_server(src_dir.path(), &env);
+    wait_until("everything delivered after the restart", || {
+        json_of(&src, "/api/v1/replications/r")["info"]["pending_records"] == 0
+    });
+    let info: Value = serde_json::from_slice(&dst.get("/api/v1/b/dst").body).expect("JSON");
+    assert_eq!(info["info"]["entry_count"], 1);
+    let entries = info["entries"].as_array().expect("entries");
+    assert_eq!(entries[0]["record_count"], RECORDS, "every record, once");
+    // Records sent again after the kill were counted as delivered, not as errors.
+    let full = json_of(&src, "/api/v1/replications/r");
+    assert_eq!(full["diagnostics"]["hourly"]["errored"], 0, "{full}");
+}
