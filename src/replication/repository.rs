@@ -370,6 +370,14 @@ impl Replications {
 }
 
 impl Replications {
+    /// Whether some task replicates `bucket`.
+    pub fn watches(&self, bucket: &str) -> bool {
+        let running = self.running.read().unwrap_or_else(|p| p.into_inner());
+        running
+            .values()
+            .any(|r| r.task.config().settings.src_bucket == bucket)
+    }
+
     /// The oldest record of `bucket/entry` some task has not delivered yet: what a delete
     /// policy or the FIFO quota must keep (from this timestamp on).
     pub fn keep_from(&self, bucket: &str, entry: &str) -> Option<u64> {
@@ -405,6 +413,10 @@ impl ChangeObserver for Recorder {
             Some(replications) => replications.record(bucket, entry, ts, change, meta),
             None => Pending::none(),
         }
+    }
+
+    fn watches(&self, bucket: &str) -> bool {
+        self.0.upgrade().is_some_and(|r| r.watches(bucket))
     }
 
     fn keep_from(&self, bucket: &str, entry: &str) -> Option<u64> {

@@ -15,6 +15,7 @@ use crate::replication::backlog::{Backlog, BacklogItem, ItemKind};
 use crate::replication::settings::{ReplicationMode, ReplicationSettings, ValidatedReplication};
 use crate::storage::attachments::{META_SEGMENT, is_attachment_entry};
 use crate::storage::bucket::Bucket;
+use crate::storage::format::fsutil::create_dirs_durably;
 use crate::storage::observer::Change;
 use crate::storage::record::RecordMeta;
 use crate::storage::sync::{Durability, Pending};
@@ -146,8 +147,9 @@ impl Task {
         durability: Arc<Durability>,
         log_size: usize,
     ) -> Result<Task> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        // Durably: a backlog's own syncs cover its file and its entry in this directory,
+        // not this directory's entry in its parents.
+        create_dirs_durably(dir)?;
         let mut backlogs = BTreeMap::new();
         let listing = std::fs::read_dir(dir)
             .map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;

@@ -35,6 +35,12 @@ pub trait ChangeObserver: Send + Sync {
         meta: Option<&RecordMeta>,
     ) -> Pending;
 
+    /// Whether changes of `bucket` matter to it at all (when not, the store does not even
+    /// copy what [`ChangeObserver::changed`] would be given).
+    fn watches(&self, _bucket: &str) -> bool {
+        true
+    }
+
     /// The oldest timestamp of `bucket/entry` that must outlive retention (a record some
     /// replication has not delivered yet): delete policies and the FIFO quota keep it and
     /// everything after it. `None`: nothing to keep.

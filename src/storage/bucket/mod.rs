@@ -294,14 +294,15 @@ impl Bucket {
     /// returned [`Pending`] is waited on. A batch collects the `Pending` of each record
     /// and waits once, which costs one sync per file it touched.
     pub fn write_deferred(&self, entry: &str, meta: RecordMeta, payload: &[u8]) -> Result<Pending> {
-        let observed = self.ctx.observer.get().map(|_| meta.clone());
+        let observer = self.ctx.observer.get().filter(|o| o.watches(&self.name));
+        let observed = observer.map(|_| meta.clone());
         let ts = meta.timestamp;
         let mut pending = if is_attachment_entry(entry) {
             self.write_attachment(entry, meta, payload)?
         } else {
             self.write_record(entry, meta, payload)?
         };
-        if let (Some(observer), Some(meta)) = (self.ctx.observer.get(), observed) {
+        if let (Some(observer), Some(meta)) = (observer, observed) {
             pending.add(observer.changed(self, entry, ts, Change::Write, Some(&meta)));
         }
         Ok(pending)
@@ -347,7 +348,7 @@ impl Bucket {
     ) -> Result<Pending> {
         validate_labels(changes)?;
         let mut pending = self.entry(entry)?.update_labels(ts, changes)?;
-        if let Some(observer) = self.ctx.observer.get() {
+        if let Some(observer) = self.ctx.observer.get().filter(|o| o.watches(&self.name)) {
             let removed: Vec<String> = changes
                 .iter()
                 .filter(|(_, v)| v.is_empty())
