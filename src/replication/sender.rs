@@ -40,10 +40,17 @@ pub fn run(task: Arc<Task>, store: Weak<Store>, timeout: Duration) {
         .timeout_global(Some(timeout))
         .build()
         .new_agent();
-    // `Some(whether it takes compressed batches)` once the destination bucket is known.
+    // `Some(whether it takes compressed batches)` once the destination bucket is known,
+    // for the settings it was learnt with.
     let mut destination: Option<bool> = None;
+    let mut known_for = task.config();
     while !task.stopped() {
         let config = task.config();
+        if !Arc::ptr_eq(&config, &known_for) {
+            // New settings (another host or bucket, perhaps): ask the destination again.
+            destination = None;
+            known_for = config.clone();
+        }
         let settings = &config.settings;
         if settings.mode != ReplicationMode::Enabled {
             task.state().is_active = settings.mode == ReplicationMode::Paused;
