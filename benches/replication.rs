@@ -55,9 +55,7 @@ fn main() {
     let dst_dir = tempfile::tempdir().expect("tempdir");
     let dst = start_server(dst_dir.path(), &[]);
     assert_eq!(src.request("POST", "/api/v1/b/src", &[], b"").status, 200);
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
-    let nowhere = format!("http://{}", closed.local_addr().expect("addr"));
-    drop(closed);
+    let nowhere = format!("http://127.0.0.1:{}", common::closed_port());
     let settings = json!({"src_bucket": "src", "dst_bucket": "dst", "dst_host": nowhere});
     let r = src.request(
         "POST",

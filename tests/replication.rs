@@ -271,9 +271,7 @@ fn pending_records_survive_a_restart_of_the_source() {
     let src = start_server(src_dir.path(), &[("RS_REPLICATION_TIMEOUT", "1")]);
     assert_eq!(src.request("POST", "/api/v1/b/src", &[], b"").status, 200);
     // A destination nobody listens on.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
-    let port = closed.local_addr().expect("addr").port();
-    drop(closed);
+    let port = common::closed_port();
     let settings = json!({
         "src_bucket": "src", "dst_bucket": "dst",
         "dst_host": format!("http://127.0.0.1:{port}"), "dst_token": "secret",
@@ -380,9 +378,7 @@ fn a_delete_policy_keeps_records_pending_replication_until_they_are_delivered() 
         ],
     );
     assert_eq!(src.request("POST", "/api/v1/b/src", &[], b"").status, 200);
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
-    let port = closed.local_addr().expect("addr").port();
-    drop(closed);
+    let port = common::closed_port();
     let settings = json!({
         "src_bucket": "src", "dst_bucket": "dst", "entries": ["kept"],
         "dst_host": format!("http://127.0.0.1:{port}"),
@@ -459,9 +455,7 @@ fn a_source_killed_mid_send_delivers_everything_once_restarted() {
     let env = [("RS_REPLICATION_TIMEOUT", "1")];
     let src = start_server(src_dir.path(), &env);
     assert_eq!(src.request("POST", "/api/v1/b/src", &[], b"").status, 200);
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
-    let port = closed.local_addr().expect("addr").port();
-    drop(closed);
+    let port = common::closed_port();
     let settings = json!({
         "src_bucket": "src", "dst_bucket": "dst",
         "dst_host": format!("http://127.0.0.1:{port}"),

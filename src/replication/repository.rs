@@ -96,7 +96,10 @@ impl Replications {
             running: RwLock::new(BTreeMap::new()),
         });
         for (name, stored) in stored {
-            match this.start(&name, stored.settings) {
+            match this
+                .config(&name, stored.settings)
+                .and_then(|config| this.start(&name, config))
+            {
                 Ok(()) => {}
                 Err(e) => log::error!("replication '{name}' is not running: {e}"),
             }
@@ -143,9 +146,27 @@ impl Replications {
         Ok(TaskConfig { settings, parsed })
     }
 
-    /// Starts (or reconfigures) the task `name`.
-    fn start(&self, name: &str, settings: ReplicationSettings) -> Result<()> {
-        let config = self.config(name, settings)?;
+    /// Validates `settings`, stores them durably, then starts (or reconfigures) the task.
+    fn store_and_start(
+        &self,
+        defs: &mut JournaledMap<StoredReplication>,
+        name: &str,
+        settings: ReplicationSettings,
+        provisioned: bool,
+    ) -> Result<()> {
+        let config = self.config(name, settings.clone())?;
+        defs.put(
+            name,
+            StoredReplication {
+                settings,
+                provisioned,
+            },
+        )?;
+        self.start(name, config)
+    }
+
+    /// Starts (or reconfigures) the task `name` with its validated settings.
+    fn start(&self, name: &str, config: TaskConfig) -> Result<()> {
         let mut running = self.running.write().unwrap_or_else(|p| p.into_inner());
         if let Some(r) = running.get(name) {
             r.task.reconfigure(config, true);
@@ -229,15 +250,7 @@ impl Replications {
                 "Replication '{name}' already exists"
             )));
         }
-        self.config(name, settings.clone())?;
-        defs.put(
-            name,
-            StoredReplication {
-                settings: settings.clone(),
-                provisioned: false,
-            },
-        )?;
-        self.start(name, settings)
+        self.store_and_start(&mut defs, name, settings, false)
     }
 
     /// Replaces a task's settings (`PUT`); a token left out keeps the stored one.
@@ -252,15 +265,7 @@ impl Replications {
         if settings.dst_token.is_none() {
             settings.dst_token.clone_from(&stored.settings.dst_token);
         }
-        self.config(name, settings.clone())?;
-        defs.put(
-            name,
-            StoredReplication {
-                settings: settings.clone(),
-                provisioned: false,
-            },
-        )?;
-        self.start(name, settings)
+        self.store_and_start(&mut defs, name, settings, false)
     }
 
     /// Sets a task's mode (`PATCH /replications/{name}/mode`), provisioned ones too.
@@ -271,8 +276,10 @@ impl Replications {
         defs.put(name, stored.clone())?;
         let running = self.running.read().unwrap_or_else(|p| p.into_inner());
         if let Some(r) = running.get(name) {
-            let config = self.config(name, stored.settings)?;
-            r.task.reconfigure(config, false);
+            // Only the mode changed: what was validated stays valid.
+            let parsed = r.task.config().parsed.clone();
+            let settings = stored.settings;
+            r.task.reconfigure(TaskConfig { settings, parsed }, false);
         }
         Ok(())
     }
@@ -318,15 +325,7 @@ impl Replications {
         if !mode_given && let Some(stored) = defs.get(name) {
             settings.mode = stored.settings.mode;
         }
-        self.config(name, settings.clone())?;
-        defs.put(
-            name,
-            StoredReplication {
-                settings: settings.clone(),
-                provisioned: true,
-            },
-        )?;
-        self.start(name, settings)
+        self.store_and_start(&mut defs, name, settings, true)
     }
 
     /// Stops every sender (the server is shutting down); what is pending stays in the

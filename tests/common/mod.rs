@@ -138,14 +138,7 @@ fn launch(
         cmd.env(k, v);
     }
     let mut child = cmd.spawn().expect("spawn halflife serve");
-    let stderr = child.stderr.take().expect("piped stderr");
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let sink = log.clone();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            sink.lock().unwrap().push(line);
-        }
-    });
+    let (log, reader) = capture_stderr(&mut child);
     let start = Instant::now();
     loop {
         let found = log.lock().unwrap().iter().find_map(|l| {
@@ -178,6 +171,25 @@ fn launch(
     }
 }
 
+/// Collects a child's stderr lines as they come (what the startup waits read).
+fn capture_stderr(child: &mut Child) -> (Arc<Mutex<Vec<String>>>, std::thread::JoinHandle<()>) {
+    let stderr = child.stderr.take().expect("piped stderr");
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let sink = log.clone();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            sink.lock().unwrap().push(line);
+        }
+    });
+    (log, reader)
+}
+
+/// A loopback port nobody listens on (bound, then released): a destination that is down.
+pub fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("its address").port()
+}
+
 /// The ReductStore binary named by `REDUCTSTORE_BIN`, for the comparisons and interop
 /// runs that need one; `None` (the caller reports NOT RUN) when it is unset or missing.
 pub fn reductstore_bin() -> Option<PathBuf> {
@@ -188,10 +200,7 @@ pub fn reductstore_bin() -> Option<PathBuf> {
 /// Starts the ReductStore binary `bin` on a free loopback port with data in `data` and
 /// extra environment; waits until `/api/v1/alive` answers.
 pub fn start_reductstore(bin: &Path, data: &Path, env: &[(&str, &str)]) -> ServerProcess {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let port = closed_port();
     let mut cmd = Command::new(bin);
     cmd.env("RS_DATA_PATH", data)
         .env("RS_HOST", "127.0.0.1")
@@ -206,14 +215,7 @@ pub fn start_reductstore(bin: &Path, data: &Path, env: &[(&str, &str)]) -> Serve
         cmd.env(k, v);
     }
     let mut child = cmd.spawn().expect("spawn reductstore");
-    let stderr = child.stderr.take().expect("piped stderr");
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let sink = log.clone();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            sink.lock().unwrap().push(line);
-        }
-    });
+    let (log, reader) = capture_stderr(&mut child);
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let server = ServerProcess {
         child,

@@ -1,0 +1,153 @@
+//! The commit protocol of an entry's sealed blocks: the index saved (its blocks sorted),
+//! then the files it replaced removed — by path under the lock, or, for commits that
+//! retire many blocks (recompression batches, merges, bulk removals), after the lock is
+//! released (`obsolete.rs`) — and blocks written without the lock swapped in only if
+//! what they replace is unchanged.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+use super::{Entry, EntryState, ObsoleteFiles, Replacement};
+use crate::error::Result;
+use crate::storage::format::edits::BlockEdits;
+use crate::storage::format::fsutil::remove_file_if_exists;
+use crate::storage::format::index::{EntryIndex, block_path, edits_path, max_overlap};
+
+impl Entry {
+    /// Drops a replaced block from the cache and retires its edit log; returns the files
+    /// to unlink (step 4 of the protocol), the block's and its edit log's.
+    fn discard_block_file(&self, st: &mut EntryState, seq: u64) -> impl Iterator<Item = PathBuf> {
+        self.ctx.cache.evict((self.uid, seq));
+        // The commit that dropped the block made its edits durable or moot (folded into a
+        // synced rewrite, or every record gone): writers waiting on them are released.
+        let edits = st.edits.remove(&seq).map(|log| {
+            log.sync_handle().retire();
+            edits_path(&self.dir, seq)
+        });
+        std::iter::once(block_path(&self.dir, seq)).chain(edits)
+    }
+
+    /// Commits blocks written without the lock: each replacement swaps its `old` blocks
+    /// for its `new` ones, but only if every old block is still in the index (a writer or
+    /// another run that changed one meanwhile wins, and the replacement's files are
+    /// removed). One index commit for all; returns which replacements took effect, and the
+    /// replaced files, for the caller to remove once it no longer holds anything a writer
+    /// waits for.
+    pub(crate) fn replace_blocks(
+        &self,
+        replacements: Vec<Replacement>,
+    ) -> Result<(Vec<bool>, ObsoleteFiles)> {
+        let mut st = match self.lock() {
+            Ok(st) => st,
+            Err(e) => {
+                // The entry was removed meanwhile: nothing to commit. Its directory was
+                // renamed away with the files written into it; the paths may now name
+                // files of an entry re-created under the same name, so nothing is removed
+                // by path (a file that landed in a new directory is a leftover its next
+                // open removes).
+                log::info!(
+                    "entry {}: {e}; dropping {} rewritten block set(s)",
+                    self.name,
+                    replacements.len()
+                );
+                return Ok((vec![false; replacements.len()], ObsoleteFiles::none()));
+            }
+        };
+        let mut next = st.index.clone();
+        let mut created = Vec::new();
+        let mut obsolete = Vec::new();
+        let mut applied = Vec::with_capacity(replacements.len());
+        for r in replacements {
+            // Present and unchanged: a label change or tombstone since the rewrite read the
+            // block would be lost by committing it.
+            let present = r
+                .old
+                .iter()
+                .all(|v| next.blocks.iter().any(|b| b.version() == *v));
+            if !present {
+                r.discard();
+                applied.push(false);
+                continue;
+            }
+            next.blocks.retain(|b| !r.old.contains(&b.version()));
+            for (seq, _) in &r.old {
+                // A block that keeps its file (a tier-only change) is not obsolete.
+                if !r.new.iter().any(|b| b.seq == *seq) {
+                    obsolete.push(*seq);
+                }
+            }
+            next.blocks.extend(r.new);
+            created.extend(r.files);
+            applied.push(true);
+        }
+        let mut files = ObsoleteFiles::none();
+        if applied.iter().any(|a| *a) {
+            files = self.commit_deferred(&mut st, next, &created, &obsolete)?;
+        }
+        Ok((applied, files))
+    }
+
+    /// The commit of every change to sealed blocks: saves `next` (its blocks sorted by first
+    /// timestamp) as the new index, then unlinks the files it replaced (under the lock,
+    /// so by path).
+    pub(super) fn commit(
+        &self,
+        st: &mut EntryState,
+        next: EntryIndex,
+        created: &[PathBuf],
+        obsolete_blocks: &[u64],
+    ) -> Result<()> {
+        for path in self.commit_index(st, next, created, obsolete_blocks)? {
+            if let Err(e) = remove_file_if_exists(&path) {
+                // The index no longer names the file: the next open removes it.
+                log::warn!("{e}");
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Entry::commit`], returning the files it replaced instead of unlinking them, so
+    /// that a commit retiring many blocks unlinks them after the entry lock is released.
+    pub(super) fn commit_deferred(
+        &self,
+        st: &mut EntryState,
+        next: EntryIndex,
+        created: &[PathBuf],
+        obsolete_blocks: &[u64],
+    ) -> Result<ObsoleteFiles> {
+        let files = self.commit_index(st, next, created, obsolete_blocks)?;
+        Ok(ObsoleteFiles::collect(&self.dir, files))
+    }
+
+    /// Saves `next` as the index and retires the replaced blocks; returns their files.
+    fn commit_index(
+        &self,
+        st: &mut EntryState,
+        mut next: EntryIndex,
+        created: &[PathBuf],
+        obsolete_blocks: &[u64],
+    ) -> Result<Vec<PathBuf>> {
+        // Edits can move a block's first timestamp (its first record removed), and sealed
+        // or merged blocks are appended: restore the order the lookups rely on.
+        next.blocks.sort_by_key(|b| b.first_ts);
+        // The index may now rely on edits (a range narrowed by a tombstone), and "fsynced
+        // with the next commit" is the durability an edit was acknowledged with.
+        let synced = st.edits.values_mut().try_for_each(BlockEdits::sync);
+        if let Err(e) = synced.and_then(|()| next.save(&self.dir)) {
+            for path in created {
+                let _ = remove_file_if_exists(path);
+            }
+            return Err(e);
+        }
+        st.index = next;
+        st.refresh_reach();
+        self.depth
+            .store(max_overlap(&st.index.blocks).0, Ordering::Relaxed);
+        self.merge_failed.store(false, Ordering::Release);
+        let mut files = Vec::new();
+        for &seq in obsolete_blocks {
+            files.extend(self.discard_block_file(st, seq));
+        }
+        Ok(files)
+    }
+}
