@@ -2,11 +2,18 @@
 //! writing RFC 3339 times (`last_run`, token times) and reading them (token
 //! `expires_at`). The calendar is `jiff`'s.
 
-use std::time::SystemTime;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use jiff::Timestamp;
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
+
+/// Now, in µs since the epoch (0 for a clock before it).
+pub fn now_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
 
 /// µs since the epoch of a UTC date and time; `None` for an impossible date or time.
 pub fn utc_micros(y: i64, mo: i64, d: i64, h: i64, mi: i64, s: i64) -> Option<i64> {

@@ -209,6 +209,28 @@ fn records_reach_the_destination_and_survive_its_outage() {
         let info = &json_of(&src, "/api/v1/replications/r1")["info"];
         info["pending_records"] == 2 && info["is_active"] == false
     });
+    // Each failed attempt counts the records it could not send, under -3.
+    wait_until("connection errors counted", || {
+        let errors = &json_of(&src, "/api/v1/replications/r1")["diagnostics"]["hourly"]["errors"];
+        errors["-3"]["count"].as_u64().unwrap_or(0) >= 2
+    });
+    let metrics = String::from_utf8(src.get("/metrics").body).expect("UTF-8");
+    for line in [
+        "halflife_replication_pending_records{replication=\"r1\"} 2",
+        "halflife_replication_active{replication=\"r1\"} 0",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
+    assert!(
+        metrics.contains("halflife_replication_errors_total{replication=\"r1\",code=\"-3\"}"),
+        "{metrics}"
+    );
+    let lag = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("halflife_replication_lag_seconds{replication=\"r1\"} "))
+        .and_then(|v| v.parse::<f64>().ok())
+        .expect("a lag");
+    assert!(lag > 0.0, "{metrics}");
     // It comes back (elsewhere): pointed there, the backlog drains.
     let dst2_dir = tempfile::tempdir().expect("tempdir");
     let dst2 = start_server(dst2_dir.path(), &[]);
@@ -227,6 +249,76 @@ fn records_reach_the_destination_and_survive_its_outage() {
     });
     wait_until("nothing pending", || {
         json_of(&src, "/api/v1/replications/r1")["info"]["pending_records"] == 0
+    });
+    // The outage and the recovery are summed up in `$system`: the failed passes once
+    // the status changed (a connection error is 65533, -3 as u16, as in ReductStore),
+    // the delivering ones once the sender went quiet.
+    let events = || common::system_events(&src, "replications", "r1");
+    // (The passes before the outage were summed up as it began.)
+    let after_outage = |all: &[Value]| {
+        let outage = all
+            .iter()
+            .position(|e| e["status"] == 65533 && e["failed_records"].as_u64().unwrap_or(0) >= 2)?;
+        all[outage..]
+            .iter()
+            .find(|e| e["status"] == 200 && e["written_records"].as_u64().unwrap_or(0) >= 2)
+            .cloned()
+    };
+    wait_until("the events of the outage and the recovery", || {
+        after_outage(&events()).is_some()
+    });
+    let recovered = after_outage(&events()).expect("a 200 event after the outage");
+    assert_eq!(recovered["pending_records"], 0);
+    assert_eq!(recovered["message"], "");
+    assert!(recovered["replicated_data_size"].as_u64().unwrap_or(0) >= 21);
+    let keys: Vec<&str> = recovered
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "timestamp",
+            "instance",
+            "status",
+            "message",
+            "pending_records",
+            "written_records",
+            "failed_records",
+            "replicated_data_size",
+            "duration"
+        ]
+    );
+    let metrics = String::from_utf8(src.get("/metrics").body).expect("UTF-8");
+    for line in [
+        "halflife_replication_pending_records{replication=\"r1\"} 0",
+        "halflife_replication_active{replication=\"r1\"} 1",
+        "halflife_replication_lag_seconds{replication=\"r1\"} 0.0",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
+    let sent = metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("halflife_replication_sent_records_total{replication=\"r1\"} ")
+        })
+        .and_then(|v| v.parse::<u64>().ok())
+        .expect("records sent");
+    assert!(sent >= 2, "{metrics}");
+
+    // Paused: nothing is sent, but `is_active` says whether the destination answers.
+    let r = src.request(
+        "PATCH",
+        "/api/v1/replications/r1/mode",
+        &[],
+        br#"{"mode":"paused"}"#,
+    );
+    assert_eq!(r.status, 200);
+    drop(dst2);
+    wait_until("a paused task sees its destination gone", || {
+        json_of(&src, "/api/v1/replications/r1")["info"]["is_active"] == false
     });
 
     // Mode and removal.

@@ -11,6 +11,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::storage::Store;
 pub use crate::storage::system::SYSTEM_BUCKET;
 use crate::storage::system::SystemBucket;
+pub use crate::storage::system::sanitize;
 
 /// The `event` label of a run event.
 pub const RUN_EVENT: &str = "lifecycle_run";
@@ -78,26 +79,6 @@ impl RunEvent {
     /// True when the event reports a failure.
     pub fn is_error(&self) -> bool {
         self.status != STATUS_OK
-    }
-}
-
-/// Replaces every character an entry segment cannot hold with `_` (an empty name becomes
-/// `unknown`, as in ReductStore).
-pub fn sanitize(name: &str) -> String {
-    let clean: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if clean.is_empty() {
-        "unknown".to_string()
-    } else {
-        clean
     }
 }
 

@@ -18,6 +18,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::storage::format::binary::BinaryReader;
@@ -59,8 +60,9 @@ pub struct Backlog {
     file: Arc<LazyFile>,
     sync: Arc<FileSync>,
     len: u64,
-    /// Pending items with the file offset where each ends.
-    items: VecDeque<(BacklogItem, u64)>,
+    /// Pending items with the file offset where each ends and when it was recorded
+    /// (replayed ones: when the backlog was opened), for the replication lag.
+    items: VecDeque<(BacklogItem, u64, Instant)>,
     /// The timestamps of the pending items, counted: the oldest one a retention must
     /// keep is the first key.
     stamps: BTreeMap<u64, u32>,
@@ -78,12 +80,13 @@ impl Backlog {
         let delivered = read_position(&pos_path)?;
         let what = path.display().to_string();
         let mut items = VecDeque::new();
+        let opened = Instant::now();
         let (file, len, durable) = if path.exists() {
             let (file, len) = oplog::open(path, BACKLOG_MAGIC, |body, body_offset| {
                 let item = decode(body, &what)?;
                 let end = body_offset + body.len() as u64;
                 if end > delivered {
-                    items.push_back((item, end));
+                    items.push_back((item, end, opened));
                 }
                 Ok(())
             })?;
@@ -96,7 +99,7 @@ impl Backlog {
         let file = LazyFile::new(path, file);
         let sync = FileSync::new(file.clone(), path, len, durable);
         let mut stamps = BTreeMap::new();
-        for (item, _) in &items {
+        for (item, _, _) in &items {
             *stamps.entry(item.ts).or_insert(0) += 1;
         }
         let mut backlog = Backlog {
@@ -137,7 +140,7 @@ impl Backlog {
         self.len += op.buf.len() as u64;
         self.sync.appended(self.len);
         *self.stamps.entry(item.ts).or_insert(0) += 1;
-        self.items.push_back((item, self.len));
+        self.items.push_back((item, self.len, Instant::now()));
         self.enforce_limit();
         Ok(durability.after_append(&self.sync, self.len))
     }
@@ -147,7 +150,7 @@ impl Backlog {
         self.items
             .iter()
             .take(n)
-            .map(|(item, _)| item.clone())
+            .map(|(item, _, _)| item.clone())
             .collect()
     }
 
@@ -164,7 +167,7 @@ impl Backlog {
         // at the same offsets would be skipped.
         self.sync.sync_written()?;
         write_atomic(&self.pos_path, &end.to_le_bytes())?;
-        for (item, _) in self.items.drain(..n) {
+        for (item, _, _) in self.items.drain(..n) {
             forget(&mut self.stamps, item.ts);
         }
         if self.items.is_empty() && self.len > TRUNCATE_PAST {
@@ -198,6 +201,12 @@ impl Backlog {
         self.stamps.keys().next().copied()
     }
 
+    /// When the oldest item not delivered yet was recorded (an item replayed at open
+    /// counts from the open).
+    pub fn oldest_recorded(&self) -> Option<Instant> {
+        self.items.front().map(|(_, _, at)| *at)
+    }
+
     /// Items not delivered yet.
     pub fn pending(&self) -> u64 {
         self.items.len() as u64
@@ -212,7 +221,7 @@ impl Backlog {
     /// too; the count is reported, never silent).
     fn enforce_limit(&mut self) {
         while self.items.len() > self.limit {
-            if let Some((item, _)) = self.items.pop_front() {
+            if let Some((item, _, _)) = self.items.pop_front() {
                 forget(&mut self.stamps, item.ts);
                 self.dropped += 1;
                 log::error!(

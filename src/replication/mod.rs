@@ -6,9 +6,11 @@
 //!   change observer that records what they replicate;
 //! - `task.rs`: one task's backlogs, what it records, its runtime state;
 //! - `backlog.rs`: the durable backlog of one (task, entry);
+//! - `events.rs`: the `$system` events summing a task's passes;
 //! - `sender.rs`: the sender thread (v1 batches over a blocking HTTP client).
 
 pub mod backlog;
+pub mod events;
 pub mod repository;
 mod sender;
 pub mod settings;

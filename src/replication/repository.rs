@@ -12,14 +12,16 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::replication::events::ReplicationEvents;
 use crate::replication::settings::{ReplicationMode, ReplicationSettings};
-use crate::replication::task::{Diagnostics, Task, TaskConfig, hex};
+use crate::replication::task::{Diagnostics, Task, TaskConfig, Totals, hex};
 use crate::storage::Store;
 use crate::storage::bucket::Bucket;
 use crate::storage::format::journaled_map::{JournaledMap, MapFiles};
 use crate::storage::observer::{Change, ChangeObserver};
 use crate::storage::record::RecordMeta;
 use crate::storage::sync::Pending;
+use crate::storage::system::SYSTEM_BUCKET;
 
 const FILES: MapFiles = MapFiles {
     snapshot: ".replications.json",
@@ -57,7 +59,7 @@ pub struct ReplicationInfo {
 }
 
 /// Server-wide replication settings.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ReplicationOptions {
     /// This server's port (a task to the same bucket here is refused).
     pub own_port: u16,
@@ -65,17 +67,24 @@ pub struct ReplicationOptions {
     pub timeout: Duration,
     /// Most records one backlog keeps (`RS_REPLICATION_LOG_SIZE`).
     pub log_size: usize,
+    /// `$system` events: the instance name and the FIFO quota a new `$system` gets
+    /// (`None`: system events are off).
+    pub events: Option<(String, Option<u64>)>,
 }
 
 struct Running {
     task: Arc<Task>,
     sender: Option<JoinHandle<()>>,
+    /// The `$system` entry of its own events, which it never replicates (a task
+    /// replicating `$system` would otherwise feed on itself).
+    own_events: Option<String>,
 }
 
 /// The tasks; `read_only` on a replica (every change refused, nothing recorded or sent).
 pub struct Replications {
     store: Weak<Store>,
     options: ReplicationOptions,
+    events: Option<Arc<ReplicationEvents>>,
     read_only: bool,
     defs: Option<Mutex<JournaledMap<StoredReplication>>>,
     running: RwLock<BTreeMap<String, Running>>,
@@ -88,9 +97,14 @@ impl Replications {
         let defs = JournaledMap::<StoredReplication>::open(store.data_path(), FILES)?;
         let stored: Vec<(String, StoredReplication)> =
             defs.iter().map(|(n, d)| (n.clone(), d.clone())).collect();
+        let events = options
+            .events
+            .as_ref()
+            .map(|(instance, quota)| Arc::new(ReplicationEvents::new(store, instance, *quota)));
         let this = Arc::new(Replications {
             store: Arc::downgrade(store),
             options,
+            events,
             read_only: false,
             defs: Some(Mutex::new(defs)),
             running: RwLock::new(BTreeMap::new()),
@@ -117,7 +131,9 @@ impl Replications {
                 own_port: 0,
                 timeout: Duration::from_secs(5),
                 log_size: 1,
+                events: None,
             },
+            events: None,
             read_only: true,
             defs: None,
             running: RwLock::new(BTreeMap::new()),
@@ -184,9 +200,10 @@ impl Replications {
         )?);
         let sender = {
             let (task, store, timeout) = (task.clone(), self.store.clone(), self.options.timeout);
+            let events = self.events.clone();
             std::thread::Builder::new()
                 .name(format!("halflife-replication-{name}"))
-                .spawn(move || crate::replication::sender::run(task, store, timeout))
+                .spawn(move || crate::replication::sender::run(task, store, timeout, events))
                 .map_err(|e| Error::internal(format!("starting replication '{name}': {e}")))?
         };
         running.insert(
@@ -194,6 +211,7 @@ impl Replications {
             Running {
                 task,
                 sender: Some(sender),
+                own_events: self.events.as_ref().map(|e| e.entry_name(name)),
             },
         );
         Ok(())
@@ -354,6 +372,9 @@ impl Replications {
         let mut pending = Pending::none();
         let running = self.running.read().unwrap_or_else(|p| p.into_inner());
         for r in running.values() {
+            if bucket.name() == SYSTEM_BUCKET && r.own_events.as_deref() == Some(entry) {
+                continue;
+            }
             match r.task.record(bucket, entry, ts, change, meta) {
                 None => {}
                 Some(Ok(p)) => pending.add(p),
@@ -368,7 +389,46 @@ impl Replications {
     }
 }
 
+/// What `/metrics` shows of a task.
+#[derive(Debug, Clone)]
+pub struct ReplicationMetrics {
+    /// Records not delivered yet.
+    pub pending_records: u64,
+    /// How long the oldest of them has waited.
+    pub lag: Duration,
+    /// The result of the last pass.
+    pub is_active: bool,
+    /// Counts since the task started.
+    pub totals: Totals,
+    /// Records dropped because a backlog was full.
+    pub backlog_dropped: u64,
+}
+
 impl Replications {
+    /// Every running task's metrics, by name.
+    pub fn metrics(&self) -> Vec<(String, ReplicationMetrics)> {
+        let running = self.running.read().unwrap_or_else(|p| p.into_inner());
+        running
+            .iter()
+            .map(|(name, r)| {
+                let task = &r.task;
+                let (is_active, totals) = {
+                    let state = task.state();
+                    (state.is_active, state.totals().clone())
+                };
+                let metrics = ReplicationMetrics {
+                    pending_records: task.pending_records(),
+                    lag: task.lag(),
+                    is_active: is_active
+                        && task.config().settings.mode != ReplicationMode::Disabled,
+                    totals,
+                    backlog_dropped: task.backlog_dropped(),
+                };
+                (name.clone(), metrics)
+            })
+            .collect()
+    }
+
     /// Whether some task replicates `bucket`.
     pub fn watches(&self, bucket: &str) -> bool {
         let running = self.running.read().unwrap_or_else(|p| p.into_inner());

@@ -12,9 +12,10 @@
 //!   the destination cannot take (400, 413, 422) drop records, each counted and logged.
 
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::replication::backlog::{BacklogItem, ItemKind};
+use crate::replication::events::{EventSummary, ReplicationEvents};
 use crate::replication::settings::{ReplicationCompression, ReplicationMode, ReplicationSettings};
 use crate::replication::task::Task;
 use crate::server::protocol::batch_v1::encode_v1_record;
@@ -29,22 +30,44 @@ const BATCH_BYTES: u64 = 8 << 20;
 const IDLE: Duration = Duration::from_millis(250);
 
 /// A pass that could not deliver: the code (an HTTP status, or -3 connection error, -6
-/// broken request) and why.
-struct Unavailable(i32, String);
+/// broken request), why, and how many records it was sending (kept for the next pass).
+struct Unavailable {
+    code: i32,
+    message: String,
+    records: u64,
+}
+
+impl Unavailable {
+    fn new(code: i32, message: impl Into<String>, records: usize) -> Unavailable {
+        Unavailable {
+            code,
+            message: message.into(),
+            records: records as u64,
+        }
+    }
+}
 
 /// Runs the sender of `task` until it is stopped. `timeout` bounds each request and is
-/// the pause after the destination was unavailable.
-pub fn run(task: Arc<Task>, store: Weak<Store>, timeout: Duration) {
+/// the pause after the destination was unavailable; `events` (if any) gets a summary
+/// of its passes (`$system` `replications/<instance>/<task>`).
+pub fn run(
+    task: Arc<Task>,
+    store: Weak<Store>,
+    timeout: Duration,
+    events: Option<Arc<ReplicationEvents>>,
+) {
     let agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(timeout))
         .build()
         .new_agent();
+    let mut summary = EventSummary::new(events);
     // `Some(whether it takes compressed batches)` once the destination bucket is known,
     // for the settings it was learnt with.
     let mut destination: Option<bool> = None;
     let mut known_for = task.config();
     while !task.stopped() {
+        summary.tick(&task);
         let config = task.config();
         if !Arc::ptr_eq(&config, &known_for) {
             // New settings (another host or bucket, perhaps): ask the destination again.
@@ -52,10 +75,20 @@ pub fn run(task: Arc<Task>, store: Weak<Store>, timeout: Duration) {
             known_for = config.clone();
         }
         let settings = &config.settings;
-        if settings.mode != ReplicationMode::Enabled {
-            task.state().is_active = settings.mode == ReplicationMode::Paused;
-            task.wait(IDLE);
-            continue;
+        match settings.mode {
+            ReplicationMode::Enabled => {}
+            ReplicationMode::Paused => {
+                // Nothing is sent, but whether the destination could be reached is shown.
+                let reachable = probe(&agent, settings);
+                task.state().is_active = reachable;
+                task.wait(IDLE);
+                continue;
+            }
+            ReplicationMode::Disabled => {
+                task.state().is_active = false;
+                task.wait(IDLE);
+                continue;
+            }
         }
         let entries = task.entries_pending();
         if entries.is_empty() {
@@ -64,13 +97,25 @@ pub fn run(task: Arc<Task>, store: Weak<Store>, timeout: Duration) {
             continue;
         }
         let Some(store) = store.upgrade() else {
-            return; // the server is shutting down
+            break; // the server is shutting down
         };
+        let started = Instant::now();
         let outcome = pass(&agent, &task, &store, settings, &entries, &mut destination);
         drop(store);
         match outcome {
-            Ok(()) => task.state().is_active = true,
-            Err(Unavailable(code, message)) => {
+            Ok(()) => {
+                let counts = {
+                    let mut state = task.state();
+                    state.is_active = true;
+                    state.take_pass()
+                };
+                summary.pass(&task, None, counts, started.elapsed());
+            }
+            Err(Unavailable {
+                code,
+                message,
+                records,
+            }) => {
                 log::warn!(
                     "replication '{}': destination {} unavailable ({code}: {message}); records kept, retrying in {} s",
                     task.name(),
@@ -78,14 +123,25 @@ pub fn run(task: Arc<Task>, store: Weak<Store>, timeout: Duration) {
                     timeout.as_secs()
                 );
                 destination = None;
-                let mut state = task.state();
-                state.is_active = false;
-                state.failed(0, code, &message);
-                drop(state);
+                let counts = {
+                    let mut state = task.state();
+                    state.is_active = false;
+                    state.unavailable(records, code, &message);
+                    state.take_pass()
+                };
+                summary.pass(&task, Some((code, message)), counts, started.elapsed());
                 task.wait(timeout);
             }
         }
     }
+    summary.flush(&task);
+}
+
+/// Whether the destination answers for its bucket (found, or missing and creatable).
+fn probe(agent: &ureq::Agent, settings: &ReplicationSettings) -> bool {
+    let path = format!("b/{}", path_segment(&settings.dst_bucket));
+    status_of(with_auth(agent.get(url(settings, &path)), settings).call())
+        .is_ok_and(|(status, _)| status == 200 || status == 404)
 }
 
 /// One pass over the entries with pending records.
@@ -97,16 +153,20 @@ fn pass(
     entries: &[String],
     destination: &mut Option<bool>,
 ) -> Result<(), Unavailable> {
+    // What a failure before the first batch keeps from being sent.
+    let first_batch = || task.peek(&entries[0], BATCH_RECORDS).len();
     let bucket = store.bucket(&settings.src_bucket).map_err(|e| {
-        Unavailable(
+        Unavailable::new(
             404,
             format!("source bucket '{}': {}", settings.src_bucket, e.message()),
+            first_batch(),
         )
     })?;
     let compressed_ok = match *destination {
         Some(ok) => ok,
         None => {
-            let ok = ensure_bucket(agent, settings)?;
+            let ok = ensure_bucket(agent, settings)
+                .map_err(|(code, message)| Unavailable::new(code, message, first_batch()))?;
             *destination = Some(ok);
             ok
         }
@@ -141,21 +201,25 @@ fn with_auth<B>(
     }
 }
 
-/// The status of a response, or why there was none.
+/// The status of a response, or why there was none (-6 for a request that timed out,
+/// -3 for any other failure to get an answer).
 fn status_of(
     result: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
-) -> Result<(u16, ureq::http::Response<ureq::Body>), Unavailable> {
+) -> Result<(u16, ureq::http::Response<ureq::Body>), (i32, String)> {
     match result {
         Ok(response) => Ok((response.status().as_u16(), response)),
-        Err(ureq::Error::Timeout(_)) => Err(Unavailable(-6, "the request timed out".into())),
-        Err(e) => Err(Unavailable(-3, e.to_string())),
+        Err(ureq::Error::Timeout(_)) => Err((-6, "the request timed out".into())),
+        Err(e) => Err((-3, e.to_string())),
     }
 }
 
 /// Makes sure the destination bucket exists: created with its defaults when missing.
 /// Returns whether the destination takes compressed batches (it says `x-reduct-api` 1.21
 /// or later).
-fn ensure_bucket(agent: &ureq::Agent, settings: &ReplicationSettings) -> Result<bool, Unavailable> {
+fn ensure_bucket(
+    agent: &ureq::Agent,
+    settings: &ReplicationSettings,
+) -> Result<bool, (i32, String)> {
     let path = format!("b/{}", path_segment(&settings.dst_bucket));
     let (status, response) =
         status_of(with_auth(agent.get(url(settings, &path)), settings).call())?;
@@ -172,13 +236,13 @@ fn ensure_bucket(agent: &ureq::Agent, settings: &ReplicationSettings) -> Result<
             let created = with_auth(agent.post(url(settings, &path)), settings).send_empty();
             match status_of(created)?.0 {
                 200 | 409 => Ok(compressed_ok),
-                code => Err(Unavailable(
+                code => Err((
                     i32::from(code),
                     format!("creating bucket '{}'", settings.dst_bucket),
                 )),
             }
         }
-        code => Err(Unavailable(
+        code => Err((
             i32::from(code),
             format!("checking bucket '{}'", settings.dst_bucket),
         )),
@@ -228,7 +292,7 @@ fn send_entry(
             Ok(record) => record,
             Err(e) => {
                 settled += 1;
-                task.state().failed(1, 404, e.message());
+                task.state().dropped(1, 404, e.message());
                 log::warn!(
                     "replication '{}': record {} of {entry} cannot be sent: {}",
                     task.name(),
@@ -269,7 +333,9 @@ fn send_entry(
                 &format!("0,,{}", update_labels(&r.meta, removed)),
             );
         }
-        let (status, response) = status_of(request.send_empty())?;
+        let unavailable = |code, message| Unavailable::new(code, message, updates.len());
+        let (status, response) =
+            status_of(request.send_empty()).map_err(|(c, m)| unavailable(c, m))?;
         match status {
             200 => {
                 let mut delivered = 0;
@@ -282,16 +348,21 @@ fn send_entry(
                         }
                     }
                 }
-                task.state().delivered(delivered);
+                task.state().delivered(delivered, 0);
             }
             404 => resend.extend(updates.iter().map(|(r, _)| r.meta.timestamp)),
             code if transient(code) => {
-                return Err(Unavailable(i32::from(code), error_message(&response)));
+                return Err(unavailable(i32::from(code), error_message(&response)));
             }
             code => {
                 let message = error_message(&response);
+                log::error!(
+                    "replication '{}': the destination refused label updates of {} record(s) of {entry} ({code}: {message}); they are dropped",
+                    task.name(),
+                    updates.len()
+                );
                 task.state()
-                    .failed(updates.len() as u64, i32::from(code), &message);
+                    .dropped(updates.len() as u64, i32::from(code), &message);
             }
         }
     }
@@ -332,23 +403,28 @@ fn send_entry(
                 ),
             }
         }
-        let (status, response) = status_of(request.send(&body[..]))?;
+        let unavailable = |code, message| Unavailable::new(code, message, write_records.len());
+        let (status, response) =
+            status_of(request.send(&body[..])).map_err(|(c, m)| unavailable(c, m))?;
         match status {
             200 => {
-                let mut delivered = 0;
+                let (mut delivered, mut bytes) = (0, 0);
                 for r in &write_records {
                     match record_error(&response, r.meta.timestamp) {
                         // Already there (sent before a crash, or written there too).
-                        None | Some((409, _)) => delivered += 1,
+                        None | Some((409, _)) => {
+                            delivered += 1;
+                            bytes += r.meta.size;
+                        }
                         Some((code, message)) => {
                             refused(task, entry, r.meta.timestamp, code, &message)
                         }
                     }
                 }
-                task.state().delivered(delivered);
+                task.state().delivered(delivered, bytes);
             }
             code if transient(code) => {
-                return Err(Unavailable(i32::from(code), error_message(&response)));
+                return Err(unavailable(i32::from(code), error_message(&response)));
             }
             code => {
                 let message = error_message(&response);
@@ -358,7 +434,7 @@ fn send_entry(
                     write_records.len()
                 );
                 task.state()
-                    .failed(write_records.len() as u64, i32::from(code), &message);
+                    .dropped(write_records.len() as u64, i32::from(code), &message);
             }
         }
     }
@@ -407,7 +483,7 @@ fn refused(task: &Task, entry: &str, ts: u64, code: i32, message: &str) {
         "replication '{}': the destination refused record {ts} of {entry} ({code}: {message}); it is dropped",
         task.name()
     );
-    task.state().failed(1, code, message);
+    task.state().dropped(1, code, message);
 }
 
 /// The per-record error a v1 batch answered for `ts` (`x-reduct-error-<ts>: <code>,<msg>`).

@@ -68,11 +68,41 @@ struct Frame {
     errors: BTreeMap<i32, ErrorSummary>,
 }
 
+/// Counts since the task started in this process (what `/metrics` shows; an update of
+/// the settings does not reset them, unlike the diagnostics).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Totals {
+    /// Records delivered.
+    pub records_sent: u64,
+    /// Payload bytes of the records delivered (before any batch compression).
+    pub bytes_sent: u64,
+    /// Records dropped for good: refused by the destination, or gone from the source
+    /// before they could be sent.
+    pub records_dropped: u64,
+    /// Records in failed attempts, by code (kept and retried, or dropped).
+    pub errors: BTreeMap<i32, u64>,
+}
+
+/// What the sender did since it last took these (one pass): the `$system` events sum them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PassCounts {
+    /// Records delivered.
+    pub written: u64,
+    /// Records in failed attempts.
+    pub failed: u64,
+    /// Payload bytes delivered.
+    pub bytes: u64,
+    /// The last failure's code and message.
+    pub last_error: Option<(i32, String)>,
+}
+
 /// What the sender reports and the API shows.
 pub struct TaskState {
     /// The result of the last pass: true after a delivered or empty one.
     pub is_active: bool,
     frames: VecDeque<(Instant, Frame)>,
+    totals: Totals,
+    pass: PassCounts,
 }
 
 impl TaskState {
@@ -91,18 +121,52 @@ impl TaskState {
         &mut self.frames.back_mut().expect("a frame was just ensured").1
     }
 
-    /// Counts records delivered.
-    pub fn delivered(&mut self, n: u64) {
-        self.frame().ok += n;
+    fn new() -> TaskState {
+        TaskState {
+            is_active: true,
+            frames: VecDeque::new(),
+            totals: Totals::default(),
+            pass: PassCounts::default(),
+        }
     }
 
-    /// Counts `n` records that failed with `code`.
-    pub fn failed(&mut self, n: u64, code: i32, message: &str) {
+    /// Counts `n` records delivered, of `bytes` payload bytes.
+    pub fn delivered(&mut self, n: u64, bytes: u64) {
+        self.frame().ok += n;
+        self.totals.records_sent += n;
+        self.totals.bytes_sent += bytes;
+        self.pass.written += n;
+        self.pass.bytes += bytes;
+    }
+
+    /// Counts `n` records whose sending failed with `code` and that are kept to be sent
+    /// again (the destination was unavailable).
+    pub fn unavailable(&mut self, n: u64, code: i32, message: &str) {
         let frame = self.frame();
         frame.errored += n;
         let e = frame.errors.entry(code).or_default();
         e.count += n;
         message.clone_into(&mut e.last_message);
+        *self.totals.errors.entry(code).or_default() += n;
+        self.pass.failed += n;
+        self.pass.last_error = Some((code, message.to_string()));
+    }
+
+    /// Counts `n` records dropped for good with `code` (refused by the destination, or
+    /// gone from the source before they were sent).
+    pub fn dropped(&mut self, n: u64, code: i32, message: &str) {
+        self.unavailable(n, code, message);
+        self.totals.records_dropped += n;
+    }
+
+    /// Counts since the task started.
+    pub fn totals(&self) -> &Totals {
+        &self.totals
+    }
+
+    /// What was counted since the last call.
+    pub fn take_pass(&mut self) -> PassCounts {
+        std::mem::take(&mut self.pass)
     }
 
     /// The diagnostics over the frames kept.
@@ -167,10 +231,7 @@ impl Task {
             log_size,
             config: RwLock::new(Arc::new(config)),
             backlogs: Mutex::new(backlogs),
-            state: Mutex::new(TaskState {
-                is_active: true,
-                frames: VecDeque::new(),
-            }),
+            state: Mutex::new(TaskState::new()),
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
         })
@@ -219,6 +280,20 @@ impl Task {
     /// Records not delivered yet, over every entry.
     pub fn pending_records(&self) -> u64 {
         self.backlogs().values().map(Backlog::pending).sum()
+    }
+
+    /// How long the oldest record not delivered yet has waited (zero when none waits).
+    pub fn lag(&self) -> Duration {
+        self.backlogs()
+            .values()
+            .filter_map(Backlog::oldest_recorded)
+            .min()
+            .map_or(Duration::ZERO, |at| at.elapsed())
+    }
+
+    /// Items dropped because a backlog was full, since the task started.
+    pub fn backlog_dropped(&self) -> u64 {
+        self.backlogs().values().map(Backlog::dropped).sum()
     }
 
     /// The oldest timestamp of `entry` not delivered yet (what retention must keep).
@@ -389,16 +464,22 @@ mod tests {
 
     #[test]
     fn diagnostics_scale_to_an_hour_and_keep_raw_error_counts() {
-        let mut state = TaskState {
-            is_active: true,
-            frames: VecDeque::new(),
-        };
-        state.delivered(3);
-        state.failed(2, -3, "connection refused");
+        let mut state = TaskState::new();
+        state.delivered(3, 30);
+        state.unavailable(2, -3, "connection refused");
         let d = state.diagnostics();
         assert_eq!(d.hourly.ok, 180);
         assert_eq!(d.hourly.errored, 120);
         assert_eq!(d.hourly.errors["-3"].count, 2);
         assert_eq!(d.hourly.errors["-3"].last_message, "connection refused");
+        state.dropped(1, 422, "bad label");
+        let totals = state.totals();
+        assert_eq!((totals.records_sent, totals.bytes_sent), (3, 30));
+        assert_eq!(totals.records_dropped, 1);
+        assert_eq!(totals.errors[&-3], 2);
+        let pass = state.take_pass();
+        assert_eq!((pass.written, pass.failed, pass.bytes), (3, 3, 30));
+        assert_eq!(pass.last_error, Some((422, "bad label".to_string())));
+        assert_eq!(state.take_pass(), PassCounts::default());
     }
 }

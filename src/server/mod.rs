@@ -203,6 +203,12 @@ impl Server {
                     own_port: addr.port(),
                     timeout: config.engine.replication_timeout,
                     log_size: config.engine.replication_log_size,
+                    events: config.engine.system_events.then(|| {
+                        (
+                            config.engine.instance_name.clone(),
+                            config.engine.system_events_quota,
+                        )
+                    }),
                 },
             )?
         };

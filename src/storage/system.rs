@@ -102,3 +102,23 @@ impl SystemBucket {
         )))
     }
 }
+
+/// Replaces every character an entry segment cannot hold with `_` (an empty name becomes
+/// `unknown`, as in ReductStore).
+pub fn sanitize(name: &str) -> String {
+    let clean: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if clean.is_empty() {
+        "unknown".to_string()
+    } else {
+        clean
+    }
+}

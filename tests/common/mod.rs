@@ -646,11 +646,16 @@ pub fn now_us() -> u64 {
         .as_micros() as u64
 }
 
-/// A policy's `lifecycle_run` events in `$system`, oldest first (its entry is named by
+/// The events of `$system` entry `<family>/<instance>/<name>`, oldest first (named by
 /// the server's instance, sanitised as the server does).
-pub fn lifecycle_events(s: &ServerProcess, policy: &str) -> Vec<serde_json::Value> {
+pub fn system_events(s: &ServerProcess, family: &str, name: &str) -> Vec<serde_json::Value> {
     let info = s.get("/api/v1/info").json();
     let instance = info["instance_name"].as_str().unwrap_or_default();
-    let segment = halflife::lifecycle::events::sanitize(instance);
-    s.json_records("$system", &format!("lifecycle/{segment}/{policy}"), "")
+    let segment = halflife::storage::system::sanitize(instance);
+    s.json_records("$system", &format!("{family}/{segment}/{name}"), "")
+}
+
+/// A policy's `lifecycle_run` events in `$system`, oldest first.
+pub fn lifecycle_events(s: &ServerProcess, policy: &str) -> Vec<serde_json::Value> {
+    system_events(s, "lifecycle", policy)
 }

@@ -12,6 +12,7 @@ use prometheus_client::registry::Registry;
 
 use super::http::Labels;
 use crate::error::{Error, Result};
+use crate::replication::repository::ReplicationMetrics;
 use crate::server::auth::{Access, Caller};
 use crate::server::state::App;
 
@@ -234,6 +235,81 @@ pub fn exposition(app: &App, caller: Option<&Caller>) -> Result<String> {
         "lifecycle_dispatch_lateness_seconds",
         "How long after its deadline the last scheduled run of a policy started",
         timed(&|i| i.last_lateness),
+    );
+
+    // Replication tasks (full access only, like their API).
+    let mut replications = if sees_policies {
+        app.replications.metrics()
+    } else {
+        Vec::new()
+    };
+    replications.sort_by(|a, b| a.0.cmp(&b.0));
+    let per_task = |value: &dyn Fn(&ReplicationMetrics) -> u64| {
+        replications
+            .iter()
+            .map(|(name, m)| (labels(&[("replication", name)]), value(m)))
+            .collect::<Vec<_>>()
+    };
+    gauges(
+        &mut registry,
+        "replication_pending_records",
+        "Records a replication task has recorded and not delivered yet (its lag in records)",
+        per_task(&|m| m.pending_records)
+            .into_iter()
+            .map(|(l, v)| (l, signed(v))),
+    );
+    seconds(
+        &mut registry,
+        "replication_lag_seconds",
+        "How long the oldest record a replication task has not delivered has waited (0 when none waits; records recorded before a restart count from the restart)",
+        replications
+            .iter()
+            .map(|(name, m)| (labels(&[("replication", name)]), m.lag)),
+    );
+    gauges(
+        &mut registry,
+        "replication_active",
+        "1 when a replication task's last pass reached its destination (0 when it did not, or the task is disabled)",
+        per_task(&|m| u64::from(m.is_active))
+            .into_iter()
+            .map(|(l, v)| (l, signed(v))),
+    );
+    counters(
+        &mut registry,
+        "replication_sent_records",
+        "Records a replication task delivered",
+        per_task(&|m| m.totals.records_sent),
+    );
+    counters(
+        &mut registry,
+        "replication_sent_bytes",
+        "Payload bytes of the records a replication task delivered (before batch compression)",
+        per_task(&|m| m.totals.bytes_sent),
+    );
+    counters(
+        &mut registry,
+        "replication_dropped_records",
+        "Records a replication task dropped for good: refused by the destination, or gone from the source before they were sent",
+        per_task(&|m| m.totals.records_dropped),
+    );
+    counters(
+        &mut registry,
+        "replication_backlog_overflow_records",
+        "Records dropped from a replication backlog because it was full (RS_REPLICATION_LOG_SIZE)",
+        per_task(&|m| m.backlog_dropped),
+    );
+    counters(
+        &mut registry,
+        "replication_errors",
+        "Records in failed sending attempts, by code (an HTTP status; -3 connection error, -6 timeout)",
+        replications.iter().flat_map(|(name, m)| {
+            m.totals.errors.iter().map(move |(code, n)| {
+                (
+                    labels(&[("replication", name), ("code", &code.to_string())]),
+                    *n,
+                )
+            })
+        }),
     );
 
     // Buckets by storage tier, from the block indexes.

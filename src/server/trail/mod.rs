@@ -13,7 +13,7 @@ pub mod usage;
 
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use log::LevelFilter;
@@ -36,12 +36,7 @@ pub const AUTH_DISABLED: &str = "AUTHENTICATION-DISABLED";
 /// The token name of calls answered 401.
 pub const UNAUTHORIZED: &str = "unauthorized";
 
-/// Now, in µs since the epoch.
-pub fn now_micros() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
-}
+pub use crate::timefmt::now_micros;
 
 /// What the trail counts and writes.
 pub struct Trail {
