@@ -9,7 +9,7 @@ use crate::Config;
 use crate::duration::parse_duration;
 use crate::error::{Error, Result};
 use crate::storage::condition::Condition;
-use crate::storage::{Codec, CompressPool, Store};
+use crate::storage::{Codec, CompressPool, RemoveControl, Store};
 
 /// What to do.
 #[derive(Debug, Clone)]
@@ -208,8 +208,13 @@ pub fn run(
             }
             progress(Progress::Entry(entry.name().to_string()));
             let name = [entry.name().to_string()];
-            let stats =
-                bucket.remove_records_until(&name, 0, stop, when.as_ref(), job.dry_run, cancel)?;
+            let stats = bucket.remove_records_until(
+                &name,
+                0,
+                stop,
+                when.as_ref(),
+                RemoveControl::new(job.dry_run, cancel),
+            )?;
             summary.records += stats.records;
             summary.blocks += stats.blocks;
             if stats.records > 0 {

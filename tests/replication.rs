@@ -472,18 +472,19 @@ fn a_delete_policy_keeps_records_pending_replication_until_they_are_delivered() 
     assert_eq!(src.request("POST", "/api/v1/b/src", &[], b"").status, 200);
     let port = common::closed_port();
     let settings = json!({
-        "src_bucket": "src", "dst_bucket": "dst", "entries": ["kept"],
+        "src_bucket": "src", "dst_bucket": "dst", "entries": ["kept", "gone"],
         "dst_host": format!("http://127.0.0.1:{port}"),
     });
     assert_eq!(create(&src, "r", &settings).status, 200);
     // Old records (1970): a delete policy with older_than 1s takes them all.
-    for entry in ["kept", "free"] {
+    for entry in ["kept", "free", "gone"] {
         for ts in 1..=3u64 {
             let r = src.request("POST", &format!("/api/v1/b/src/{entry}?ts={ts}"), &[], b"x");
             assert_eq!(r.status, 200, "{}", r.error());
         }
     }
-    let policy = json!({"type": "delete", "bucket": "src", "older_than": "1s", "interval": "1h"});
+    let policy = json!({"type": "delete", "bucket": "src", "entries": ["kept", "free"],
+        "older_than": "1s", "interval": "1h"});
     let r = src.request(
         "POST",
         "/api/v1/lifecycles/purge",
@@ -491,6 +492,32 @@ fn a_delete_policy_keeps_records_pending_replication_until_they_are_delivered() 
         policy.to_string().as_bytes(),
     );
     assert_eq!(r.status, 200, "{}", r.error());
+    // A policy may say pending records go too; only a delete policy can.
+    let mut reckless = json!({"type": "delete", "bucket": "src", "entries": ["gone"],
+        "older_than": "1s", "interval": "1h", "pending_replication": "delete"});
+    let r = src.request(
+        "POST",
+        "/api/v1/lifecycles/reckless",
+        &[],
+        reckless.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.error());
+    reckless["type"] = json!("compress");
+    let r = src.request(
+        "POST",
+        "/api/v1/lifecycles/squeeze",
+        &[],
+        reckless.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 422);
+    assert_eq!(
+        r.error(),
+        "Lifecycle type 'compress' does not support 'pending_replication'"
+    );
+    let shown =
+        |name: &str| json_of(&src, &format!("/api/v1/lifecycles/{name}"))["settings"].clone();
+    assert_eq!(shown("reckless")["pending_replication"], "delete");
+    assert!(shown("purge").get("pending_replication").is_none());
     let runs = |s: &ServerProcess| {
         json_of(s, "/api/v1/lifecycles/purge")["info"]["total_runs"]
             .as_u64()
@@ -512,6 +539,26 @@ fn a_delete_policy_keeps_records_pending_replication_until_they_are_delivered() 
             "record {ts} is pending replication and kept"
         );
     }
+    // The run says what it kept, in its info and its event.
+    let info = json_of(&src, "/api/v1/lifecycles/purge")["info"].clone();
+    assert_eq!(
+        info["last_event"]["kept_pending_replication_from"], 1,
+        "{info}"
+    );
+    let events = common::lifecycle_events(&src, "purge");
+    assert_eq!(
+        events.last().expect("an event")["kept_pending_replication_from"],
+        1
+    );
+    // The reckless policy deletes its entry's pending records.
+    assert_eq!(
+        src.request("POST", "/api/v1/lifecycles/reckless/run", &[], b"")
+            .status,
+        200
+    );
+    wait_until("pending records deleted on request", || {
+        (1..=3u64).all(|ts| src.get(&format!("/api/v1/b/src/gone?ts={ts}")).status == 404)
+    });
     // The destination comes: the records are delivered, and the next run removes them.
     let dst_dir = tempfile::tempdir().expect("tempdir");
     let dst = start_server(dst_dir.path(), &[]);
@@ -528,6 +575,10 @@ fn a_delete_policy_keeps_records_pending_replication_until_they_are_delivered() 
         json_of(&src, "/api/v1/replications/r")["info"]["pending_records"] == 0
     });
     assert_eq!(dst.get("/api/v1/b/dst/kept?ts=2").status, 200);
+    // The deleted ones could not be sent: dropped and counted, not retried forever.
+    assert_eq!(dst.get("/api/v1/b/dst/gone?ts=2").status, 404);
+    let errors = json_of(&src, "/api/v1/replications/r")["diagnostics"]["hourly"]["errors"].clone();
+    assert_eq!(errors["404"]["count"], 3, "{errors}");
     let before = runs(&src);
     assert_eq!(
         src.request("POST", "/api/v1/lifecycles/purge/run", &[], b"")

@@ -6,7 +6,7 @@
 use halflife::Config;
 use halflife::fixtures::{self, FixtureRecord};
 use halflife::storage::condition::Condition;
-use halflife::storage::{Bucket, BucketSettings, QueryOptions, Store};
+use halflife::storage::{Bucket, BucketSettings, QueryOptions, RemoveControl, Store};
 
 fn write_all(bucket: &Bucket, records: &[FixtureRecord], entry: &str) {
     let seed = entry.len() as u64;
@@ -190,7 +190,13 @@ fn bulk_removal_stops_between_entries_when_cancelled() {
     let asked = std::sync::atomic::AtomicUsize::new(0);
     let after_one = || asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= 1;
     let stats = bucket
-        .remove_records_until(&[], 0, u64::MAX, None, false, &after_one)
+        .remove_records_until(
+            &[],
+            0,
+            u64::MAX,
+            None,
+            RemoveControl::new(false, &after_one),
+        )
         .unwrap();
     assert_eq!(stats.records, 100);
     let left: Vec<u64> = ["a", "b", "c"]

@@ -7,9 +7,9 @@ use crate::error::Result;
 use crate::lifecycle::events::EventLog;
 use crate::lifecycle::meter::RunMeter;
 use crate::lifecycle::progress::{WindowInput, effective_stop, processing_window};
-use crate::lifecycle::settings::{LifecycleType, Policy};
+use crate::lifecycle::settings::{LifecycleType, PendingReplication, Policy};
 use crate::storage::entry::RecordSpan;
-use crate::storage::{CompressPool, Entry, QueryIter, QueryOptions, Store};
+use crate::storage::{CompressPool, Entry, QueryIter, QueryOptions, RemoveControl, Store};
 
 /// What a run did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -26,6 +26,9 @@ pub struct RunOutcome {
     pub bytes_saved: u64,
     /// A compress dry run: bytes of the eligible blocks, and the bytes predicted after.
     pub predicted: Option<(u64, u64)>,
+    /// A delete run: the oldest record of its window kept because a replication has not
+    /// delivered it yet (it and the later records of its entry were kept).
+    pub kept_pending_replication_from: Option<u64>,
 }
 
 /// How one run is asked for: what [`run_policy`] needs besides the store and policy.
@@ -147,17 +150,21 @@ pub fn run_policy(store: &Store, policy: &Policy, run: &RunRequest) -> Result<Ru
                     break;
                 }
                 let name = [entry.name().to_string()];
-                let stats = bucket.remove_records_until(
-                    &name,
-                    window.start,
-                    window.stop,
-                    when,
-                    dry_run,
-                    cancel,
-                )?;
+                let control = RemoveControl {
+                    keep_pending_replication: policy.settings.pending_replication
+                        == PendingReplication::Keep,
+                    ..RemoveControl::new(dry_run, cancel)
+                };
+                let stats =
+                    bucket.remove_records_until(&name, window.start, window.stop, when, control)?;
                 outcome.records += stats.records;
                 outcome.blocks += stats.blocks;
                 if let Some(keep) = stats.kept_from {
+                    outcome.kept_pending_replication_from = Some(
+                        outcome
+                            .kept_pending_replication_from
+                            .map_or(keep, |k| k.min(keep)),
+                    );
                     // Records pending replication were kept: the next run (at the next
                     // interval) starts from them again rather than past them, so they go
                     // once delivered.

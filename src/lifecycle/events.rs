@@ -65,6 +65,10 @@ pub struct RunEvent {
     /// frames.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predicted_bytes_after: Option<u64>,
+    /// Ours, on delete runs that kept records because a replication has not delivered
+    /// them yet (policy setting `pending_replication`, default `keep`): the oldest kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_pending_replication_from: Option<u64>,
     /// Ours, on errors only (where `last_processed_ts` is omitted, as ReductStore does):
     /// the progress saved before the failure, so the next run resumes from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -229,6 +233,7 @@ mod tests {
             bytes_before: None,
             predicted_bytes_after: None,
             resume_ts: None,
+            kept_pending_replication_from: None,
         }
     }
 

@@ -58,6 +58,24 @@ impl LifecycleMode {
     }
 }
 
+/// What a delete policy does with records a replication task has not delivered yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum PendingReplication {
+    /// Keeps them (and the records after them in their entry) until they are
+    /// delivered; the run says so in its event (`kept_pending_replication_from`).
+    #[default]
+    Keep,
+    /// Deletes them like any other: they never reach the destination.
+    Delete,
+}
+
+impl PendingReplication {
+    fn is_keep(&self) -> bool {
+        *self == PendingReplication::Keep
+    }
+}
+
 /// The compression target of a compress policy: `{"algorithm": "zstd", "level": 3}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CompressionSetting {
@@ -138,6 +156,14 @@ pub struct LifecycleSettings {
     /// Compress only: the target (default zstd level 3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compression: Option<CompressionSetting>,
+    /// Ours, delete only: whether records pending replication are kept (the default,
+    /// not shown) or deleted.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "PendingReplication::is_keep"
+    )]
+    pub pending_replication: PendingReplication,
 }
 
 /// The minimums validation enforces and the catch-up bounds policies get (from
@@ -267,6 +293,11 @@ impl LifecycleSettings {
         if self.kind == LifecycleType::Compress && self.when.is_some() {
             return Err(Error::unprocessable(
                 "Lifecycle type 'compress' does not support 'when' condition",
+            ));
+        }
+        if self.kind == LifecycleType::Compress && !self.pending_replication.is_keep() {
+            return Err(Error::unprocessable(
+                "Lifecycle type 'compress' does not support 'pending_replication'",
             ));
         }
         if self.kind == LifecycleType::Delete && self.compression.is_some() {

@@ -31,6 +31,42 @@ pub(crate) struct RemovalPlan {
 /// condition); an error (e.g. a strict condition missing a label) aborts the operation.
 pub type RecordFilter<'a> = dyn Fn(&RecordMeta) -> Result<bool> + 'a;
 
+/// How a bulk removal by time range runs.
+#[derive(Clone, Copy)]
+pub struct RemoveControl<'a> {
+    /// Count what would go, changing nothing.
+    pub dry_run: bool,
+    /// Asked between entries; yes stops early (what was done stays done).
+    pub cancel: &'a dyn Fn() -> bool,
+    /// Keep the records a replication has not delivered yet (and those after them in
+    /// their entry), so retention never loses a record on its way to another server.
+    /// False removes them too: they are then never delivered.
+    pub keep_pending_replication: bool,
+}
+
+impl RemoveControl<'static> {
+    /// Removes now, uncancellable, keeping what replication still needs.
+    pub fn remove() -> Self {
+        RemoveControl {
+            dry_run: false,
+            cancel: &|| false,
+            keep_pending_replication: true,
+        }
+    }
+}
+
+impl<'a> RemoveControl<'a> {
+    /// Removes (or counts, with `dry_run`), asking `cancel` between entries, keeping what
+    /// replication still needs.
+    pub fn new(dry_run: bool, cancel: &'a dyn Fn() -> bool) -> Self {
+        RemoveControl {
+            dry_run,
+            cancel,
+            keep_pending_replication: true,
+        }
+    }
+}
+
 /// What a bulk removal removed (or, in a dry run, would remove).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct RemoveStats {

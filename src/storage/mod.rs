@@ -32,7 +32,7 @@ pub mod sync;
 pub mod system;
 
 pub use bucket::{Bucket, BucketInfo};
-pub use bulk::{RecordFilter, RemoveStats};
+pub use bulk::{RecordFilter, RemoveControl, RemoveStats};
 pub use compress::{CompressPool, CompressStats};
 pub use entry::{Entry, EntryInfo, TierInfo};
 pub use format::codec::Codec;

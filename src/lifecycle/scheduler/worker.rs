@@ -114,6 +114,7 @@ fn run_event(
         bytes_before: None,
         predicted_bytes_after: None,
         resume_ts: None,
+        kept_pending_replication_from: None,
     };
     match result {
         Ok(o) => {
@@ -122,6 +123,7 @@ fn run_event(
             event.caught_up = o.caught_up;
             event.last_processed_ts = o.last_processed_ts;
             event.bytes_saved = o.bytes_saved;
+            event.kept_pending_replication_from = o.kept_pending_replication_from;
             if let Some((before, after)) = o.predicted {
                 event.bytes_before = Some(before);
                 event.predicted_bytes_after = Some(after);

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::storage::attachments::{is_attachment_entry, record_removal_refused};
-use crate::storage::bulk::{RecordFilter, RemoveStats};
+use crate::storage::bulk::{RecordFilter, RemoveControl, RemoveStats};
 use crate::storage::condition::Condition;
 use crate::storage::entry::{Entry, EntryContext, EntryInfo, holds_entry};
 use crate::storage::format::fsutil::{TMP_SUFFIX, fsync_dir, remove_file_if_exists, write_atomic};
@@ -441,7 +441,7 @@ impl Bucket {
         stop: u64,
         when: Option<&Condition>,
     ) -> Result<RemoveStats> {
-        self.remove_records_until(entries, start, stop, when, false, &|| false)
+        self.remove_records_until(entries, start, stop, when, RemoveControl::remove())
     }
 
     /// Counts what [`Bucket::remove_records`] would remove, changing nothing.
@@ -452,12 +452,16 @@ impl Bucket {
         stop: u64,
         when: Option<&Condition>,
     ) -> Result<RemoveStats> {
-        self.remove_records_until(entries, start, stop, when, true, &|| false)
+        let count = RemoveControl {
+            dry_run: true,
+            ..RemoveControl::remove()
+        };
+        self.remove_records_until(entries, start, stop, when, count)
     }
 
-    /// [`Bucket::remove_records`] (or, with `dry_run`, [`Bucket::count_records`]) that asks
-    /// `cancel` between entries and stops early when it says yes; what was done stays done
-    /// (each entry commits on its own). Attachment entries are skipped, even when named:
+    /// [`Bucket::remove_records`] (or, with `dry_run`, [`Bucket::count_records`]) as
+    /// `control` says: it may stop early between entries (what was done stays done, each
+    /// entry commits on its own), and keep or not what replication still needs. Attachment entries are skipped, even when named:
     /// their records go by tombstone only (REMOVE queries, delete policies).
     pub fn remove_records_until(
         &self,
@@ -465,9 +469,11 @@ impl Bucket {
         start: u64,
         stop: u64,
         when: Option<&Condition>,
-        dry_run: bool,
-        cancel: &dyn Fn() -> bool,
+        control: RemoveControl<'_>,
     ) -> Result<RemoveStats> {
+        let RemoveControl {
+            dry_run, cancel, ..
+        } = control;
         let mut selected = self.select_entries(entries)?;
         selected.retain(|e| !is_attachment_entry(e.name()));
         if let (Some(when), false) = (when, selected.is_empty()) {
@@ -481,8 +487,18 @@ impl Bucket {
             if cancel() {
                 break;
             }
-            // Records a replication has not delivered yet outlive retention.
-            let stop = match self.keep_from(entry.name()) {
+            // Records a replication has not delivered yet outlive retention, unless the
+            // caller says otherwise.
+            let keep = self.keep_from(entry.name());
+            let stop = match keep {
+                Some(keep) if keep < stop && !control.keep_pending_replication => {
+                    log::warn!(
+                        "bucket '{}': entry '{}': removing records from {keep} on although a replication has not delivered them",
+                        self.name,
+                        entry.name()
+                    );
+                    stop
+                }
                 Some(keep) if keep < stop => {
                     log::info!(
                         "bucket '{}': entry '{}': keeping records from {keep} on, pending replication",
