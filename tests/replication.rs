@@ -639,3 +639,70 @@ fn a_source_killed_mid_send_delivers_everything_once_restarted() {
     let full = json_of(&src, "/api/v1/replications/r");
     assert_eq!(full["diagnostics"]["hourly"]["errored"], 0, "{full}");
 }
+
+#[test]
+fn pending_records_follow_an_entry_rename_across_a_restart() {
+    let src_dir = tempfile::tempdir().expect("tempdir");
+    let env = [("RS_REPLICATION_TIMEOUT", "1")];
+    let src = start_server(src_dir.path(), &env);
+    assert_eq!(src.request("POST", "/api/v1/b/src", &[], b"").status, 200);
+    let nowhere = format!("http://127.0.0.1:{}", common::closed_port());
+    let mut settings = json!({"src_bucket": "src", "dst_bucket": "dst", "dst_host": nowhere});
+    assert_eq!(create(&src, "r", &settings).status, 200);
+    for ts in 1..=3u64 {
+        for entry in ["cam", "cam/depth"] {
+            let r = src.request(
+                "POST",
+                &format!("/api/v1/b/src/{entry}?ts={ts}"),
+                &[],
+                format!("{entry} {ts}").as_bytes(),
+            );
+            assert_eq!(r.status, 200, "{}", r.error());
+        }
+    }
+    let r = src.request(
+        "PUT",
+        "/api/v1/b/src/cam/rename",
+        &[],
+        br#"{"new_name":"front"}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.error());
+    assert_eq!(
+        json_of(&src, "/api/v1/replications/r")["info"]["pending_records"],
+        6
+    );
+    // The moved backlogs are what a restart finds.
+    drop(src);
+    let src = start_server(src_dir.path(), &env);
+    assert_eq!(
+        json_of(&src, "/api/v1/replications/r")["info"]["pending_records"],
+        6
+    );
+    let dst_dir = tempfile::tempdir().expect("tempdir");
+    let dst = start_server(dst_dir.path(), &[]);
+    settings["dst_host"] = json!(format!("http://{}", dst.addr));
+    let r = src.request(
+        "PUT",
+        "/api/v1/replications/r",
+        &[],
+        settings.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.error());
+    wait_until(
+        "the renamed entries' records arrive under their new names",
+        || {
+            (1..=3u64).all(|ts| {
+                dst.get(&format!("/api/v1/b/dst/front?ts={ts}")).body
+                    == format!("cam {ts}").as_bytes()
+                    && dst.get(&format!("/api/v1/b/dst/front/depth?ts={ts}")).body
+                        == format!("cam/depth {ts}").as_bytes()
+            })
+        },
+    );
+    wait_until("nothing pending", || {
+        json_of(&src, "/api/v1/replications/r")["info"]["pending_records"] == 0
+    });
+    let errors = &json_of(&src, "/api/v1/replications/r")["diagnostics"]["hourly"]["errors"];
+    assert!(errors.get("404").is_none(), "nothing was lost: {errors}");
+    assert_eq!(dst.get("/api/v1/b/dst/cam?ts=1").status, 404);
+}

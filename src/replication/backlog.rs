@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::storage::format::binary::BinaryReader;
-use crate::storage::format::fsutil::write_atomic;
+use crate::storage::format::fsutil::{remove_file_if_exists, write_atomic};
 use crate::storage::format::oplog;
 use crate::storage::sync::{Durability, FileSync, LazyFile, Pending};
 
@@ -77,6 +77,11 @@ impl Backlog {
     /// delivered position; a torn tail is cut off. Keeps at most `limit` items.
     pub fn open(path: &Path, limit: usize) -> Result<Self> {
         let pos_path = position_path(path);
+        if !path.exists() {
+            // A position without its backlog (a crash while a backlog was moved or
+            // removed) belongs to nothing: it must not skip a new backlog's items.
+            remove_file_if_exists(&pos_path)?;
+        }
         let delivered = read_position(&pos_path)?;
         let what = path.display().to_string();
         let mut items = VecDeque::new();
@@ -143,6 +148,27 @@ impl Backlog {
         self.items.push_back((item, self.len, Instant::now()));
         self.enforce_limit();
         Ok(durability.after_append(&self.sync, self.len))
+    }
+
+    /// Where the backlog file is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Moves the (closed) backlog at `from` with its position to `to`, replacing what is
+    /// there: the backlog first, then its position (see [`Backlog::open`]).
+    pub fn move_files(from: &Path, to: &Path) -> Result<()> {
+        let rename = |a: &Path, b: &Path| {
+            std::fs::rename(a, b)
+                .map_err(|e| Error::io(format!("moving {} to {}", a.display(), b.display()), e))
+        };
+        let (from_pos, to_pos) = (position_path(from), position_path(to));
+        remove_file_if_exists(&to_pos)?;
+        rename(from, to)?;
+        if from_pos.exists() {
+            rename(&from_pos, &to_pos)?;
+        }
+        Ok(())
     }
 
     /// The first `n` pending items, oldest first.
@@ -347,6 +373,30 @@ mod tests {
                 }
             ]
         );
+    }
+
+    #[test]
+    fn a_moved_backlog_keeps_its_position_and_a_stray_position_skips_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (from, to) = (dir.path().join("a.backlog"), dir.path().join("b.backlog"));
+        let durability = Durability::new(SyncMode::Never);
+        let mut backlog = Backlog::open(&from, 100).expect("open");
+        for ts in 1..=3 {
+            let _ = backlog.append(write(ts), &durability).expect("append");
+        }
+        backlog.delivered(1).expect("delivered");
+        drop(backlog);
+        Backlog::move_files(&from, &to).expect("moved");
+        let moved = Backlog::open(&to, 100).expect("open moved");
+        assert_eq!(moved.peek(10), vec![write(2), write(3)]);
+        // A crash between the two renames leaves the old name's position behind: a new
+        // backlog there must not start past its own items.
+        std::fs::write(position_path(&from), 1000u64.to_le_bytes()).expect("stray position");
+        let mut fresh = Backlog::open(&from, 100).expect("open fresh");
+        let _ = fresh.append(write(7), &durability).expect("append");
+        drop(fresh);
+        let fresh = Backlog::open(&from, 100).expect("reopen fresh");
+        assert_eq!(fresh.peek(10), vec![write(7)]);
     }
 
     #[test]

@@ -481,6 +481,22 @@ impl ChangeObserver for Recorder {
     fn keep_from(&self, bucket: &str, entry: &str) -> Option<u64> {
         self.0.upgrade()?.keep_from(bucket, entry)
     }
+
+    fn renamed(&self, bucket: &str, moves: &[(String, String)]) {
+        let Some(replications) = self.0.upgrade() else {
+            return;
+        };
+        let running = replications
+            .running
+            .read()
+            .unwrap_or_else(|p| p.into_inner());
+        for r in running
+            .values()
+            .filter(|r| r.task.config().settings.src_bucket == bucket)
+        {
+            r.task.rename_entries(moves);
+        }
+    }
 }
 
 fn missing(name: &str) -> Error {

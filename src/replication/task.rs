@@ -15,7 +15,7 @@ use crate::replication::backlog::{Backlog, BacklogItem, ItemKind};
 use crate::replication::settings::{ReplicationMode, ReplicationSettings, ValidatedReplication};
 use crate::storage::attachments::{META_SEGMENT, is_attachment_entry};
 use crate::storage::bucket::Bucket;
-use crate::storage::format::fsutil::create_dirs_durably;
+use crate::storage::format::fsutil::{create_dirs_durably, fsync_dir};
 use crate::storage::observer::Change;
 use crate::storage::record::RecordMeta;
 use crate::storage::sync::{Durability, Pending};
@@ -308,6 +308,44 @@ impl Task {
             .filter(|(_, b)| b.pending() > 0)
             .map(|(name, _)| name.clone())
             .collect()
+    }
+
+    /// Moves the backlogs of renamed entries (`(old, new)`) to their new names, so their
+    /// pending records are sent under the new name, as 1.21.5 does. A backlog already
+    /// under a new name can only hold records of an entry since removed (the rename was
+    /// refused otherwise): it is dropped. The backlog file is renamed before its position
+    /// file, and a position without its backlog is ignored at open: a crash in between
+    /// sends the delivered items again (counted delivered there), never skips one.
+    pub fn rename_entries(&self, moves: &[(String, String)]) {
+        let mut backlogs = self.backlogs();
+        for (old, new) in moves {
+            let Some(backlog) = backlogs.remove(old) else {
+                continue;
+            };
+            let from = backlog.path().to_path_buf();
+            drop(backlog);
+            let to = self.dir.join(format!("{}{BACKLOG_SUFFIX}", hex(new)));
+            if let Some(stale) = backlogs.remove(new) {
+                log::warn!(
+                    "replication '{}': {} record(s) pending for a removed entry '{new}' are dropped: '{old}' is renamed to it",
+                    self.name,
+                    stale.pending()
+                );
+            }
+            let moved = Backlog::move_files(&from, &to).and_then(|()| {
+                fsync_dir(&self.dir)?;
+                Backlog::open(&to, self.log_size)
+            });
+            match moved {
+                Ok(backlog) => {
+                    backlogs.insert(new.clone(), backlog);
+                }
+                Err(e) => log::error!(
+                    "replication '{}': the backlog of '{old}' did not follow its rename to '{new}': {e}",
+                    self.name
+                ),
+            }
+        }
     }
 
     /// Up to `n` pending items of `entry`, oldest first.

@@ -47,4 +47,9 @@ pub trait ChangeObserver: Send + Sync {
     fn keep_from(&self, _bucket: &str, _entry: &str) -> Option<u64> {
         None
     }
+
+    /// Entries of `bucket` were renamed (`(old, new)` for the entry and each descendant),
+    /// durably; called before their writers start again, so what the observer keeps by
+    /// entry name can follow before a write under the new name arrives.
+    fn renamed(&self, _bucket: &str, _moves: &[(String, String)]) {}
 }

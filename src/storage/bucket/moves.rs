@@ -150,6 +150,16 @@ impl Bucket {
             self.name,
             moving.len()
         );
+        // Still under the entry map's lock: nothing is written under the new names
+        // before the observer has moved what it keeps by name (replication backlogs).
+        if let Some(observer) = self.ctx.observer.get() {
+            let moves: Vec<(String, String)> = moving
+                .iter()
+                .map(|name| (name.clone(), target(name)))
+                .collect();
+            observer.renamed(&self.name, &moves);
+        }
+        drop(entries);
         Ok(())
     }
 }
