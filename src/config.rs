@@ -72,6 +72,12 @@ pub struct Config {
     /// Most records one replication backlog (one task, one entry) keeps; past it the
     /// oldest is dropped, logged and counted (`RS_REPLICATION_LOG_SIZE`, default 1,000,000).
     pub replication_log_size: usize,
+    /// Check a replication destination's TLS certificate (`RS_REPLICATION_VERIFY_SSL`,
+    /// default true); false encrypts without authenticating the destination.
+    pub replication_verify_ssl: bool,
+    /// A PEM file of the certificates a destination's must chain to, instead of Mozilla's
+    /// roots (`RS_REPLICATION_CA_PATH`).
+    pub replication_ca_path: Option<std::path::PathBuf>,
     /// When more sealed blocks than this overlap one instant (belated writes seal into
     /// blocks that overlap others), a background merge makes them disjoint (default 4).
     pub max_block_overlap: usize,
@@ -114,6 +120,8 @@ impl Config {
             instance_name: "unknown".to_string(),
             replication_timeout: std::time::Duration::from_secs(5),
             replication_log_size: 1_000_000,
+            replication_verify_ssl: true,
+            replication_ca_path: None,
             max_block_overlap: DEFAULT_MAX_BLOCK_OVERLAP,
             tombstone_fold_share: DEFAULT_TOMBSTONE_FOLD_SHARE,
             sync_mode: SyncMode::default(),

@@ -181,6 +181,15 @@ pub(crate) struct ServeArgs {
     /// with an ERROR naming it.
     #[arg(long, env = "RS_REPLICATION_LOG_SIZE", default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     replication_log_size: u64,
+    /// Check the TLS certificate of an `https://` replication destination; false still
+    /// encrypts but accepts any certificate (anyone in between can read the data).
+    #[arg(long, env = "RS_REPLICATION_VERIFY_SSL", default_value = "true", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::Set)]
+    replication_verify_ssl: bool,
+    /// A PEM file of the CA certificates an `https://` replication destination's
+    /// certificate must chain to (for a private CA or a self-signed destination); without
+    /// it, Mozilla's root certificates.
+    #[arg(long, env = "RS_REPLICATION_CA_PATH", value_name = "PEM")]
+    replication_ca_path: Option<PathBuf>,
     /// Belated writes seal into blocks that overlap others; when more than this many
     /// blocks cover one instant, a background merge makes them disjoint (reads search
     /// every block covering a timestamp, so this bounds their cost).
@@ -248,6 +257,8 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     engine.lifecycle_priority = args.lifecycle_priority;
     engine.replication_timeout = std::time::Duration::from_secs(args.replication_timeout);
     engine.replication_log_size = usize::try_from(args.replication_log_size).unwrap_or(usize::MAX);
+    engine.replication_verify_ssl = args.replication_verify_ssl;
+    engine.replication_ca_path = args.replication_ca_path.clone();
     engine.max_block_overlap = usize::try_from(args.max_block_overlap).unwrap_or(usize::MAX);
     engine.tombstone_fold_share = args.tombstone_fold_share;
     engine.sync_mode = args.sync;

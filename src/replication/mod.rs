@@ -7,7 +7,8 @@
 //! - `task.rs`: one task's backlogs, what it records, its runtime state;
 //! - `backlog.rs`: the durable backlog of one (task, entry);
 //! - `events.rs`: the `$system` events summing a task's passes;
-//! - `sender.rs`: the sender thread (v1 batches over a blocking HTTP client).
+//! - `sender.rs`: the sender thread (v1 batches over a blocking HTTP client);
+//! - `tls.rs`: how `https://` destinations are checked.
 
 pub mod backlog;
 pub mod events;
@@ -15,6 +16,7 @@ pub mod repository;
 mod sender;
 pub mod settings;
 pub mod task;
+pub mod tls;
 
 pub use repository::{ReplicationInfo, ReplicationOptions, Replications};
 pub use settings::{

@@ -13,8 +13,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::replication::events::ReplicationEvents;
+use crate::replication::sender::Link;
 use crate::replication::settings::{ReplicationMode, ReplicationSettings};
 use crate::replication::task::{Diagnostics, Task, TaskConfig, Totals, hex};
+use crate::replication::tls::ReplicationTls;
 use crate::storage::Store;
 use crate::storage::bucket::Bucket;
 use crate::storage::format::journaled_map::{JournaledMap, MapFiles};
@@ -67,6 +69,8 @@ pub struct ReplicationOptions {
     pub timeout: Duration,
     /// Most records one backlog keeps (`RS_REPLICATION_LOG_SIZE`).
     pub log_size: usize,
+    /// How destinations' TLS certificates are checked.
+    pub tls: ReplicationTls,
     /// `$system` events: the instance name and the FIFO quota a new `$system` gets
     /// (`None`: system events are off).
     pub events: Option<(String, Option<u64>)>,
@@ -131,6 +135,7 @@ impl Replications {
                 own_port: 0,
                 timeout: Duration::from_secs(5),
                 log_size: 1,
+                tls: ReplicationTls::default(),
                 events: None,
             },
             events: None,
@@ -199,11 +204,15 @@ impl Replications {
             self.options.log_size,
         )?);
         let sender = {
-            let (task, store, timeout) = (task.clone(), self.store.clone(), self.options.timeout);
-            let events = self.events.clone();
+            let (task, store) = (task.clone(), self.store.clone());
+            let link = Link {
+                timeout: self.options.timeout,
+                tls: self.options.tls.config(),
+                events: self.events.clone(),
+            };
             std::thread::Builder::new()
                 .name(format!("halflife-replication-{name}"))
-                .spawn(move || crate::replication::sender::run(task, store, timeout, events))
+                .spawn(move || crate::replication::sender::run(task, store, link))
                 .map_err(|e| Error::internal(format!("starting replication '{name}': {e}")))?
         };
         running.insert(

@@ -47,18 +47,27 @@ impl Unavailable {
     }
 }
 
-/// Runs the sender of `task` until it is stopped. `timeout` bounds each request and is
-/// the pause after the destination was unavailable; `events` (if any) gets a summary
-/// of its passes (`$system` `replications/<instance>/<task>`).
-pub fn run(
-    task: Arc<Task>,
-    store: Weak<Store>,
-    timeout: Duration,
-    events: Option<Arc<ReplicationEvents>>,
-) {
+/// How a sender reaches its destination and reports.
+pub struct Link {
+    /// Bounds each request; also the pause after the destination was unavailable.
+    pub timeout: Duration,
+    /// For `https://` destinations.
+    pub tls: ureq::tls::TlsConfig,
+    /// Where the summaries of its passes go (`$system` `replications/<instance>/<task>`).
+    pub events: Option<Arc<ReplicationEvents>>,
+}
+
+/// Runs the sender of `task` until it is stopped.
+pub fn run(task: Arc<Task>, store: Weak<Store>, link: Link) {
+    let Link {
+        timeout,
+        tls,
+        events,
+    } = link;
     let agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(timeout))
+        .tls_config(tls)
         .build()
         .new_agent();
     let mut summary = EventSummary::new(events);

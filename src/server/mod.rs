@@ -203,6 +203,10 @@ impl Server {
                     own_port: addr.port(),
                     timeout: config.engine.replication_timeout,
                     log_size: config.engine.replication_log_size,
+                    tls: crate::replication::tls::ReplicationTls::new(
+                        config.engine.replication_verify_ssl,
+                        config.engine.replication_ca_path.as_deref(),
+                    )?,
                     events: config.engine.system_events.then(|| {
                         (
                             config.engine.instance_name.clone(),

@@ -4,7 +4,7 @@
 //! happen).
 
 /// Settings read by ReductStore 1.21 that this server ignores.
-const IGNORED: [&str; 19] = [
+const IGNORED: [&str; 17] = [
     "RS_API_BASE_PATH",
     "RS_AUDIT_ENABLED",
     "RS_CERT_PATH",
@@ -21,9 +21,6 @@ const IGNORED: [&str; 19] = [
     "RS_IO_BATCH_RECORDS_TIMEOUT",
     "RS_IO_BATCH_TIMEOUT",
     "RS_LICENSE_PATH",
-    // Replication speaks plain HTTP only (no TLS client is built in).
-    "RS_REPLICATION_CA_PATH",
-    "RS_REPLICATION_VERIFY_SSL",
     "RS_SECONDARY_SYNC_INTERVAL",
 ];
 
