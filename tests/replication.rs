@@ -706,3 +706,80 @@ fn pending_records_follow_an_entry_rename_across_a_restart() {
     assert!(errors.get("404").is_none(), "nothing was lost: {errors}");
     assert_eq!(dst.get("/api/v1/b/dst/cam?ts=1").status, 404);
 }
+
+#[test]
+fn a_task_replicating_system_sends_neither_its_events_nor_its_log_lines() {
+    let src_dir = tempfile::tempdir().expect("tempdir");
+    let src = start_server(
+        src_dir.path(),
+        &[
+            ("RS_REPLICATION_TIMEOUT", "1"),
+            ("RS_SYSTEM_EVENTS_LOG_LEVEL", "info"),
+        ],
+    );
+    let dst_dir = tempfile::tempdir().expect("tempdir");
+    let dst = start_server(dst_dir.path(), &[]);
+    // `$system` exists once the start's log lines are in it.
+    wait_until("$system", || src.get("/api/v1/b/%24system").status == 200);
+    // First to nowhere, so the sender logs a WARN of its own.
+    let nowhere = format!("http://127.0.0.1:{}", common::closed_port());
+    let mut settings = json!({"src_bucket": "$system", "dst_bucket": "sys", "dst_host": nowhere});
+    let r = create(&src, "sys", &settings);
+    assert_eq!(r.status, 200, "{}", r.error());
+    let own_lines = || {
+        let info = src.get("/api/v1/info").json();
+        let segment =
+            halflife::storage::system::sanitize(info["instance_name"].as_str().unwrap_or_default());
+        src.json_records("$system", &format!("logs/{segment}/messages"), "")
+            .into_iter()
+            .filter(|l| {
+                l["target"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("halflife::replication"))
+            })
+            .count()
+    };
+    wait_until("the sender's WARN in $system", || own_lines() > 0);
+    settings["dst_host"] = json!(format!("http://{}", dst.addr));
+    let r = src.request(
+        "PUT",
+        "/api/v1/replications/sys",
+        &[],
+        settings.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.error());
+    // Something to replicate: a bucket's creation is logged at INFO.
+    assert_eq!(src.request("POST", "/api/v1/b/other", &[], b"").status, 200);
+    wait_until("log lines replicated", || {
+        dst.get("/api/v1/b/sys").status == 200
+            && dst
+                .entry_names("sys")
+                .iter()
+                .any(|e| e.starts_with("logs/"))
+    });
+    // The task's own summaries (the outage's is written when the status changes).
+    wait_until("the task's event at the source", || {
+        !common::system_events(&src, "replications", "sys").is_empty()
+    });
+    wait_until("nothing pending", || {
+        json_of(&src, "/api/v1/replications/sys")["info"]["pending_records"] == 0
+    });
+    let names = dst.entry_names("sys");
+    assert!(
+        !names.iter().any(|e| e.starts_with("replications/")),
+        "{names:?}"
+    );
+    let logs = names
+        .iter()
+        .find(|e| e.starts_with("logs/") && e.ends_with("/messages"))
+        .expect("a log entry");
+    let lines = dst.json_records("sys", logs, "");
+    assert!(!lines.is_empty());
+    for line in lines {
+        let target = line["target"].as_str().unwrap_or_default();
+        assert!(
+            !target.starts_with("halflife::replication"),
+            "a replication log line was replicated: {line}"
+        );
+    }
+}

@@ -73,8 +73,10 @@ impl ReplicationEvents {
         event.instance.clone_from(&self.instance);
         let labels = [("status".to_string(), event.status.to_string())].into();
         let now = crate::timefmt::now_micros();
+        // Never replicated: a task replicating `$system` would otherwise send events of
+        // its own sending, and two such tasks would feed each other forever.
         self.system
-            .write(&self.entry_name(name), now, labels, |at| {
+            .write_unreplicated(&self.entry_name(name), now, labels, |at| {
                 event.timestamp = at;
                 serde_json::to_vec(&event)
                     .map_err(|e| Error::internal(format!("encoding event: {e}")))

@@ -23,7 +23,6 @@ use crate::storage::format::journaled_map::{JournaledMap, MapFiles};
 use crate::storage::observer::{Change, ChangeObserver};
 use crate::storage::record::RecordMeta;
 use crate::storage::sync::Pending;
-use crate::storage::system::SYSTEM_BUCKET;
 
 const FILES: MapFiles = MapFiles {
     snapshot: ".replications.json",
@@ -79,9 +78,6 @@ pub struct ReplicationOptions {
 struct Running {
     task: Arc<Task>,
     sender: Option<JoinHandle<()>>,
-    /// The `$system` entry of its own events, which it never replicates (a task
-    /// replicating `$system` would otherwise feed on itself).
-    own_events: Option<String>,
 }
 
 /// The tasks; `read_only` on a replica (every change refused, nothing recorded or sent).
@@ -220,7 +216,6 @@ impl Replications {
             Running {
                 task,
                 sender: Some(sender),
-                own_events: self.events.as_ref().map(|e| e.entry_name(name)),
             },
         );
         Ok(())
@@ -381,9 +376,6 @@ impl Replications {
         let mut pending = Pending::none();
         let running = self.running.read().unwrap_or_else(|p| p.into_inner());
         for r in running.values() {
-            if bucket.name() == SYSTEM_BUCKET && r.own_events.as_deref() == Some(entry) {
-                continue;
-            }
             match r.task.record(bucket, entry, ts, change, meta) {
                 None => {}
                 Some(Ok(p)) => pending.add(p),

@@ -81,7 +81,30 @@ impl SystemBucket {
         entry: &str,
         ts: u64,
         labels: Labels,
+        payload: impl FnMut(u64) -> Result<Vec<u8>>,
+    ) -> Result<u64> {
+        self.write_as(entry, ts, labels, payload, true)
+    }
+
+    /// [`SystemBucket::write`] of an event no replication task may take (see
+    /// [`Bucket::write_unobserved`]).
+    pub fn write_unreplicated(
+        &self,
+        entry: &str,
+        ts: u64,
+        labels: Labels,
+        payload: impl FnMut(u64) -> Result<Vec<u8>>,
+    ) -> Result<u64> {
+        self.write_as(entry, ts, labels, payload, false)
+    }
+
+    fn write_as(
+        &self,
+        entry: &str,
+        ts: u64,
+        labels: Labels,
         mut payload: impl FnMut(u64) -> Result<Vec<u8>>,
+        observed: bool,
     ) -> Result<u64> {
         let bucket = self.get_or_create()?;
         for at in ts..ts.saturating_add(1000) {
@@ -91,7 +114,13 @@ impl SystemBucket {
                 content_type: "application/json".into(),
                 size: 0,
             };
-            match bucket.write(entry, meta, &payload(at)?) {
+            let payload = payload(at)?;
+            let written = if observed {
+                bucket.write(entry, meta, &payload)
+            } else {
+                bucket.write_unobserved(entry, meta, &payload)
+            };
+            match written {
                 Err(e) if e.kind() == ErrorKind::Conflict => continue,
                 Err(e) => return Err(e),
                 Ok(()) => return Ok(at),

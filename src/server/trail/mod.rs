@@ -38,6 +38,9 @@ pub const UNAUTHORIZED: &str = "unauthorized";
 
 pub use crate::timefmt::now_micros;
 
+/// The log target of the replication module's lines.
+const REPLICATION_TARGET: &str = "halflife::replication";
+
 /// What the trail counts and writes.
 pub struct Trail {
     system: SystemBucket,
@@ -261,7 +264,7 @@ impl Trail {
             ("level".to_string(), message.level.clone()),
         ]
         .into();
-        let written = self.system.write(&entry, message.at, labels, |at| {
+        let event = |at| {
             json(&LogEvent {
                 timestamp: at,
                 instance: &self.instance,
@@ -272,7 +275,15 @@ impl Trail {
                 file: &message.file,
                 line: message.line,
             })
-        });
+        };
+        // The replication module's own lines are never replicated (as in ReductStore): a
+        // task replicating `$system` would otherwise send the log of its own sending.
+        let written = if message.target.starts_with(REPLICATION_TARGET) {
+            self.system
+                .write_unreplicated(&entry, message.at, labels, event)
+        } else {
+            self.system.write(&entry, message.at, labels, event)
+        };
         if let Err(e) = written {
             log::warn!("log event not written: {e}");
         }

@@ -290,6 +290,18 @@ impl Bucket {
         self.write_deferred(entry, meta, payload)?.wait()
     }
 
+    /// [`Bucket::write`] that the change observer is not told of: for records that must
+    /// never be replicated (a replication's own events and log lines in `$system`, which
+    /// a task replicating `$system` would otherwise feed on).
+    pub fn write_unobserved(&self, entry: &str, meta: RecordMeta, payload: &[u8]) -> Result<()> {
+        let pending = if is_attachment_entry(entry) {
+            self.write_attachment(entry, meta, payload)?
+        } else {
+            self.write_record(entry, meta, payload)?
+        };
+        pending.wait()
+    }
+
     /// [`Bucket::write`] without waiting for the sync: the record is acknowledged once the
     /// returned [`Pending`] is waited on. A batch collects the `Pending` of each record
     /// and waits once, which costs one sync per file it touched.
