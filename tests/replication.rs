@@ -783,3 +783,74 @@ fn a_task_replicating_system_sends_neither_its_events_nor_its_log_lines() {
         );
     }
 }
+
+#[test]
+fn records_recompressed_while_pending_arrive_as_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = start_server(
+        dir.path(),
+        &[
+            ("RS_REPLICATION_TIMEOUT", "1"),
+            ("RS_LIFECYCLE_MIN_INTERVAL", "1s"),
+            ("RS_LIFECYCLE_MIN_OLDER_THAN", "1s"),
+        ],
+    );
+    let r = src.request("POST", "/api/v1/b/src", &[], br#"{"max_block_records": 4}"#);
+    assert_eq!(r.status, 200, "{}", r.error());
+    let nowhere = format!("http://127.0.0.1:{}", common::closed_port());
+    let mut settings = json!({"src_bucket": "src", "dst_bucket": "dst", "dst_host": nowhere});
+    assert_eq!(create(&src, "r", &settings).status, 200);
+    let body = |ts: u64| format!("frame {ts} ").repeat(300).into_bytes();
+    // Old records (1970), sealed in blocks of 4, pending while the destination is away.
+    for ts in 1..=10u64 {
+        let r = src.request(
+            "POST",
+            &format!("/api/v1/b/src/cam?ts={ts}"),
+            &[("x-reduct-label-n", &ts.to_string())],
+            &body(ts),
+        );
+        assert_eq!(r.status, 200, "{}", r.error());
+    }
+    let policy = json!({"type": "compress", "bucket": "src", "older_than": "1s", "interval": "1h"});
+    let r = src.request(
+        "POST",
+        "/api/v1/lifecycles/squash",
+        &[],
+        policy.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.error());
+    assert_eq!(
+        src.request("POST", "/api/v1/lifecycles/squash/run", &[], b"")
+            .status,
+        200
+    );
+    wait_until("the pending records recompressed", || {
+        json_of(&src, "/api/v1/lifecycles/squash")["info"]["bytes_saved_total"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0
+    });
+    assert_eq!(
+        json_of(&src, "/api/v1/replications/r")["info"]["pending_records"],
+        10
+    );
+    let dst_dir = tempfile::tempdir().expect("tempdir");
+    let dst = start_server(dst_dir.path(), &[]);
+    settings["dst_host"] = json!(format!("http://{}", dst.addr));
+    let r = src.request(
+        "PUT",
+        "/api/v1/replications/r",
+        &[],
+        settings.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.error());
+    wait_until("nothing pending", || {
+        json_of(&src, "/api/v1/replications/r")["info"]["pending_records"] == 0
+    });
+    for ts in 1..=10u64 {
+        let (status, got, _, labels) = record(&dst, &format!("/api/v1/b/dst/cam?ts={ts}"));
+        assert_eq!(status, 200, "record {ts}");
+        assert_eq!(got, body(ts), "record {ts}");
+        assert_eq!(labels, vec![("n".to_string(), ts.to_string())]);
+    }
+}
