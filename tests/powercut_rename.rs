@@ -137,14 +137,22 @@ fn a_renamed_bucket_survives_power_cuts_with_its_token_and_policy() {
             &format!("/api/v1/lifecycles/p{round}"),
             policy.as_bytes(),
         );
-        // The rename syncs the intent, the directory, the tokens, the policy journal and
-        // the intent's removal: the cut lands after any of them, or after the answer.
+        let task =
+            format!(r#"{{"src_bucket":"{old}","dst_bucket":"d","dst_host":"http://127.0.0.1:1"}}"#);
+        call(
+            "POST",
+            &format!("/api/v1/replications/rep{round}"),
+            task.as_bytes(),
+        );
+        // The rename syncs the intent, the directory, the tokens, the policy journal, the
+        // replication journal and the intent's removal: the cut lands after any of them,
+        // or after the answer.
         let how = if rng.below(2) == 0 {
             Cut::Clean
         } else {
             Cut::Torn(rng.next())
         };
-        fs.cut_after_syncs(1 + rng.below(8), how);
+        fs.cut_after_syncs(1 + rng.below(9), how);
         let body = format!(r#"{{"new_name":"{new}"}}"#);
         let status = s
             .request(
@@ -189,6 +197,17 @@ fn a_renamed_bucket_survives_power_cuts_with_its_token_and_policy() {
             token.json()["permissions"]["read"],
             serde_json::json!([now]),
             "round {round}: the token follows the surviving name"
+        );
+        let task = s.request(
+            "GET",
+            &format!("/api/v1/replications/rep{round}"),
+            &auth,
+            b"",
+        );
+        assert_eq!(
+            task.json()["settings"]["src_bucket"],
+            now.as_str(),
+            "round {round}: the replication follows the surviving name"
         );
         let policy = s.request("GET", &format!("/api/v1/lifecycles/p{round}"), &auth, b"");
         let policy = policy.json();

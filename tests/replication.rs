@@ -24,6 +24,34 @@ fn create(s: &ServerProcess, name: &str, body: &Value) -> common::Resp {
     )
 }
 
+/// A destination that is away: an address where nothing listens.
+fn nowhere() -> String {
+    format!("http://127.0.0.1:{}", common::closed_port())
+}
+
+/// Creates bucket `src` (with `bucket_settings`) on `s` and task `r` replicating it to
+/// a destination that is away; returns the task's settings.
+fn pending_task(s: &ServerProcess, bucket_settings: &[u8]) -> Value {
+    let r = s.request("POST", "/api/v1/b/src", &[], bucket_settings);
+    assert_eq!(r.status, 200, "{}", r.error());
+    let settings = json!({"src_bucket": "src", "dst_bucket": "dst", "dst_host": nowhere()});
+    let r = create(s, "r", &settings);
+    assert_eq!(r.status, 200, "{}", r.error());
+    settings
+}
+
+/// Replaces task `name`'s settings on `s` with `settings` pointed at `dst`.
+fn repoint(s: &ServerProcess, name: &str, settings: &mut Value, dst: &ServerProcess) {
+    settings["dst_host"] = json!(format!("http://{}", dst.addr));
+    let r = s.request(
+        "PUT",
+        &format!("/api/v1/replications/{name}"),
+        &[],
+        settings.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.error());
+}
+
 /// The record `ts` of `bucket/entry` on `s`: status, body, content type, labels.
 fn record(s: &ServerProcess, path: &str) -> (u16, Vec<u8>, String, Vec<(String, String)>) {
     let r = s.get(path);
@@ -235,14 +263,7 @@ fn records_reach_the_destination_and_survive_its_outage() {
     let dst2_dir = tempfile::tempdir().expect("tempdir");
     let dst2 = start_server(dst2_dir.path(), &[]);
     let mut moved = settings.clone();
-    moved["dst_host"] = json!(format!("http://{}", dst2.addr));
-    let r = src.request(
-        "PUT",
-        "/api/v1/replications/r1",
-        &[],
-        moved.to_string().as_bytes(),
-    );
-    assert_eq!(r.status, 200, "{}", r.error());
+    repoint(&src, "r1", &mut moved, &dst2);
     wait_until("the backlog drains", || {
         record(&dst2, "/api/v1/b/dst/from-a/cam1?ts=20").1 == b"during the outage"
             && record(&dst2, "/api/v1/b/dst/from-a/cam1?ts=21").1 == b"also"
@@ -563,14 +584,7 @@ fn a_delete_policy_keeps_records_pending_replication_until_they_are_delivered() 
     let dst_dir = tempfile::tempdir().expect("tempdir");
     let dst = start_server(dst_dir.path(), &[]);
     let mut moved = settings.clone();
-    moved["dst_host"] = json!(format!("http://{}", dst.addr));
-    let r = src.request(
-        "PUT",
-        "/api/v1/replications/r",
-        &[],
-        moved.to_string().as_bytes(),
-    );
-    assert_eq!(r.status, 200, "{}", r.error());
+    repoint(&src, "r", &mut moved, &dst);
     wait_until("delivered", || {
         json_of(&src, "/api/v1/replications/r")["info"]["pending_records"] == 0
     });
@@ -612,14 +626,7 @@ fn a_source_killed_mid_send_delivers_everything_once_restarted() {
     let dst_dir = tempfile::tempdir().expect("tempdir");
     let dst = start_server(dst_dir.path(), &[]);
     let mut moved = settings.clone();
-    moved["dst_host"] = json!(format!("http://{}", dst.addr));
-    let r = src.request(
-        "PUT",
-        "/api/v1/replications/r",
-        &[],
-        moved.to_string().as_bytes(),
-    );
-    assert_eq!(r.status, 200, "{}", r.error());
+    repoint(&src, "r", &mut moved, &dst);
     // Killed (SIGKILL) as soon as its own report says sending has begun.
     wait_until("sending begins", || {
         json_of(&src, "/api/v1/replications/r")["info"]["pending_records"]
@@ -645,10 +652,7 @@ fn pending_records_follow_an_entry_rename_across_a_restart() {
     let src_dir = tempfile::tempdir().expect("tempdir");
     let env = [("RS_REPLICATION_TIMEOUT", "1")];
     let src = start_server(src_dir.path(), &env);
-    assert_eq!(src.request("POST", "/api/v1/b/src", &[], b"").status, 200);
-    let nowhere = format!("http://127.0.0.1:{}", common::closed_port());
-    let mut settings = json!({"src_bucket": "src", "dst_bucket": "dst", "dst_host": nowhere});
-    assert_eq!(create(&src, "r", &settings).status, 200);
+    let mut settings = pending_task(&src, b"");
     for ts in 1..=3u64 {
         for entry in ["cam", "cam/depth"] {
             let r = src.request(
@@ -680,14 +684,7 @@ fn pending_records_follow_an_entry_rename_across_a_restart() {
     );
     let dst_dir = tempfile::tempdir().expect("tempdir");
     let dst = start_server(dst_dir.path(), &[]);
-    settings["dst_host"] = json!(format!("http://{}", dst.addr));
-    let r = src.request(
-        "PUT",
-        "/api/v1/replications/r",
-        &[],
-        settings.to_string().as_bytes(),
-    );
-    assert_eq!(r.status, 200, "{}", r.error());
+    repoint(&src, "r", &mut settings, &dst);
     wait_until(
         "the renamed entries' records arrive under their new names",
         || {
@@ -722,8 +719,7 @@ fn a_task_replicating_system_sends_neither_its_events_nor_its_log_lines() {
     // `$system` exists once the start's log lines are in it.
     wait_until("$system", || src.get("/api/v1/b/%24system").status == 200);
     // First to nowhere, so the sender logs a WARN of its own.
-    let nowhere = format!("http://127.0.0.1:{}", common::closed_port());
-    let mut settings = json!({"src_bucket": "$system", "dst_bucket": "sys", "dst_host": nowhere});
+    let mut settings = json!({"src_bucket": "$system", "dst_bucket": "sys", "dst_host": nowhere()});
     let r = create(&src, "sys", &settings);
     assert_eq!(r.status, 200, "{}", r.error());
     let own_lines = || {
@@ -740,14 +736,7 @@ fn a_task_replicating_system_sends_neither_its_events_nor_its_log_lines() {
             .count()
     };
     wait_until("the sender's WARN in $system", || own_lines() > 0);
-    settings["dst_host"] = json!(format!("http://{}", dst.addr));
-    let r = src.request(
-        "PUT",
-        "/api/v1/replications/sys",
-        &[],
-        settings.to_string().as_bytes(),
-    );
-    assert_eq!(r.status, 200, "{}", r.error());
+    repoint(&src, "sys", &mut settings, &dst);
     // Something to replicate: a bucket's creation is logged at INFO.
     assert_eq!(src.request("POST", "/api/v1/b/other", &[], b"").status, 200);
     wait_until("log lines replicated", || {
@@ -795,11 +784,7 @@ fn records_recompressed_while_pending_arrive_as_written() {
             ("RS_LIFECYCLE_MIN_OLDER_THAN", "1s"),
         ],
     );
-    let r = src.request("POST", "/api/v1/b/src", &[], br#"{"max_block_records": 4}"#);
-    assert_eq!(r.status, 200, "{}", r.error());
-    let nowhere = format!("http://127.0.0.1:{}", common::closed_port());
-    let mut settings = json!({"src_bucket": "src", "dst_bucket": "dst", "dst_host": nowhere});
-    assert_eq!(create(&src, "r", &settings).status, 200);
+    let mut settings = pending_task(&src, br#"{"max_block_records": 4}"#);
     let body = |ts: u64| format!("frame {ts} ").repeat(300).into_bytes();
     // Old records (1970), sealed in blocks of 4, pending while the destination is away.
     for ts in 1..=10u64 {
@@ -836,14 +821,7 @@ fn records_recompressed_while_pending_arrive_as_written() {
     );
     let dst_dir = tempfile::tempdir().expect("tempdir");
     let dst = start_server(dst_dir.path(), &[]);
-    settings["dst_host"] = json!(format!("http://{}", dst.addr));
-    let r = src.request(
-        "PUT",
-        "/api/v1/replications/r",
-        &[],
-        settings.to_string().as_bytes(),
-    );
-    assert_eq!(r.status, 200, "{}", r.error());
+    repoint(&src, "r", &mut settings, &dst);
     wait_until("nothing pending", || {
         json_of(&src, "/api/v1/replications/r")["info"]["pending_records"] == 0
     });
@@ -853,4 +831,47 @@ fn records_recompressed_while_pending_arrive_as_written() {
         assert_eq!(got, body(ts), "record {ts}");
         assert_eq!(labels, vec![("n".to_string(), ts.to_string())]);
     }
+}
+
+#[test]
+fn a_task_follows_its_source_bucket_through_a_rename() {
+    let src_dir = tempfile::tempdir().expect("tempdir");
+    let env = [("RS_REPLICATION_TIMEOUT", "1")];
+    let src = start_server(src_dir.path(), &env);
+    let mut settings = pending_task(&src, b"");
+    assert_eq!(
+        src.request("POST", "/api/v1/b/src/e?ts=1", &[], b"before")
+            .status,
+        200
+    );
+    let r = src.request(
+        "PUT",
+        "/api/v1/b/src/rename",
+        &[("content-type", "application/json")],
+        br#"{"new_name":"moved"}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.error());
+    assert_eq!(
+        json_of(&src, "/api/v1/replications/r")["settings"]["src_bucket"],
+        "moved"
+    );
+    // Writes under the new name are recorded too; a restart keeps the new source.
+    assert_eq!(
+        src.request("POST", "/api/v1/b/moved/e?ts=2", &[], b"after")
+            .status,
+        200
+    );
+    drop(src);
+    let src = start_server(src_dir.path(), &env);
+    let full = json_of(&src, "/api/v1/replications/r");
+    assert_eq!(full["settings"]["src_bucket"], "moved");
+    assert_eq!(full["info"]["pending_records"], 2);
+    let dst_dir = tempfile::tempdir().expect("tempdir");
+    let dst = start_server(dst_dir.path(), &[]);
+    settings["src_bucket"] = json!("moved");
+    repoint(&src, "r", &mut settings, &dst);
+    wait_until("both records arrive", || {
+        dst.get("/api/v1/b/dst/e?ts=1").body == b"before"
+            && dst.get("/api/v1/b/dst/e?ts=2").body == b"after"
+    });
 }

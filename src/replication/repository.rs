@@ -350,6 +350,38 @@ impl Replications {
         self.store_and_start(&mut defs, name, settings, true)
     }
 
+    /// Points the tasks replicating bucket `old` at its new name `new` (a bucket rename):
+    /// durably, then their senders; their backlogs, kept per task, go on as they are.
+    /// Returns the tasks that followed, by name. On a replica: none.
+    pub fn rename_source_bucket(&self, old: &str, new: &str) -> Result<Vec<String>> {
+        let Some(defs) = &self.defs else {
+            return Ok(Vec::new());
+        };
+        let mut defs = defs.lock().unwrap_or_else(|p| p.into_inner());
+        let moved = rename_source_in(&mut defs, old, new)?;
+        let running = self.running.read().unwrap_or_else(|p| p.into_inner());
+        for name in &moved {
+            if let (Some(r), Some(stored)) = (running.get(name), defs.get(name)) {
+                // Only the source's name changed: what was validated stays valid.
+                let parsed = r.task.config().parsed.clone();
+                let settings = stored.settings.clone();
+                r.task.reconfigure(TaskConfig { settings, parsed }, false);
+            }
+        }
+        Ok(moved)
+    }
+
+    /// [`Replications::rename_source_bucket`] on the stored tasks of the data directory
+    /// `data`, before the server loads them (finishing a rename a crash interrupted).
+    pub fn rename_source_bucket_in(
+        data: &std::path::Path,
+        old: &str,
+        new: &str,
+    ) -> Result<Vec<String>> {
+        let mut defs = JournaledMap::<StoredReplication>::open(data, FILES)?;
+        rename_source_in(&mut defs, old, new)
+    }
+
     /// Stops every sender (the server is shutting down); what is pending stays in the
     /// backlogs.
     pub fn shutdown(&self) {
@@ -498,6 +530,30 @@ impl ChangeObserver for Recorder {
             r.task.rename_entries(moves);
         }
     }
+}
+
+/// Renames the source bucket `old` to `new` in the stored tasks (idempotent: a second
+/// call finds none naming `old`).
+fn rename_source_in(
+    defs: &mut JournaledMap<StoredReplication>,
+    old: &str,
+    new: &str,
+) -> Result<Vec<String>> {
+    let moved: Vec<(String, StoredReplication)> = defs
+        .iter()
+        .filter(|(_, d)| d.settings.src_bucket == old)
+        .map(|(name, d)| {
+            let mut d = d.clone();
+            d.settings.src_bucket = new.to_string();
+            (name.clone(), d)
+        })
+        .collect();
+    let mut names = Vec::with_capacity(moved.len());
+    for (name, stored) in moved {
+        defs.put(&name, stored)?;
+        names.push(name);
+    }
+    Ok(names)
 }
 
 fn missing(name: &str) -> Error {

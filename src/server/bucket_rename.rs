@@ -1,5 +1,5 @@
 //! Renaming a bucket together with everything that names it: the token permission
-//! lists and the lifecycle policies.
+//! lists, the lifecycle policies and the replication tasks replicating it.
 //!
 //! Crash safety: the bucket's directory moves in one `rename(2)` (the store's part),
 //! but tokens and policies live in other files, so the rename is written down first as
@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::lifecycle::LifecycleRepository;
+use crate::replication::Replications;
 use crate::server::auth::TokenRepository;
 use crate::server::state::App;
 use crate::storage::Store;
@@ -39,6 +40,8 @@ pub struct Followed {
     pub tokens: usize,
     /// Policies that named the old bucket and now name the new one, sorted.
     pub lifecycles: Vec<String>,
+    /// Replication tasks whose source was the old bucket, sorted.
+    pub replications: Vec<String>,
 }
 
 /// Renames bucket `old` to `new` (the caller checked permissions and provisioning).
@@ -62,13 +65,15 @@ pub fn rename_bucket(app: &App, old: &str, new: &str) -> Result<Followed> {
         return Err(e);
     }
     app.queries.forget_bucket(old);
-    let followed = follow(data, app.tokens.as_ref(), &app.lifecycles, old, new)?;
+    let mut followed = follow(data, app.tokens.as_ref(), &app.lifecycles, old, new)?;
+    followed.replications = app.replications.rename_source_bucket(old, new)?;
     remove_file_if_exists(&intent_path)?;
     fsync_dir(data)?;
     log::info!(
-        "bucket '{old}' renamed to '{new}': {} token(s) and {} lifecycle(s) follow",
+        "bucket '{old}' renamed to '{new}': {} token(s), {} lifecycle(s) and {} replication(s) follow",
         followed.tokens,
-        followed.lifecycles.len()
+        followed.lifecycles.len(),
+        followed.replications.len()
     );
     Ok(followed)
 }
@@ -87,7 +92,11 @@ fn follow(
         None => TokenRepository::open(data, "")?.rename_bucket(old, new)?,
     };
     let lifecycles = lifecycles.rename_bucket(data, old, new)?;
-    Ok(Followed { tokens, lifecycles })
+    Ok(Followed {
+        tokens,
+        lifecycles,
+        replications: Vec::new(),
+    })
 }
 
 /// At start, before tokens and policies are loaded: finishes a rename a crash
@@ -105,9 +114,11 @@ pub fn recover(store: &Store) -> Result<()> {
         Ok(Intent { old, new }) if data.join(&new).is_dir() && !data.join(&old).exists() => {
             let tokens = TokenRepository::open(data, "")?.rename_bucket(&old, &new)?;
             let lifecycles = LifecycleRepository::read_only().rename_bucket(data, &old, &new)?;
+            let replications = Replications::rename_source_bucket_in(data, &old, &new)?;
             log::warn!(
-                "finished renaming bucket '{old}' to '{new}' (interrupted): {tokens} token(s) and {} lifecycle(s) follow",
-                lifecycles.len()
+                "finished renaming bucket '{old}' to '{new}' (interrupted): {tokens} token(s), {} lifecycle(s) and {} replication(s) follow",
+                lifecycles.len(),
+                replications.len()
             );
         }
         Ok(Intent { old, new }) => {
