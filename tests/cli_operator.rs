@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use halflife::Config;
 use halflife::fixtures;
+use halflife::storage::format::codec::Codec;
+use halflife::storage::format::index::EntryIndex;
 use halflife::storage::{BucketSettings, QueryOptions, Store};
 
 fn halflife() -> Command {
@@ -168,17 +170,22 @@ fn ctrl_c_cancels_a_compression_cleanly() {
     let mut line = String::new();
     stderr.read_line(&mut line).expect("the start line");
     assert!(line.contains("Ctrl-C stops cleanly"), "{line}");
-    // Interrupt it once it has written a compressed block, so the cancel meets a run
-    // with work both committed and pending.
-    let block_files = || {
-        walk(dir.path())
-            .iter()
-            .filter(|p| p.extension().is_some_and(|e| e == "blk"))
+    // Interrupt it once it has committed a compressed block (its index says so: the
+    // child's own durable report), so the cancel meets a run with work both committed
+    // and pending. (A new block file alone is no such report: it may be one being
+    // written, which the cancel discards.)
+    let committed = || {
+        std::fs::read_dir(dir.path().join("b"))
+            .expect("the bucket's directory")
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .filter_map(|e| EntryIndex::load(&e.path()).ok())
+            .flat_map(|index| index.blocks)
+            .filter(|b| b.codec == Codec::Zstd(19))
             .count()
     };
-    let initial = block_files();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while block_files() <= initial + 1 {
+    while committed() == 0 {
         assert!(Instant::now() < deadline, "no compressed block within 20 s");
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -318,17 +318,15 @@ fn compress_policy_recompresses_and_reprocesses_rewritten_blocks() {
     )
     .unwrap();
     let dir_e = store.bucket("b").unwrap().dir().join("e");
+    // Every block at the target (small blocks are joined, so their number is the
+    // compressor's business).
     let compressed = || {
-        EntryIndex::load(&dir_e)
-            .unwrap()
-            .blocks
-            .iter()
-            .filter(|b| b.codec == Codec::Zstd(9))
-            .count()
+        let blocks = EntryIndex::load(&dir_e).unwrap().blocks;
+        !blocks.is_empty() && blocks.iter().all(|b| b.codec == Codec::Zstd(9))
     };
     repo.run_now("squeeze").unwrap();
     // Every record is older than the cutoff: the open block is sealed and compressed too.
-    wait_until("every block is compressed", || compressed() == 5);
+    wait_until("every block is compressed", compressed);
     wait_until("the run is counted", || {
         repo.get("squeeze").unwrap().0.total_runs == 1
     });
@@ -353,10 +351,10 @@ fn compress_policy_recompresses_and_reprocesses_rewritten_blocks() {
             })
             .count()
     };
-    assert_eq!((compressed(), edit_logs()), (5, 1));
+    assert_eq!((compressed(), edit_logs()), (true, 1));
     repo.run_now("squeeze").unwrap();
     wait_until("the edit is folded in", || edit_logs() == 0);
-    assert_eq!(compressed(), 5);
+    assert!(compressed());
     assert_eq!(
         bucket.read("e", Some(ts)).unwrap().meta.labels["checked"],
         "yes"

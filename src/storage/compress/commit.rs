@@ -45,7 +45,7 @@ fn commit_recompressed(
     let replacements = done
         .iter()
         .map(|f| Replacement {
-            old: vec![f.old.version()],
+            old: f.old.iter().map(BlockEntry::version).collect(),
             new: vec![f.new.clone()],
             files: f.path.iter().cloned().collect(),
         })
@@ -53,12 +53,12 @@ fn commit_recompressed(
     let (applied, replaced) = entry.replace_blocks(replacements)?;
     for (f, applied) in done.iter().zip(applied) {
         if applied {
-            stats.blocks += 1;
-            stats.records += f.old.live_records();
-            stats.bytes_before += f.old.size;
+            stats.blocks += f.old.len() as u64;
+            stats.records += f.old.iter().map(BlockEntry::live_records).sum::<u64>();
+            stats.bytes_before += f.old.iter().map(|b| b.size).sum::<u64>();
             stats.bytes_after += f.new.size;
         } else {
-            stats.skipped += 1;
+            stats.skipped += f.old.len() as u64;
         }
     }
     Ok((stats, replaced))
@@ -66,7 +66,8 @@ fn commit_recompressed(
 
 /// A recompressed block waiting for its commit.
 pub(super) struct Finished {
-    pub(super) old: BlockEntry,
+    /// The block it replaces, or the run of blocks it joins.
+    pub(super) old: Vec<BlockEntry>,
     pub(super) new: BlockEntry,
     /// The new file; `None` when no frame changed (every frame was stored raw and stayed
     /// raw): the block keeps its file and only its tier changes in the index.

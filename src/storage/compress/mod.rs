@@ -23,6 +23,7 @@
 //! block is either fully old or fully new.
 
 mod commit;
+mod join;
 mod predict;
 mod stream;
 
@@ -244,11 +245,42 @@ fn compact(
     Ok(stats)
 }
 
-/// One eligible block in the work stream.
+/// One block to write in the work stream: from one eligible block, or from a run of
+/// small adjacent ones joined (`join.rs`).
 struct Job {
     entry: Arc<Entry>,
-    old: BlockEntry,
+    old: Vec<BlockEntry>,
     new_seq: u64,
+}
+
+/// Cuts an entry's eligible blocks into the runs its jobs write (see `join.rs`): two
+/// blocks may join when they are next to each other among all of `sealed`, with no block
+/// reaching into the gap between them.
+fn job_runs(
+    recompress: Vec<BlockEntry>,
+    sealed: &[BlockEntry],
+    frame_size: u64,
+    max_block_records: u64,
+) -> Vec<Vec<BlockEntry>> {
+    let mut order: Vec<&BlockEntry> = sealed.iter().collect();
+    order.sort_by_key(|b| (b.first_ts, b.seq));
+    // Per block (by seq): its place in time order, and the furthest end of the blocks
+    // before it.
+    let mut place = std::collections::HashMap::with_capacity(order.len());
+    let mut reach = 0u64;
+    for (i, b) in order.iter().enumerate() {
+        place.insert(b.seq, (i, reach));
+        reach = reach.max(b.last_ts);
+    }
+    let neighbours = |a: &BlockEntry, b: &BlockEntry| match (place.get(&a.seq), place.get(&b.seq)) {
+        (Some(&(i, _)), Some(&(j, reach_before_b))) => {
+            j == i + 1 && reach_before_b == a.last_ts && a.last_ts < b.first_ts
+        }
+        _ => false,
+    };
+    let mut recompress = recompress;
+    recompress.sort_by_key(|b| (b.first_ts, b.seq));
+    join::runs(recompress, frame_size, max_block_records, neighbours)
 }
 
 impl Bucket {
@@ -290,18 +322,29 @@ impl Bucket {
         target: Codec,
     ) -> Result<(CompressStats, Vec<EntryPlan>)> {
         validate_target(target)?;
+        let limits = self.settings().block_limits();
         let mut stats = CompressStats::default();
         let mut plans = Vec::new();
         for entry in self.select_entries(entries)? {
-            let plan = CompressPlan::new(&entry.sealed_blocks()?, start, stop, target);
+            let sealed = entry.sealed_blocks()?;
+            let plan = CompressPlan::new(&sealed, start, stop, target);
             stats.keep(&plan.kept);
             let mut candidates = Vec::new();
-            let alone = plan.recompress.into_iter().map(|b| (b, None));
+            let runs = job_runs(
+                plan.recompress,
+                &sealed,
+                entry.frame_size() as u64,
+                limits.max_block_records,
+            );
+            let alone = runs.into_iter().flat_map(|run| {
+                let joined = (run.len() > 1).then(|| Arc::new(run.clone()));
+                run.into_iter().map(move |b| (b, None, joined.clone()))
+            });
             let merged = plan.merge.into_iter().flat_map(|group| {
                 let group = Arc::new(group);
-                (0..group.len()).map(move |i| (group[i].clone(), Some(group.clone())))
+                (0..group.len()).map(move |i| (group[i].clone(), Some(group.clone()), None))
             });
-            for (b, group) in alone.chain(merged) {
+            for (b, group, run) in alone.chain(merged) {
                 stats.blocks += 1;
                 stats.records += b.live_records();
                 stats.bytes_before += b.size;
@@ -309,6 +352,7 @@ impl Bucket {
                     entry: entry.clone(),
                     block: b,
                     group,
+                    run,
                 });
             }
             // Stale logs would be sealed and compressed too.
@@ -386,9 +430,15 @@ impl Bucket {
                 compacted.add(compact(&entry, group, target, limits, pool)?);
                 on_block(entry.name(), group.iter().map(|b| b.size).sum());
             }
+            let runs = job_runs(
+                plan.recompress,
+                &entry.sealed_blocks()?,
+                entry.frame_size() as u64,
+                limits.max_block_records,
+            );
             drop(merging);
-            let seqs = entry.reserve_seqs(plan.recompress.len())?;
-            for (old, new_seq) in plan.recompress.into_iter().zip(seqs) {
+            let seqs = entry.reserve_seqs(runs.len())?;
+            for (old, new_seq) in runs.into_iter().zip(seqs) {
                 jobs.push(Job {
                     entry: entry.clone(),
                     old,
@@ -409,6 +459,7 @@ impl Bucket {
                 output: None,
                 commits: commit_tx,
                 failed: HashSet::new(),
+                excluded: Default::default(),
                 on_block,
             };
             let cancelled = || cancel() || committer_failed.load(Ordering::Relaxed);

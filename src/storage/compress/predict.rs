@@ -38,6 +38,9 @@ pub(super) struct Candidate {
     /// The group of overlapping blocks it is merged with, if any: a merge writes the
     /// group's records in timestamp order, which compresses unlike the frames as stored.
     pub(super) group: Option<Arc<Vec<BlockEntry>>>,
+    /// The run of small blocks it is joined with, if any (`join.rs`): their frames are
+    /// concatenated into frames of the full size, which compress better.
+    pub(super) run: Option<Arc<Vec<BlockEntry>>>,
 }
 
 /// What the sample measured.
@@ -74,17 +77,38 @@ impl Sample {
             if self.read >= self.budget {
                 break;
             }
-            let taken = match &candidate.group {
-                Some(group) => self.take_merged_frame(candidate, group, index, target),
-                None => self.take_frame(&block, index.min(frames - 1), target),
+            let taken = match (&candidate.group, &candidate.run) {
+                (Some(group), _) => self.take_merged_frame(candidate, group, index, target),
+                (None, Some(run)) => self.take_joined_frame(candidate, run, target),
+                (None, None) => self.take_frame(&block, index.min(frames - 1), target),
             };
             if let Err(e) = taken {
                 log::debug!("not sampling a frame: {e}");
             }
         }
-        let (_, packed) = meta::pack_records(block.records_section(), target);
-        self.overhead_after += block.copied_overhead(target, &packed);
-        self.records += candidate.block.record_count;
+        match &candidate.run {
+            // Joined: one table for the run, packed as one (its labels and types repeat).
+            Some(run) => {
+                let mut tables = Vec::new();
+                for b in run.iter() {
+                    match candidate.entry.block_for_sampling(b) {
+                        Ok(member) => tables.extend_from_slice(member.records_section()),
+                        Err(e) => {
+                            log::debug!("not sampling a table: {e}");
+                            return;
+                        }
+                    }
+                }
+                let (_, packed) = meta::pack_records(&tables, target);
+                self.overhead_after += block.copied_overhead(target, &packed);
+                self.records += run.iter().map(|b| b.record_count).sum::<u64>();
+            }
+            None => {
+                let (_, packed) = meta::pack_records(block.records_section(), target);
+                self.overhead_after += block.copied_overhead(target, &packed);
+                self.records += candidate.block.record_count;
+            }
+        }
     }
 
     /// Samples frame `index` of a log as sealing would cut it: the payloads from the one
@@ -182,6 +206,44 @@ impl Sample {
         }
         let (_, encoded) = encode_frame(target, &raw)?;
         self.read += raw.len() as u64;
+        self.frames_raw += raw.len() as u64;
+        self.frames_after += encoded.len() as u64;
+        Ok(())
+    }
+
+    /// Samples a frame of a block joined with the blocks after it in its run: theirs
+    /// frames concatenated from this block's first on, until a frame is full.
+    fn take_joined_frame(
+        &mut self,
+        candidate: &Candidate,
+        run: &[BlockEntry],
+        target: Codec,
+    ) -> crate::Result<()> {
+        let frame_size = candidate.entry.frame_size() as u64;
+        let from = run
+            .iter()
+            .position(|b| b.seq == candidate.block.seq)
+            .unwrap_or(0);
+        let (mut raw, mut read) = (Vec::new(), 0u64);
+        'blocks: for b in &run[from..] {
+            let block = candidate.entry.block_for_sampling(b)?;
+            for (index, info) in block.frames().iter().enumerate() {
+                if raw.len() as u64 >= frame_size {
+                    break 'blocks;
+                }
+                let stored = block.stored_frame(index)?;
+                read += stored.len() as u64;
+                match info.codec {
+                    Codec::None => raw.extend_from_slice(stored),
+                    codec => raw.extend_from_slice(&codec.decode(stored, info.raw_len as usize)?),
+                }
+            }
+        }
+        if raw.is_empty() {
+            return Ok(());
+        }
+        let (_, encoded) = encode_frame(target, &raw)?;
+        self.read += read;
         self.frames_raw += raw.len() as u64;
         self.frames_after += encoded.len() as u64;
         Ok(())

@@ -3,7 +3,7 @@
 //! and prepares the window after.
 
 use std::borrow::Cow;
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, MutexGuard};
 
@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::commit::{Finished, FinishedBlock};
+use super::join::{JoinSource, Joined};
 use super::{CompressPool, CompressStats, Job};
 use crate::error::{Error, Result};
 use crate::storage::format::block::{BlockWriter, SealedBlock, encode_frame};
@@ -35,11 +36,29 @@ enum Part {
     Frame(usize),
 }
 
-/// A unit of pool work: one part of one block.
+/// What a job reads: one block, whose frames are re-encoded one for one, or a run of
+/// small blocks joined into one ([`Joined`]).
+#[derive(Clone)]
+enum Source {
+    Block(Arc<SealedBlock>),
+    Joined(Arc<Joined>),
+}
+
+impl Source {
+    /// Frames of the block being written.
+    fn frame_count(&self) -> usize {
+        match self {
+            Source::Block(block) => block.frames().len(),
+            Source::Joined(joined) => joined.frame_count(),
+        }
+    }
+}
+
+/// A unit of pool work: one part of one job's output block.
 struct Task {
     job: usize,
     part: Part,
-    block: Arc<SealedBlock>,
+    source: Source,
     /// For [`Part::Records`]: the packed record table (packing, bytes), made while the
     /// batch was prepared (off the pool), so the pool threads only re-encode frames.
     packed: (u32, Vec<u8>),
@@ -48,9 +67,11 @@ struct Task {
 impl Task {
     /// Bytes the task reads: what windows are measured in.
     fn weight(&self) -> u64 {
-        match self.part {
-            Part::Records => self.block.records_section().len() as u64,
-            Part::Frame(i) => self.block.frames()[i].raw_len,
+        match (&self.source, self.part) {
+            (Source::Block(block), Part::Records) => block.records_section().len() as u64,
+            (Source::Block(block), Part::Frame(i)) => block.frames()[i].raw_len,
+            (Source::Joined(joined), Part::Records) => joined.table_weight(),
+            (Source::Joined(joined), Part::Frame(i)) => joined.raw_len(i),
         }
     }
 }
@@ -68,7 +89,7 @@ pub(super) struct Output<'a> {
     /// The entry's merge guard: no removal renames the directory under this file.
     _writing: MutexGuard<'a, ()>,
     job: usize,
-    block: Arc<SealedBlock>,
+    source: Source,
     packed_records: (u32, Vec<u8>),
     /// Created at the first frame that changes; until then nothing is written.
     writer: Option<BlockWriter>,
@@ -94,8 +115,15 @@ fn run_task(task: &Task, target: Codec) -> Result<Encoded> {
         Part::Records => return Ok(Encoded::Records),
         Part::Frame(frame) => frame,
     };
-    let info = &task.block.frames()[frame];
-    let stored = task.block.stored_frame(frame)?;
+    let block = match &task.source {
+        Source::Block(block) => block,
+        Source::Joined(joined) => {
+            let (codec, bytes, raw_len) = joined.encode(frame, target)?;
+            return Ok(Encoded::Frame(codec, bytes, raw_len));
+        }
+    };
+    let info = &block.frames()[frame];
+    let stored = block.stored_frame(frame)?;
     let raw: Cow<[u8]> = if info.codec == Codec::None {
         Cow::Borrowed(stored)
     } else {
@@ -113,6 +141,8 @@ pub(super) struct Run<'a> {
     pub(super) output: Option<Output<'a>>,
     pub(super) commits: crossbeam_channel::Sender<FinishedBlock>,
     pub(super) failed: HashSet<usize>,
+    /// Per joined job, its blocks left out of the join (damaged), counted skipped.
+    pub(super) excluded: HashMap<usize, u64>,
     /// Told the entry and the size before of each block written.
     pub(super) on_block: &'a (dyn Fn(&str, u64) + Sync),
 }
@@ -204,13 +234,20 @@ impl<'a> Run<'a> {
         while batch_bytes < window
             && let Some(mut task) = queue.pop_front()
         {
-            match task.part {
-                Part::Records => {
-                    task.packed = meta::pack_records(task.block.records_section(), self.target);
+            // A failure to read a frame shows again, as the task's error, when the pool
+            // reads it.
+            match (&task.source, task.part) {
+                (Source::Block(block), Part::Records) => {
+                    task.packed = meta::pack_records(block.records_section(), self.target);
                 }
-                Part::Frame(i) => {
-                    // A failure shows again, as the task's error, when the pool reads it.
-                    let _ = task.block.stored_frame(i);
+                (Source::Block(block), Part::Frame(i)) => {
+                    let _ = block.stored_frame(i);
+                }
+                (Source::Joined(joined), Part::Records) => {
+                    task.packed = joined.pack_records(self.target);
+                }
+                (Source::Joined(joined), Part::Frame(i)) => {
+                    let _ = joined.verify(i);
                 }
             }
             batch_bytes += task.weight();
@@ -220,20 +257,54 @@ impl<'a> Run<'a> {
         batch
     }
 
-    /// Maps the next eligible block and queues its tasks, returning their weight; a block
-    /// that cannot be read is left as it is and counted as skipped.
+    /// Maps the next job's blocks and queues its tasks, returning their weight; blocks
+    /// that cannot be read are left as they are and counted as skipped.
     fn enqueue(&mut self, job_index: usize, queue: &mut VecDeque<Task>) -> u64 {
         let job = &self.jobs[job_index];
-        match job.entry.block_frames(&job.old) {
-            Ok(block) => {
+        let source = match job.old.as_slice() {
+            [one] => job.entry.block_frames(one).map(Source::Block),
+            run => {
+                // A damaged block stays as it is, alone: the others are joined around it
+                // (the joined block overlaps it in time, as belated writes make blocks
+                // do), so the damage costs that block only.
+                let mut sources = Vec::with_capacity(run.len());
+                for b in run {
+                    let opened = job.entry.block_for_joining(b).and_then(|(frames, table)| {
+                        (0..frames.frames().len())
+                            .try_for_each(|f| frames.stored_frame(f).map(drop))?;
+                        Ok(JoinSource {
+                            entry: b.clone(),
+                            frames,
+                            table,
+                        })
+                    });
+                    match opened {
+                        Ok(source) => sources.push(source),
+                        Err(e) => {
+                            log::warn!("not recompressing: {e}");
+                            self.stats.skipped += 1;
+                            *self.excluded.entry(job_index).or_default() += 1;
+                        }
+                    }
+                }
+                if sources.is_empty() {
+                    self.failed.insert(job_index);
+                    return 0;
+                }
+                Joined::new(sources, job.entry.frame_size() as u64)
+                    .map(|joined| Source::Joined(Arc::new(joined)))
+            }
+        };
+        match source {
+            Ok(source) => {
                 let parts = std::iter::once(Part::Records)
-                    .chain((0..block.frames().len()).map(Part::Frame));
+                    .chain((0..source.frame_count()).map(Part::Frame));
                 let mut weight = 0;
                 for part in parts {
                     let task = Task {
                         job: job_index,
                         part,
-                        block: block.clone(),
+                        source: source.clone(),
                         packed: (meta::META_RAW, Vec::new()),
                     };
                     weight += task.weight();
@@ -243,9 +314,18 @@ impl<'a> Run<'a> {
             }
             Err(e) => {
                 log::warn!("not recompressing: {e}");
-                self.stats.skipped += 1;
+                self.skip(job_index);
                 0
             }
+        }
+    }
+
+    /// Leaves job `job`'s blocks as they are, counted as skipped (those left out of its
+    /// join were counted already).
+    fn skip(&mut self, job: usize) {
+        if self.failed.insert(job) {
+            let excluded = self.excluded.get(&job).copied().unwrap_or(0);
+            self.stats.skipped += self.jobs[job].old.len() as u64 - excluded;
         }
     }
 
@@ -259,8 +339,7 @@ impl<'a> Run<'a> {
                 Err(e) => {
                     // A damaged source frame: leave that block as it is, go on with the rest.
                     log::warn!("not recompressing: {e}");
-                    self.stats.skipped += 1;
-                    self.failed.insert(task.job);
+                    self.skip(task.job);
                     if let Some(out) = self.output.take_if(|o| o.job == task.job) {
                         out.discard();
                     }
@@ -276,14 +355,13 @@ impl<'a> Run<'a> {
             Encoded::Records => {
                 let Some(writing) = job.entry.merge_guard() else {
                     // The entry is being removed: leave its blocks alone.
-                    self.failed.insert(task.job);
-                    self.stats.skipped += 1;
+                    self.skip(task.job);
                     return Ok(());
                 };
                 self.output = Some(Output {
                     _writing: writing,
                     job: task.job,
-                    block: task.block,
+                    source: task.source,
                     packed_records: task.packed,
                     writer: None,
                     unchanged: 0,
@@ -306,11 +384,12 @@ impl<'a> Run<'a> {
             if let Some(out) = self.output.take() {
                 out.discard();
             }
-            self.failed.insert(task.job);
-            self.stats.skipped += 1;
+            self.skip(task.job);
             return Ok(());
         }
-        let unchanged = codec == Codec::None && out.block.frames()[index].codec == Codec::None;
+        // A joined block is always written: its sources' files go.
+        let unchanged = codec == Codec::None
+            && matches!(&out.source, Source::Block(b) if b.frames()[index].codec == Codec::None);
         match out.writer.as_mut() {
             // Incompressible data already stored raw: writing it again would change
             // nothing but wear the disk.
@@ -318,30 +397,32 @@ impl<'a> Run<'a> {
             None => {
                 let mut writer =
                     BlockWriter::create(&out.path, self.target, job.entry.frame_size())?;
-                for i in 0..out.unchanged {
-                    let info = &out.block.frames()[i];
-                    writer.append_encoded_frame(
-                        Codec::None,
-                        out.block.stored_frame(i)?,
-                        info.raw_len,
-                    )?;
+                if let Source::Block(block) = &out.source {
+                    for i in 0..out.unchanged {
+                        let info = &block.frames()[i];
+                        writer.append_encoded_frame(
+                            Codec::None,
+                            block.stored_frame(i)?,
+                            info.raw_len,
+                        )?;
+                    }
                 }
                 writer.append_encoded_frame(codec, &bytes, raw_len)?;
                 out.writer = Some(writer);
             }
             Some(writer) => writer.append_encoded_frame(codec, &bytes, raw_len)?,
         }
-        if index != out.block.frames().len() - 1 {
+        if index != out.source.frame_count() - 1 {
             return Ok(());
         }
         let out = self
             .output
             .take()
             .expect("the output being finished exists");
-        let (finished, file) = match out.writer {
-            Some(writer) => {
+        let (finished, file) = match (out.writer, &out.source, job.old.as_slice()) {
+            (Some(writer), Source::Block(block), [old]) => {
                 let (summary, file) =
-                    writer.finish_copied(&out.block, &job.old.summary(), &out.packed_records)?;
+                    writer.finish_copied(block, &old.summary(), &out.packed_records)?;
                 let finished = Finished {
                     old: job.old.clone(),
                     new: BlockEntry::from_summary(job.new_seq, &summary),
@@ -349,10 +430,23 @@ impl<'a> Run<'a> {
                 };
                 (finished, Some(file))
             }
-            None => {
+            (Some(writer), Source::Joined(joined), _) => {
+                let (summary, file) = writer.finish_with_table(
+                    &out.packed_records,
+                    meta::TABLE_V3,
+                    &joined.summary(self.target),
+                )?;
+                let finished = Finished {
+                    old: joined.old.clone(),
+                    new: BlockEntry::from_summary(job.new_seq, &summary),
+                    path: Some(out.path),
+                };
+                (finished, Some(file))
+            }
+            (None, Source::Block(_), [old]) => {
                 // No frame changed: the block keeps its file and takes the new tier, so
                 // it is not reconsidered by every run.
-                let mut new = job.old.clone();
+                let mut new = old.clone();
                 new.codec = self.target;
                 let finished = Finished {
                     old: job.old.clone(),
@@ -361,8 +455,13 @@ impl<'a> Run<'a> {
                 };
                 (finished, None)
             }
+            _ => {
+                return Err(Error::internal(
+                    "a recompressed block without its writer or its source",
+                ));
+            }
         };
-        (self.on_block)(job.entry.name(), job.old.size);
+        (self.on_block)(job.entry.name(), finished.old.iter().map(|b| b.size).sum());
         self.commits
             .send((job.entry.clone(), finished, file))
             .map_err(|_| Error::internal("the block committer stopped"))

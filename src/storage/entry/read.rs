@@ -14,6 +14,8 @@ use std::sync::Arc;
 use super::{Entry, EntryState, LogKind, Place};
 use crate::error::{Error, Result};
 use crate::storage::format::block::SealedBlock;
+use crate::storage::format::columns::TableColumns;
+use crate::storage::format::frames::BlockFrames;
 use crate::storage::format::index::{BlockEntry, block_path};
 use crate::storage::format::log::{LogRecord, OpenLog};
 use crate::storage::format::lookup::BlockLookup;
@@ -80,6 +82,19 @@ impl Entry {
             Some(b.meta_crc),
         )
         .map(Arc::new)
+    }
+
+    /// The block behind an index entry, mapped with its table parsed to be joined with
+    /// others by recompression (not cached: a run would evict what readers use).
+    pub(crate) fn block_for_joining(
+        &self,
+        b: &BlockEntry,
+    ) -> Result<(Arc<BlockFrames>, TableColumns)> {
+        SealedBlock::open_for_joining(
+            &block_path(&self.dir, b.seq),
+            self.describe(b),
+            Some(b.meta_crc),
+        )
     }
 
     /// Maps a sealed block to sample a few of its frames (no table parsed, nothing read

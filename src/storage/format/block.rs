@@ -195,16 +195,29 @@ impl BlockWriter {
                 source.frames().len()
             )));
         }
+        self.finish_with_table(packed_records, source.table_format, entry)
+    }
+
+    /// Finishes a block whose frames were appended encoded and whose record table
+    /// (`packed_records`, in `table_format`) describes them; `content` gives its first
+    /// and last timestamps, record count and payload bytes. Not fsynced, as
+    /// [`BlockWriter::finish_copied`].
+    pub fn finish_with_table(
+        self,
+        packed_records: &(u32, Vec<u8>),
+        table_format: u32,
+        content: &BlockSummary,
+    ) -> Result<(BlockSummary, File)> {
         let head = meta::encode_head(self.codec, &self.frames);
         let (packing, packed) = packed_records;
         let stored = meta::assemble_packed(&head, packed);
         self.write_tail(
             stored,
-            packing | source.table_format,
-            entry.first_ts,
-            entry.last_ts,
-            entry.record_count,
-            entry.payload_bytes,
+            packing | table_format,
+            content.first_ts,
+            content.last_ts,
+            content.record_count,
+            content.payload_bytes,
         )
     }
 
@@ -287,6 +300,24 @@ impl SealedBlock {
         expected_meta_crc: Option<u32>,
     ) -> Result<Self> {
         Self::open_inner(path, what, expected_meta_crc, false, true)
+    }
+
+    /// Maps a block to join it with others (recompression of small blocks): its pages
+    /// read ahead and its table decoded into columns (a table older than format 3 is
+    /// parsed into records first), nothing cached anywhere.
+    pub(crate) fn open_for_joining(
+        path: &Path,
+        what: String,
+        expected_meta_crc: Option<u32>,
+    ) -> Result<(Arc<BlockFrames>, TableColumns)> {
+        let block = Self::open_inner(path, what.clone(), expected_meta_crc, false, true)?;
+        let raw_lens: Vec<u64> = block.frames().iter().map(|f| f.raw_len).collect();
+        if block.table_format == meta::TABLE_V3 {
+            let columns = TableColumns::decode(&block.records_section, &raw_lens, &what)?;
+            return Ok((block.body, columns));
+        }
+        let parsed = Self::open_inner(path, what, expected_meta_crc, true, false)?;
+        Ok((block.body, TableColumns::from_records(parsed.records())))
     }
 
     /// Maps a block and decodes its record table into columns only, not records: what a

@@ -5,6 +5,7 @@
 
 use crate::error::{Error, Result};
 use crate::storage::format::binary::{BinaryReader, unzigzag};
+use crate::storage::format::block_meta::BlockRecord;
 
 /// The columns of a format-3 record table, rows in timestamp order.
 pub struct TableColumns {
@@ -96,6 +97,48 @@ impl TableColumns {
         };
         columns.check(frame_raw_lens, what)?;
         Ok(columns)
+    }
+
+    /// The columns of parsed records (a table older than format 3, to be rewritten).
+    pub fn from_records(records: &[BlockRecord]) -> TableColumns {
+        let mut columns = TableColumns {
+            types: Vec::new(),
+            keys: Vec::new(),
+            values: Vec::new(),
+            stamps: Vec::with_capacity(records.len()),
+            frames: Vec::with_capacity(records.len()),
+            offsets: Vec::with_capacity(records.len()),
+            sizes: Vec::with_capacity(records.len()),
+            type_ids: Vec::with_capacity(records.len()),
+            label_counts: Vec::with_capacity(records.len()),
+            key_ids: Vec::new(),
+            value_ids: Vec::new(),
+        };
+        let intern = |dict: &mut Vec<String>, s: &str| -> u64 {
+            match dict.iter().position(|d| d == s) {
+                Some(i) => i as u64,
+                None => {
+                    dict.push(s.to_string());
+                    dict.len() as u64 - 1
+                }
+            }
+        };
+        for r in records {
+            columns.stamps.push(r.meta.timestamp);
+            columns.frames.push(r.frame);
+            columns.offsets.push(r.offset);
+            columns.sizes.push(r.meta.size);
+            let type_id = intern(&mut columns.types, &r.meta.content_type);
+            columns.type_ids.push(type_id);
+            columns.label_counts.push(r.meta.labels.len() as u64);
+            for (k, v) in &r.meta.labels {
+                let key = intern(&mut columns.keys, k);
+                let value = intern(&mut columns.values, v);
+                columns.key_ids.push(key);
+                columns.value_ids.push(value);
+            }
+        }
+        columns
     }
 
     /// Rows in timestamp order, each inside its frame, naming dictionary entries that exist.
