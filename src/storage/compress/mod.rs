@@ -5,9 +5,10 @@
 //! blocks are merged into disjoint ones with the target codec (`storage::merge`), so the
 //! data a compress run rewrites ends up sorted, compressed and without overlap. A block
 //! that overlaps nothing is eligible for recompression when its codec is weaker than the
-//! target; those take the frame-parallel path below. The work is one stream of tasks over all eligible
-//! blocks — per block, its record table and each frame of the memory-mapped source
-//! ([`stream`]). Frames are re-encoded on a rayon pool in windows of up to eight frames'
+//! target; those take the frame-parallel path below, one block each, or a run of small
+//! adjacent ones joined into one block with full frames (`join.rs`). The work is one
+//! stream of tasks over all eligible blocks — per output block, its record table and each
+//! of its frames, read from the memory-mapped sources ([`stream`]). Frames are re-encoded on a rayon pool in windows of up to eight frames'
 //! worth of input per thread, while the calling thread writes the previous window, in
 //! order, into the new block files and prepares the next one (mapping, checksum
 //! verification, table packing); a committer thread fsyncs finished files and commits them
