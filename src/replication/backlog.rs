@@ -136,14 +136,7 @@ impl Backlog {
                 op.str(name);
             }
         }
-        oplog::finish_op(&mut op, &[])?;
-        let file = self
-            .file
-            .get()
-            .map_err(|e| oplog::reopen_error(&self.path, e))?;
-        oplog::append_at(&file, &self.path, self.len, &op.buf, &[])?;
-        self.len += op.buf.len() as u64;
-        self.sync.appended(self.len);
+        oplog::append_op(&self.file, &self.path, &mut self.len, &self.sync, op)?;
         *self.stamps.entry(item.ts).or_insert(0) += 1;
         self.items.push_back((item, self.len, Instant::now()));
         self.enforce_limit();

@@ -462,7 +462,17 @@ impl Replications {
             .collect()
     }
 
-    /// Whether some task replicates `bucket`.
+    /// The running tasks replicating `bucket`.
+    fn replicating(&self, bucket: &str) -> Vec<Arc<Task>> {
+        let running = self.running.read().unwrap_or_else(|p| p.into_inner());
+        running
+            .values()
+            .filter(|r| r.task.config().settings.src_bucket == bucket)
+            .map(|r| r.task.clone())
+            .collect()
+    }
+
+    /// Whether some task replicates `bucket` (asked on every write: no allocation).
     pub fn watches(&self, bucket: &str) -> bool {
         let running = self.running.read().unwrap_or_else(|p| p.into_inner());
         running
@@ -473,12 +483,17 @@ impl Replications {
     /// The oldest record of `bucket/entry` some task has not delivered yet: what a delete
     /// policy or the FIFO quota must keep (from this timestamp on).
     pub fn keep_from(&self, bucket: &str, entry: &str) -> Option<u64> {
-        let running = self.running.read().unwrap_or_else(|p| p.into_inner());
-        running
-            .values()
-            .filter(|r| r.task.config().settings.src_bucket == bucket)
-            .filter_map(|r| r.task.oldest_pending(entry))
+        self.replicating(bucket)
+            .iter()
+            .filter_map(|task| task.oldest_pending(entry))
             .min()
+    }
+
+    /// Entries of `bucket` were renamed: the tasks replicating it move their backlogs.
+    pub fn entries_renamed(&self, bucket: &str, moves: &[(String, String)]) {
+        for task in self.replicating(bucket) {
+            task.rename_entries(moves);
+        }
     }
 }
 
@@ -516,18 +531,8 @@ impl ChangeObserver for Recorder {
     }
 
     fn renamed(&self, bucket: &str, moves: &[(String, String)]) {
-        let Some(replications) = self.0.upgrade() else {
-            return;
-        };
-        let running = replications
-            .running
-            .read()
-            .unwrap_or_else(|p| p.into_inner());
-        for r in running
-            .values()
-            .filter(|r| r.task.config().settings.src_bucket == bucket)
-        {
-            r.task.rename_entries(moves);
+        if let Some(replications) = self.0.upgrade() {
+            replications.entries_renamed(bucket, moves);
         }
     }
 }

@@ -19,6 +19,7 @@ use crate::replication::events::{EventSummary, ReplicationEvents};
 use crate::replication::settings::{ReplicationCompression, ReplicationMode, ReplicationSettings};
 use crate::replication::task::Task;
 use crate::server::protocol::batch_v1::encode_v1_record;
+use crate::server::protocol::percent;
 use crate::storage::Store;
 use crate::storage::record::Record;
 
@@ -518,15 +519,7 @@ fn error_message(response: &ureq::http::Response<ureq::Body>) -> String {
 /// A name as URL path text: unreserved bytes and `/` (nested entries) as they are, every
 /// other byte percent-encoded (`%` included).
 fn path_segment(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for &b in name.as_bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    percent::encode_keeping(name, |b| b.is_ascii_alphanumeric() || b"-._~/".contains(&b))
 }
 
 #[cfg(test)]

@@ -47,9 +47,14 @@ fn is_tchar(b: u8) -> bool {
 
 /// Encodes a name for `x-reduct-entries` / `x-reduct-labels`.
 pub fn encode(name: &str) -> String {
+    encode_keeping(name, is_tchar)
+}
+
+/// Percent-encodes every byte of `name` that `keep` does not keep as it is.
+pub fn encode_keeping(name: &str, keep: impl Fn(u8) -> bool) -> String {
     let mut out = String::with_capacity(name.len());
     for &b in name.as_bytes() {
-        if is_tchar(b) {
+        if keep(b) {
             out.push(b as char);
         } else {
             out.push_str(&format!("%{b:02X}"));

@@ -121,7 +121,7 @@ impl BlockEdits {
     /// Appends a change (one `pwrite`) and applies it to the in-memory view. Removing a
     /// record already removed counts nothing twice.
     pub fn append(&mut self, change: &BlockChange) -> Result<()> {
-        let mut op = match change {
+        let op = match change {
             BlockChange::Relabel(ts, labels) => {
                 let mut op = oplog::start_op(OP_LABELS);
                 op.u64(*ts);
@@ -138,14 +138,7 @@ impl BlockEdits {
                 op
             }
         };
-        oplog::finish_op(&mut op, &[])?;
-        let file = self
-            .file
-            .get()
-            .map_err(|e| oplog::reopen_error(&self.path, e))?;
-        oplog::append_at(&file, &self.path, self.len, &op.buf, &[])?;
-        self.len += op.buf.len() as u64;
-        self.sync.appended(self.len);
+        oplog::append_op(&self.file, &self.path, &mut self.len, &self.sync, op)?;
         self.ops += 1;
         match change {
             BlockChange::Relabel(ts, labels) => {

@@ -9,10 +9,12 @@ use std::fs::{File, OpenOptions};
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::storage::format::binary::BinaryWriter;
 use crate::storage::format::fsutil::{DAMAGED_MARK, write_new_file};
+use crate::storage::sync::{FileSync, LazyFile};
 
 /// Length of `[body_len][crc]` before each body.
 pub const OP_HEADER: u64 = 8;
@@ -293,6 +295,24 @@ pub fn reopen_error(path: &Path, e: std::io::Error) -> Error {
     } else {
         Error::io(format!("opening {}", path.display()), e)
     }
+}
+
+/// Finishes `op` (no payload) and appends it at `*len` to the op file at `path` behind
+/// `file` (opened again if its descriptor was closed), then moves `*len` past it and tells
+/// `sync`, whose next sync covers it.
+pub fn append_op(
+    file: &Arc<LazyFile>,
+    path: &Path,
+    len: &mut u64,
+    sync: &FileSync,
+    mut op: BinaryWriter,
+) -> Result<()> {
+    finish_op(&mut op, &[])?;
+    let handle = file.get().map_err(|e| reopen_error(path, e))?;
+    append_at(&handle, path, *len, &op.buf, &[])?;
+    *len += op.buf.len() as u64;
+    sync.appended(*len);
+    Ok(())
 }
 
 /// Appends `op` (finished with [`finish_op`]) at `start`, followed by `payload` if it is not
