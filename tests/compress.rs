@@ -471,16 +471,21 @@ fn cancellation_midway_leaves_blocks_whole() {
     let bucket = store.bucket("b").unwrap();
     let pool = CompressPool::new(1).unwrap();
     let all = vec!["w".to_string()];
-    let asked = AtomicUsize::new(0);
-    let cancel_after_seven = || asked.fetch_add(1, Ordering::Relaxed) >= 7;
+    // Cancelled once two blocks are written: the stream asks between the parts it writes
+    // back, so the cancel lands while later blocks are being encoded.
+    let written = AtomicUsize::new(0);
+    let cancel_after_two = || written.load(Ordering::Relaxed) >= 2;
     let stats = bucket
-        .compress_blocks(
+        .compress_blocks_observed(
             &all,
             0,
             u64::MAX,
             Codec::Zstd(3),
             &pool,
-            &cancel_after_seven,
+            &cancel_after_two,
+            &|_, _| {
+                written.fetch_add(1, Ordering::Relaxed);
+            },
         )
         .unwrap();
     let tiers = codecs(&bucket, "w");

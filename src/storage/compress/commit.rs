@@ -25,8 +25,10 @@ use crate::storage::entry::{Entry, ObsoleteFiles, Replacement, remove_in};
 use crate::storage::format::fsutil::remove_file_if_exists;
 use crate::storage::format::index::BlockEntry;
 
-/// Commit an entry's finished blocks once this many are waiting…
-const COMMIT_BATCH: usize = 64;
+/// Commit an entry's finished blocks once they replace this many blocks (a joined block
+/// replaces several: counting outputs would hold a whole entry's unlinks until the stream
+/// leaves it, then do them all after the last frame is encoded)…
+const COMMIT_BATCH: usize = 32;
 /// …or once the oldest has waited this long.
 const COMMIT_EVERY: Duration = Duration::from_secs(1);
 /// Finished block files fsynced at once.
@@ -91,6 +93,8 @@ impl Finished {
 struct PendingCommits {
     entry: Arc<Entry>,
     done: Vec<Finished>,
+    /// Blocks the finished ones replace.
+    replacing: usize,
     since: Instant,
 }
 
@@ -122,7 +126,7 @@ impl FirstError<'_> {
 }
 
 /// The committer: fsyncs finished block files ([`SYNC_THREADS`] at once) and commits them
-/// per entry in batches (64 blocks, or whatever waited a second, or all at the end); the
+/// per entry in batches (replacing 32 blocks, or whatever waited a second, or all at the end); the
 /// blocks replaced are unlinked on [`UNLINK_THREADS`] threads, all done before it returns.
 /// After an error it discards what still arrives, raises `failed` so the stream stops, and
 /// reports the error.
@@ -205,7 +209,7 @@ fn commit_synced(
         while i < pending.len() {
             let p = &pending[i];
             let left_behind = current.is_none_or(|c| !Arc::ptr_eq(c, &p.entry));
-            if !(left_behind || p.done.len() >= COMMIT_BATCH || p.since.elapsed() >= COMMIT_EVERY) {
+            if !(left_behind || p.replacing >= COMMIT_BATCH || p.since.elapsed() >= COMMIT_EVERY) {
                 i += 1;
                 continue;
             }
@@ -235,11 +239,16 @@ fn commit_synced(
                     finished.discard(&entry);
                     continue;
                 }
+                let replacing = finished.old.len();
                 match pending.iter_mut().find(|p| Arc::ptr_eq(&p.entry, &entry)) {
-                    Some(p) => p.done.push(finished),
+                    Some(p) => {
+                        p.done.push(finished);
+                        p.replacing += replacing;
+                    }
                     None => pending.push(PendingCommits {
                         entry: entry.clone(),
                         done: vec![finished],
+                        replacing,
                         since: Instant::now(),
                     }),
                 }

@@ -8,20 +8,22 @@
 //! target; those take the frame-parallel path below, one block each, or a run of small
 //! adjacent ones joined into one block with full frames (`join.rs`). The work is one
 //! stream of tasks over all eligible blocks — per output block, its record table and each
-//! of its frames, read from the memory-mapped sources ([`stream`]). Frames are re-encoded on a rayon pool in windows of up to eight frames'
-//! worth of input per thread, while the calling thread writes the previous window, in
-//! order, into the new block files and prepares the next one (mapping, checksum
-//! verification, table packing); a committer thread fsyncs finished files and commits them
-//! ([`commit`]). So one huge block keeps every thread busy, many small blocks do too, and
-//! memory stays bounded by three windows (threads × frame size), not by the data.
+//! of its frames, read from the memory-mapped sources ([`stream`]). The calling thread
+//! opens the blocks (a join's sources mapped, checked and laid out) and hands each task to
+//! a rayon pool while less than eight frames' worth of input per thread is out; the pool
+//! packs the tables and re-encodes the frames; the calling thread writes the results back
+//! in order into the new block files as they arrive, and a committer thread fsyncs
+//! finished files and commits them ([`commit`]). There is no barrier between batches, so
+//! one huge block keeps every thread busy, many small blocks do too, and memory stays
+//! bounded by what is out (threads × eight frames), not by the data.
 //!
 //! Concurrency follows DESIGN.md: eligible blocks are snapshotted under a short entry lock,
 //! encoded with no lock held, and committed under a short lock only if the block's sequence
 //! number (its version) is unchanged; otherwise the new file is dropped and the block counts
 //! as skipped. Commits are batched per entry so a run over thousands of blocks does not
-//! rewrite the index thousands of times. Cancellation is checked between windows; a
-//! cancelled run commits the blocks it finished and discards the one it was writing, so every
-//! block is either fully old or fully new.
+//! rewrite the index thousands of times. Cancellation is checked between the parts written
+//! back; a cancelled run commits the blocks it finished and discards the one it was
+//! writing, so every block is either fully old or fully new.
 
 mod commit;
 mod join;
@@ -376,8 +378,8 @@ impl Bucket {
 
     /// Recompresses the sealed blocks of the entries matching `entries` whose records all
     /// lie in `[start, stop)` and whose codec is weaker than `target`, on `pool`. `cancel`
-    /// is asked between frame windows (e.g. `&|| flag.load(Ordering::Relaxed)`); when it
-    /// says yes, the run commits what it finished and stops.
+    /// is asked between the parts it writes back (e.g. `&|| flag.load(Ordering::Relaxed)`);
+    /// when it says yes, the run commits what it finished and stops.
     pub fn compress_blocks(
         &self,
         entries: &[String],

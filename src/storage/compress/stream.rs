@@ -1,14 +1,14 @@
-//! The encoding side of recompression: the stream of tasks over the eligible blocks, cut
-//! into windows that the pool encodes while the calling thread writes the window before
-//! and prepares the window after.
+//! The encoding side of recompression: the stream of tasks over the eligible blocks. The
+//! calling thread opens the blocks and hands their parts to the pool one task each, while
+//! less than a bounded amount of input is out; the pool packs record tables and re-encodes
+//! frames; the calling thread writes the results back in stream order as they arrive.
+//! There is no barrier: nobody waits at the end of a batch while another thread finishes
+//! the last frame of it.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, MutexGuard};
-
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::commit::{Finished, FinishedBlock};
 use super::join::{JoinSource, Joined};
@@ -20,17 +20,17 @@ use crate::storage::format::codec::Codec;
 use crate::storage::format::fsutil::remove_file_if_exists;
 use crate::storage::format::index::{BlockEntry, block_path};
 
-/// Input per window, per thread, in units of the configured frame size (8 MiB with the
-/// default 1 MiB frames). Windows are measured in bytes, not frames, so blocks smaller than
-/// a frame still make windows big enough to keep every thread busy; memory stays bounded by
-/// about twice this (the window being encoded and the one being written) per thread.
-const WINDOW_FRAMES_PER_THREAD: u64 = 8;
+/// Input out at once (handed to the pool and not written back yet), per pool thread, in
+/// units of the configured frame size (8 MiB with the default 1 MiB frames). Measured in
+/// bytes, not tasks, so blocks smaller than a frame still keep every thread busy; it bounds
+/// the memory of the results waiting to be written in order, too.
+const IN_FLIGHT_FRAMES_PER_THREAD: u64 = 8;
 
 /// What a pool task produces for a block.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Part {
-    /// The block's record table, packed with the target codec (it comes before the frames
-    /// in the stream).
+    /// The block's record table, packed for a block of the target codec (it comes before
+    /// the frames in the stream).
     Records,
     /// One frame, re-encoded.
     Frame(usize),
@@ -59,9 +59,6 @@ struct Task {
     job: usize,
     part: Part,
     source: Source,
-    /// For [`Part::Records`]: the packed record table (packing, bytes), made while the
-    /// batch was prepared (off the pool), so the pool threads only re-encode frames.
-    packed: (u32, Vec<u8>),
 }
 
 impl Task {
@@ -78,8 +75,8 @@ impl Task {
 
 /// The result of a task.
 enum Encoded {
-    /// The record table (already packed into the task).
-    Records,
+    /// The record table, packed: (packing, bytes).
+    Records(u32, Vec<u8>),
     /// The codec used, the stored bytes, the raw length.
     Frame(Codec, Vec<u8>, u64),
 }
@@ -111,9 +108,16 @@ impl Output<'_> {
 }
 
 fn run_task(task: &Task, target: Codec) -> Result<Encoded> {
-    let frame = match task.part {
-        Part::Records => return Ok(Encoded::Records),
-        Part::Frame(frame) => frame,
+    let frame = match (task.part, &task.source) {
+        (Part::Records, Source::Block(block)) => {
+            let (packing, packed) = meta::pack_records(block.records_section(), target);
+            return Ok(Encoded::Records(packing, packed));
+        }
+        (Part::Records, Source::Joined(joined)) => {
+            let (packing, packed) = joined.pack_records(target);
+            return Ok(Encoded::Records(packing, packed));
+        }
+        (Part::Frame(frame), _) => frame,
     };
     let block = match &task.source {
         Source::Block(block) => block,
@@ -148,113 +152,61 @@ pub(super) struct Run<'a> {
 }
 
 impl<'a> Run<'a> {
-    /// Runs the stream as a pipeline: while the pool encodes one batch of tasks, this
-    /// thread writes the batch before it and prepares the one after it (maps the blocks,
-    /// verifies the source frames' checksums, packs the record tables), then helps encode
-    /// what is left of the batch (the committer thread syncs and commits finished
-    /// blocks).
+    /// Runs the stream: hands tasks to the pool while less than the in-flight limit is
+    /// out (opening the next job's blocks when its tasks are needed), and writes results
+    /// back in stream order as they arrive; between the two it sleeps on the results, so
+    /// the pool's threads have the cores. (The committer thread syncs and commits finished
+    /// blocks.)
     pub(super) fn stream(&mut self, pool: &CompressPool, cancel: &dyn Fn() -> bool) -> Result<()> {
         let frame_size = self.jobs.first().map_or(1 << 20, |j| j.entry.frame_size()) as u64;
-        let max_window = pool.threads() as u64 * WINDOW_FRAMES_PER_THREAD * frame_size;
-        // Windows start at one frame per thread and double up to the full size, so the
-        // writing and syncing of the first blocks overlap encoding even in a small run.
-        let mut window = pool.threads() as u64 * frame_size;
-        let mut queue: VecDeque<Task> = VecDeque::new();
-        let mut queued = 0u64;
-        let mut next_job = 0;
-        let mut encoded: Option<(Vec<Task>, Vec<Result<Encoded>>)> = None;
-        let mut batch = self.prepare_batch(window, &mut queue, &mut queued, &mut next_job);
-        loop {
-            window = (window * 2).min(max_window);
-            if cancel() {
-                // (Logged by the caller once the committer has counted what it committed.)
-                return Ok(());
-            }
-            if batch.is_empty() && encoded.is_none() {
-                return Ok(());
-            }
-            let target = self.target;
-            let mut written = Ok(());
-            let mut following = Vec::new();
-            // The batch's tasks are handed out one at a time from a shared counter, to the
-            // pool's threads and, once it has written the window before and prepared the
-            // one after, to this thread too: nobody waits at the end of a window while
-            // frames are left to encode.
-            let next = AtomicUsize::new(0);
-            let slots: Vec<OnceLock<Result<Encoded>>> =
-                batch.iter().map(|_| OnceLock::new()).collect();
-            let encode = || {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(task) = batch.get(i) else { break };
-                    let _ = slots[i].set(run_task(task, target));
+        let limit = pool.threads() as u64 * IN_FLIGHT_FRAMES_PER_THREAD * frame_size;
+        let target = self.target;
+        let (done_tx, done_rx) = crossbeam_channel::unbounded::<(u64, Task, Result<Encoded>)>();
+        pool.pool.in_place_scope(|scope| {
+            let mut queue: VecDeque<Task> = VecDeque::new();
+            let mut next_job = 0;
+            // Tasks handed out and written back, by their place in the stream; the weight
+            // of those out; results that arrived before one that comes earlier.
+            let (mut sent, mut written, mut in_flight) = (0u64, 0u64, 0u64);
+            let mut arrived: BTreeMap<u64, (Task, Result<Encoded>)> = BTreeMap::new();
+            loop {
+                if cancel() {
+                    // What is out finishes and is dropped. (Logged by the caller once the
+                    // committer has counted what it committed.)
+                    return Ok(());
                 }
-            };
-            pool.pool.in_place_scope(|scope| {
-                for _ in 0..pool.threads().min(batch.len()) {
-                    scope.spawn(|_| encode());
+                while in_flight < limit {
+                    let Some(task) = queue.pop_front() else {
+                        if next_job == self.jobs.len() {
+                            break;
+                        }
+                        self.enqueue(next_job, &mut queue);
+                        next_job += 1;
+                        continue;
+                    };
+                    in_flight += task.weight();
+                    let (place, done) = (sent, done_tx.clone());
+                    sent += 1;
+                    scope.spawn(move |_| {
+                        let result = run_task(&task, target);
+                        // The stream stops listening only when it failed or was cancelled.
+                        let _ = done.send((place, task, result));
+                    });
                 }
-                if let Some((tasks, results)) = encoded.take() {
-                    written = self.write_window(tasks, results);
+                if written == sent {
+                    return Ok(()); // nothing out, nothing left
                 }
-                if written.is_ok() {
-                    following = self.prepare_batch(window, &mut queue, &mut queued, &mut next_job);
-                }
-                encode();
-            });
-            let results: Vec<Result<Encoded>> = slots
-                .into_iter()
-                .map(|slot| {
-                    slot.into_inner()
-                        .expect("every task of the batch ran before the scope ended")
-                })
-                .collect();
-            written?;
-            encoded = (!batch.is_empty()).then_some((batch, results));
-            batch = following;
-        }
-    }
-
-    /// Takes the next window's worth of tasks off the queue, mapping more blocks into it
-    /// as needed, and does the tasks' non-encoding work: frame checksums are verified
-    /// (the pool then finds them verified) and record tables packed.
-    fn prepare_batch(
-        &mut self,
-        window: u64,
-        queue: &mut VecDeque<Task>,
-        queued: &mut u64,
-        next_job: &mut usize,
-    ) -> Vec<Task> {
-        while *queued < window && *next_job < self.jobs.len() {
-            *queued += self.enqueue(*next_job, queue);
-            *next_job += 1;
-        }
-        let mut batch = Vec::new();
-        let mut batch_bytes = 0;
-        while batch_bytes < window
-            && let Some(mut task) = queue.pop_front()
-        {
-            // A failure to read a frame shows again, as the task's error, when the pool
-            // reads it.
-            match (&task.source, task.part) {
-                (Source::Block(block), Part::Records) => {
-                    task.packed = meta::pack_records(block.records_section(), self.target);
-                }
-                (Source::Block(block), Part::Frame(i)) => {
-                    let _ = block.stored_frame(i);
-                }
-                (Source::Joined(joined), Part::Records) => {
-                    task.packed = joined.pack_records(self.target);
-                }
-                (Source::Joined(joined), Part::Frame(i)) => {
-                    let _ = joined.verify(i);
+                let (place, task, result) = done_rx
+                    .recv()
+                    .map_err(|_| Error::internal("the recompression results stopped"))?;
+                arrived.insert(place, (task, result));
+                while let Some((task, result)) = arrived.remove(&written) {
+                    written += 1;
+                    in_flight -= task.weight();
+                    self.write_result(task, result)?;
                 }
             }
-            batch_bytes += task.weight();
-            batch.push(task);
-        }
-        *queued -= batch_bytes;
-        batch
+        })
     }
 
     /// Maps the next job's blocks and queues its tasks, returning their weight; blocks
@@ -305,7 +257,6 @@ impl<'a> Run<'a> {
                         job: job_index,
                         part,
                         source: source.clone(),
-                        packed: (meta::META_RAW, Vec::new()),
                     };
                     weight += task.weight();
                     queue.push_back(task);
@@ -329,30 +280,29 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn write_window(&mut self, tasks: Vec<Task>, results: Vec<Result<Encoded>>) -> Result<()> {
-        for (task, result) in tasks.into_iter().zip(results) {
-            if self.failed.contains(&task.job) {
-                continue;
-            }
-            match result {
-                Ok(encoded) => self.write_part(task, encoded)?,
-                Err(e) => {
-                    // A damaged source frame: leave that block as it is, go on with the rest.
-                    log::warn!("not recompressing: {e}");
-                    self.skip(task.job);
-                    if let Some(out) = self.output.take_if(|o| o.job == task.job) {
-                        out.discard();
-                    }
+    /// Writes one task's result, in stream order; a damaged source leaves its job's
+    /// blocks as they are.
+    fn write_result(&mut self, task: Task, result: Result<Encoded>) -> Result<()> {
+        if self.failed.contains(&task.job) {
+            return Ok(());
+        }
+        match result {
+            Ok(encoded) => self.write_part(task, encoded),
+            Err(e) => {
+                log::warn!("not recompressing: {e}");
+                self.skip(task.job);
+                if let Some(out) = self.output.take_if(|o| o.job == task.job) {
+                    out.discard();
                 }
+                Ok(())
             }
         }
-        Ok(())
     }
 
     fn write_part(&mut self, task: Task, encoded: Encoded) -> Result<()> {
         let job: &'a Job = &self.jobs[task.job];
         let (codec, bytes, raw_len) = match encoded {
-            Encoded::Records => {
+            Encoded::Records(packing, packed) => {
                 let Some(writing) = job.entry.merge_guard() else {
                     // The entry is being removed: leave its blocks alone.
                     self.skip(task.job);
@@ -362,7 +312,7 @@ impl<'a> Run<'a> {
                     _writing: writing,
                     job: task.job,
                     source: task.source,
-                    packed_records: task.packed,
+                    packed_records: (packing, packed),
                     writer: None,
                     unchanged: 0,
                     path: block_path(job.entry.dir(), job.new_seq),

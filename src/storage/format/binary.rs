@@ -106,19 +106,52 @@ impl<'a> BinaryReader<'a> {
         Ok(u64::from_le_bytes(a))
     }
     /// Reads an unsigned LEB128 varint.
+    #[inline]
     pub fn varint(&mut self) -> Result<u64> {
+        // Most values of a record table (deltas, dictionary ids, counts) fit one byte: that
+        // case is a compare and an increment, which matters when a table of thousands of
+        // rows is decoded per block.
+        if let Some(&byte) = self.bytes.get(self.pos)
+            && byte < 0x80
+        {
+            self.pos += 1;
+            return Ok(u64::from(byte));
+        }
+        self.varint_long()
+    }
+
+    /// [`Self::varint`] past its one-byte case.
+    fn varint_long(&mut self) -> Result<u64> {
         let mut value = 0u64;
-        for shift in (0..64).step_by(7) {
-            let byte = self.u8()?;
-            value |= u64::from(byte & 0x7f) << shift;
+        for (i, &byte) in self.bytes[self.pos..].iter().take(10).enumerate() {
+            value |= u64::from(byte & 0x7f) << (7 * i);
             if byte & 0x80 == 0 {
+                self.pos += i + 1;
                 return Ok(value);
             }
         }
-        Err(Error::internal(format!(
-            "{} holds an overlong varint",
-            self.what
-        )))
+        Err(self.bad_varint())
+    }
+
+    #[cold]
+    fn bad_varint(&self) -> Error {
+        if self.remaining() < 10 && self.bytes[self.pos..].iter().all(|b| b & 0x80 != 0) {
+            Error::internal(format!(
+                "{} is truncated: a varint at offset {} runs past its end",
+                self.what, self.pos
+            ))
+        } else {
+            Error::internal(format!("{} holds an overlong varint", self.what))
+        }
+    }
+
+    /// Reads `n` varints into a vector: a table column.
+    pub fn varints(&mut self, n: usize) -> Result<Vec<u64>> {
+        let mut out = Vec::with_capacity(n.min(self.remaining()));
+        for _ in 0..n {
+            out.push(self.varint()?);
+        }
+        Ok(out)
     }
     /// Reads a string with a varint length prefix.
     pub fn short_str(&mut self) -> Result<String> {
@@ -191,6 +224,15 @@ mod tests {
         }
         assert_eq!(r.short_str().unwrap(), "é");
         assert!(BinaryReader::new(&[0xff; 11], "x").varint().is_err());
+        // A varint cut short says so, at any length; one within its bytes leaves the rest.
+        for cut in [&[][..], &[0x80], &[0xff, 0xff, 0x81]] {
+            let err = BinaryReader::new(cut, "cut column").varint().unwrap_err();
+            assert!(err.message().contains("cut column is truncated"), "{err}");
+        }
+        let mut r = BinaryReader::new(&[0xac, 0x02, 0x05], "column");
+        assert_eq!(r.varints(2).unwrap(), vec![300, 5]);
+        assert_eq!(r.remaining(), 0);
+        assert!(BinaryReader::new(&[0x05], "column").varints(2).is_err());
 
         let cut = &w.buf[..w.buf.len() - 2];
         let mut r = BinaryReader::new(cut, "cut block");

@@ -48,7 +48,7 @@ impl TableColumns {
             return Err(corrupt("the record count exceeds the table"));
         }
         let [types, keys, values] = decode_dicts(&mut r)?;
-        let mut column = |n: usize| (0..n).map(|_| r.varint()).collect::<Result<Vec<u64>>>();
+        let mut column = |n: usize| r.varints(n);
         let deltas = column(count)?;
         let frame_deltas = column(count)?;
         let residuals = column(count)?;
