@@ -801,3 +801,42 @@ fn a_stale_open_block_is_sealed_and_compressed_and_later_writes_still_land() {
         b"after"
     );
 }
+
+#[test]
+fn open_blocks_of_many_entries_are_sealed_and_compressed_in_one_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = weather();
+    // Seven entries of 2000 records in blocks of 300: six sealed blocks and an open one
+    // each (several entries are sealed at once), some of them nested.
+    let names = ["a", "b", "c", "c/d", "c/e", "f", "g/h"];
+    let sets: Vec<(&str, &[FixtureRecord])> = names.iter().map(|n| (*n, &records[..])).collect();
+    let store = store_with(dir.path(), 4096, 300, &sets);
+    let bucket = store.bucket("b").unwrap();
+    let pool = CompressPool::new(2).unwrap();
+    for name in names {
+        assert_eq!(codec_at(&bucket, name, records[1999].timestamp), None);
+    }
+    let stats = bucket
+        .compress_blocks(&[], 0, u64::MAX, Codec::Zstd(3), &pool, &never)
+        .unwrap();
+    assert_eq!(stats.records, 2000 * names.len() as u64, "{stats:?}");
+    assert_eq!(stats.skipped, 0);
+    for name in names {
+        assert!(codecs(&bucket, name).iter().all(|c| *c == Codec::Zstd(3)));
+        assert_eq!(
+            codec_at(&bucket, name, records[1999].timestamp),
+            Some(Codec::Zstd(3)),
+            "{name}: the open block was sealed and compressed"
+        );
+        verify_all(&bucket, name, &records);
+    }
+    // The entries open again (several at once) with every record.
+    drop(bucket);
+    drop(store);
+    let store = Store::open(Config::new(dir.path())).unwrap();
+    let bucket = store.bucket("b").unwrap();
+    assert!(bucket.unavailable_entries().is_empty());
+    for name in names {
+        verify_all(&bucket, name, &records);
+    }
+}

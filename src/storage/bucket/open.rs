@@ -4,8 +4,9 @@
 //! bucket works.
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use super::{Bucket, SETTINGS_FILE, remove_trash};
 use crate::error::{Error, Result};
@@ -13,6 +14,9 @@ use crate::storage::entry::{Entry, EntryContext, holds_entry};
 use crate::storage::merge::MergeQueue;
 use crate::storage::names::validate_entry_name;
 use crate::storage::settings::BucketSettings;
+
+/// Entries opened at once.
+const OPEN_THREADS: usize = 4;
 
 impl Bucket {
     /// Opens a bucket directory and every entry under it.
@@ -29,8 +33,9 @@ impl Bucket {
             .map_err(|e| Error::internal(format!("{} does not parse: {e}", path.display())))?;
         remove_trash(dir)?;
         let bucket = Bucket::with_no_entries(name, dir.to_path_buf(), settings, ctx, merges);
-        let mut found = BTreeMap::new();
-        bucket.discover(dir, "", &mut found)?;
+        let mut holding = Vec::new();
+        bucket.discover(dir, "", &mut holding)?;
+        let mut found = bucket.open_entries(holding);
         // Entries written before parents were made (or whose parent was removed alone)
         // get their parents now, as a write would make them.
         let children: Vec<String> = found.keys().filter(|n| n.contains('/')).cloned().collect();
@@ -55,13 +60,13 @@ impl Bucket {
         Ok(bucket)
     }
 
-    /// Walks the directory tree; every directory holding an index is an entry (one that
-    /// fails to open, or to be listed, is marked unavailable).
+    /// Walks the directory tree; every directory holding an index is an entry, collected
+    /// with its path (a directory that fails to be listed is marked unavailable).
     fn discover(
         &self,
         dir: &Path,
         prefix: &str,
-        found: &mut BTreeMap<String, Arc<Entry>>,
+        holding: &mut Vec<(String, PathBuf)>,
     ) -> Result<()> {
         let listing = std::fs::read_dir(dir)
             .map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
@@ -84,21 +89,11 @@ impl Bucket {
             }
             let path = item.path();
             if holds_entry(&path) {
-                // A damaged entry is left alone on disk (see `entry_or_create`) and the rest
-                // of the bucket keeps working.
-                match Entry::open(&self.name, &name, &path, self.ctx.clone()) {
-                    Ok(entry) => {
-                        found.insert(name.clone(), Arc::new(entry));
-                    }
-                    Err(e) => {
-                        log::error!("entry {}/{name} is not available: {e}", self.name);
-                        self.mark_unavailable(&name, e.message());
-                    }
-                }
+                holding.push((name.clone(), path.clone()));
             }
             // A directory that cannot be listed costs itself (and what is under it),
             // never the rest of the bucket.
-            if let Err(e) = self.discover(&path, &name, found) {
+            if let Err(e) = self.discover(&path, &name, holding) {
                 log::error!(
                     "entry {}/{name} is not available: {e}; the rest of the bucket is",
                     self.name
@@ -107,6 +102,36 @@ impl Bucket {
             }
         }
         Ok(())
+    }
+
+    /// Opens the entries found, several at once: opening one replays its open logs, and a
+    /// bucket of many entries would otherwise wait for each in turn. A damaged entry is
+    /// left alone on disk (see `entry_or_create`), marked unavailable, and the rest of the
+    /// bucket keeps working.
+    fn open_entries(&self, holding: Vec<(String, PathBuf)>) -> BTreeMap<String, Arc<Entry>> {
+        let found = Mutex::new(BTreeMap::new());
+        let next = AtomicUsize::new(0);
+        let open = || {
+            while let Some((name, path)) = holding.get(next.fetch_add(1, Ordering::Relaxed)) {
+                match Entry::open(&self.name, name, path, self.ctx.clone()) {
+                    Ok(entry) => {
+                        let mut found = found.lock().unwrap_or_else(|p| p.into_inner());
+                        found.insert(name.clone(), Arc::new(entry));
+                    }
+                    Err(e) => {
+                        log::error!("entry {}/{name} is not available: {e}", self.name);
+                        self.mark_unavailable(name, e.message());
+                    }
+                }
+            }
+        };
+        std::thread::scope(|scope| {
+            for _ in 1..OPEN_THREADS.min(holding.len()) {
+                scope.spawn(open);
+            }
+            open();
+        });
+        found.into_inner().unwrap_or_else(|p| p.into_inner())
     }
 
     fn mark_unavailable(&self, name: &str, why: &str) {

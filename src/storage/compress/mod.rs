@@ -28,6 +28,7 @@
 mod commit;
 mod join;
 mod predict;
+mod seal;
 mod stream;
 
 use std::collections::HashSet;
@@ -409,7 +410,13 @@ impl Bucket {
         let limits = self.settings().block_limits();
         let mut jobs = Vec::new();
         let mut compacted = CompressStats::default();
-        for entry in self.select_entries(entries)? {
+        let entries = self.select_entries(entries)?;
+        // An open block (or late log) whose records all lie in the window (every one
+        // older than its end) is sealed first, so it is compressed with the rest.
+        if !cancel() {
+            seal::seal_stale_logs(&entries, start, stop)?;
+        }
+        for entry in entries {
             if cancel() {
                 break;
             }
@@ -419,9 +426,6 @@ impl Bucket {
             let Some(merging) = entry.merge_guard() else {
                 continue; // being removed
             };
-            // An open block (or late log) whose records all lie in the window (every one
-            // older than its end) is sealed first, so it is compressed with the rest.
-            entry.seal_stale_logs(start, stop)?;
             let plan = CompressPlan::new(&entry.sealed_blocks()?, start, stop, target);
             compacted.keep(&plan.kept);
             // Compaction: overlapping blocks are merged into disjoint ones with the target
