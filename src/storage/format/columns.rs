@@ -49,9 +49,12 @@ impl TableColumns {
         }
         let [types, keys, values] = decode_dicts(&mut r)?;
         let mut column = |n: usize| r.varints(n);
-        let deltas = column(count)?;
+        // The delta-coded columns are resolved in place: timestamps from their deltas,
+        // offsets from their residuals (each relative to the end of the record before it
+        // in the same frame).
+        let mut stamps = column(count)?;
         let frame_deltas = column(count)?;
-        let residuals = column(count)?;
+        let mut offsets = column(count)?;
         let sizes = column(count)?;
         let type_ids = column(count)?;
         let label_counts = column(count)?;
@@ -62,12 +65,11 @@ impl TableColumns {
             .ok_or_else(|| corrupt("label counts exceed the table"))?;
         let key_ids = column(total_labels)?;
         let value_ids = column(total_labels)?;
-        let mut stamps = Vec::with_capacity(count);
         let mut frame_of = Vec::with_capacity(count);
-        let mut offsets = Vec::with_capacity(count);
         let (mut timestamp, mut frame, mut expected_offset) = (0u64, 0u32, 0u64);
         for i in 0..count {
-            timestamp = timestamp.wrapping_add(deltas[i]);
+            timestamp = timestamp.wrapping_add(stamps[i]);
+            stamps[i] = timestamp;
             let next_frame = u32::try_from(frame_deltas[i])
                 .ok()
                 .and_then(|d| frame.checked_add(d))
@@ -76,11 +78,10 @@ impl TableColumns {
                 expected_offset = 0;
             }
             frame = next_frame;
-            let offset = expected_offset.wrapping_add(unzigzag(residuals[i]) as u64);
-            expected_offset = offset.wrapping_add(sizes[i]);
-            stamps.push(timestamp);
             frame_of.push(frame);
-            offsets.push(offset);
+            let offset = expected_offset.wrapping_add(unzigzag(offsets[i]) as u64);
+            offsets[i] = offset;
+            expected_offset = offset.wrapping_add(sizes[i]);
         }
         let columns = TableColumns {
             types,
