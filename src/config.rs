@@ -12,6 +12,9 @@ pub const DEFAULT_FRAME_SIZE: usize = 1 << 20;
 /// (store-wide).
 pub const DEFAULT_BLOCK_CACHE: usize = 512;
 
+/// Default memory for the parsed record tables of the cached blocks, store-wide.
+pub const DEFAULT_BLOCK_CACHE_BYTES: usize = 128 << 20;
+
 /// Default memory budget of the blocks' compact lookups, store-wide: 256 MiB, about 40
 /// bytes per record, so the lookups of some 6 million records.
 pub const DEFAULT_LOOKUP_CACHE_BYTES: usize = 256 << 20;
@@ -35,6 +38,9 @@ pub struct Config {
     /// How many sealed blocks the store keeps mapped with their record tables parsed
     /// (what queries stream from; at least one).
     pub block_cache: usize,
+    /// Bytes of memory the cached parsed blocks may take (their records and tables; the
+    /// mappings are the page cache's).
+    pub block_cache_bytes: usize,
     /// Bytes of the blocks' compact lookups the store keeps (reads by timestamp and
     /// duplicate checks; `storage::cache`).
     pub lookup_cache_bytes: usize,
@@ -106,6 +112,7 @@ impl Config {
             data_path: data_path.into(),
             frame_size: DEFAULT_FRAME_SIZE,
             block_cache: DEFAULT_BLOCK_CACHE,
+            block_cache_bytes: DEFAULT_BLOCK_CACHE_BYTES,
             lookup_cache_bytes: DEFAULT_LOOKUP_CACHE_BYTES,
             frame_cache_bytes: DEFAULT_FRAME_CACHE_BYTES,
             compress_threads: crate::storage::CompressPool::default_threads(),

@@ -128,9 +128,15 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "RS_MAX_OPEN_LOG_FILES", default_value_t = halflife::storage::sync::open_files::DEFAULT_OPEN_FILE_LIMIT as u64, value_parser = clap::value_parser!(u64).range(1..))]
     max_open_log_files: u64,
     /// Sealed blocks kept mapped with their record tables parsed, store-wide: what queries
-    /// stream from (each holds its parsed table and its mapping).
+    /// stream from (each holds its parsed table and its mapping). See also
+    /// --block-cache-size.
     #[arg(long, env = "RS_BLOCK_CACHE", default_value_t = halflife::config::DEFAULT_BLOCK_CACHE as u64, value_parser = clap::value_parser!(u64).range(1..))]
     block_cache: u64,
+    /// Memory for the parsed record tables of those blocks, store-wide (a block of 1,000
+    /// records with a handful of labels each takes 200-250 KB): whichever of this and
+    /// --block-cache is reached first evicts. Units: B, KB, MB, GB, KiB, MiB, GiB.
+    #[arg(long, env = "RS_BLOCK_CACHE_SIZE", default_value = "128MiB", value_parser = halflife::server::provision::parse_byte_size)]
+    block_cache_size: u64,
     /// Memory for the blocks' compact lookups (about 40 bytes per record), store-wide:
     /// reads by timestamp and the duplicate checks of writes go through them, so random
     /// reads stay as cheap as cached ones over this many records' worth of blocks
@@ -243,6 +249,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     let mut engine = Config::new(&args.data_path);
     engine.max_open_log_files = usize::try_from(args.max_open_log_files).unwrap_or(usize::MAX);
     engine.block_cache = usize::try_from(args.block_cache).unwrap_or(usize::MAX);
+    engine.block_cache_bytes = usize::try_from(args.block_cache_size).unwrap_or(usize::MAX);
     engine.lookup_cache_bytes = usize::try_from(args.lookup_cache).unwrap_or(usize::MAX);
     engine.frame_cache_bytes = usize::try_from(args.frame_cache).unwrap_or(usize::MAX);
     engine.instance_name = halflife::config::instance_name(args.instance_name.as_deref());

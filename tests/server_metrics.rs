@@ -334,6 +334,7 @@ fn block_caches_report_their_use_within_their_settings() {
         dir.path(),
         &[
             ("RS_BLOCK_CACHE", "3"),
+            ("RS_BLOCK_CACHE_SIZE", "1MiB"),
             ("RS_LOOKUP_CACHE_SIZE", "64KiB"),
             ("RS_FRAME_CACHE_SIZE", "1MB"),
             ("RS_MAX_OPEN_LOG_FILES", "4"),
@@ -363,6 +364,15 @@ fn block_caches_report_their_use_within_their_settings() {
     assert_eq!(of("halflife_cache_budget", "lookups"), Some(65536.0));
     assert_eq!(of("halflife_cache_budget", "decoded_frames"), Some(1e6));
     assert_eq!(of("halflife_cache_budget", "open_log_files"), Some(4.0));
+    assert_eq!(
+        of("halflife_cache_bytes_budget", "parsed_blocks"),
+        Some(1048576.0)
+    );
+    for cache in ["parsed_blocks", "lookups", "decoded_frames"] {
+        let used = of("halflife_cache_bytes", cache).expect("bytes held");
+        let budget = of("halflife_cache_bytes_budget", cache).expect("bytes budget");
+        assert!(used <= budget, "{cache}: {used} bytes of {budget}");
+    }
     // Every write appended to a log whose descriptor was open (or opened again).
     let log_uses = of("halflife_cache_hits_total", "open_log_files").expect("hits")
         + of("halflife_cache_misses_total", "open_log_files").expect("reopens");

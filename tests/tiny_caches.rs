@@ -1,6 +1,7 @@
 //! The block caches change only speed, never answers: stores with caches of one parsed
 //! block and no room for lookups (every read builds one), with room for about one
-//! block's lookup (constant eviction), and with the defaults give the same reads by
+//! block's lookup (constant eviction), with less memory for parsed blocks than one block
+//! takes (none is kept), and with the defaults give the same reads by
 //! timestamp, latest reads, queries and duplicate checks — on in-order and shuffled data,
 //! raw and compressed blocks, before and after label changes and removals made while
 //! the lookups of the changed blocks were cached.
@@ -33,10 +34,11 @@ fn answer(r: halflife::Result<halflife::storage::Record>) -> Answer {
 
 /// Opens a store with the given caches, writes `records` (in that order) into "b/e" in
 /// blocks of 100, and compresses the first half of them.
-fn store(dir: &Path, caches: (usize, usize, usize), records: &[FixtureRecord]) -> Store {
+fn store(dir: &Path, caches: (usize, usize, usize, usize), records: &[FixtureRecord]) -> Store {
     let mut config = Config::new(dir);
     (
         config.block_cache,
+        config.block_cache_bytes,
         config.lookup_cache_bytes,
         config.frame_cache_bytes,
     ) = caches;
@@ -111,10 +113,17 @@ fn answers(store: &Store, stamps: &[u64]) -> (Vec<Answer>, Answer, Vec<Answer>, 
 fn same_answers_with_any_cache(records: Vec<FixtureRecord>) {
     let mut stamps: Vec<u64> = records.iter().map(|r| r.timestamp).collect();
     stamps.sort();
+    let defaults = Config::new("x");
     let caches = [
-        (1, 0, 0),                                           // nothing kept but one parsed block
-        (1, 8_000, 1 << 20),                                 // about one lookup, one frame
-        (Config::new("x").block_cache, 256 << 20, 32 << 20), // the defaults
+        (1, 1 << 30, 0, 0),           // nothing kept but one parsed block
+        (1, 1 << 30, 8_000, 1 << 20), // about one lookup, one frame
+        (512, 1_000, 0, 0),           // no parsed block fits in 1,000 bytes: none kept
+        (
+            defaults.block_cache,
+            defaults.block_cache_bytes,
+            defaults.lookup_cache_bytes,
+            defaults.frame_cache_bytes,
+        ),
     ];
     let dirs: Vec<_> = caches
         .iter()
@@ -141,6 +150,21 @@ fn same_answers_with_any_cache(records: Vec<FixtureRecord>) {
         }
     }
     let after: Vec<_> = stores.iter().map(|s| answers(s, &stamps)).collect();
+    for (s, c) in stores.iter().zip(&caches) {
+        let stats = s.cache_stats();
+        assert!(stats.blocks.0 <= stats.blocks.1, "{c:?}: {stats:?}");
+        assert!(
+            stats.block_bytes.0 <= stats.block_bytes.1,
+            "{c:?}: {stats:?}"
+        );
+        assert!(stats.lookups.1 <= stats.lookups.2, "{c:?}: {stats:?}");
+        assert!(
+            stats.decoded_bytes.0 <= stats.decoded_bytes.1,
+            "{c:?}: {stats:?}"
+        );
+    }
+    let starved = stores[2].cache_stats();
+    assert_eq!(starved.blocks.0, 0, "{starved:?}");
     for (i, c) in caches.iter().enumerate().skip(1) {
         assert!(
             before[i] == before[0],

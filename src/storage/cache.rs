@@ -1,7 +1,8 @@
 //! The caches of a store, shared by every entry of every bucket, each bounded by a
 //! setting rather than by the data:
-//! - mapped blocks with their record tables parsed (a count: `--block-cache`), what
-//!   queries stream from and edits change;
+//! - mapped blocks with their record tables parsed (a count, `--block-cache`, and their
+//!   parsed tables' memory, `--block-cache-size`), what queries stream from and edits
+//!   change;
 //! - the compact lookups of many more blocks (a byte budget: `--lookup-cache`), which
 //!   answer reads by timestamp and the duplicate checks of writes without a parsed table
 //!   (`format/lookup.rs`): out-of-order writes and random reads touch blocks anywhere in
@@ -27,10 +28,11 @@ use crate::storage::record::{Payload, RecordMeta};
 pub type BlockKey = (u64, u64);
 
 /// A least-recently-used map bounded by a total cost (a count when every item costs 1,
-/// bytes otherwise); eviction drops the oldest eighth at once, so an insert into a full
-/// map costs O(1) amortized instead of a scan per insert.
+/// bytes otherwise) and a number of items; eviction drops the oldest eighth at once, so an
+/// insert into a full map costs O(1) amortized instead of a scan per insert.
 struct Lru<K, V> {
     budget: usize,
+    max_items: usize,
     used: usize,
     tick: u64,
     items: HashMap<K, (V, u64, usize)>,
@@ -38,8 +40,13 @@ struct Lru<K, V> {
 
 impl<K: Hash + Eq + Copy, V: Clone> Lru<K, V> {
     fn new(budget: usize) -> Self {
+        Self::with_max_items(budget, usize::MAX)
+    }
+
+    fn with_max_items(budget: usize, max_items: usize) -> Self {
         Lru {
             budget,
+            max_items: max_items.max(1),
             used: 0,
             tick: 0,
             items: HashMap::new(),
@@ -61,7 +68,9 @@ impl<K: Hash + Eq + Copy, V: Clone> Lru<K, V> {
         if cost > self.budget {
             return;
         }
-        while self.used + cost > self.budget && !self.items.is_empty() {
+        while (self.used + cost > self.budget || self.items.len() >= self.max_items)
+            && !self.items.is_empty()
+        {
             let mut ticks: Vec<u64> = self.items.values().map(|(_, t, _)| *t).collect();
             let drop = (ticks.len() / 8).min(ticks.len() - 1);
             let (_, cutoff, _) = ticks.select_nth_unstable(drop);
@@ -79,10 +88,6 @@ impl<K: Hash + Eq + Copy, V: Clone> Lru<K, V> {
         self.tick += 1;
         self.used += cost;
         self.items.insert(key, (value, self.tick, cost));
-    }
-
-    fn get_mut(&mut self, key: &K) -> Option<&mut V> {
-        self.items.get_mut(key).map(|(v, _, _)| v)
     }
 
     fn remove(&mut self, key: &K) -> Option<V> {
@@ -140,6 +145,8 @@ impl BlockReader {
 pub struct CacheLimits {
     /// Parsed blocks (at least one is kept).
     pub blocks: usize,
+    /// Bytes of parsed blocks (their tables; a block larger than this is not kept).
+    pub block_bytes: usize,
     /// Bytes of block lookups.
     pub lookup_bytes: usize,
     /// Bytes of decoded frames kept for the next read of their block.
@@ -151,6 +158,8 @@ pub struct CacheLimits {
 pub struct CacheStats {
     /// Parsed blocks held, and how many may be.
     pub blocks: (u64, u64),
+    /// Bytes of the parsed blocks held, and the budget.
+    pub block_bytes: (u64, u64),
     /// Look-ups of a parsed block that found it, and that had to map and parse it.
     pub block_hits: u64,
     /// See `block_hits`.
@@ -185,7 +194,7 @@ impl BlockCache {
     pub fn new(limits: CacheLimits) -> Self {
         BlockCache {
             inner: Mutex::new(CacheInner {
-                blocks: Lru::new(limits.blocks.max(1)),
+                blocks: Lru::with_max_items(limits.block_bytes, limits.blocks),
                 lookups: Lru::new(limits.lookup_bytes),
                 decoded: Lru::new(limits.decoded_bytes),
             }),
@@ -214,7 +223,8 @@ impl BlockCache {
         self.block_misses.fetch_add(1, Ordering::Relaxed);
         // Map and parse without holding the lock; a racing opener just wins or loses.
         let block = Arc::new(open()?);
-        self.lock().blocks.insert(key, block.clone(), 1);
+        let cost = block.heap_bytes();
+        self.lock().blocks.insert(key, block.clone(), cost);
         Ok(block)
     }
 
@@ -256,7 +266,8 @@ impl BlockCache {
         let lookup = match built {
             Ok(lookup) => Arc::new(lookup),
             Err(view) => {
-                self.lock().blocks.insert(key, view.clone(), 1);
+                let cost = view.heap_bytes();
+                self.lock().blocks.insert(key, view.clone(), cost);
                 return Ok(BlockReader::Parsed(view));
             }
         };
@@ -301,18 +312,21 @@ impl BlockCache {
     pub fn edit(&self, key: BlockKey, change: impl FnOnce(&mut SealedBlock)) {
         let mut inner = self.lock();
         let had_lookup = inner.lookups.remove(&key).is_some();
-        let Some(view) = inner.blocks.get_mut(&key) else {
+        // Taken out and kept again: the change alters what the view weighs.
+        let Some(mut view) = inner.blocks.remove(&key) else {
             return;
         };
-        if Arc::get_mut(view).is_none() {
-            *view = Arc::new(view.fork());
+        if Arc::get_mut(&mut view).is_none() {
+            view = Arc::new(view.fork());
         }
-        change(Arc::get_mut(view).expect("a view just forked has no other holder"));
-        if had_lookup && let Some(lookup) = BlockLookup::of(view) {
+        change(Arc::get_mut(&mut view).expect("a view just forked has no other holder"));
+        if had_lookup && let Some(lookup) = BlockLookup::of(&view) {
             let lookup = Arc::new(lookup);
             let cost = lookup.heap_bytes();
             inner.lookups.insert(key, lookup, cost);
         }
+        let cost = view.heap_bytes();
+        inner.blocks.insert(key, view, cost);
     }
 
     /// Forgets a block whose file was replaced or removed.
@@ -328,7 +342,8 @@ impl BlockCache {
         let inner = self.lock();
         let n = |v: usize| v as u64;
         CacheStats {
-            blocks: (n(inner.blocks.items.len()), n(inner.blocks.budget)),
+            blocks: (n(inner.blocks.items.len()), n(inner.blocks.max_items)),
+            block_bytes: (n(inner.blocks.used), n(inner.blocks.budget)),
             block_hits: self.block_hits.load(Ordering::Relaxed),
             block_misses: self.block_misses.load(Ordering::Relaxed),
             lookups: (
@@ -366,6 +381,21 @@ mod tests {
         assert!(lru.get(&8).is_none(), "the oldest went first");
         lru.remove(&100);
         assert!(lru.get(&100).is_none());
+    }
+
+    #[test]
+    fn lru_keeps_within_its_item_count_and_bytes_both() {
+        let mut lru: Lru<u64, u64> = Lru::with_max_items(1000, 4);
+        for k in 0..10 {
+            lru.insert(k, k, 10);
+            assert!(lru.items.len() <= 4, "{} items", lru.items.len());
+        }
+        assert!(lru.get(&9).is_some(), "the newest is kept");
+        for k in 10..20 {
+            lru.insert(k, k, 400);
+            assert!(lru.used <= 1000 && lru.items.len() <= 4);
+        }
+        assert!(lru.get(&19).is_some());
     }
 
     #[test]

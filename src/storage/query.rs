@@ -12,7 +12,8 @@ use crate::storage::attachments::{is_attachment_entry, is_tombstone};
 use crate::storage::condition::context::Context;
 use crate::storage::condition::{Condition, Directives, Matcher, Verdict};
 use crate::storage::entry::{
-    Chunk, Entry, MergedRecord, chunk_len, chunk_locator, chunk_meta, chunk_record, locator_record,
+    Chunk, Entry, LastFrame, MergedRecord, chunk_len, chunk_locator, chunk_meta, chunk_record,
+    locator_record,
 };
 use crate::storage::record::Record;
 
@@ -60,6 +61,8 @@ struct Cursor {
     /// An attachment entry: its tombstones (`remove=true`) are skipped before the
     /// condition sees them, as if it began with "not removed".
     hide_tombstones: bool,
+    /// The frame last decoded for this entry's records.
+    last_frame: LastFrame,
 }
 
 /// Iterator over the records a query selects.
@@ -135,6 +138,7 @@ impl QueryIter {
             ready: VecDeque::new(),
             done: false,
             stopped_at: None,
+            last_frame: LastFrame::default(),
             hide_tombstones,
         }
     }
@@ -272,9 +276,9 @@ impl QueryIter {
         let (mut meta, payload) = match ready {
             Ready::Here(i) => {
                 let (chunk, _) = c.chunk.as_ref().expect("a Here record's chunk is current");
-                chunk_record(chunk, i, self.with_payload)?
+                chunk_record(chunk, i, self.with_payload, &mut c.last_frame)?
             }
-            Ready::Kept(at) => locator_record(&at, self.with_payload)?,
+            Ready::Kept(at) => locator_record(&at, self.with_payload, &mut c.last_frame)?,
         };
         if let Some(keep) = &self.directives.select_labels {
             meta.labels.retain(|name, _| keep.contains(name));

@@ -101,6 +101,7 @@ impl Store {
         let observer = Arc::new(OnceLock::new());
         let cache = Arc::new(BlockCache::new(CacheLimits {
             blocks: config.block_cache,
+            block_bytes: config.block_cache_bytes,
             lookup_bytes: config.lookup_cache_bytes,
             decoded_bytes: config.frame_cache_bytes,
         }));

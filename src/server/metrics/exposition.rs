@@ -142,6 +142,28 @@ pub fn exposition(app: &App, caller: Option<&Caller>) -> Result<String> {
             Some(files.limit),
         ])),
     );
+    gauges(
+        &mut registry,
+        "cache_bytes",
+        "Memory a cache holds, in bytes (parsed blocks' tables, lookups, decoded frames)",
+        signed_all(kinds([
+            Some(cache.block_bytes.0),
+            Some(cache.lookups.1),
+            Some(cache.decoded_bytes.0),
+            None,
+        ])),
+    );
+    gauges(
+        &mut registry,
+        "cache_bytes_budget",
+        "A cache's memory budget in bytes (--block-cache-size, --lookup-cache, --frame-cache)",
+        signed_all(kinds([
+            Some(cache.block_bytes.1),
+            Some(cache.lookups.2),
+            Some(cache.decoded_bytes.1),
+            None,
+        ])),
+    );
     counters(
         &mut registry,
         "cache_hits",

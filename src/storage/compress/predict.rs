@@ -195,11 +195,13 @@ impl Sample {
             .collect();
         order.sort_unstable();
         let mut raw = Vec::new();
+        // A decoded frame per block: the records of overlapping blocks interleave.
+        let mut decoded = vec![None; blocks.len()];
         for (_, bi, ri) in order {
             if raw.len() as u64 >= frame_size {
                 break;
             }
-            raw.extend_from_slice(blocks[bi].payload(ri)?.as_slice());
+            raw.extend_from_slice(blocks[bi].payload_with(ri, &mut decoded[bi])?.as_slice());
         }
         if raw.is_empty() {
             return Ok(());

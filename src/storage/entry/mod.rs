@@ -48,7 +48,7 @@ use edits::edit_state;
 pub(crate) use obsolete::{ObsoleteFiles, remove_in};
 pub use read::Chunk;
 pub(crate) use read::{
-    MergedRecord, chunk_len, chunk_locator, chunk_meta, chunk_record, locator_record,
+    LastFrame, MergedRecord, chunk_len, chunk_locator, chunk_meta, chunk_record, locator_record,
 };
 use rebuild::rebuild_index;
 pub(crate) use rebuild::{EntryFiles, holds_entry, unnamed_files};

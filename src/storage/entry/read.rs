@@ -406,18 +406,42 @@ impl Entry {
     }
 }
 
-/// Reads the payload a chunk holds at position `i` (for query iterators).
+/// The last frame a query decoded, with the block it belongs to: a query walking a
+/// compressed block decodes each frame once, and holds one decoded frame at most — not
+/// one per block it read, left in blocks the cache keeps (hundreds of megabytes once a
+/// few hundred compressed blocks have been queried).
+#[derive(Default)]
+pub(crate) struct LastFrame {
+    block: Option<Arc<SealedBlock>>,
+    frame: crate::storage::format::frames::DecodedFrame,
+}
+
+impl LastFrame {
+    /// The payload of record `idx` of `block`, decoding its frame unless it is the one
+    /// held.
+    fn payload(&mut self, block: &Arc<SealedBlock>, idx: usize) -> Result<Payload> {
+        if !self.block.as_ref().is_some_and(|b| Arc::ptr_eq(b, block)) {
+            self.block = Some(block.clone());
+            self.frame = None;
+        }
+        block.payload_with(idx, &mut self.frame)
+    }
+}
+
+/// Reads the payload a chunk holds at position `i` (for query iterators; `last` keeps
+/// the frame decoded for the next record).
 pub(crate) fn chunk_record(
     chunk: &Chunk,
     i: usize,
     with_payload: bool,
+    last: &mut LastFrame,
 ) -> Result<(RecordMeta, Option<Payload>)> {
     match chunk {
         Chunk::Sealed(block, range) => {
             let idx = range.start + i;
             let meta = block.records()[idx].meta.clone();
             let payload = if with_payload {
-                Some(block.payload(idx)?)
+                Some(last.payload(block, idx)?)
             } else {
                 None
             };
@@ -435,7 +459,7 @@ pub(crate) fn chunk_record(
         Chunk::Merged(records) => {
             let payload = match &records[i] {
                 _ if !with_payload => None,
-                MergedRecord::Sealed(block, idx) => Some(block.payload(*idx)?),
+                MergedRecord::Sealed(block, idx) => Some(last.payload(block, *idx)?),
                 MergedRecord::Log(file, rec) => Some(OpenLog::read_payload(file, rec)?),
             };
             Ok((records[i].meta().clone(), payload))
@@ -460,10 +484,11 @@ pub(crate) fn chunk_locator(chunk: &Chunk, i: usize) -> MergedRecord {
 pub(crate) fn locator_record(
     at: &MergedRecord,
     with_payload: bool,
+    last: &mut LastFrame,
 ) -> Result<(RecordMeta, Option<Payload>)> {
     let payload = match at {
         _ if !with_payload => None,
-        MergedRecord::Sealed(block, idx) => Some(block.payload(*idx)?),
+        MergedRecord::Sealed(block, idx) => Some(last.payload(block, *idx)?),
         MergedRecord::Log(file, rec) => Some(OpenLog::read_payload(file, rec)?),
     };
     Ok((at.meta().clone(), payload))

@@ -18,7 +18,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::storage::format::binary::{BinaryReader, BinaryWriter};
@@ -279,7 +279,6 @@ pub struct SealedBlock {
     records_section: Vec<u8>,
     /// The table format of `records_section` (`block_meta::TABLE_*`).
     table_format: u32,
-    last_frame: Mutex<DecodedFrame>,
     /// The checksum of the metadata section, as the footer has it.
     meta_crc: u32,
 }
@@ -412,7 +411,6 @@ impl SealedBlock {
             records,
             records_section,
             table_format: encoding & !0xff,
-            last_frame: Mutex::new(None),
             meta_crc,
         })
     }
@@ -456,9 +454,33 @@ impl SealedBlock {
             records: self.records.clone(),
             records_section: self.records_section.clone(),
             table_format: self.table_format,
-            last_frame: Mutex::new(None),
             meta_crc: self.meta_crc,
         }
+    }
+
+    /// Bytes of memory the parsed view takes besides the mapping: its records (their
+    /// labels and content types), the table's raw bytes and the frame list. What the
+    /// store's cache of parsed blocks is budgeted in.
+    pub fn heap_bytes(&self) -> usize {
+        // A label costs its two strings and about a B-tree slot's share of a node.
+        const LABEL_OVERHEAD: usize = 2 * std::mem::size_of::<String>() + 16;
+        let records: usize = self
+            .records
+            .iter()
+            .map(|r| {
+                r.meta.content_type.capacity()
+                    + r.meta
+                        .labels
+                        .iter()
+                        .map(|(k, v)| k.capacity() + v.capacity() + LABEL_OVERHEAD)
+                        .sum::<usize>()
+            })
+            .sum();
+        std::mem::size_of::<Self>()
+            + self.records.capacity() * std::mem::size_of::<BlockRecord>()
+            + records
+            + self.records_section.capacity()
+            + self.body.heap_bytes()
     }
 
     /// The raw bytes of the record table (what recompression copies).
@@ -503,16 +525,12 @@ impl SealedBlock {
         self.body.stored_frame(index)
     }
 
-    /// The payload of record `index`; decodes only the frame that holds it (the last
-    /// decoded frame is kept for the next record of the same frame).
-    pub fn payload(&self, index: usize) -> Result<Payload> {
-        let mut cached = self.last_frame.lock().unwrap_or_else(|p| p.into_inner());
-        self.payload_with(index, &mut cached)
-    }
-
-    /// [`SealedBlock::payload`] with a frame cache of the caller's own: a reader that walks
-    /// the block from several threads at once (a merge writing several output blocks in
-    /// parallel) would otherwise make them evict each other's decoded frame per record.
+    /// The payload of record `index`; decodes only the frame that holds it, unless `cache`
+    /// holds that frame of this block already (it then keeps the frame decoded for the
+    /// caller's next record). The cache is the caller's, not the block's: a block kept by
+    /// the store's cache must not keep a decoded frame with it, and readers walking the
+    /// block from several threads at once (a merge writing several output blocks in
+    /// parallel) would evict each other's frame per record.
     pub fn payload_with(&self, index: usize, cache: &mut DecodedFrame) -> Result<Payload> {
         let record = &self.records[index];
         self.body

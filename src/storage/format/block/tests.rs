@@ -44,7 +44,7 @@ fn every_codec_reads_back_every_record() {
             let ts = 1000 + i as u64 * 10;
             let idx = block.find(ts).unwrap();
             assert_eq!(
-                block.payload(idx).unwrap().as_slice(),
+                block.payload_with(idx, &mut None).unwrap().as_slice(),
                 payload(i),
                 "{codec} {i}"
             );
@@ -80,7 +80,7 @@ fn incompressible_frames_are_stored_not_grown() {
     let block = SealedBlock::open(&path, "noise".into(), None).unwrap();
     assert_eq!(block.frames()[0].codec, Codec::None);
     assert_eq!(block.frames()[0].stored_len, 50_000);
-    assert_eq!(block.payload(0).unwrap().as_slice(), noise);
+    assert_eq!(block.payload_with(0, &mut None).unwrap().as_slice(), noise);
 }
 
 #[test]
@@ -97,7 +97,7 @@ fn corruption_fails_only_the_damaged_frame() {
     let block = SealedBlock::open(&path, "block 1000 of b/e".into(), None).unwrap();
     let mut failed = 0;
     for i in 0..300 {
-        match block.payload(i) {
+        match block.payload_with(i, &mut None) {
             Ok(p) => assert_eq!(p.as_slice(), payload(i)),
             Err(e) => {
                 assert_eq!(block.records()[i].frame, 3);
