@@ -16,6 +16,7 @@ pub mod cache;
 pub mod compress;
 pub mod condition;
 pub mod entry;
+pub(crate) mod fan_out;
 pub mod format;
 pub mod marker;
 pub mod merge;

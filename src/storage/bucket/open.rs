@@ -5,12 +5,12 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::{Bucket, SETTINGS_FILE, remove_trash};
 use crate::error::{Error, Result};
 use crate::storage::entry::{Entry, EntryContext, holds_entry};
+use crate::storage::fan_out::for_each_on_threads;
 use crate::storage::merge::MergeQueue;
 use crate::storage::names::validate_entry_name;
 use crate::storage::settings::BucketSettings;
@@ -110,26 +110,17 @@ impl Bucket {
     /// bucket keeps working.
     fn open_entries(&self, holding: Vec<(String, PathBuf)>) -> BTreeMap<String, Arc<Entry>> {
         let found = Mutex::new(BTreeMap::new());
-        let next = AtomicUsize::new(0);
-        let open = || {
-            while let Some((name, path)) = holding.get(next.fetch_add(1, Ordering::Relaxed)) {
-                match Entry::open(&self.name, name, path, self.ctx.clone()) {
-                    Ok(entry) => {
-                        let mut found = found.lock().unwrap_or_else(|p| p.into_inner());
-                        found.insert(name.clone(), Arc::new(entry));
-                    }
-                    Err(e) => {
-                        log::error!("entry {}/{name} is not available: {e}", self.name);
-                        self.mark_unavailable(name, e.message());
-                    }
+        for_each_on_threads(&holding, OPEN_THREADS, |(name, path)| {
+            match Entry::open(&self.name, name, path, self.ctx.clone()) {
+                Ok(entry) => {
+                    let mut found = found.lock().unwrap_or_else(|p| p.into_inner());
+                    found.insert(name.clone(), Arc::new(entry));
+                }
+                Err(e) => {
+                    log::error!("entry {}/{name} is not available: {e}", self.name);
+                    self.mark_unavailable(name, e.message());
                 }
             }
-        };
-        std::thread::scope(|scope| {
-            for _ in 1..OPEN_THREADS.min(holding.len()) {
-                scope.spawn(open);
-            }
-            open();
         });
         found.into_inner().unwrap_or_else(|p| p.into_inner())
     }

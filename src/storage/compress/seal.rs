@@ -7,11 +7,11 @@
 //! its first frame was encoded (three entries: about 12 ms of a 250 ms run here), so
 //! several entries are sealed at once.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::storage::entry::Entry;
+use crate::storage::fan_out::for_each_on_threads;
 
 /// Entries sealed at once.
 const SEAL_THREADS: usize = 4;
@@ -20,34 +20,20 @@ const SEAL_THREADS: usize = 4;
 /// entry's merge guard (an entry being removed is left alone), several at once. Returns
 /// the first error; the other entries' seals still finish (each is whole or not done).
 pub(super) fn seal_stale_logs(entries: &[Arc<Entry>], start: u64, stop: u64) -> Result<()> {
-    let seal = |entry: &Entry| -> Result<()> {
+    let first_error: Mutex<Option<Error>> = Mutex::new(None);
+    for_each_on_threads(entries, SEAL_THREADS, |entry| {
         let Some(_merging) = entry.merge_guard() else {
-            return Ok(()); // being removed
+            return; // being removed
         };
-        entry.seal_stale_logs(start, stop).map(drop)
-    };
-    if entries.len() <= 1 {
-        return entries.iter().try_for_each(|e| seal(e));
-    }
-    let next = AtomicUsize::new(0);
-    let work = || -> Result<()> {
-        while let Some(entry) = entries.get(next.fetch_add(1, Ordering::Relaxed)) {
-            seal(entry)?;
+        if let Err(e) = entry.seal_stale_logs(start, stop) {
+            first_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert(e);
         }
-        Ok(())
-    };
-    std::thread::scope(|scope| {
-        let helpers: Vec<_> = (1..SEAL_THREADS.min(entries.len()))
-            .map(|_| scope.spawn(work))
-            .collect();
-        let mine = work();
-        helpers.into_iter().fold(mine, |first, helper| {
-            let theirs = helper.join().unwrap_or_else(|_| {
-                Err(crate::error::Error::internal(
-                    "a thread sealing stale logs panicked",
-                ))
-            });
-            first.and(theirs)
-        })
-    })
+    });
+    match first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
