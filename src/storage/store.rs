@@ -31,18 +31,33 @@ pub(crate) fn lock_data_dir(path: &std::path::Path) -> Result<File> {
         .write(true)
         .open(&lock_path)
         .map_err(|e| Error::io(format!("opening {}", lock_path.display()), e))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::conflict(format!(
-            "data directory {} is in use by another halflife process (it holds {}); stop it first",
-            path.display(),
-            lock_path.display()
-        ))),
-        Err(std::fs::TryLockError::Error(e)) => {
-            Err(Error::io(format!("locking {}", lock_path.display()), e))
+    // A lock found taken is asked again for a moment before the refusal: a process that
+    // just closed the directory may still share its lock with a child it forked a moment
+    // before (the descriptor is closed on exec, not at fork), and a server stopping takes a
+    // moment to let go.
+    let deadline = std::time::Instant::now() + LOCK_PATIENCE;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(Error::conflict(format!(
+                    "data directory {} is in use by another halflife process (it holds {}); stop it first",
+                    path.display(),
+                    lock_path.display()
+                )));
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(Error::io(format!("locking {}", lock_path.display()), e));
+            }
         }
     }
 }
+
+/// How long a data directory's lock is waited for before it counts as held.
+const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What the entries of one bucket share: the store's caches, the frame size, the overlap
 /// bound.

@@ -161,6 +161,13 @@ impl<'a> Run<'a> {
         let frame_size = self.jobs.first().map_or(1 << 20, |j| j.entry.frame_size()) as u64;
         let limit = pool.threads() as u64 * IN_FLIGHT_FRAMES_PER_THREAD * frame_size;
         let target = self.target;
+        if pool.pool.current_thread_index().is_some() {
+            // This thread sleeps on results only the pool's threads produce: one of them
+            // would wait for itself.
+            return Err(Error::internal(
+                "recompression cannot run on a thread of its own compress pool",
+            ));
+        }
         let (done_tx, done_rx) = crossbeam_channel::unbounded::<(u64, Task, Result<Encoded>)>();
         pool.pool.in_place_scope(|scope| {
             let mut queue: VecDeque<Task> = VecDeque::new();
