@@ -56,6 +56,19 @@ pub(crate) fn lock_data_dir(path: &std::path::Path) -> Result<File> {
     }
 }
 
+/// Returns the memory freed while opening to the system. The entries open on several
+/// threads (`bucket/open.rs`), and glibc gives each allocating thread an arena of its own
+/// that keeps what the thread freed — the log replays' working memory, some 40 MiB on a
+/// 1 GB store of 100 entries — resident after the threads are gone.
+fn give_back_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory of the allocator's arenas; it has no
+    // preconditions and touches no memory in use.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// How long a data directory's lock is waited for before it counts as held.
 const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -138,6 +151,7 @@ impl Store {
                 Err(e) => log::error!("bucket '{name}' is not available: {e}"),
             }
         }
+        give_back_freed_memory();
         log::info!(
             "opened {} with {} bucket(s); sync mode {}",
             data.display(),
