@@ -195,7 +195,14 @@ impl<'a> Run<'a> {
                     let (place, done) = (sent, done_tx.clone());
                     sent += 1;
                     scope.spawn(move |_| {
-                        let result = run_task(&task, target);
+                        // A task that panicked still answers: this thread waits for every
+                        // place in turn, and the job is then left as it was.
+                        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            run_task(&task, target)
+                        }))
+                        .unwrap_or_else(|_| {
+                            Err(Error::internal("encoding a recompression task panicked"))
+                        });
                         // The stream stops listening only when it failed or was cancelled.
                         let _ = done.send((place, task, result));
                     });

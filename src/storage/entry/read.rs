@@ -406,25 +406,38 @@ impl Entry {
     }
 }
 
-/// The last frame a query decoded, with the block it belongs to: a query walking a
-/// compressed block decodes each frame once, and holds one decoded frame at most — not
-/// one per block it read, left in blocks the cache keeps (hundreds of megabytes once a
-/// few hundred compressed blocks have been queried).
+/// The frames a query decoded last, each with the block it belongs to: a query walking a
+/// compressed block decodes each frame once, and holds a few decoded frames at most — one
+/// per block whose records it is interleaving (overlapping blocks merge record by
+/// record), not one per block it ever read, left in blocks the cache keeps (hundreds of
+/// megabytes once a few hundred compressed blocks had been queried).
 #[derive(Default)]
 pub(crate) struct LastFrame {
-    block: Option<Arc<SealedBlock>>,
-    frame: crate::storage::format::frames::DecodedFrame,
+    /// Most recently used first.
+    slots: Vec<(Arc<SealedBlock>, crate::storage::format::frames::DecodedFrame)>,
 }
 
+/// Blocks whose last frame a query keeps at once: more than the overlapping blocks a
+/// merged stretch interleaves before a background merge makes them disjoint (the
+/// `max_block_overlap` default is 4).
+const LAST_FRAME_SLOTS: usize = 8;
+
 impl LastFrame {
-    /// The payload of record `idx` of `block`, decoding its frame unless it is the one
-    /// held.
+    /// The payload of record `idx` of `block`, decoding its frame unless it is one held.
     fn payload(&mut self, block: &Arc<SealedBlock>, idx: usize) -> Result<Payload> {
-        if !self.block.as_ref().is_some_and(|b| Arc::ptr_eq(b, block)) {
-            self.block = Some(block.clone());
-            self.frame = None;
+        match self.slots.iter().position(|(b, _)| Arc::ptr_eq(b, block)) {
+            Some(0) => {}
+            Some(i) => {
+                let slot = self.slots.remove(i);
+                self.slots.insert(0, slot);
+            }
+            None => {
+                self.slots.truncate(LAST_FRAME_SLOTS - 1);
+                self.slots.insert(0, (block.clone(), None));
+            }
         }
-        block.payload_with(idx, &mut self.frame)
+        let (block, frame) = &mut self.slots[0];
+        block.payload_with(idx, frame)
     }
 }
 
