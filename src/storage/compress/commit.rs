@@ -126,8 +126,9 @@ impl FirstError<'_> {
 }
 
 /// The committer: fsyncs finished block files ([`SYNC_THREADS`] at once) and commits them
-/// per entry in batches (replacing 32 blocks, or whatever waited a second, or all at the end); the
-/// blocks replaced are unlinked on [`UNLINK_THREADS`] threads, all done before it returns.
+/// per entry in batches (replacing [`COMMIT_BATCH`] blocks, or whatever waited a second, or
+/// all at the end); the blocks replaced are unlinked on [`UNLINK_THREADS`] threads, all
+/// done before it returns.
 /// After an error it discards what still arrives, raises `failed` so the stream stops, and
 /// reports the error.
 ///
