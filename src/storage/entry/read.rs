@@ -15,7 +15,7 @@ use super::{Entry, EntryState, LogKind, Place};
 use crate::error::{Error, Result};
 use crate::storage::format::block::SealedBlock;
 use crate::storage::format::columns::TableColumns;
-use crate::storage::format::frames::BlockFrames;
+use crate::storage::format::frames::{BlockFrames, DecodedFrame};
 use crate::storage::format::index::{BlockEntry, block_path};
 use crate::storage::format::log::{LogRecord, OpenLog};
 use crate::storage::format::lookup::BlockLookup;
@@ -414,7 +414,7 @@ impl Entry {
 #[derive(Default)]
 pub(crate) struct LastFrame {
     /// Most recently used first.
-    slots: Vec<(Arc<SealedBlock>, crate::storage::format::frames::DecodedFrame)>,
+    slots: Vec<(Arc<SealedBlock>, DecodedFrame)>,
 }
 
 /// Blocks whose last frame a query keeps at once: more than the overlapping blocks a
