@@ -368,7 +368,14 @@ fn block_caches_report_their_use_within_their_settings() {
         of("halflife_cache_bytes_budget", "parsed_blocks"),
         Some(1048576.0)
     );
-    for cache in ["parsed_blocks", "lookups", "decoded_frames"] {
+    // Which frames passed their checksum is remembered per block file opened, in a fixed
+    // budget.
+    assert_eq!(of("halflife_cache_items", "frame_checks"), Some(19.0));
+    assert_eq!(
+        of("halflife_cache_bytes_budget", "frame_checks"),
+        Some(8.0 * 1048576.0)
+    );
+    for cache in ["parsed_blocks", "lookups", "decoded_frames", "frame_checks"] {
         let used = of("halflife_cache_bytes", cache).expect("bytes held");
         let budget = of("halflife_cache_bytes_budget", cache).expect("bytes budget");
         assert!(used <= budget, "{cache}: {used} bytes of {budget}");

@@ -8,7 +8,10 @@
 //!   (`format/lookup.rs`): out-of-order writes and random reads touch blocks anywhere in
 //!   an entry's history, and a lookup costs a tenth of a parsed table or less;
 //! - the last decoded frame of a few compressed blocks (a byte budget), so a reader
-//!   walking a compressed block record by record decodes each frame once.
+//!   walking a compressed block record by record decodes each frame once;
+//! - which frames of a block file passed their checksum (`format/frames.rs`), for many
+//!   more blocks than the rest (a fixed budget of [`FRAME_CHECK_BYTES`], a few dozen bytes
+//!   a block), so a block opened again does not check its frame again.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -18,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use crate::error::Result;
 use crate::storage::format::block::SealedBlock;
 use crate::storage::format::codec::Codec;
-use crate::storage::format::frames::DecodedFrame;
+use crate::storage::format::frames::{DecodedFrame, FrameChecks};
 use crate::storage::format::lookup::BlockLookup;
 use crate::storage::record::{Payload, RecordMeta};
 
@@ -140,6 +143,15 @@ impl BlockReader {
     }
 }
 
+/// Memory for remembering which frames of which block files passed their checksum: about
+/// 60,000 blocks (60 GB of 1 MiB blocks), the oldest forgotten first. Not a setting: it
+/// is a few MiB.
+pub const FRAME_CHECK_BYTES: usize = 8 << 20;
+
+/// What remembering one block's checks costs besides the checks: the map's slot (key,
+/// pointer, tick, cost) and its share of the table's spare room.
+const CHECK_OVERHEAD: usize = 64;
+
 /// What the caches may hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheLimits {
@@ -172,6 +184,8 @@ pub struct CacheStats {
     pub lookup_misses: u64,
     /// Bytes of decoded frames held, and the budget.
     pub decoded_bytes: (u64, u64),
+    /// Block files whose frame checks are remembered, their bytes and the budget.
+    pub frame_checks: (u64, u64, u64),
 }
 
 /// The caches of one store.
@@ -187,6 +201,7 @@ struct CacheInner {
     blocks: Lru<BlockKey, Arc<SealedBlock>>,
     lookups: Lru<BlockKey, Arc<BlockLookup>>,
     decoded: Lru<BlockKey, (u32, Arc<Vec<u8>>)>,
+    checks: Lru<BlockKey, Arc<FrameChecks>>,
 }
 
 impl BlockCache {
@@ -197,6 +212,7 @@ impl BlockCache {
                 blocks: Lru::with_max_items(limits.block_bytes, limits.blocks),
                 lookups: Lru::new(limits.lookup_bytes),
                 decoded: Lru::new(limits.decoded_bytes),
+                checks: Lru::new(FRAME_CHECK_BYTES),
             }),
             block_hits: AtomicU64::new(0),
             block_misses: AtomicU64::new(0),
@@ -210,21 +226,40 @@ impl BlockCache {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The cached block, or `open` it and remember it.
+    /// The frame checks remembered for the block `key`, to give the next mapping of it.
+    fn known_checks(&self, key: BlockKey) -> Option<Arc<FrameChecks>> {
+        self.lock().checks.get(&key)
+    }
+
+    /// Remembers the frame checks of a block just mapped.
+    fn remember_checks(inner: &mut CacheInner, key: BlockKey, checks: &Arc<FrameChecks>) {
+        inner
+            .checks
+            .insert(key, checks.clone(), checks.heap_bytes() + CHECK_OVERHEAD);
+    }
+
+    /// The cached block, or `open` it (given the frame checks remembered for it) and
+    /// remember it.
     pub fn get_or_open(
         &self,
         key: BlockKey,
-        open: impl FnOnce() -> Result<SealedBlock>,
+        open: impl FnOnce(Option<Arc<FrameChecks>>) -> Result<SealedBlock>,
     ) -> Result<Arc<SealedBlock>> {
-        if let Some(block) = self.lock().blocks.get(&key) {
-            self.block_hits.fetch_add(1, Ordering::Relaxed);
-            return Ok(block);
-        }
+        let known = {
+            let mut inner = self.lock();
+            if let Some(block) = inner.blocks.get(&key) {
+                self.block_hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(block);
+            }
+            inner.checks.get(&key)
+        };
         self.block_misses.fetch_add(1, Ordering::Relaxed);
         // Map and parse without holding the lock; a racing opener just wins or loses.
-        let block = Arc::new(open()?);
+        let block = Arc::new(open(known)?);
         let cost = block.heap_bytes();
-        self.lock().blocks.insert(key, block.clone(), cost);
+        let mut inner = self.lock();
+        Self::remember_checks(&mut inner, key, block.body().checks());
+        inner.blocks.insert(key, block.clone(), cost);
         Ok(block)
     }
 
@@ -234,11 +269,13 @@ impl BlockCache {
     /// from the block parsed with `open` (its parsed view then dropped, not cached: a
     /// random reader would otherwise churn the parsed blocks queries stream from). The
     /// parsed view instead when lookups have no budget or the block is too large for one.
+    ///
+    /// Both openers are given the frame checks remembered for the block.
     pub fn reader(
         &self,
         key: BlockKey,
-        open_lookup: impl FnOnce() -> Result<Option<BlockLookup>>,
-        open: impl FnOnce() -> Result<SealedBlock>,
+        open_lookup: impl FnOnce(Option<Arc<FrameChecks>>) -> Result<Option<BlockLookup>>,
+        open: impl FnOnce(Option<Arc<FrameChecks>>) -> Result<SealedBlock>,
     ) -> Result<BlockReader> {
         let parsed = {
             let mut inner = self.lock();
@@ -255,10 +292,10 @@ impl BlockCache {
         self.lookup_misses.fetch_add(1, Ordering::Relaxed);
         let built = match parsed {
             Some(view) => BlockLookup::of(&view).ok_or(view),
-            None => match open_lookup()? {
+            None => match open_lookup(self.known_checks(key))? {
                 Some(lookup) => Ok(lookup),
                 None => {
-                    let view = Arc::new(open()?);
+                    let view = Arc::new(open(self.known_checks(key))?);
                     BlockLookup::of(&view).ok_or(view)
                 }
             },
@@ -267,12 +304,16 @@ impl BlockCache {
             Ok(lookup) => Arc::new(lookup),
             Err(view) => {
                 let cost = view.heap_bytes();
-                self.lock().blocks.insert(key, view.clone(), cost);
+                let mut inner = self.lock();
+                Self::remember_checks(&mut inner, key, view.body().checks());
+                inner.blocks.insert(key, view.clone(), cost);
                 return Ok(BlockReader::Parsed(view));
             }
         };
         let cost = lookup.heap_bytes();
-        self.lock().lookups.insert(key, lookup.clone(), cost);
+        let mut inner = self.lock();
+        Self::remember_checks(&mut inner, key, lookup.checks());
+        inner.lookups.insert(key, lookup.clone(), cost);
         Ok(BlockReader::Lookup(lookup))
     }
 
@@ -281,8 +322,8 @@ impl BlockCache {
         &self,
         key: BlockKey,
         ts: u64,
-        open_lookup: impl FnOnce() -> Result<Option<BlockLookup>>,
-        open: impl FnOnce() -> Result<SealedBlock>,
+        open_lookup: impl FnOnce(Option<Arc<FrameChecks>>) -> Result<Option<BlockLookup>>,
+        open: impl FnOnce(Option<Arc<FrameChecks>>) -> Result<SealedBlock>,
     ) -> Result<bool> {
         Ok(self.reader(key, open_lookup, open)?.find(ts).is_some())
     }
@@ -335,6 +376,7 @@ impl BlockCache {
         inner.blocks.remove(&key);
         inner.lookups.remove(&key);
         inner.decoded.remove(&key);
+        inner.checks.remove(&key);
     }
 
     /// What the caches hold and how often they answered.
@@ -354,6 +396,11 @@ impl BlockCache {
             lookup_hits: self.lookup_hits.load(Ordering::Relaxed),
             lookup_misses: self.lookup_misses.load(Ordering::Relaxed),
             decoded_bytes: (n(inner.decoded.used), n(inner.decoded.budget)),
+            frame_checks: (
+                n(inner.checks.items.len()),
+                n(inner.checks.used),
+                n(inner.checks.budget),
+            ),
         }
     }
 }

@@ -95,13 +95,14 @@ pub fn exposition(app: &App, caller: Option<&Caller>) -> Result<String> {
     let cache = app.store.cache_stats();
     let files = crate::storage::sync::open_files::open_file_stats();
     // Values per cache, in the order of `CACHES` (`None`: not measured for that one).
-    const CACHES: [&str; 4] = [
+    const CACHES: [&str; 5] = [
         "parsed_blocks",
         "lookups",
         "decoded_frames",
         "open_log_files",
+        "frame_checks",
     ];
-    let kinds = |values: [Option<u64>; 4]| {
+    let kinds = |values: [Option<u64>; 5]| {
         CACHES
             .iter()
             .zip(values)
@@ -112,56 +113,61 @@ pub fn exposition(app: &App, caller: Option<&Caller>) -> Result<String> {
     gauges(
         &mut registry,
         "cache_items",
-        "Items held by a cache (parsed blocks, block lookups, log files with a descriptor)",
+        "Items held by a cache (parsed blocks, block lookups, log files with a descriptor, block files whose frame checks are remembered)",
         signed_all(kinds([
             Some(cache.blocks.0),
             Some(cache.lookups.0),
             None,
             Some(files.open),
+            Some(cache.frame_checks.0),
         ])),
     );
     gauges(
         &mut registry,
         "cache_used",
-        "What a cache holds against its budget: parsed blocks and log files in items, lookups and decoded frames in bytes",
+        "What a cache holds against its budget: parsed blocks and log files in items, lookups, decoded frames and frame checks in bytes",
         signed_all(kinds([
             Some(cache.blocks.0),
             Some(cache.lookups.1),
             Some(cache.decoded_bytes.0),
             Some(files.open),
+            Some(cache.frame_checks.1),
         ])),
     );
     gauges(
         &mut registry,
         "cache_budget",
-        "A cache's budget (--block-cache blocks; --lookup-cache and --frame-cache bytes; --max-open-log-files files)",
+        "A cache's budget (--block-cache blocks; --lookup-cache and --frame-cache bytes; --max-open-log-files files; frame checks: a fixed 8 MiB)",
         signed_all(kinds([
             Some(cache.blocks.1),
             Some(cache.lookups.2),
             Some(cache.decoded_bytes.1),
             Some(files.limit),
+            Some(cache.frame_checks.2),
         ])),
     );
     gauges(
         &mut registry,
         "cache_bytes",
-        "Memory a cache holds, in bytes (parsed blocks' tables, lookups, decoded frames)",
+        "Memory a cache holds, in bytes (parsed blocks' tables, lookups, decoded frames, frame checks)",
         signed_all(kinds([
             Some(cache.block_bytes.0),
             Some(cache.lookups.1),
             Some(cache.decoded_bytes.0),
             None,
+            Some(cache.frame_checks.1),
         ])),
     );
     gauges(
         &mut registry,
         "cache_bytes_budget",
-        "A cache's memory budget in bytes (--block-cache-size, --lookup-cache, --frame-cache)",
+        "A cache's memory budget in bytes (--block-cache-size, --lookup-cache, --frame-cache; frame checks: fixed)",
         signed_all(kinds([
             Some(cache.block_bytes.1),
             Some(cache.lookups.2),
             Some(cache.decoded_bytes.1),
             None,
+            Some(cache.frame_checks.2),
         ])),
     );
     counters(
@@ -173,6 +179,7 @@ pub fn exposition(app: &App, caller: Option<&Caller>) -> Result<String> {
             Some(cache.lookup_hits),
             None,
             Some(files.hits),
+            None,
         ]),
     );
     counters(
@@ -184,6 +191,7 @@ pub fn exposition(app: &App, caller: Option<&Caller>) -> Result<String> {
             Some(cache.lookup_misses),
             None,
             Some(files.reopens),
+            None,
         ]),
     );
 

@@ -15,7 +15,7 @@ use super::{Entry, EntryState, LogKind, Place};
 use crate::error::{Error, Result};
 use crate::storage::format::block::SealedBlock;
 use crate::storage::format::columns::TableColumns;
-use crate::storage::format::frames::{BlockFrames, DecodedFrame};
+use crate::storage::format::frames::{BlockFrames, DecodedFrame, FrameChecks};
 use crate::storage::format::index::{BlockEntry, block_path};
 use crate::storage::format::log::{LogRecord, OpenLog};
 use crate::storage::format::lookup::BlockLookup;
@@ -70,7 +70,7 @@ impl Entry {
     pub(crate) fn block_in(&self, st: &EntryState, b: &BlockEntry) -> Result<Arc<SealedBlock>> {
         self.ctx
             .cache
-            .get_or_open((self.uid, b.seq), || self.open_block(st, b))
+            .get_or_open((self.uid, b.seq), |known| self.open_block(st, b, known))
     }
 
     /// The block behind an index entry, mapped for copying its frames only (not cached, its
@@ -117,11 +117,19 @@ impl Entry {
         )
     }
 
-    fn open_block(&self, st: &EntryState, b: &BlockEntry) -> Result<SealedBlock> {
-        let mut block = SealedBlock::open(
+    /// Maps and parses a block, its edits applied; `known`: the frame checks the cache
+    /// remembers for it.
+    fn open_block(
+        &self,
+        st: &EntryState,
+        b: &BlockEntry,
+        known: Option<Arc<FrameChecks>>,
+    ) -> Result<SealedBlock> {
+        let mut block = SealedBlock::open_known(
             &block_path(&self.dir, b.seq),
             self.describe(b),
             Some(b.meta_crc),
+            known,
         )?;
         if let Some(edits) = st.edits.get(&b.seq) {
             edits.apply(block.records_mut());
@@ -132,7 +140,12 @@ impl Entry {
     /// The block's lookup made straight from its table's columns, without parsing its
     /// records; `None` when its edits must be applied to records first, or its table is
     /// older than format 3 (the caller parses it).
-    fn open_lookup(&self, st: &EntryState, b: &BlockEntry) -> Result<Option<BlockLookup>> {
+    fn open_lookup(
+        &self,
+        st: &EntryState,
+        b: &BlockEntry,
+        known: Option<Arc<FrameChecks>>,
+    ) -> Result<Option<BlockLookup>> {
         if st.edits.contains_key(&b.seq) || b.edited {
             return Ok(None);
         }
@@ -140,6 +153,7 @@ impl Entry {
             &block_path(&self.dir, b.seq),
             self.describe(b),
             Some(b.meta_crc),
+            known,
         )?;
         Ok(columns.and_then(|c| BlockLookup::of_columns(body, c)))
     }
@@ -179,8 +193,8 @@ impl Entry {
             let found = self.ctx.cache.contains(
                 (self.uid, b.seq),
                 ts,
-                || self.open_lookup(st, b),
-                || self.open_block(st, b),
+                |known| self.open_lookup(st, b, known),
+                |known| self.open_block(st, b, known),
             )?;
             if found {
                 return Ok(true);
@@ -214,8 +228,8 @@ impl Entry {
             let key = (self.uid, b.seq);
             let reader = self.ctx.cache.reader(
                 key,
-                || self.open_lookup(&st, b),
-                || self.open_block(&st, b),
+                |known| self.open_lookup(&st, b, known),
+                |known| self.open_block(&st, b, known),
             )?;
             if let Some(index) = reader.find(ts) {
                 found = Some((key, reader, index));

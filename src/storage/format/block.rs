@@ -25,7 +25,7 @@ use crate::storage::format::binary::{BinaryReader, BinaryWriter};
 use crate::storage::format::block_meta::{self as meta, BlockRecord, BlockSummary, FrameInfo};
 use crate::storage::format::codec::Codec;
 use crate::storage::format::columns::TableColumns;
-use crate::storage::format::frames::{BlockFrames, DecodedFrame};
+use crate::storage::format::frames::{BlockFrames, DecodedFrame, FileIdentity, FrameChecks};
 use crate::storage::record::{Payload, RecordMeta};
 
 const BLOCK_MAGIC: &[u8; 8] = b"HLBLK001";
@@ -287,7 +287,18 @@ impl SealedBlock {
     /// Maps `path` and parses its table; `what` names the block in errors, and
     /// `expected_meta_crc` (from the index) proves the file is the one that was committed.
     pub fn open(path: &Path, what: String, expected_meta_crc: Option<u32>) -> Result<Self> {
-        Self::open_inner(path, what, expected_meta_crc, true, false)
+        Self::open_inner(path, what, expected_meta_crc, true, false, None)
+    }
+
+    /// [`SealedBlock::open`] trusting `known`, the frame checks of an earlier mapping of
+    /// the file, when they are of this very file ([`FrameChecks::for_file`]).
+    pub(crate) fn open_known(
+        path: &Path,
+        what: String,
+        expected_meta_crc: Option<u32>,
+        known: Option<Arc<FrameChecks>>,
+    ) -> Result<Self> {
+        Self::open_inner(path, what, expected_meta_crc, true, false, known)
     }
 
     /// Maps a block only to copy its frames (recompression): the record table is kept as
@@ -298,7 +309,7 @@ impl SealedBlock {
         what: String,
         expected_meta_crc: Option<u32>,
     ) -> Result<Self> {
-        Self::open_inner(path, what, expected_meta_crc, false, true)
+        Self::open_inner(path, what, expected_meta_crc, false, true, None)
     }
 
     /// Maps a block to join it with others (recompression of small blocks): its pages
@@ -309,25 +320,26 @@ impl SealedBlock {
         what: String,
         expected_meta_crc: Option<u32>,
     ) -> Result<(Arc<BlockFrames>, TableColumns)> {
-        let block = Self::open_inner(path, what.clone(), expected_meta_crc, false, true)?;
+        let block = Self::open_inner(path, what.clone(), expected_meta_crc, false, true, None)?;
         let raw_lens: Vec<u64> = block.frames().iter().map(|f| f.raw_len).collect();
         if block.table_format == meta::TABLE_V3 {
             let columns = TableColumns::decode(&block.records_section, &raw_lens, &what)?;
             return Ok((block.body, columns));
         }
-        let parsed = Self::open_inner(path, what, expected_meta_crc, true, false)?;
+        let parsed = Self::open_inner(path, what, expected_meta_crc, true, false, None)?;
         Ok((block.body, TableColumns::from_records(parsed.records())))
     }
 
     /// Maps a block and decodes its record table into columns only, not records: what a
     /// compact lookup is built from. `None` for the columns of a table older than format 3
-    /// (the caller parses the block instead).
+    /// (the caller parses the block instead). `known` as for [`SealedBlock::open_known`].
     pub(crate) fn open_columns(
         path: &Path,
         what: String,
         expected_meta_crc: Option<u32>,
+        known: Option<Arc<FrameChecks>>,
     ) -> Result<(Arc<BlockFrames>, Option<TableColumns>)> {
-        let block = Self::open_inner(path, what, expected_meta_crc, false, false)?;
+        let block = Self::open_inner(path, what, expected_meta_crc, false, false, known)?;
         if block.table_format != meta::TABLE_V3 {
             return Ok((block.body, None));
         }
@@ -343,7 +355,7 @@ impl SealedBlock {
         what: String,
         expected_meta_crc: Option<u32>,
     ) -> Result<Self> {
-        Self::open_inner(path, what, expected_meta_crc, false, false)
+        Self::open_inner(path, what, expected_meta_crc, false, false, None)
     }
 
     fn open_inner(
@@ -352,8 +364,13 @@ impl SealedBlock {
         expected_meta_crc: Option<u32>,
         parse_records: bool,
         populate: bool,
+        known: Option<Arc<FrameChecks>>,
     ) -> Result<Self> {
         let file = File::open(path).map_err(|e| Error::io(format!("opening {what}"), e))?;
+        let identity = file
+            .metadata()
+            .map(|m| FileIdentity::of(&m))
+            .map_err(|e| Error::io(format!("reading the size of {what}"), e))?;
         // SAFETY: block files are written once under a fresh name and never modified in
         // place afterwards (changes write a new file and rename the index), so the mapped
         // bytes cannot change under us; an unlinked file stays valid while mapped.
@@ -400,13 +417,19 @@ impl SealedBlock {
         let meta = meta::unpack(meta, encoding, &what)?;
         let (codec, frames, records_start) = meta::decode_frames(&meta, &what, meta_offset as u64)?;
         let records_section = meta[records_start..].to_vec();
+        let frame_count = frames.len();
         let records = if parse_records {
             meta::decode_records(&records_section, &frames, &what, encoding)?
         } else {
             Vec::new()
         };
         Ok(SealedBlock {
-            body: Arc::new(BlockFrames::new(what, Arc::new(map), frames)),
+            body: Arc::new(BlockFrames::new(
+                what,
+                Arc::new(map),
+                frames,
+                FrameChecks::for_file(known, identity, frame_count),
+            )),
             codec,
             records,
             records_section,

@@ -3,7 +3,15 @@
 //! and its compact lookup ([`super::lookup::BlockLookup`]) share one, so a frame verified
 //! through either is verified for both, and a record's payload is cut out the same way
 //! whichever of them found it.
+//!
+//! Which frames passed ([`FrameChecks`]) outlives the mapping: the store's cache keeps it
+//! for many more blocks than it keeps lookups, so a block opened again after its lookup
+//! was evicted does not check its frame again. A random read that misses reads one record
+//! of a frame; checking the whole frame (a megabyte, every page of it faulted in and later
+//! unmapped) cost more than the rest of the miss.
 
+use std::fs::Metadata;
+use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -17,24 +25,100 @@ use crate::storage::record::Payload;
 /// The last frame a reader decoded, by index, kept for its next record.
 pub type DecodedFrame = Option<(u32, Arc<Vec<u8>>)>;
 
+/// A file as `fstat` shows it. Block files are never written in place (a change writes a
+/// new file), so the only change to one is damage from outside, and any write changes the
+/// file's ctime (which, unlike the mtime, cannot be set back): checks remembered for
+/// another identity are not trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileIdentity {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    ctime: (i64, i64),
+}
+
+impl FileIdentity {
+    /// The identity of the file `meta` describes.
+    pub fn of(meta: &Metadata) -> Self {
+        FileIdentity {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+}
+
+/// Which frames of one block file have passed their checksum (see the module
+/// documentation).
+pub struct FrameChecks {
+    file: FileIdentity,
+    passed: Box<[AtomicBool]>,
+}
+
+impl FrameChecks {
+    /// `known` when it holds the checks of this very file with `frames` frames, else
+    /// checks with no frame passed yet.
+    pub fn for_file(
+        known: Option<Arc<FrameChecks>>,
+        file: FileIdentity,
+        frames: usize,
+    ) -> Arc<FrameChecks> {
+        match known {
+            Some(k) if k.file == file && k.passed.len() == frames => k,
+            _ => Arc::new(FrameChecks {
+                file,
+                passed: (0..frames).map(|_| AtomicBool::new(false)).collect(),
+            }),
+        }
+    }
+
+    /// Whether frame `index` has passed its checksum.
+    pub fn passed(&self, index: usize) -> bool {
+        self.passed[index].load(Ordering::Acquire)
+    }
+
+    /// Bytes of memory these checks take, for the cache's budget.
+    pub fn heap_bytes(&self) -> usize {
+        // The Arc's two counts, then the checks.
+        2 * std::mem::size_of::<usize>() + std::mem::size_of::<Self>() + self.passed.len()
+    }
+}
+
 /// A mapped block file's frames.
 pub struct BlockFrames {
     what: String,
     map: Arc<Mmap>,
     frames: Vec<FrameInfo>,
-    verified: Vec<AtomicBool>,
+    checks: Arc<FrameChecks>,
 }
 
 impl BlockFrames {
-    /// The frames `frames` of the file mapped at `map`; `what` names the block in errors.
-    pub(crate) fn new(what: String, map: Arc<Mmap>, frames: Vec<FrameInfo>) -> Self {
-        let verified = frames.iter().map(|_| AtomicBool::new(false)).collect();
+    /// The frames `frames` of the file mapped at `map`; `what` names the block in errors;
+    /// `checks` are of this file and have one flag per frame ([`FrameChecks::for_file`]).
+    pub(crate) fn new(
+        what: String,
+        map: Arc<Mmap>,
+        frames: Vec<FrameInfo>,
+        checks: Arc<FrameChecks>,
+    ) -> Self {
+        assert_eq!(
+            checks.passed.len(),
+            frames.len(),
+            "a block's frame checks have one flag per frame"
+        );
         BlockFrames {
             what,
             map,
             frames,
-            verified,
+            checks,
         }
+    }
+
+    /// Which of the file's frames have passed their checksum: what the cache remembers
+    /// for the next mapping of the file.
+    pub fn checks(&self) -> &Arc<FrameChecks> {
+        &self.checks
     }
 
     /// What the block is, for error messages.
@@ -56,14 +140,14 @@ impl BlockFrames {
     pub fn stored_frame(&self, index: usize) -> Result<&[u8]> {
         let frame = &self.frames[index];
         let bytes = &self.map[frame.offset as usize..(frame.offset + frame.stored_len) as usize];
-        if !self.verified[index].load(Ordering::Acquire) {
+        if !self.checks.passed(index) {
             if crc32fast::hash(bytes) != frame.crc {
                 return Err(Error::internal(format!(
                     "{} is corrupt: frame {index} checksum mismatch",
                     self.what
                 )));
             }
-            self.verified[index].store(true, Ordering::Release);
+            self.checks.passed[index].store(true, Ordering::Release);
         }
         Ok(bytes)
     }
@@ -106,7 +190,53 @@ impl BlockFrames {
     pub fn heap_bytes(&self) -> usize {
         std::mem::size_of::<Self>()
             + self.what.len()
-            + self.frames.len()
-                * (std::mem::size_of::<FrameInfo>() + std::mem::size_of::<AtomicBool>())
+            + self.frames.len() * std::mem::size_of::<FrameInfo>()
+            + self.checks.heap_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity(file: &std::fs::File) -> FileIdentity {
+        FileIdentity::of(&file.metadata().unwrap())
+    }
+
+    #[test]
+    fn checks_are_trusted_only_for_the_same_file_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b");
+        std::fs::write(&path, b"0123456789").unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let first = FrameChecks::for_file(None, identity(&file), 2);
+        assert!(!first.passed(0) && !first.passed(1));
+        first.passed[1].store(true, Ordering::Release);
+
+        // The same file: the same checks.
+        let again = FrameChecks::for_file(Some(first.clone()), identity(&file), 2);
+        assert!(Arc::ptr_eq(&first, &again));
+        assert!(again.passed(1));
+        // Another frame count, or another file: fresh checks.
+        let other_count = FrameChecks::for_file(Some(first.clone()), identity(&file), 3);
+        assert!(!other_count.passed(1));
+        let other_path = dir.path().join("c");
+        std::fs::write(&other_path, b"0123456789").unwrap();
+        let other = std::fs::File::open(&other_path).unwrap();
+        assert!(!FrameChecks::for_file(Some(first.clone()), identity(&other), 2).passed(1));
+        // The same file written in place (its inode and size kept): fresh checks, once
+        // the file system shows the write in the ctime.
+        let before = identity(&file);
+        let writer = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while identity(&file) == before {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the ctime never moved"
+            );
+            std::os::unix::fs::FileExt::write_all_at(&writer, b"x", 3).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(!FrameChecks::for_file(Some(first), identity(&file), 2).passed(1));
     }
 }

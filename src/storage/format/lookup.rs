@@ -17,7 +17,7 @@ use crate::error::Result;
 use crate::storage::format::block::SealedBlock;
 use crate::storage::format::block_meta::FrameInfo;
 use crate::storage::format::columns::TableColumns;
-use crate::storage::format::frames::{BlockFrames, DecodedFrame};
+use crate::storage::format::frames::{BlockFrames, DecodedFrame, FrameChecks};
 use crate::storage::record::{Payload, RecordMeta};
 
 /// Distinct strings packed into one buffer: string `i` ends at `ends[i]`.
@@ -196,6 +196,11 @@ impl BlockLookup {
     /// The block's frames.
     pub fn frames(&self) -> &[FrameInfo] {
         self.body.frames()
+    }
+
+    /// Which of the block's frames passed their checksum.
+    pub fn checks(&self) -> &Arc<FrameChecks> {
+        self.body.checks()
     }
 
     /// The frame holding record `index`.
