@@ -21,8 +21,9 @@ use std::sync::{Arc, Mutex};
 use crate::error::Result;
 use crate::storage::format::block::SealedBlock;
 use crate::storage::format::codec::Codec;
-use crate::storage::format::frames::{DecodedFrame, FrameChecks};
+use crate::storage::format::frames::{BlockFrames, DecodedFrame, FrameChecks};
 use crate::storage::format::lookup::BlockLookup;
+use crate::storage::format::table_row::TableRow;
 use crate::storage::record::{Payload, RecordMeta};
 
 /// Identifies a block file: the entry instance's unique id and the file's sequence number.
@@ -39,6 +40,8 @@ struct Lru<K, V> {
     used: usize,
     tick: u64,
     items: HashMap<K, (V, u64, usize)>,
+    /// The cost of the last item offered, kept or not.
+    last_offered: usize,
 }
 
 impl<K: Hash + Eq + Copy, V: Clone> Lru<K, V> {
@@ -53,6 +56,7 @@ impl<K: Hash + Eq + Copy, V: Clone> Lru<K, V> {
             used: 0,
             tick: 0,
             items: HashMap::new(),
+            last_offered: 0,
         }
     }
 
@@ -67,6 +71,7 @@ impl<K: Hash + Eq + Copy, V: Clone> Lru<K, V> {
 
     /// Keeps `value` at `cost`; an item that alone exceeds the budget is not kept.
     fn insert(&mut self, key: K, value: V, cost: usize) {
+        self.last_offered = cost;
         self.remove(&key);
         if cost > self.budget {
             return;
@@ -93,6 +98,16 @@ impl<K: Hash + Eq + Copy, V: Clone> Lru<K, V> {
         self.items.insert(key, (value, self.tick, cost));
     }
 
+    /// Whether keeping one more item of the usual cost (the average of those held, or
+    /// else the last one offered) would evict others or not be kept at all.
+    fn is_full(&self) -> bool {
+        let usual = match self.items.len() {
+            0 => self.last_offered,
+            n => self.used / n,
+        };
+        usual > 0 && self.used + usual > self.budget
+    }
+
     fn remove(&mut self, key: &K) -> Option<V> {
         let (value, _, cost) = self.items.remove(key)?;
         self.used -= cost;
@@ -100,12 +115,16 @@ impl<K: Hash + Eq + Copy, V: Clone> Lru<K, V> {
     }
 }
 
-/// What reads a block by timestamp: its compact lookup, or its parsed view.
+/// What reads a block by timestamp: its compact lookup, its parsed view, or the one row
+/// asked for.
 pub enum BlockReader {
     /// The block's lookup.
     Lookup(Arc<BlockLookup>),
     /// The block's parsed view (lookups have no budget, or the block is too large).
     Parsed(Arc<SealedBlock>),
+    /// The row with the timestamp asked for, if the block has one, found in its table
+    /// without a lookup (the lookups' budget is full: see [`BlockCache::reader`]).
+    Row(Arc<BlockFrames>, Option<TableRow>),
 }
 
 impl BlockReader {
@@ -114,6 +133,7 @@ impl BlockReader {
         match self {
             BlockReader::Lookup(lookup) => lookup.find(ts),
             BlockReader::Parsed(block) => block.find(ts),
+            BlockReader::Row(_, row) => row.as_ref().filter(|r| r.meta.timestamp == ts).map(|_| 0),
         }
     }
 
@@ -122,6 +142,7 @@ impl BlockReader {
         match self {
             BlockReader::Lookup(lookup) => lookup.meta(index),
             BlockReader::Parsed(block) => block.records()[index].meta.clone(),
+            BlockReader::Row(_, row) => Self::row(row).meta.clone(),
         }
     }
 
@@ -130,6 +151,7 @@ impl BlockReader {
         let (frames, frame) = match self {
             BlockReader::Lookup(lookup) => (lookup.frames(), lookup.frame_of(index)),
             BlockReader::Parsed(block) => (block.frames(), block.records()[index].frame),
+            BlockReader::Row(body, row) => (body.frames(), Self::row(row).frame),
         };
         frames[frame as usize].codec != Codec::None
     }
@@ -139,9 +161,30 @@ impl BlockReader {
         match self {
             BlockReader::Lookup(lookup) => lookup.payload(index, decoded),
             BlockReader::Parsed(block) => block.payload_with(index, decoded),
+            BlockReader::Row(body, row) => {
+                let row = Self::row(row);
+                body.payload(row.frame, row.offset, row.meta.size, decoded)
+            }
         }
     }
+
+    /// The row of a [`BlockReader::Row`], which callers index only after `find` found it.
+    fn row(row: &Option<TableRow>) -> &TableRow {
+        row.as_ref()
+            .expect("a row reader is indexed only after find found its row")
+    }
 }
+
+/// A block mapped to read one row ([`BlockReader::Row`]): its frames and the row at the
+/// timestamp asked for, if it has one.
+pub type OpenedRow = (Arc<BlockFrames>, Option<TableRow>);
+
+/// When the lookups' budget is full, one miss in this many builds and keeps the block's
+/// lookup (evicting others); the rest read just the row asked for. Building a lookup
+/// decodes the block's whole table, which reads spread over more blocks than the budget
+/// holds would throw away again before using it; admitting some keeps the cache following
+/// the blocks read most.
+const ADMIT_ONE_IN: u64 = 8;
 
 /// Memory for remembering which frames of which block files passed their checksum: about
 /// 60,000 blocks (60 GB of 1 MiB blocks), the oldest forgotten first. Not a setting: it
@@ -195,6 +238,8 @@ pub struct BlockCache {
     block_misses: AtomicU64,
     lookup_hits: AtomicU64,
     lookup_misses: AtomicU64,
+    /// Lookup misses while the lookups' budget was full (see [`ADMIT_ONE_IN`]).
+    full_misses: AtomicU64,
 }
 
 struct CacheInner {
@@ -218,6 +263,7 @@ impl BlockCache {
             block_misses: AtomicU64::new(0),
             lookup_hits: AtomicU64::new(0),
             lookup_misses: AtomicU64::new(0),
+            full_misses: AtomicU64::new(0),
         }
     }
 
@@ -269,15 +315,18 @@ impl BlockCache {
     /// from the block parsed with `open` (its parsed view then dropped, not cached: a
     /// random reader would otherwise churn the parsed blocks queries stream from). The
     /// parsed view instead when lookups have no budget or the block is too large for one.
+    /// When the lookups' budget is full, most misses read only the row asked for instead
+    /// (`open_row`, `None` when the block cannot be read that way): see [`ADMIT_ONE_IN`].
     ///
-    /// Both openers are given the frame checks remembered for the block.
+    /// The openers are given the frame checks remembered for the block.
     pub fn reader(
         &self,
         key: BlockKey,
         open_lookup: impl FnOnce(Option<Arc<FrameChecks>>) -> Result<Option<BlockLookup>>,
+        open_row: impl FnOnce(Option<Arc<FrameChecks>>) -> Result<Option<OpenedRow>>,
         open: impl FnOnce(Option<Arc<FrameChecks>>) -> Result<SealedBlock>,
     ) -> Result<BlockReader> {
-        let parsed = {
+        let (parsed, admit) = {
             let mut inner = self.lock();
             if let Some(lookup) = inner.lookups.get(&key) {
                 self.lookup_hits.fetch_add(1, Ordering::Relaxed);
@@ -287,9 +336,21 @@ impl BlockCache {
                 drop(inner);
                 return self.get_or_open(key, open).map(BlockReader::Parsed);
             }
-            inner.blocks.get(&key)
+            let admit = !inner.lookups.is_full()
+                || self
+                    .full_misses
+                    .fetch_add(1, Ordering::Relaxed)
+                    .is_multiple_of(ADMIT_ONE_IN);
+            (inner.blocks.get(&key), admit)
         };
         self.lookup_misses.fetch_add(1, Ordering::Relaxed);
+        if parsed.is_none()
+            && !admit
+            && let Some((body, row)) = open_row(self.known_checks(key))?
+        {
+            Self::remember_checks(&mut self.lock(), key, body.checks());
+            return Ok(BlockReader::Row(body, row));
+        }
         let built = match parsed {
             Some(view) => BlockLookup::of(&view).ok_or(view),
             None => match open_lookup(self.known_checks(key))? {
@@ -323,9 +384,13 @@ impl BlockCache {
         key: BlockKey,
         ts: u64,
         open_lookup: impl FnOnce(Option<Arc<FrameChecks>>) -> Result<Option<BlockLookup>>,
+        open_row: impl FnOnce(Option<Arc<FrameChecks>>) -> Result<Option<OpenedRow>>,
         open: impl FnOnce(Option<Arc<FrameChecks>>) -> Result<SealedBlock>,
     ) -> Result<bool> {
-        Ok(self.reader(key, open_lookup, open)?.find(ts).is_some())
+        Ok(self
+            .reader(key, open_lookup, open_row, open)?
+            .find(ts)
+            .is_some())
     }
 
     /// The payload of record `index` of the block `key` that `reader` reads: a slice of
@@ -443,6 +508,22 @@ mod tests {
             assert!(lru.used <= 1000 && lru.items.len() <= 4);
         }
         assert!(lru.get(&19).is_some());
+    }
+
+    #[test]
+    fn lru_is_full_when_one_more_usual_item_would_evict() {
+        let mut lru: Lru<u64, u64> = Lru::new(1000);
+        assert!(!lru.is_full(), "empty, nothing offered yet");
+        for k in 0..9 {
+            lru.insert(k, k, 100);
+            assert!(!lru.is_full(), "{} of 1000 held", lru.used);
+        }
+        lru.insert(9, 9, 100);
+        assert!(lru.is_full(), "1000 of 1000 held");
+        // A budget no item fits into is full though empty.
+        let mut tiny: Lru<u64, u64> = Lru::new(10);
+        tiny.insert(1, 1, 100);
+        assert!(tiny.items.is_empty() && tiny.is_full());
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use super::{Entry, EntryState, LogKind, Place};
 use crate::error::{Error, Result};
+use crate::storage::cache::OpenedRow;
 use crate::storage::format::block::SealedBlock;
 use crate::storage::format::columns::TableColumns;
 use crate::storage::format::frames::{BlockFrames, DecodedFrame, FrameChecks};
@@ -146,7 +147,7 @@ impl Entry {
         b: &BlockEntry,
         known: Option<Arc<FrameChecks>>,
     ) -> Result<Option<BlockLookup>> {
-        if st.edits.contains_key(&b.seq) || b.edited {
+        if Self::has_edits(st, b) {
             return Ok(None);
         }
         let (body, columns) = SealedBlock::open_columns(
@@ -156,6 +157,35 @@ impl Entry {
             known,
         )?;
         Ok(columns.and_then(|c| BlockLookup::of_columns(body, c)))
+    }
+
+    /// The block's row at `ts` read from its table without decoding the others; `None`
+    /// when its edits must be applied to records first, or its table is older than format
+    /// 3 (the caller builds a lookup or parses it).
+    fn open_row(
+        &self,
+        st: &EntryState,
+        b: &BlockEntry,
+        known: Option<Arc<FrameChecks>>,
+        ts: u64,
+    ) -> Result<Option<OpenedRow>> {
+        if Self::has_edits(st, b) {
+            return Ok(None);
+        }
+        let (body, row) = SealedBlock::open_row(
+            &block_path(&self.dir, b.seq),
+            self.describe(b),
+            Some(b.meta_crc),
+            known,
+            ts,
+        )?;
+        Ok(row.map(|row| (body, row)))
+    }
+
+    /// Whether the block's records have edits (label changes, removals) to apply: then it
+    /// is read parsed, not from its table's columns.
+    fn has_edits(st: &EntryState, b: &BlockEntry) -> bool {
+        st.edits.contains_key(&b.seq) || b.edited
     }
 
     fn describe(&self, b: &BlockEntry) -> String {
@@ -194,6 +224,7 @@ impl Entry {
                 (self.uid, b.seq),
                 ts,
                 |known| self.open_lookup(st, b, known),
+                |known| self.open_row(st, b, known, ts),
                 |known| self.open_block(st, b, known),
             )?;
             if found {
@@ -229,6 +260,7 @@ impl Entry {
             let reader = self.ctx.cache.reader(
                 key,
                 |known| self.open_lookup(&st, b, known),
+                |known| self.open_row(&st, b, known, ts),
                 |known| self.open_block(&st, b, known),
             )?;
             if let Some(index) = reader.find(ts) {

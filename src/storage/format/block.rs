@@ -26,6 +26,7 @@ use crate::storage::format::block_meta::{self as meta, BlockRecord, BlockSummary
 use crate::storage::format::codec::Codec;
 use crate::storage::format::columns::TableColumns;
 use crate::storage::format::frames::{BlockFrames, DecodedFrame, FileIdentity, FrameChecks};
+use crate::storage::format::table_row::{TableRow, find_row};
 use crate::storage::record::{Payload, RecordMeta};
 
 const BLOCK_MAGIC: &[u8; 8] = b"HLBLK001";
@@ -346,6 +347,27 @@ impl SealedBlock {
         let raw_lens: Vec<u64> = block.frames().iter().map(|f| f.raw_len).collect();
         let columns = TableColumns::decode(&block.records_section, &raw_lens, block.body.what())?;
         Ok((block.body, Some(columns)))
+    }
+
+    /// Maps a block and finds the row with timestamp `ts` in its table without decoding
+    /// the other rows (`table_row.rs`): a read of one record whose block's lookup is not
+    /// cached. `None` for a table older than format 3 (the caller parses the block
+    /// instead); `Some(None)` when the block holds no record at `ts`. `known` as for
+    /// [`SealedBlock::open_known`].
+    pub(crate) fn open_row(
+        path: &Path,
+        what: String,
+        expected_meta_crc: Option<u32>,
+        known: Option<Arc<FrameChecks>>,
+        ts: u64,
+    ) -> Result<(Arc<BlockFrames>, Option<Option<TableRow>>)> {
+        let block = Self::open_inner(path, what, expected_meta_crc, false, false, known)?;
+        if block.table_format != meta::TABLE_V3 {
+            return Ok((block.body, None));
+        }
+        let raw_lens: Vec<u64> = block.frames().iter().map(|f| f.raw_len).collect();
+        let row = find_row(&block.records_section, &raw_lens, block.body.what(), ts)?;
+        Ok((block.body, Some(row)))
     }
 
     /// Maps a block to read a few of its frames (predicting a compression): like

@@ -20,3 +20,4 @@ pub mod log;
 pub mod lookup;
 pub mod oplog;
 pub mod rewrite;
+pub mod table_row;
