@@ -20,8 +20,9 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
 use crate::storage::format::block::SealedBlock;
+use crate::storage::format::block::row::RowBlock;
 use crate::storage::format::codec::Codec;
-use crate::storage::format::frames::{BlockFrames, DecodedFrame, FrameChecks};
+use crate::storage::format::frames::{DecodedFrame, FrameChecks};
 use crate::storage::format::lookup::BlockLookup;
 use crate::storage::format::table_row::TableRow;
 use crate::storage::record::{Payload, RecordMeta};
@@ -99,13 +100,15 @@ impl<K: Hash + Eq + Copy, V: Clone> Lru<K, V> {
     }
 
     /// Whether keeping one more item of the usual cost (the average of those held, or
-    /// else the last one offered) would evict others or not be kept at all.
+    /// else the last one offered) would not be kept at all, or would evict others: that is
+    /// reaching within an eighth of the budget, since an eviction frees an eighth at once
+    /// and the map is as full as it gets just after one.
     fn is_full(&self) -> bool {
         let usual = match self.items.len() {
             0 => self.last_offered,
             n => self.used / n,
         };
-        usual > 0 && self.used + usual > self.budget
+        usual > 0 && self.used + usual > self.budget - self.budget / 8
     }
 
     fn remove(&mut self, key: &K) -> Option<V> {
@@ -124,7 +127,7 @@ pub enum BlockReader {
     Parsed(Arc<SealedBlock>),
     /// The row with the timestamp asked for, if the block has one, found in its table
     /// without a lookup (the lookups' budget is full: see [`BlockCache::reader`]).
-    Row(Arc<BlockFrames>, Option<TableRow>),
+    Row(Arc<RowBlock>, Option<TableRow>),
 }
 
 impl BlockReader {
@@ -175,16 +178,16 @@ impl BlockReader {
     }
 }
 
-/// A block mapped to read one row ([`BlockReader::Row`]): its frames and the row at the
-/// timestamp asked for, if it has one.
-pub type OpenedRow = (Arc<BlockFrames>, Option<TableRow>);
+/// A block opened to read one row ([`BlockReader::Row`]), and the row at the timestamp
+/// asked for, if it has one.
+pub type OpenedRow = (RowBlock, Option<TableRow>);
 
 /// When the lookups' budget is full, one miss in this many builds and keeps the block's
 /// lookup (evicting others); the rest read just the row asked for. Building a lookup
 /// decodes the block's whole table, which reads spread over more blocks than the budget
 /// holds would throw away again before using it; admitting some keeps the cache following
 /// the blocks read most.
-const ADMIT_ONE_IN: u64 = 8;
+const ADMIT_ONE_IN: u64 = 32;
 
 /// Memory for remembering which frames of which block files passed their checksum: about
 /// 60,000 blocks (60 GB of 1 MiB blocks), the oldest forgotten first. Not a setting: it
@@ -349,7 +352,7 @@ impl BlockCache {
             && let Some((body, row)) = open_row(self.known_checks(key))?
         {
             Self::remember_checks(&mut self.lock(), key, body.checks());
-            return Ok(BlockReader::Row(body, row));
+            return Ok(BlockReader::Row(Arc::new(body), row));
         }
         let built = match parsed {
             Some(view) => BlockLookup::of(&view).ok_or(view),
@@ -514,12 +517,20 @@ mod tests {
     fn lru_is_full_when_one_more_usual_item_would_evict() {
         let mut lru: Lru<u64, u64> = Lru::new(1000);
         assert!(!lru.is_full(), "empty, nothing offered yet");
-        for k in 0..9 {
+        for k in 0..7 {
             lru.insert(k, k, 100);
             assert!(!lru.is_full(), "{} of 1000 held", lru.used);
         }
-        lru.insert(9, 9, 100);
-        assert!(lru.is_full(), "1000 of 1000 held");
+        lru.insert(7, 7, 100);
+        assert!(
+            lru.is_full(),
+            "800 of 1000 held: one more passes seven eighths"
+        );
+        // Just after an eviction it is still full.
+        for k in 8..20 {
+            lru.insert(k, k, 100);
+            assert!(lru.is_full(), "{} of 1000 held", lru.used);
+        }
         // A budget no item fits into is full though empty.
         let mut tiny: Lru<u64, u64> = Lru::new(10);
         tiny.insert(1, 1, 100);

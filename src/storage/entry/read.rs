@@ -15,6 +15,7 @@ use super::{Entry, EntryState, LogKind, Place};
 use crate::error::{Error, Result};
 use crate::storage::cache::OpenedRow;
 use crate::storage::format::block::SealedBlock;
+use crate::storage::format::block::row::RowBlock;
 use crate::storage::format::columns::TableColumns;
 use crate::storage::format::frames::{BlockFrames, DecodedFrame, FrameChecks};
 use crate::storage::format::index::{BlockEntry, block_path};
@@ -172,14 +173,13 @@ impl Entry {
         if Self::has_edits(st, b) {
             return Ok(None);
         }
-        let (body, row) = SealedBlock::open_row(
+        RowBlock::open(
             &block_path(&self.dir, b.seq),
             self.describe(b),
             Some(b.meta_crc),
             known,
             ts,
-        )?;
-        Ok(row.map(|row| (body, row)))
+        )
     }
 
     /// Whether the block's records have edits (label changes, removals) to apply: then it

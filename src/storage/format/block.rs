@@ -26,12 +26,70 @@ use crate::storage::format::block_meta::{self as meta, BlockRecord, BlockSummary
 use crate::storage::format::codec::Codec;
 use crate::storage::format::columns::TableColumns;
 use crate::storage::format::frames::{BlockFrames, DecodedFrame, FileIdentity, FrameChecks};
-use crate::storage::format::table_row::{TableRow, find_row};
 use crate::storage::record::{Payload, RecordMeta};
+
+pub(crate) mod row;
 
 const BLOCK_MAGIC: &[u8; 8] = b"HLBLK001";
 const FOOTER_MAGIC: &[u8; 8] = b"HLBLKEND";
 const FOOTER_LEN: usize = 32;
+
+/// Where a block file's metadata (frame table and record table) lies, as its footer says,
+/// checked against the file's length.
+pub(crate) struct Footer {
+    meta_offset: usize,
+    meta_len: usize,
+    meta_crc: u32,
+    encoding: u32,
+}
+
+impl Footer {
+    /// The footer of a file of `file_len` bytes whose first bytes are `head` and whose
+    /// last [`FOOTER_LEN`] are `footer`.
+    fn parse(head: &[u8], footer: &[u8], file_len: usize, what: &str) -> Result<Footer> {
+        let corrupt = |why: &str| Error::internal(format!("{what} is corrupt: {why}"));
+        if file_len < BLOCK_MAGIC.len() + FOOTER_LEN || !head.starts_with(BLOCK_MAGIC) {
+            return Err(corrupt("bad header or too short"));
+        }
+        if footer.len() != FOOTER_LEN || &footer[24..] != FOOTER_MAGIC {
+            return Err(corrupt("bad footer"));
+        }
+        let mut fr = BinaryReader::new(footer, what);
+        let meta_offset = fr.u64()? as usize;
+        let meta_len = fr.u64()? as usize;
+        let meta_crc = fr.u32()?;
+        let encoding = fr.u32()?;
+        if meta_offset.checked_add(meta_len) != Some(file_len - FOOTER_LEN) {
+            return Err(corrupt("metadata offsets do not match the file size"));
+        }
+        Ok(Footer {
+            meta_offset,
+            meta_len,
+            meta_crc,
+            encoding,
+        })
+    }
+
+    /// The footer of a mapped block file.
+    fn of_mapped(map: &[u8], what: &str) -> Result<Footer> {
+        let head = &map[..map.len().min(BLOCK_MAGIC.len())];
+        let footer = &map[map.len().saturating_sub(FOOTER_LEN)..];
+        Self::parse(head, footer, map.len(), what)
+    }
+
+    /// Checks the metadata bytes against the footer's checksum, and against the
+    /// checksum the index committed (`expected`), which proves the file is that one.
+    fn check(&self, meta: &[u8], expected: Option<u32>, what: &str) -> Result<()> {
+        let corrupt = |why: &str| Error::internal(format!("{what} is corrupt: {why}"));
+        if crc32fast::hash(meta) != self.meta_crc {
+            return Err(corrupt("record table checksum mismatch"));
+        }
+        if expected.is_some_and(|e| e != self.meta_crc) {
+            return Err(corrupt("the file is not the one the index committed"));
+        }
+        Ok(())
+    }
+}
 
 /// Compresses one frame with `codec`, keeping it as stored when compression would not make
 /// it smaller (JPEG or PNG payloads); returns the codec actually used and the bytes.
@@ -349,27 +407,6 @@ impl SealedBlock {
         Ok((block.body, Some(columns)))
     }
 
-    /// Maps a block and finds the row with timestamp `ts` in its table without decoding
-    /// the other rows (`table_row.rs`): a read of one record whose block's lookup is not
-    /// cached. `None` for a table older than format 3 (the caller parses the block
-    /// instead); `Some(None)` when the block holds no record at `ts`. `known` as for
-    /// [`SealedBlock::open_known`].
-    pub(crate) fn open_row(
-        path: &Path,
-        what: String,
-        expected_meta_crc: Option<u32>,
-        known: Option<Arc<FrameChecks>>,
-        ts: u64,
-    ) -> Result<(Arc<BlockFrames>, Option<Option<TableRow>>)> {
-        let block = Self::open_inner(path, what, expected_meta_crc, false, false, known)?;
-        if block.table_format != meta::TABLE_V3 {
-            return Ok((block.body, None));
-        }
-        let raw_lens: Vec<u64> = block.frames().iter().map(|f| f.raw_len).collect();
-        let row = find_row(&block.records_section, &raw_lens, block.body.what(), ts)?;
-        Ok((block.body, Some(row)))
-    }
-
     /// Maps a block to read a few of its frames (predicting a compression): like
     /// [`SealedBlock::open_frames`], but only the pages read are faulted in.
     pub(crate) fn open_for_sampling(
@@ -406,38 +443,13 @@ impl SealedBlock {
             options.map(&file)
         }
         .map_err(|e| Error::io(format!("mapping {what}"), e))?;
-        let corrupt = |why: String| Error::internal(format!("{what} is corrupt: {why}"));
-        if map.len() < BLOCK_MAGIC.len() + FOOTER_LEN || &map[..8] != BLOCK_MAGIC {
-            return Err(corrupt("bad header or too short".into()));
-        }
-        let footer = &map[map.len() - FOOTER_LEN..];
-        if &footer[24..] != FOOTER_MAGIC {
-            return Err(corrupt("bad footer".into()));
-        }
-        let mut fr = BinaryReader::new(footer, &what);
-        let meta_offset = fr.u64()? as usize;
-        let meta_len = fr.u64()? as usize;
-        let meta_crc = fr.u32()?;
-        let encoding = fr.u32()?;
-        let meta_end = meta_offset.checked_add(meta_len);
-        if meta_end != Some(map.len() - FOOTER_LEN) {
-            return Err(corrupt(
-                "metadata offsets do not match the file size".into(),
-            ));
-        }
-        let meta = &map[meta_offset..meta_offset + meta_len];
-        if crc32fast::hash(meta) != meta_crc {
-            return Err(corrupt("record table checksum mismatch".into()));
-        }
-        if let Some(expected) = expected_meta_crc
-            && expected != meta_crc
-        {
-            return Err(corrupt(
-                "the file is not the one the index committed".into(),
-            ));
-        }
+        let footer = Footer::of_mapped(&map, &what)?;
+        let meta = &map[footer.meta_offset..footer.meta_offset + footer.meta_len];
+        footer.check(meta, expected_meta_crc, &what)?;
+        let (meta_crc, encoding) = (footer.meta_crc, footer.encoding);
         let meta = meta::unpack(meta, encoding, &what)?;
-        let (codec, frames, records_start) = meta::decode_frames(&meta, &what, meta_offset as u64)?;
+        let (codec, frames, records_start) =
+            meta::decode_frames(&meta, &what, footer.meta_offset as u64)?;
         let records_section = meta[records_start..].to_vec();
         let frame_count = frames.len();
         let records = if parse_records {
