@@ -6,7 +6,9 @@
 //! - the compact lookups of many more blocks (a byte budget: `--lookup-cache`), which
 //!   answer reads by timestamp and the duplicate checks of writes without a parsed table
 //!   (`format/lookup.rs`): out-of-order writes and random reads touch blocks anywhere in
-//!   an entry's history, and a lookup costs a tenth of a parsed table or less;
+//!   an entry's history, and a lookup costs a tenth of a parsed table or less; once
+//!   they fill their budget, most misses read just the row asked for
+//!   (`format/table_row.rs`, `format/block/row.rs`) rather than build a lookup;
 //! - the last decoded frame of a few compressed blocks (a byte budget), so a reader
 //!   walking a compressed block record by record decodes each frame once;
 //! - which frames of a block file passed their checksum (`format/frames.rs`), for many
