@@ -14,8 +14,6 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use halflife::Config;
 use halflife::fixtures::{self, FixtureRecord};
-use halflife::storage::format::block::SealedBlock;
-use halflife::storage::format::index::{EntryIndex, block_path};
 use halflife::storage::{BucketSettings, Codec, CompressPool, Store};
 use rayon::prelude::*;
 
@@ -43,21 +41,19 @@ fn build(name: &'static str, records: &[FixtureRecord]) -> DataSet {
         .create_bucket("bench", BucketSettings::default())
         .expect("bucket");
     fixtures::write_to(&bucket, records).expect("write");
-    // The reference compresses exactly the frames the sealed blocks hold.
-    let mut frames = Vec::new();
-    for entry in bucket.entry_names() {
-        let dir = bucket.dir().join(&entry);
-        for b in EntryIndex::load(&dir).expect("index").blocks {
-            let block =
-                SealedBlock::open(&block_path(&dir, b.seq), entry.clone(), None).expect("block");
-            for i in 0..block.frames().len() {
-                frames.push(block.stored_frame(i).expect("frame").to_vec());
-            }
-        }
-    }
+    // The reference compresses the records' payload bytes in time order, in frames of
+    // 1 MiB (ours): what a run reads, whether the template holds a record in a sealed
+    // block or in an open log, which a run seals and compresses with the rest.
+    let mut sorted: Vec<&FixtureRecord> = records.iter().collect();
+    sorted.sort_by_key(|r| (r.entry.clone(), r.timestamp));
+    let payload: Vec<u8> = sorted
+        .iter()
+        .flat_map(|r| r.payload.iter().copied())
+        .collect();
+    let frames: Vec<Vec<u8>> = payload.chunks(1 << 20).map(<[u8]>::to_vec).collect();
     let bytes = frames.iter().map(|f| f.len() as u64).sum();
     eprintln!(
-        "data set {name:<14} {:>7} records, {:>6.1} MB in {} sealed frames",
+        "data set {name:<14} {:>7} records, {:>6.1} MB of payload in {} frames of 1 MiB",
         records.len(),
         bytes as f64 / 1e6,
         frames.len()
