@@ -12,7 +12,7 @@
 //! - the last decoded frame of a few compressed blocks (a byte budget), so a reader
 //!   walking a compressed block record by record decodes each frame once;
 //! - which frames of a block file passed their checksum (`format/frames.rs`), for many
-//!   more blocks than the rest (a fixed budget of [`FRAME_CHECK_BYTES`], a few dozen bytes
+//!   more blocks than the rest (a fixed budget of [`FRAME_CHECK_BYTES`], about 140 bytes
 //!   a block), so a block opened again does not check its frame again.
 
 use std::collections::HashMap;
