@@ -277,11 +277,6 @@ impl BlockCache {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The frame checks remembered for the block `key`, to give the next mapping of it.
-    fn known_checks(&self, key: BlockKey) -> Option<Arc<FrameChecks>> {
-        self.lock().checks.get(&key)
-    }
-
     /// Remembers the frame checks of a block just mapped.
     fn remember_checks(inner: &mut CacheInner, key: BlockKey, checks: &Arc<FrameChecks>) {
         inner
@@ -331,7 +326,7 @@ impl BlockCache {
         open_row: impl FnOnce(Option<Arc<FrameChecks>>) -> Result<Option<OpenedRow>>,
         open: impl FnOnce(Option<Arc<FrameChecks>>) -> Result<SealedBlock>,
     ) -> Result<BlockReader> {
-        let (parsed, admit) = {
+        let (parsed, admit, known) = {
             let mut inner = self.lock();
             if let Some(lookup) = inner.lookups.get(&key) {
                 self.lookup_hits.fetch_add(1, Ordering::Relaxed);
@@ -346,22 +341,23 @@ impl BlockCache {
                     .full_misses
                     .fetch_add(1, Ordering::Relaxed)
                     .is_multiple_of(ADMIT_ONE_IN);
-            (inner.blocks.get(&key), admit)
+            // The frame checks remembered for the block, for whichever opener runs.
+            (inner.blocks.get(&key), admit, inner.checks.get(&key))
         };
         self.lookup_misses.fetch_add(1, Ordering::Relaxed);
         if parsed.is_none()
             && !admit
-            && let Some((body, row)) = open_row(self.known_checks(key))?
+            && let Some((body, row)) = open_row(known.clone())?
         {
             Self::remember_checks(&mut self.lock(), key, body.checks());
             return Ok(BlockReader::Row(Arc::new(body), row));
         }
         let built = match parsed {
             Some(view) => BlockLookup::of(&view).ok_or(view),
-            None => match open_lookup(self.known_checks(key))? {
+            None => match open_lookup(known.clone())? {
                 Some(lookup) => Ok(lookup),
                 None => {
-                    let view = Arc::new(open(self.known_checks(key))?);
+                    let view = Arc::new(open(known)?);
                     BlockLookup::of(&view).ok_or(view)
                 }
             },

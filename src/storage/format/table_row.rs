@@ -65,10 +65,16 @@ impl<'a> Scanner<'a> {
         }
         let mut r = self.reader(dict.at);
         for _ in 0..id {
-            let len = r.varint()?;
-            r.take(usize::try_from(len).map_err(|_| self.corrupt("an absurd string length"))?)?;
+            self.skip_str(&mut r)?;
         }
         r.short_str()
+    }
+
+    /// Passes a string with a varint length prefix.
+    fn skip_str(&self, r: &mut BinaryReader) -> Result<()> {
+        let len = r.varint()?;
+        r.take(usize::try_from(len).map_err(|_| self.corrupt("an absurd string length"))?)?;
+        Ok(())
     }
 }
 
@@ -94,35 +100,29 @@ pub fn find_row(
             len,
         };
         for _ in 0..len {
-            let n = r.varint()?;
-            r.take(usize::try_from(n).map_err(|_| s.corrupt("an absurd string length"))?)?;
+            s.skip_str(&mut r)?;
         }
     }
     let [types, keys, values] = dicts;
 
-    // Timestamps, delta-coded: the row's index, or no row.
+    // Timestamps, delta-coded: the row's index, or no row. Rows are in timestamp order,
+    // so the first timestamp at or past `ts` decides.
     let mut timestamp = 0u64;
     let mut row = None;
     for i in 0..count {
         timestamp = timestamp.wrapping_add(r.varint()?);
-        if timestamp == ts {
-            row = Some(i);
-        }
-        if timestamp >= ts && row.is_none() {
-            // Rows are in timestamp order: the record is not in this block.
-            return Ok(None);
-        }
-        if row.is_some() {
-            // The rest of the column is passed below, without adding it up.
-            let at = section.len() - r.remaining();
-            let rest = s.skip_varints(at, count - i - 1)?;
-            r = s.reader(rest);
+        if timestamp >= ts {
+            row = (timestamp == ts).then_some(i);
             break;
         }
     }
     let Some(row) = row else {
         return Ok(None);
     };
+    // The rest of the column, passed without adding it up.
+    for _ in row + 1..count {
+        r.varint()?;
+    }
 
     // Frame deltas: the row's frame, and the first row of that frame (offsets are coded
     // relative to the end of the record before, within a frame).
