@@ -659,6 +659,26 @@ fn files_of(dir: &std::path::Path) -> std::collections::BTreeSet<String> {
 
 #[test]
 fn an_entry_removed_and_recreated_mid_recompression_keeps_only_its_own_files() {
+    removed_and_recreated_mid_recompression(Removed::Entry);
+}
+
+#[test]
+fn a_bucket_removed_and_recreated_mid_recompression_keeps_only_its_own_files() {
+    removed_and_recreated_mid_recompression(Removed::Bucket);
+}
+
+/// What a test removes while a recompression of its entry runs.
+#[derive(Clone, Copy)]
+enum Removed {
+    Entry,
+    Bucket,
+}
+
+/// Removes the entry (or its whole bucket) a few windows into a recompression, writes a
+/// new entry of the same name, and checks the run ends without error and the new entry
+/// holds its own records and files only: the old run neither commits nor leaves a file
+/// at the reused path.
+fn removed_and_recreated_mid_recompression(removed: Removed) {
     let dir = tempfile::tempdir().unwrap();
     let payload = |i: u64| format!("{{\"n\": {i}, \"pad\": \"{}\"}}", "abc".repeat(300));
     let old: Vec<FixtureRecord> = (0..3000u64)
@@ -693,7 +713,16 @@ fn an_entry_removed_and_recreated_mid_recompression_keeps_only_its_own_files() {
             )
         });
         started_rx.recv().unwrap();
-        bucket.remove_entry("e").unwrap();
+        let fresh = match removed {
+            Removed::Entry => {
+                bucket.remove_entry("e").unwrap();
+                bucket.clone()
+            }
+            Removed::Bucket => {
+                store.remove_bucket("b").unwrap();
+                store.create_bucket("b", BucketSettings::default()).unwrap()
+            }
+        };
         for i in 0..120u64 {
             let meta = RecordMeta {
                 timestamp: 1_000 + i,
@@ -701,12 +730,13 @@ fn an_entry_removed_and_recreated_mid_recompression_keeps_only_its_own_files() {
                 content_type: "text/plain".into(),
                 size: 5,
             };
-            bucket.write("e", meta, b"fresh").unwrap();
+            fresh.write("e", meta, b"fresh").unwrap();
         }
         run.join().unwrap()
     });
     let stats = stats.unwrap();
     eprintln!("recompressed before the removal: {stats:?}");
+    drop(bucket);
     // The new entry holds exactly what was written after the re-creation...
     let new_dir = dir.path().join("b").join("e");
     let count = |bucket: &Bucket| {
@@ -722,11 +752,10 @@ fn an_entry_removed_and_recreated_mid_recompression_keeps_only_its_own_files() {
             })
             .count()
     };
-    assert_eq!(count(&bucket), 120);
+    assert_eq!(count(&store.bucket("b").unwrap()), 120);
     // ...and nothing else: reopening (which removes every file its index does not
     // name) finds no stray file of the old entry's run in its directory.
     let before = files_of(&new_dir);
-    drop(bucket);
     drop(store);
     let store = Store::open(Config::new(dir.path())).unwrap();
     assert_eq!(files_of(&new_dir), before, "stray files in the new entry");

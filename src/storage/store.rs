@@ -308,13 +308,20 @@ impl Store {
         let data = &self.config.data_path;
         let trash = data.join(trash_name());
         bucket.begin_removal();
+        // As for a rename: merges and recompressions stop first, since once the
+        // directory moves its path may name a re-created bucket and entry.
+        let entries = bucket.entries();
+        let writers_stopped: Vec<_> = entries.iter().map(|e| e.begin_removal()).collect();
         if let Err(e) = std::fs::rename(bucket.dir(), &trash) {
+            drop(writers_stopped);
+            entries.iter().for_each(|e| e.abandon_removal());
             bucket.abandon_removal();
             return Err(Error::io(format!("removing bucket '{name}'"), e));
         }
         fsync_dir(data)?;
         buckets.remove(name);
         bucket.mark_removed();
+        drop(writers_stopped);
         drop(buckets);
         if let Err(e) = std::fs::remove_dir_all(&trash) {
             log::warn!(

@@ -42,9 +42,16 @@ impl Entry {
     /// waits until none holds the merge guard. While the returned guard lives no such
     /// writer touches the entry's directory, so it can be renamed away and its name
     /// reused with nothing written into the new entry's files.
+    ///
+    /// Commits made without the merge guard (the recompression's committer thread) are
+    /// stopped too: this passes through the entry's state lock after raising the flag,
+    /// so a commit already inside it finishes before the directory moves, and every
+    /// later one sees the flag ([`Entry::replace_blocks`]).
     pub(crate) fn begin_removal(&self) -> MutexGuard<'_, ()> {
         self.removing.store(true, Ordering::Release);
-        self.merging.lock().unwrap_or_else(|p| p.into_inner())
+        let writers = self.merging.lock().unwrap_or_else(|p| p.into_inner());
+        drop(self.state.lock().unwrap_or_else(|p| p.into_inner()));
+        writers
     }
 
     /// Undoes [`Entry::begin_removal`] when the removal failed (the entry stays).

@@ -37,22 +37,30 @@ impl Entry {
         &self,
         replacements: Vec<Replacement>,
     ) -> Result<(Vec<bool>, ObsoleteFiles)> {
-        let mut st = match self.lock() {
-            Ok(st) => st,
-            Err(e) => {
-                // The entry was removed meanwhile: nothing to commit. Its directory was
-                // renamed away with the files written into it; the paths may now name
-                // files of an entry re-created under the same name, so nothing is removed
-                // by path (a file that landed in a new directory is a leftover its next
-                // open removes).
-                log::info!(
-                    "entry {}: {e}; dropping {} rewritten block set(s)",
-                    self.name,
-                    replacements.len()
-                );
-                return Ok((vec![false; replacements.len()], ObsoleteFiles::none()));
-            }
+        // A removal (or rename) of the entry, once begun, passes through this lock
+        // before its directory moves (`Entry::begin_removal`): a commit holding the lock
+        // first finishes at the old place, and one after it sees `is_removing`. This
+        // committer holds no merge guard, so the lock is what keeps it from saving an
+        // index through a path that no longer names this entry's directory.
+        let lock = self.lock();
+        let gone = match &lock {
+            Ok(_) if self.is_removing() => Some("its removal has begun".to_string()),
+            Ok(_) => None,
+            Err(e) => Some(e.to_string()),
         };
+        if let Some(why) = gone {
+            // Nothing to commit. The directory was (or is being) renamed away with the
+            // files written into it; the paths may now name files of an entry
+            // re-created under the same name, so nothing is removed by path (a file that
+            // landed in a new directory is a leftover its next open removes).
+            log::info!(
+                "entry {}: {why}; dropping {} rewritten block set(s)",
+                self.name,
+                replacements.len()
+            );
+            return Ok((vec![false; replacements.len()], ObsoleteFiles::none()));
+        }
+        let mut st = lock.expect("a lock that failed returned above");
         let mut next = st.index.clone();
         let mut created = Vec::new();
         let mut obsolete = Vec::new();
@@ -149,5 +157,62 @@ impl Entry {
             files.extend(self.discard_block_file(st, seq));
         }
         Ok(files)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::storage::format::codec::Codec;
+    use crate::storage::record::RecordMeta;
+    use crate::storage::settings::BucketSettings;
+    use crate::storage::store::Store;
+
+    /// A commit that arrives after the entry's directory was renamed away (its removal
+    /// under way, the entry not yet marked removed) must not write an index into whatever
+    /// the old path names now — here a directory re-created at the same place.
+    #[test]
+    fn a_commit_during_removal_writes_nothing_at_the_old_path() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(Config::new(dir.path())).expect("store");
+        let settings = BucketSettings {
+            max_block_records: 2,
+            ..Default::default()
+        };
+        let bucket = store.create_bucket("b", settings).expect("bucket");
+        for ts in 1..=5u64 {
+            let meta = RecordMeta {
+                timestamp: ts,
+                labels: Default::default(),
+                content_type: "text/plain".into(),
+                size: 1,
+            };
+            bucket.write("e", meta, b"x").expect("write");
+        }
+        let entry = bucket.entry("e").expect("entry");
+        let old = entry.sealed_blocks().expect("blocks")[0].clone();
+        let mut retiered = old.clone();
+        retiered.codec = Codec::Zstd(3);
+        let replacement = Replacement {
+            old: vec![old.version()],
+            new: vec![retiered],
+            files: Vec::new(),
+        };
+        let entry_dir = bucket.dir().join("e");
+        let stopped = entry.begin_removal();
+        std::fs::rename(&entry_dir, dir.path().join("moved")).expect("rename");
+        std::fs::create_dir(&entry_dir).expect("re-created");
+        let (applied, files) = entry
+            .replace_blocks(vec![replacement])
+            .expect("a commit during a removal is dropped, not an error");
+        drop(stopped);
+        assert_eq!(applied, [false]);
+        assert!(files.into_parts().is_empty());
+        let written: Vec<_> = std::fs::read_dir(&entry_dir)
+            .expect("listing")
+            .map(|f| f.expect("item").file_name())
+            .collect();
+        assert!(written.is_empty(), "written at the old path: {written:?}");
     }
 }
