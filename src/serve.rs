@@ -137,10 +137,12 @@ pub(crate) struct ServeArgs {
     /// --block-cache is reached first evicts. Units: B, KB, MB, GB, KiB, MiB, GiB.
     #[arg(long, env = "RS_BLOCK_CACHE_SIZE", default_value = "128MiB", value_parser = halflife::server::provision::parse_byte_size)]
     block_cache_size: u64,
-    /// Memory for the blocks' compact lookups (about 40 bytes per record), store-wide:
-    /// reads by timestamp and the duplicate checks of writes go through them, so random
-    /// reads stay as cheap as cached ones over this many records' worth of blocks
-    /// (256MiB: some 6 million records). Units: B, KB, MB, GB, KiB, MiB, GiB.
+    /// Memory for the blocks' compact lookups (about 20 bytes per record, plus each
+    /// distinct set of labels once a block), store-wide: reads by timestamp and the
+    /// duplicate checks of writes go through them, so random reads stay as cheap as cached
+    /// ones over this many records' worth of blocks (256MiB: some 12 million records whose
+    /// labels repeat, 4.6 million with a label unique to each). Units: B, KB, MB, GB, KiB,
+    /// MiB, GiB.
     #[arg(long, env = "RS_LOOKUP_CACHE_SIZE", default_value = "256MiB", value_parser = halflife::server::provision::parse_byte_size)]
     lookup_cache: u64,
     /// Memory for decoded frames of compressed blocks kept for the next read of their
