@@ -151,66 +151,89 @@ struct MetaSet {
     label_count: u32,
 }
 
-/// A record as the builders see it: its content type id and its labels as (name, value)
-/// ids, a range of all the block's pairs.
-struct RowMeta {
-    content_type: u32,
-    labels: std::ops::Range<usize>,
-}
-
 /// A label as (name, value) ids.
 type Pair = (u32, u32);
 
-/// A metadata set while sets are told apart: content type id and labels.
-type SetKey<'a> = (u32, &'a [Pair]);
+/// Slots of the table that finds a record's set among those already kept.
+const SET_SLOTS: usize = 256;
 
-/// The distinct metadata sets of a block's rows.
-struct DistinctSets {
-    /// Each row's set.
-    of_row: Vec<u32>,
-    sets: Vec<MetaSet>,
-    /// The labels of the sets only.
-    pairs: Vec<Pair>,
+/// An empty slot of that table.
+const NO_SET: u32 = u32::MAX;
+
+/// Where a set goes in that table: a multiplicative hash of its ids.
+fn set_slot(content_type: u32, labels: &[Pair]) -> usize {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h = u64::from(content_type).wrapping_add(1).wrapping_mul(K);
+    for &(name, value) in labels {
+        h = (h ^ (u64::from(name) << 32 | u64::from(value))).wrapping_mul(K);
+    }
+    (h >> 56) as usize % SET_SLOTS
 }
 
-/// The distinct metadata sets of `rows` (labels taken from `all_pairs`). `None` past the
-/// 32-bit ids.
-fn distinct_sets(rows: &[RowMeta], all_pairs: &[Pair]) -> Option<DistinctSets> {
-    let mut ids: HashMap<SetKey, u32> = HashMap::new();
-    let mut sets = Vec::new();
-    let mut pairs = Vec::new();
-    let mut of_row = Vec::with_capacity(rows.len());
-    let mut previous: Option<(SetKey, u32)> = None;
-    for row in rows {
-        let key = (row.content_type, &all_pairs[row.labels.clone()]);
-        // Neighbours mostly share their set: skip the hash for them.
-        let id = match previous {
-            Some((last, id)) if last == key => id,
-            _ => match ids.get(&key) {
-                Some(&id) => id,
-                None => {
-                    let id = u32::try_from(sets.len()).ok()?;
-                    sets.push(MetaSet {
-                        content_type: row.content_type,
-                        labels: u32::try_from(pairs.len()).ok()?,
-                        label_count: u32::try_from(key.1.len()).ok()?,
-                    });
-                    pairs.extend_from_slice(key.1);
-                    ids.insert(key, id);
-                    id
-                }
-            },
-        };
-        previous = Some((key, id));
-        of_row.push(id);
+/// Tells a block's metadata sets apart while its lookup is built, record after record.
+///
+/// A record's set is found in a direct-mapped table of the sets kept so far, not a hash
+/// map: this runs for every record of every block whose lookup is built (a cold read), and
+/// a map's hashing and growth cost more than the rest of the build. A set whose slot
+/// another took is kept again: a little memory, never a different answer.
+struct SetTable {
+    slots: [u32; SET_SLOTS],
+    sets: Vec<MetaSet>,
+    /// The labels of the sets kept.
+    pairs: Vec<Pair>,
+    previous: u32,
+}
+
+impl SetTable {
+    fn new() -> SetTable {
+        SetTable {
+            slots: [NO_SET; SET_SLOTS],
+            sets: Vec::new(),
+            pairs: Vec::new(),
+            previous: NO_SET,
+        }
     }
-    sets.shrink_to_fit();
-    pairs.shrink_to_fit();
-    Some(DistinctSets {
-        of_row,
-        sets,
-        pairs,
-    })
+
+    fn holds(&self, id: u32, content_type: u32, labels: &[Pair]) -> bool {
+        let set = &self.sets[id as usize];
+        let start = set.labels as usize;
+        set.content_type == content_type
+            && self.pairs[start..start + set.label_count as usize] == *labels
+    }
+
+    /// The id of the set of a record with these ids; `None` past 32-bit ids.
+    fn id(&mut self, content_type: u32, labels: &[Pair]) -> Option<u32> {
+        // Neighbours mostly share their set: skip the hash for them.
+        if self.previous != NO_SET && self.holds(self.previous, content_type, labels) {
+            return Some(self.previous);
+        }
+        let slot = set_slot(content_type, labels);
+        let kept = self.slots[slot];
+        let id = if kept != NO_SET && self.holds(kept, content_type, labels) {
+            kept
+        } else {
+            let id = u32::try_from(self.sets.len())
+                .ok()
+                .filter(|&id| id != NO_SET)?;
+            self.sets.push(MetaSet {
+                content_type,
+                labels: u32::try_from(self.pairs.len()).ok()?,
+                label_count: u32::try_from(labels.len()).ok()?,
+            });
+            self.pairs.extend_from_slice(labels);
+            self.slots[slot] = id;
+            id
+        };
+        self.previous = id;
+        Some(id)
+    }
+
+    /// The sets and their labels.
+    fn finish(mut self) -> (Vec<MetaSet>, Vec<Pair>) {
+        self.sets.shrink_to_fit();
+        self.pairs.shrink_to_fit();
+        (self.sets, self.pairs)
+    }
 }
 
 /// A sealed block's lookup: see the module documentation.
@@ -235,44 +258,35 @@ impl BlockLookup {
         let mut types = Interner::new();
         let mut names = Interner::new();
         let mut values = Interner::new();
-        let mut all_pairs = Vec::new();
-        let mut rows = Vec::with_capacity(records.len());
+        let mut sets = SetTable::new();
+        let mut labels = Vec::new();
+        let mut slots = Vec::with_capacity(records.len());
         for r in records {
-            let start = all_pairs.len();
+            labels.clear();
             for (name, value) in &r.meta.labels {
-                all_pairs.push((names.id(name), values.id(value)));
+                labels.push((names.id(name), values.id(value)));
             }
-            rows.push(RowMeta {
-                content_type: types.id(&r.meta.content_type),
-                labels: start..all_pairs.len(),
+            slots.push(Slot {
+                offset: u32::try_from(r.offset).ok()?,
+                size: u32::try_from(r.meta.size).ok()?,
+                frame: r.frame,
+                meta: sets.id(types.id(&r.meta.content_type), &labels)?,
             });
         }
         let fits = |s: &Interner| u32::try_from(s.strings.text.len()).is_ok();
         if !(fits(&types) && fits(&names) && fits(&values)) {
             return None;
         }
-        let distinct = distinct_sets(&rows, &all_pairs)?;
-        let slots = records
-            .iter()
-            .zip(distinct.of_row)
-            .map(|(r, meta)| {
-                Some(Slot {
-                    offset: u32::try_from(r.offset).ok()?,
-                    size: u32::try_from(r.meta.size).ok()?,
-                    frame: r.frame,
-                    meta,
-                })
-            })
-            .collect::<Option<Vec<_>>>()?;
+        let (sets, pairs) = sets.finish();
         Some(BlockLookup {
             body: view.body().clone(),
             stamps: Stamps::new(records.iter().map(|r| r.meta.timestamp).collect()),
             slots,
-            sets: distinct.sets,
+            sets,
             content_types: types.finish(),
             names: names.finish(),
             values: values.finish(),
-            pairs: distinct.pairs,
+            pairs,
         })
     }
 
@@ -288,35 +302,29 @@ impl BlockLookup {
             .zip(&c.value_ids)
             .map(|(&k, &v)| Some((id(k)?, id(v)?)))
             .collect::<Option<Vec<_>>>()?;
-        let mut rows = Vec::with_capacity(c.stamps.len());
-        let mut at = 0usize;
-        for (&type_id, &count) in c.type_ids.iter().zip(&c.label_counts) {
-            let end = at + usize::try_from(count).ok()?;
-            rows.push(RowMeta {
-                content_type: id(type_id)?,
-                labels: at..end,
-            });
-            at = end;
-        }
-        let distinct = distinct_sets(&rows, &all_pairs)?;
+        let mut sets = SetTable::new();
         let mut slots = Vec::with_capacity(c.stamps.len());
-        for (i, meta) in distinct.of_row.into_iter().enumerate() {
+        let mut at = 0usize;
+        for i in 0..c.stamps.len() {
+            let end = at + usize::try_from(c.label_counts[i]).ok()?;
             slots.push(Slot {
                 offset: id(c.offsets[i])?,
                 size: id(c.sizes[i])?,
                 frame: c.frames[i],
-                meta,
+                meta: sets.id(id(c.type_ids[i])?, all_pairs.get(at..end)?)?,
             });
+            at = end;
         }
+        let (sets, pairs) = sets.finish();
         Some(BlockLookup {
             body,
             stamps: Stamps::new(c.stamps),
             slots,
-            sets: distinct.sets,
+            sets,
             content_types: Strings::packed(&c.types)?,
             names: Strings::packed(&c.keys)?,
             values: Strings::packed(&c.values)?,
-            pairs: distinct.pairs,
+            pairs,
         })
     }
 
@@ -446,8 +454,9 @@ mod tests {
             BlockLookup::of_columns(body, columns.expect("format 3")).expect("columns fit");
         let from_records = BlockLookup::of(&view).expect("records fit");
         for lookup in [&from_records, &from_columns] {
-            // Three camera values (or none) by two content types, and every fifth unique.
-            assert!(lookup.sets.len() < 300 / 5 + 8 + 1, "{}", lookup.sets.len());
+            // Three camera values (or none) by two content types, and every fifth unique
+            // (68 distinct), give or take a few kept twice.
+            assert!(lookup.sets.len() < 100, "{}", lookup.sets.len());
             for i in 0..300 {
                 let (meta, payload) = record(i, step);
                 let index = lookup.find(meta.timestamp).expect("found");
@@ -486,6 +495,28 @@ mod tests {
         assert_eq!(near.find(6), None);
         assert_eq!(near.get(1), 8);
         assert!(Stamps::new(Vec::new()).find(0).is_none());
+    }
+
+    #[test]
+    fn every_set_id_names_the_set_it_was_given_for() {
+        // More sets than the table has slots, each seen twice, neighbours alike and not.
+        let mut table = SetTable::new();
+        let label_sets: Vec<Vec<Pair>> = (0..600u32)
+            .map(|i| (0..i % 4).map(|j| (j, i)).collect())
+            .collect();
+        let order = (0..600usize).chain((0..600).rev()).chain([5, 5, 5]);
+        for i in order {
+            let content_type = i as u32 % 3;
+            let id = table.id(content_type, &label_sets[i]).expect("fits");
+            assert!(table.holds(id, content_type, &label_sets[i]), "set {i}");
+        }
+        let kept = table.sets.len();
+        assert!((600..1200).contains(&kept), "{kept}");
+        // The same set in a row is found without a second copy.
+        let before = table.sets.len();
+        table.id(9, &[(1, 2)]).expect("fits");
+        table.id(9, &[(1, 2)]).expect("fits");
+        assert_eq!(table.sets.len(), before + 1);
     }
 
     #[test]
