@@ -61,6 +61,15 @@ fn per_entry(shape: Shape, gb: u64) -> u64 {
     }
 }
 
+/// How far apart an entry of a shape's records are, in µs: JSON rows and log lines a
+/// second, frames a minute.
+fn step(shape: Shape) -> u64 {
+    match shape {
+        Shape::Frame => 60_000_000,
+        Shape::Json | Shape::Log => 1_000_000,
+    }
+}
+
 /// Builds the store: entry `e{i:02}` of bucket `s`, record `k` at `start + k` seconds
 /// (frames a minute apart); every tenth record is held back and written after the rest.
 fn build(dir: &std::path::Path, gb: u64, src: &Sources, start: u64) -> (u64, u64) {
@@ -77,10 +86,10 @@ fn build(dir: &std::path::Path, gb: u64, src: &Sources, start: u64) -> (u64, u64
             let (bucket, records, bytes) = (&bucket, &records, &bytes);
             scope.spawn(move || {
                 for i in (part..ENTRIES).step_by(2) {
-                    let (pool, step) = match shape(i) {
-                        Shape::Json => (&src.json, 1_000_000),
-                        Shape::Log => (&src.log, 1_000_000),
-                        Shape::Frame => (&src.frames, 60_000_000),
+                    let pool = match shape(i) {
+                        Shape::Json => &src.json,
+                        Shape::Log => &src.log,
+                        Shape::Frame => &src.frames,
                     };
                     let n = per_entry(shape(i), gb);
                     let order = (0..n)
@@ -89,7 +98,7 @@ fn build(dir: &std::path::Path, gb: u64, src: &Sources, start: u64) -> (u64, u64
                     for k in order {
                         let r = &pool[(k as usize * 7 + i) % pool.len()];
                         let meta = RecordMeta {
-                            timestamp: start + k * step,
+                            timestamp: start + k * step(shape(i)),
                             labels: r.labels.clone(),
                             content_type: r.content_type.clone(),
                             size: 0,
@@ -168,12 +177,7 @@ fn random_gets(s: &ServerProcess, gb: u64, start: u64, count: usize, seed: u64) 
                         x ^= x << 17;
                         let i = (x % ENTRIES as u64) as usize;
                         let k = (x >> 8) % per_entry(shape(i), gb);
-                        let step = if shape(i) == Shape::Frame {
-                            60_000_000
-                        } else {
-                            1_000_000
-                        };
-                        let path = format!("/api/v1/b/s/e{i:02}?ts={}", start + k * step);
+                        let path = format!("/api/v1/b/s/e{i:02}?ts={}", start + k * step(shape(i)));
                         let sent = Instant::now();
                         let r = conn.call("GET", &path, &[], b"");
                         assert_eq!(r.status, 200, "{path}: {}", r.error());
@@ -205,15 +209,11 @@ fn random_gets(s: &ServerProcess, gb: u64, start: u64, count: usize, seed: u64) 
 fn sweep(s: &ServerProcess, gb: u64, start: u64) {
     let mut conn = Connection::open(s.addr);
     for i in 0..ENTRIES {
-        let (step, stride) = if shape(i) == Shape::Frame {
-            (60_000_000, 1)
-        } else {
-            (1_000_000, 512)
-        };
+        let stride = if shape(i) == Shape::Frame { 1 } else { 512 };
         for k in (0..per_entry(shape(i), gb)).step_by(stride) {
             let r = conn.call(
                 "GET",
-                &format!("/api/v1/b/s/e{i:02}?ts={}", start + k * step),
+                &format!("/api/v1/b/s/e{i:02}?ts={}", start + k * step(shape(i))),
                 &[],
                 b"",
             );

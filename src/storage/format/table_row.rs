@@ -49,6 +49,11 @@ impl<'a> Scanner<'a> {
         BinaryReader::new(&self.section[at.min(self.section.len())..], self.what)
     }
 
+    /// Where `r`, a reader of this table, is in it.
+    fn at(&self, r: &BinaryReader) -> usize {
+        self.section.len() - r.remaining()
+    }
+
     /// Passes `n` varints from `at`; where they end.
     ///
     /// A varint ends at each byte whose high bit is clear, so the ends are counted eight
@@ -87,8 +92,7 @@ impl<'a> Scanner<'a> {
 
     /// `r` moved past `n` varints.
     fn skip_in(&self, r: &BinaryReader<'a>, n: u64) -> Result<BinaryReader<'a>> {
-        let at = self.section.len() - r.remaining();
-        Ok(self.reader(self.skip_varints(at, n)?))
+        Ok(self.reader(self.skip_varints(self.at(r), n)?))
     }
 
     /// String `id` of `dict`.
@@ -111,8 +115,7 @@ impl<'a> Scanner<'a> {
     /// Passes `n` strings from `r`. Dictionary strings are short: a one-byte length is
     /// taken as it is, without the general varint decode.
     fn skip_strs(&self, r: &mut BinaryReader<'a>, n: u64) -> Result<()> {
-        let at = self.section.len() - r.remaining();
-        let mut pos = at;
+        let mut pos = self.at(r);
         let mut left = n;
         while left > 0 {
             match self.section.get(pos) {
@@ -149,10 +152,7 @@ pub fn find_row(
     let mut dicts = [Dictionary { at: 0, len: 0 }; 3];
     for dict in dicts.iter_mut() {
         let len = r.varint()?;
-        *dict = Dictionary {
-            at: section.len() - r.remaining(),
-            len,
-        };
+        *dict = Dictionary { at: s.at(&r), len };
         s.skip_strs(&mut r, len)?;
     }
     let [types, keys, values] = dicts;
@@ -187,7 +187,7 @@ pub fn find_row(
             frame_start = i;
         }
     }
-    let offsets_at = s.skip_varints(section.len() - r.remaining(), count - row - 1)?;
+    let offsets_at = s.skip_varints(s.at(&r), count - row - 1)?;
     let sizes_at = s.skip_varints(offsets_at, count)?;
     let types_at = s.skip_varints(sizes_at, count)?;
     let mut r = s.reader(s.skip_varints(types_at, row)?);
@@ -206,7 +206,7 @@ pub fn find_row(
             .filter(|&t| t <= section.len() as u64)
             .ok_or_else(|| s.corrupt("label counts exceed the table"))?;
     }
-    let keys_at = section.len() - r.remaining();
+    let keys_at = s.at(&r);
     let values_at = s.skip_varints(keys_at, total_labels)?;
     // The whole table must be there, as a full decode would require.
     s.skip_varints(values_at, total_labels)?;
