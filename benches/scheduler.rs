@@ -52,6 +52,7 @@ fn noop_scheduler() -> Scheduler {
         }),
         events: None,
         priority: Default::default(),
+        thinning: Default::default(),
     };
     Scheduler::start(context, 2).expect("scheduler")
 }

@@ -730,6 +730,7 @@ fn a_run_meters_its_window_to_the_end() {
             cancel: &|| false,
             now,
             meter,
+            thinning: &Default::default(),
         };
         run_policy(&store, &policy, &request).unwrap()
     };

@@ -84,6 +84,7 @@ fn a_panicking_run_is_an_error_event_and_never_hangs_the_scheduler() {
         }),
         events: Some(events.clone()),
         priority: Default::default(),
+        thinning: Default::default(),
     };
     let scheduler = Arc::new(Scheduler::start(context, 2).unwrap());
     scheduler
@@ -161,6 +162,7 @@ fn a_running_policy_reports_its_progress_and_keeps_its_last_event() {
         }),
         events: None,
         priority: Default::default(),
+        thinning: Default::default(),
     };
     let scheduler = Scheduler::start(context, 1).unwrap();
     scheduler

@@ -8,11 +8,13 @@ use crate::lifecycle::events::EventLog;
 use crate::lifecycle::meter::RunMeter;
 use crate::lifecycle::progress::{WindowInput, effective_stop, processing_window};
 use crate::lifecycle::settings::{LifecycleType, PendingReplication, Policy};
+use crate::lifecycle::thinning::{Thinning, ThinningProgress, thins};
+use crate::lifecycle::thinning_run::{ThinningRun, run_thinning, thinning_marker};
 use crate::storage::entry::RecordSpan;
 use crate::storage::{CompressPool, Entry, QueryIter, QueryOptions, RemoveControl, Store};
 
 /// What a run did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunOutcome {
     /// Records deleted or recompressed (dry run: that would be).
     pub records: u64,
@@ -29,6 +31,8 @@ pub struct RunOutcome {
     /// A delete run: the oldest record of its window kept because a replication has not
     /// delivered it yet (it and the later records of its entry were kept).
     pub kept_pending_replication_from: Option<u64>,
+    /// A thinning delete run: how far each entry has been judged (`thinning.rs`).
+    pub thinning: Option<ThinningProgress>,
 }
 
 /// How one run is asked for: what [`run_policy`] needs besides the store and policy.
@@ -46,6 +50,8 @@ pub struct RunRequest<'a> {
     pub now: u64,
     /// Where the run reports how far it is.
     pub meter: &'a RunMeter,
+    /// The thinning policies' progress and belated writes.
+    pub thinning: &'a Thinning,
 }
 
 /// Runs `policy` once, as `run` asks.
@@ -65,10 +71,19 @@ pub fn run_policy(store: &Store, policy: &Policy, run: &RunRequest) -> Result<Ru
             });
         }
     }
-    let progress = match run.events {
+    let mut progress = match run.events {
         Some(log) => Some(log.last_progress(&policy.name)?),
         None => None,
     };
+    // A thinning policy goes on from where its entries were judged, never from the
+    // oldest record: its progress is theirs.
+    let thinning = match &policy.when {
+        Some(when) if thins(policy) => Some((when, run.thinning.resume(policy, dry_run))),
+        _ => None,
+    };
+    if let (Some((_, thin)), Some(_)) = (&thinning, progress) {
+        progress = Some(thinning_marker(thin, &selected));
+    }
     // Where records resume after the marker, and what lies there: from the index, per
     // entry (a deletion's progress is counted entry by entry).
     let marker = progress.flatten();
@@ -95,6 +110,8 @@ pub fn run_policy(store: &Store, policy: &Policy, run: &RunRequest) -> Result<Ru
         return Ok(RunOutcome {
             caught_up: true,
             last_processed_ts: progress.flatten(),
+            // A thinning policy's event always carries what it has judged.
+            thinning: thinning.map(|(_, thin)| thin),
             ..Default::default()
         });
     };
@@ -131,6 +148,7 @@ pub fn run_policy(store: &Store, policy: &Policy, run: &RunRequest) -> Result<Ru
     let mut outcome = RunOutcome {
         caught_up: window.caught_up,
         last_processed_ts: Some(window.stop),
+        thinning: thinning.as_ref().map(|(_, thin)| thin.clone()),
         ..Default::default()
     };
     if window.start >= window.stop {
@@ -138,6 +156,32 @@ pub fn run_policy(store: &Store, policy: &Policy, run: &RunRequest) -> Result<Ru
     }
     let in_window = |s: &&RecordSpan| s.first < window.stop && s.last >= window.start;
     match policy.settings.kind {
+        LifecycleType::Delete if let Some((when, thin)) = thinning => {
+            let from = marker.unwrap_or(window.start).max(window.start);
+            let records = spans
+                .iter()
+                .filter(|s| s.first < window.stop && s.last >= from)
+                .map(|s| s.records)
+                .sum();
+            run.meter.plan(from, window.stop, records, 0, 0);
+            let thinning_run = ThinningRun {
+                policy,
+                when,
+                thinning: run.thinning,
+                dry_run,
+                cancel,
+                meter: run.meter,
+            };
+            let (stats, thin) = run_thinning(&bucket, &selected, thin, window, &thinning_run)?;
+            outcome.records = stats.records;
+            outcome.blocks = stats.blocks;
+            outcome.thinning = Some(thin);
+            if let Some(keep) = stats.kept_from {
+                outcome.kept_pending_replication_from = Some(keep);
+                outcome.last_processed_ts =
+                    Some(outcome.last_processed_ts.map_or(keep, |p| p.min(keep)));
+            }
+        }
         LifecycleType::Delete => {
             let when = policy.when.as_ref();
             let records = spans.iter().filter(in_window).map(|s| s.records).sum();

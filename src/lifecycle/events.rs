@@ -73,6 +73,11 @@ pub struct RunEvent {
     /// the progress saved before the failure, so the next run resumes from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_ts: Option<u64>,
+    /// Ours, on delete policies whose `when` has aggregates: how far each entry has been
+    /// judged and the aggregates' state there, so no record is judged twice
+    /// (`lifecycle/thinning.rs`). Carried over by error events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinning: Option<crate::lifecycle::thinning::ThinningProgress>,
 }
 
 fn ok_status() -> u16 {
@@ -234,6 +239,7 @@ mod tests {
             predicted_bytes_after: None,
             resume_ts: None,
             kept_pending_replication_from: None,
+            thinning: None,
         }
     }
 

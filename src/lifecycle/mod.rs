@@ -10,6 +10,7 @@
 //! - [`repository`]: the validated definitions, driving the scheduler.
 
 pub mod action;
+pub mod belated;
 pub mod definitions;
 pub mod events;
 pub mod meter;
@@ -17,6 +18,8 @@ pub mod progress;
 pub mod repository;
 pub mod scheduler;
 pub mod settings;
+pub mod thinning;
+pub mod thinning_run;
 
 pub use repository::{LifecycleInfo, LifecycleRepository};
 pub use settings::{LifecycleMode, LifecycleSettings, LifecycleType};

@@ -65,6 +65,10 @@ pub struct LifecycleInfo {
     pub running_now: bool,
     /// Ours: the run in progress, how far through its window.
     pub progress: Option<RunProgress>,
+    /// Ours, on delete policies whose `when` has aggregates: they judge each record once
+    /// (the rule, and how far they are).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judged_once: Option<crate::lifecycle::thinning::ThinningSummary>,
     /// Ours, on `GET /lifecycles/{name}` only: the last run's `lifecycle_run` event (also
     /// a quiet run's, which `$system` does not get).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -83,6 +87,8 @@ struct Repo {
     /// Held briefly, so listing never waits for a change's scheduler round trip.
     definitions: Mutex<DefinitionStore>,
     scheduler: Scheduler,
+    /// The thinning delete policies' progress, and the observer of belated writes.
+    thinning: Arc<crate::lifecycle::thinning::Thinning>,
 }
 
 /// The lifecycle repository (normal or read-only).
@@ -121,7 +127,10 @@ impl LifecycleRepository {
             config.compress_threads.max(1),
             config.lifecycle_priority,
         )?);
-        let mut context = RunContext::storage(store.clone(), events.clone(), pool);
+        let thinning = crate::lifecycle::thinning::Thinning::durable(&store);
+        store.observe(thinning.clone());
+        let mut context =
+            RunContext::storage(store.clone(), events.clone(), pool, thinning.clone());
         context.priority = config.lifecycle_priority;
         let scheduler = Scheduler::start(context, config.worker_threads)?;
         let limits = LifecycleLimits::from_config(config);
@@ -130,7 +139,10 @@ impl LifecycleRepository {
             let policy = validate_lifecycle_name(name)
                 .and_then(|_| def.settings.validate(name, &store, &limits));
             match policy {
-                Ok(policy) => scheduler.upsert(policy, def.settings.mode)?,
+                Ok(policy) => {
+                    thinning.register(&policy, events.as_deref());
+                    scheduler.upsert(policy, def.settings.mode)?
+                }
                 Err(e) => {
                     // Kept (never dropped silently): listed, not run, its error in its
                     // info until an update fixes it.
@@ -152,6 +164,7 @@ impl LifecycleRepository {
                 changes: Mutex::new(()),
                 definitions: Mutex::new(definitions),
                 scheduler,
+                thinning,
             }),
         })
     }
@@ -238,6 +251,7 @@ impl LifecycleRepository {
         let def = defs.get(name).ok_or_else(|| not_found(name))?;
         let mut info = info(name, def, runtime.get(name));
         info.last_event = runtime.get(name).and_then(|r| r.last_event.clone());
+        info.judged_once = repo.thinning.summary(name);
         Ok((info, def.settings.clone()))
     }
 
@@ -250,7 +264,11 @@ impl LifecycleRepository {
         let defs = repo.lock();
         Ok(defs
             .iter()
-            .map(|(name, def)| info(name, def, runtime.get(name)))
+            .map(|(name, def)| {
+                let mut info = info(name, def, runtime.get(name));
+                info.judged_once = repo.thinning.summary(name);
+                info
+            })
             .collect())
     }
 
@@ -331,6 +349,7 @@ impl LifecycleRepository {
             }
             defs.remove(name)?;
         }
+        repo.thinning.forget(name);
         repo.scheduler.remove(name)
     }
 
@@ -369,6 +388,7 @@ impl LifecycleRepository {
             (moved, policies)
         };
         for (policy, mode) in policies {
+            repo.thinning.register(&policy, repo.events.as_deref());
             repo.scheduler.upsert(policy, mode)?;
         }
         Ok(moved)
@@ -395,6 +415,7 @@ impl LifecycleRepository {
     pub fn shutdown(self) {
         if let Some(repo) = self.repo {
             repo.scheduler.shutdown();
+            repo.thinning.close();
         }
     }
 }
@@ -424,6 +445,7 @@ impl Repo {
             policy
         };
         let mode = policy.settings.mode;
+        self.thinning.register(&policy, self.events.as_deref());
         self.scheduler.upsert(policy, mode)
     }
 
@@ -467,6 +489,7 @@ fn info(name: &str, def: &Definition, runtime: Option<&RuntimeInfo>) -> Lifecycl
             .and_then(|e| e.last_processed_ts.or(e.resume_ts)),
         running_now: runtime.running_now,
         progress: runtime.progress,
+        judged_once: None,
         last_event: None,
     }
 }

@@ -136,6 +136,8 @@ pub struct RunContext {
     pub events: Option<Arc<EventLog>>,
     /// How the workers are scheduled beside the request handlers.
     pub priority: crate::storage::priority::BackgroundPriority,
+    /// The thinning delete policies' progress (what an error event carries over).
+    pub thinning: Arc<crate::lifecycle::thinning::Thinning>,
 }
 
 impl RunContext {
@@ -144,8 +146,10 @@ impl RunContext {
         store: Arc<Store>,
         events: Option<Arc<EventLog>>,
         pool: Arc<CompressPool>,
+        thinning: Arc<crate::lifecycle::thinning::Thinning>,
     ) -> Self {
         let log = events.clone();
+        let thin = thinning.clone();
         let action = move |policy: &Policy,
                            dry_run: bool,
                            cancel: &dyn Fn() -> bool,
@@ -158,6 +162,7 @@ impl RunContext {
                 cancel,
                 now,
                 meter,
+                thinning: &thin,
             };
             run_policy(&store, policy, &run)
         };
@@ -165,6 +170,7 @@ impl RunContext {
             action: Arc::new(action),
             events,
             priority: Default::default(),
+            thinning,
         }
     }
 }

@@ -476,7 +476,7 @@ pub(crate) fn hex(name: &str) -> String {
 }
 
 /// The name a [`hex`] file name stands for.
-fn unhex(text: &str) -> Option<String> {
+pub(crate) fn unhex(text: &str) -> Option<String> {
     if !text.len().is_multiple_of(2) {
         return None;
     }

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::Path;
-use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -13,7 +13,7 @@ use crate::storage::entry::EntryContext;
 use crate::storage::format::fsutil::{create_dirs_durably, fsync_dir};
 use crate::storage::merge::Merger;
 use crate::storage::names::{validate_bucket_name, validate_system_bucket_name};
-use crate::storage::observer::ChangeObserver;
+use crate::storage::observer::{ChangeObserver, Observers};
 use crate::storage::settings::BucketSettings;
 use crate::storage::sync::{Durability, Syncer};
 
@@ -78,7 +78,7 @@ fn entry_context(
     config: &Config,
     durability: &Arc<Durability>,
     cache: &Arc<BlockCache>,
-    observer: &Arc<OnceLock<Arc<dyn ChangeObserver>>>,
+    observer: &Arc<Observers>,
 ) -> EntryContext {
     EntryContext {
         observer: observer.clone(),
@@ -101,7 +101,7 @@ pub struct Store {
     /// The block caches every entry shares (bounded by the configuration, not the data).
     cache: Arc<BlockCache>,
     /// Told of every write and label update, once installed ([`Store::observe`]).
-    observer: Arc<OnceLock<Arc<dyn ChangeObserver>>>,
+    observer: Arc<Observers>,
     /// The interval syncer (`interval` mode only); its last round runs when the store is
     /// dropped.
     _syncer: Syncer,
@@ -126,7 +126,7 @@ impl Store {
         let merger = Merger::start()?;
         let durability = Durability::new(config.sync_mode);
         let syncer = Syncer::start(&durability)?;
-        let observer = Arc::new(OnceLock::new());
+        let observer = Arc::new(Observers::default());
         let cache = Arc::new(BlockCache::new(CacheLimits {
             blocks: config.block_cache,
             block_bytes: config.block_cache_bytes,
@@ -178,10 +178,10 @@ impl Store {
         self.buckets.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Installs the one observer told of every write and label update from now on (the
-    /// server's replication tasks); a second call changes nothing and returns false.
-    pub fn observe(&self, observer: Arc<dyn ChangeObserver>) -> bool {
-        self.observer.set(observer).is_ok()
+    /// Installs an observer told of every write and label update from now on (the
+    /// server's replication tasks, the thinning delete policies).
+    pub fn observe(&self, observer: Arc<dyn ChangeObserver>) {
+        self.observer.install(observer);
     }
 
     /// The sync mode every append follows (what other durable logs, such as replication

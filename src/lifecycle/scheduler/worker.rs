@@ -69,12 +69,25 @@ pub(super) fn worker(context: &RunContext, jobs: &Receiver<Job>, done: &Sender<D
         }
         let events = context.events.as_deref();
         let mut event = run_event(policy, job.dry_run, duration, &result, events);
+        if result.is_err() {
+            event.thinning = context.thinning.current(&policy.name);
+        }
         // What is written may move a few µs forward if the instant is taken.
         event.timestamp = micros(started);
-        if let Some(events) = events
-            && let Err(e) = events.record_run(micros(started), &event)
-        {
-            log::error!("lifecycle '{}': writing its run event: {e}", policy.name);
+        let saved = match events {
+            Some(events) => match events.record_run(micros(started), &event) {
+                Ok(written) => written,
+                Err(e) => {
+                    log::error!("lifecycle '{}': writing its run event: {e}", policy.name);
+                    false
+                }
+            },
+            None => true,
+        };
+        // Notes of belated writes are marked judged once the progress judging them is
+        // saved (a restart goes back to the last event).
+        if saved && event.thinning.is_some() {
+            context.thinning.settle(&policy.name);
         }
         let message = Done {
             name: policy.name.clone(),
@@ -115,6 +128,7 @@ fn run_event(
         predicted_bytes_after: None,
         resume_ts: None,
         kept_pending_replication_from: None,
+        thinning: None,
     };
     match result {
         Ok(o) => {
@@ -124,6 +138,7 @@ fn run_event(
             event.last_processed_ts = o.last_processed_ts;
             event.bytes_saved = o.bytes_saved;
             event.kept_pending_replication_from = o.kept_pending_replication_from;
+            event.thinning = o.thinning.clone();
             if let Some((before, after)) = o.predicted {
                 event.bytes_before = Some(before);
                 event.predicted_bytes_after = Some(after);
@@ -198,6 +213,7 @@ mod tests {
             }),
             events: None,
             priority,
+            thinning: Default::default(),
         };
         let scheduler = Scheduler::start(context, 1).unwrap();
         for (name, kind) in [("squash", "compress"), ("trim", "delete")] {

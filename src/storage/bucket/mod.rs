@@ -1,7 +1,7 @@
 //! A bucket: settings plus a set of entries, each in its own directory. Entry names with
 //! `/` map to nested directories, so removing an entry with its sub-entries is one rename.
 
-use crate::storage::observer::Change;
+use crate::storage::observer::{Change, ChangeObserver};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -19,7 +19,9 @@ use crate::storage::merge::MergeQueue;
 use crate::storage::names::{validate_entry_name, validate_label_set, validate_labels};
 
 mod attachments;
+mod judge;
 mod moves;
+pub use judge::Judged;
 mod open;
 use crate::storage::pattern::EntryPatterns;
 use crate::storage::query::{QueryIter, QueryOptions};

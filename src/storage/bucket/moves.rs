@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::storage::entry::Entry;
 use crate::storage::format::fsutil::fsync_dir;
 use crate::storage::names::validate_entry_name;
+use crate::storage::observer::ChangeObserver;
 
 impl Bucket {
     /// Removes an entry and every sub-entry under `name/`, by renaming its directory away

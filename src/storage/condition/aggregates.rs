@@ -8,8 +8,10 @@ use super::Fault;
 use super::expr::Op;
 use super::value::Value;
 
-/// The state of one aggregate.
-#[derive(Debug, Clone)]
+/// The state of one aggregate. Serialisable: a delete policy carries it from one run to
+/// the next, so each record is judged once (`lifecycle/thinning.rs`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Slot {
     /// `$each_n`: how many records reached it.
     EachN(i64),
@@ -22,7 +24,7 @@ pub enum Slot {
 }
 
 /// `$gate`'s state.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Gate {
     deadline: Option<i64>,
     previous: bool,
@@ -31,7 +33,8 @@ pub struct Gate {
 }
 
 /// The aggregates' state for one evaluation context.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
 pub struct State(pub Vec<Slot>);
 
 impl State {
@@ -48,6 +51,21 @@ impl State {
                 })
                 .collect(),
         )
+    }
+
+    /// Whether this state belongs to a condition with these aggregates (a saved state
+    /// is only resumed by the condition it came from).
+    pub fn fits(&self, slots: &[Op]) -> bool {
+        self.0.len() == slots.len()
+            && self.0.iter().zip(slots).all(|(slot, op)| {
+                matches!(
+                    (slot, op),
+                    (Slot::EachN(_), Op::EachN)
+                        | (Slot::EachT(_), Op::EachT)
+                        | (Slot::Limit(_), Op::Limit)
+                        | (Slot::Gate(_), Op::Gate)
+                )
+            })
     }
 }
 

@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::storage::record::RecordMeta;
-use aggregates::State;
+pub use aggregates::State;
 pub use directives::{BatchDirectives, Directives, RawDirectives, Span};
 use expr::{Call, Expr, Op};
 pub use parse::{MAX_CONDITION_DEPTH, MAX_CONDITION_TERMS};
@@ -164,13 +164,43 @@ impl Condition {
     /// Whether the result for a record depends on the records before it (aggregates or
     /// context directives), so records must be evaluated in time order, per entry.
     pub fn is_stateful(&self) -> bool {
+        self.has_aggregates() || self.has_context()
+    }
+
+    /// Whether the condition has aggregates (`$each_n`, `$each_t`, `$limit`, `$gate`),
+    /// whose verdict on a record depends on how many records, and which, came before.
+    pub fn has_aggregates(&self) -> bool {
         !self.inner.slots.is_empty()
-            || self
-                .inner
-                .directives
-                .0
-                .iter()
-                .any(|d| matches!(d.name.as_str(), "#ctx_before" | "#ctx_after"))
+    }
+
+    /// Whether the condition has context directives (`#ctx_before`, `#ctx_after`), which
+    /// select records around a match.
+    pub fn has_context(&self) -> bool {
+        self.inner
+            .directives
+            .0
+            .iter()
+            .any(|d| matches!(d.name.as_str(), "#ctx_before" | "#ctx_after"))
+    }
+
+    /// The condition as compact JSON (what tells two conditions apart).
+    pub fn source(&self) -> &str {
+        &self.inner.source
+    }
+
+    /// A matcher that resumes from `state` (saved by [`Matcher::state`] of a matcher of
+    /// this condition); a state of another condition is refused, naming the condition.
+    pub fn resume(&self, state: State) -> Result<Matcher> {
+        if !state.fits(&self.inner.slots) {
+            return Err(Error::unprocessable(format!(
+                "the saved aggregate state does not fit the condition {}",
+                self.inner.source
+            )));
+        }
+        Ok(Matcher {
+            state,
+            condition: self.clone(),
+        })
     }
 
     /// A matcher with fresh aggregate state.
@@ -219,6 +249,11 @@ impl Matcher {
     /// The condition this matcher evaluates.
     pub fn condition(&self) -> &Condition {
         &self.condition
+    }
+
+    /// The aggregates' state after the records evaluated so far.
+    pub fn state(&self) -> &State {
+        &self.state
     }
 }
 

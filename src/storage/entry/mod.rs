@@ -72,7 +72,7 @@ pub(crate) struct EntryContext {
     /// The sync mode: what a writer waits for after appending to a log.
     pub durability: Arc<Durability>,
     /// Told of every write and label update (replication), once the server installs it.
-    pub observer: Arc<std::sync::OnceLock<Arc<dyn crate::storage::observer::ChangeObserver>>>,
+    pub observer: Arc<crate::storage::observer::Observers>,
 }
 
 /// Gives every entry instance a unique id so cached blocks of a removed and re-created
