@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::replication::backlog::{Backlog, BacklogItem, ItemKind};
-use crate::replication::task::{hex, unhex};
+use crate::replication::task::{dir_name, hex, unhex};
 use crate::storage::format::fsutil::create_dirs_durably;
 use crate::storage::sync::{Durability, Pending};
 
@@ -49,7 +49,7 @@ impl BelatedNotes {
         let Some(home) = home else {
             return Ok(BelatedNotes::default());
         };
-        let dir = home.dir.join(hex(policy));
+        let dir = home.dir.join(dir_name(policy));
         let mut notes = BelatedNotes {
             home: Some((dir.clone(), home.durability.clone())),
             ..Default::default()

@@ -15,7 +15,8 @@ use crate::error::{Error, Result};
 use crate::replication::events::ReplicationEvents;
 use crate::replication::sender::Link;
 use crate::replication::settings::{ReplicationMode, ReplicationSettings};
-use crate::replication::task::{Diagnostics, Task, TaskConfig, Totals, hex};
+use crate::replication::task::{Diagnostics, Task, TaskConfig, Totals, dir_name};
+use crate::storage::names::validate_replication_name;
 use crate::replication::tls::ReplicationTls;
 use crate::storage::Store;
 use crate::storage::bucket::Bucket;
@@ -57,6 +58,10 @@ pub struct ReplicationInfo {
     pub is_provisioned: bool,
     /// Records recorded and not delivered yet.
     pub pending_records: u64,
+    /// Ours: why a stored task is not running (it failed to load at start); it is kept
+    /// until it is updated or removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_error: Option<String>,
 }
 
 /// Server-wide replication settings.
@@ -88,6 +93,8 @@ pub struct Replications {
     read_only: bool,
     defs: Option<Mutex<JournaledMap<StoredReplication>>>,
     running: RwLock<BTreeMap<String, Running>>,
+    /// Stored tasks that failed to load at start, with why.
+    broken: Mutex<BTreeMap<String, String>>,
 }
 
 impl Replications {
@@ -108,14 +115,26 @@ impl Replications {
             read_only: false,
             defs: Some(Mutex::new(defs)),
             running: RwLock::new(BTreeMap::new()),
+            broken: Mutex::new(BTreeMap::new()),
         });
         for (name, stored) in stored {
-            match this
-                .config(&name, stored.settings)
+            // A stored name that no longer validates (an older version stored it) must
+            // not reach a thread or a directory name: kept, not run, its error shown.
+            match validate_replication_name(&name)
+                .and_then(|()| this.config(&name, stored.settings))
                 .and_then(|config| this.start(&name, config))
             {
                 Ok(()) => {}
-                Err(e) => log::error!("replication '{name}' is not running: {e}"),
+                Err(e) => {
+                    log::error!(
+                        "replication '{}' is kept but not running: {e}",
+                        name.escape_debug()
+                    );
+                    this.broken
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(name.clone(), e.message().to_string());
+                }
             }
         }
         let recorder: Arc<dyn ChangeObserver> = Arc::new(Recorder(Arc::downgrade(&this)));
@@ -138,6 +157,7 @@ impl Replications {
             read_only: true,
             defs: None,
             running: RwLock::new(BTreeMap::new()),
+            broken: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -171,6 +191,7 @@ impl Replications {
         settings: ReplicationSettings,
         provisioned: bool,
     ) -> Result<()> {
+        validate_replication_name(name)?;
         let config = self.config(name, settings.clone())?;
         defs.put(
             name,
@@ -179,7 +200,12 @@ impl Replications {
                 provisioned,
             },
         )?;
-        self.start(name, config)
+        self.start(name, config)?;
+        self.broken
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
+        Ok(())
     }
 
     /// Starts (or reconfigures) the task `name` with its validated settings.
@@ -190,7 +216,7 @@ impl Replications {
             return Ok(());
         }
         let store = self.store()?;
-        let dir = store.data_path().join(BACKLOG_DIR).join(hex(name));
+        let dir = store.data_path().join(BACKLOG_DIR).join(dir_name(name));
         let durability = store.durability();
         let task = Arc::new(Task::open(
             name,
@@ -243,6 +269,12 @@ impl Replications {
                 && task.is_some_and(|t| t.state().is_active),
             is_provisioned: stored.provisioned,
             pending_records: task.map_or(0, |t| t.pending_records()),
+            load_error: self
+                .broken
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(name)
+                .cloned(),
         }
     }
 
@@ -317,6 +349,10 @@ impl Replications {
         }
         defs.remove(name)?;
         drop(defs);
+        self.broken
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
         let removed = self
             .running
             .write()

@@ -475,6 +475,18 @@ pub(crate) fn hex(name: &str) -> String {
     name.bytes().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The directory name of something named `name` (a replication, a policy): [`hex`], or
+/// the name itself where the hex would pass a file name's 255 bytes — such names follow
+/// the bucket-name rules (`[A-Za-z0-9_-]`, at most 128), safe as they are.
+pub(crate) fn dir_name(name: &str) -> String {
+    let hexed = hex(name);
+    if hexed.len() <= 255 {
+        hexed
+    } else {
+        name.to_string()
+    }
+}
+
 /// The name a [`hex`] file name stands for.
 pub(crate) fn unhex(text: &str) -> Option<String> {
     if !text.len().is_multiple_of(2) {

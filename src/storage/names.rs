@@ -19,7 +19,7 @@ pub const MAX_ENTRY_NAME_LEN: usize = 1024;
 
 fn too_long(what: &str, name: &str) -> Error {
     Error::unprocessable(format!(
-        "{what} '{}…' is longer than {MAX_NAME_LEN} characters",
+        "{what} '{}...' is longer than {MAX_NAME_LEN} characters",
         quoted(&name.chars().take(32).collect::<String>())
     ))
 }
@@ -27,6 +27,12 @@ fn too_long(what: &str, name: &str) -> Error {
 /// Checks a user bucket name against `^[A-Za-z0-9_-]+$`; `$` names are reserved.
 pub fn validate_bucket_name(name: &str) -> Result<()> {
     validate_name("Bucket", name)
+}
+
+/// Checks a replication name: the bucket-name rules, since the name becomes a thread's
+/// name and a directory's (a NUL or a 200-character name must not reach either).
+pub fn validate_replication_name(name: &str) -> Result<()> {
+    validate_name("Replication", name)
 }
 
 /// Checks a lifecycle policy name: the bucket-name rules, because the name is also a
@@ -73,14 +79,14 @@ pub fn validate_entry_name(name: &str) -> Result<()> {
     }
     if name.len() > MAX_ENTRY_NAME_LEN {
         return Err(Error::unprocessable(format!(
-            "Entry name '{}…' is longer than {MAX_ENTRY_NAME_LEN} bytes",
+            "Entry name '{}...' is longer than {MAX_ENTRY_NAME_LEN} bytes",
             name.chars().take(32).collect::<String>()
         )));
     }
     let segments = name.split('/').count();
     if segments > MAX_ENTRY_SEGMENTS {
         return Err(Error::unprocessable(format!(
-            "Entry name '{}…' has {segments} segments; at most {MAX_ENTRY_SEGMENTS} are allowed",
+            "Entry name '{}...' has {segments} segments; at most {MAX_ENTRY_SEGMENTS} are allowed",
             name.chars().take(32).collect::<String>()
         )));
     }
@@ -167,14 +173,21 @@ pub fn validate_label_set(labels: &Labels, content_type: &str) -> Result<()> {
     let encoded = |(name, value): (&String, &String)| name.len() + value.len() + 6;
     let bytes = content_type.len() + labels.iter().map(encoded).sum::<usize>();
     if bytes > MAX_LABEL_BYTES {
-        let (largest, _) = labels
+        // The content type alone may be what is too long (there may be no label).
+        let largest = labels
             .iter()
             .max_by_key(|label| encoded(*label))
-            .expect("labels past the byte limit are not empty");
-        return Err(Error::unprocessable(format!(
-            "The labels of a record take {bytes} bytes encoded, more than the {MAX_LABEL_BYTES} a batch header line can carry to clients (the largest is '{}')",
-            quoted(largest)
-        )));
+            .filter(|label| encoded(*label) > content_type.len());
+        return Err(Error::unprocessable(match largest {
+            Some((name, _)) => format!(
+                "The labels of a record take {bytes} bytes encoded, more than the {MAX_LABEL_BYTES} a batch header line can carry to clients (the largest is '{}')",
+                quoted(&name.chars().take(64).collect::<String>())
+            ),
+            None => format!(
+                "The content type of a record takes {} bytes, more than the {MAX_LABEL_BYTES} a batch header line can carry to clients with its labels",
+                content_type.len()
+            ),
+        }));
     }
     Ok(())
 }

@@ -71,13 +71,17 @@ impl Response {
 
     /// An error in the API's form: `x-reduct-error` and `{"detail": …}`.
     pub fn error(status: u16, message: &str) -> Self {
+        // A message may quote what a request sent (a name, a token, a content type): it
+        // is cut to a few hundred bytes in the header and a few KiB in the body.
+        let short = bounded(message, MAX_ERROR_HEADER);
         // A header value must be visible ASCII; the API sends a fixed text otherwise.
-        let header = if message.chars().all(|c| c == ' ' || c.is_ascii_graphic()) {
-            message.to_string()
+        let header = if short.chars().all(|c| c == ' ' || c.is_ascii_graphic()) {
+            short
         } else {
             "Unparsable message".to_string()
         };
-        let body = serde_json::json!({ "detail": message.replace('"', "'") });
+        let detail = bounded(message, MAX_ERROR_DETAIL);
+        let body = serde_json::json!({ "detail": detail.replace('"', "'") });
         Response::status(status)
             .header("x-reduct-error", header)
             .header("content-type", "application/json")
@@ -95,6 +99,23 @@ impl Response {
         self.body = body;
         self
     }
+}
+
+/// Longest `x-reduct-error` value, in bytes.
+pub const MAX_ERROR_HEADER: usize = 400;
+/// Longest error `detail` in a body, in bytes.
+pub const MAX_ERROR_DETAIL: usize = 4096;
+
+/// `message` cut to at most `max` bytes at a character boundary, saying how much was cut.
+fn bounded(message: &str, max: usize) -> String {
+    if message.len() <= max {
+        return message.to_string();
+    }
+    let mut end = max.saturating_sub(40);
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} bytes cut)", &message[..end], message.len() - end)
 }
 
 fn reason(status: u16) -> &'static str {

@@ -1,0 +1,83 @@
+//! Findings of an independent attack run, each through the real binary: names and values
+//! validated before anything is stored, stored state that cannot be loaded kept and shown
+//! instead of a panic at start, and nothing from a request echoed unbounded.
+
+mod common;
+
+use common::*;
+
+const REPLICATION: &[u8] =
+    br#"{"src_bucket":"b1","dst_bucket":"b2","dst_host":"http://127.0.0.1:9"}"#;
+
+#[test]
+fn replication_names_follow_the_bucket_rules_and_a_stored_bad_name_does_not_stop_a_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path(), &[]);
+    assert_eq!(server.request("POST", "/api/v1/b/b1", &[], b"").status, 200);
+    let long = "a".repeat(200);
+    for name in ["a%00b", long.as_str(), "a%20b", "%24meta"] {
+        let r = server.request("POST", &format!("/api/v1/replications/{name}"), &[], REPLICATION);
+        assert_eq!(r.status, 422, "{name}: {}", String::from_utf8_lossy(&r.body));
+        let error = r.header("x-reduct-error").unwrap_or_default();
+        assert!(error.contains("Replication name"), "{error}");
+        assert!(error.len() < 300, "{error}");
+    }
+    // The longest valid name works (its backlog directory fits a file name).
+    let longest = "r".repeat(128);
+    let r = server.request("POST", &format!("/api/v1/replications/{longest}"), &[], REPLICATION);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let listed = server.get("/api/v1/replications");
+    let text = String::from_utf8_lossy(&listed.body).to_string();
+    assert!(!text.contains("a\\u0000b") && text.contains(&longest), "{text}");
+    server.terminate();
+
+    // A definition an older version stored under a name with a NUL byte: the server
+    // starts, keeps it (shown with why it does not run) and lets it be removed.
+    let snapshot = dir.path().join(".replications.json");
+    let _ = std::fs::remove_file(dir.path().join(".replications.journal"));
+    let settings = r#"{"src_bucket":"b1","dst_bucket":"b2","dst_host":"http://127.0.0.1:9"}"#;
+    std::fs::write(
+        &snapshot,
+        format!(r#"{{"a\u0000b":{{"settings":{settings},"provisioned":false}}}}"#),
+    )
+    .unwrap();
+    let server = start_server(dir.path(), &[]);
+    let listed = server.get("/api/v1/replications");
+    assert_eq!(listed.status, 200);
+    let text = String::from_utf8_lossy(&listed.body).to_string();
+    assert!(text.contains("load_error"), "{text}");
+    let r = server.request("DELETE", "/api/v1/replications/a%00b", &[], b"");
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let (status, _) = server.terminate();
+    assert!(status.success() || status.code().is_none());
+}
+
+#[test]
+fn long_content_types_and_names_are_refused_with_short_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path(), &[]);
+    assert_eq!(server.request("POST", "/api/v1/b/b1", &[], b"").status, 200);
+    let content_type = format!("x/{}", "y".repeat(9_000));
+    let r = server.request(
+        "POST",
+        "/api/v1/b/b1/e?ts=1",
+        &[("content-type", content_type.as_str())],
+        b"hello",
+    );
+    assert_eq!(r.status, 422, "{}", String::from_utf8_lossy(&r.body));
+    assert!(r.header("x-reduct-error").unwrap().contains("content type"));
+    // A long name in a path is quoted in the answer, cut short.
+    let long = "t".repeat(20_000);
+    for path in [
+        format!("/api/v1/b/{long}"),
+        format!("/api/v1/replications/{long}"),
+    ] {
+        let r = server.request("POST", &path, &[], b"{}");
+        assert_eq!(r.status, 422, "{path:.40}");
+        for (name, value) in &r.headers {
+            assert!(value.len() <= 400, "{name}: {} bytes", value.len());
+        }
+        assert!(r.body.len() <= 4_200, "{} bytes", r.body.len());
+    }
+    server.terminate();
+}
