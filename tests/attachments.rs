@@ -294,6 +294,25 @@ fn attachments_upsert_hide_tombstones_and_refuse_removals() {
         (404, "Entry 'other/$meta' not found in bucket 'b'")
     );
 
+    // They move with their parent only: never on their own, never into a plain entry,
+    // and no plain entry becomes one.
+    assert_eq!(c.write("plain", 1, &[], "x").status, 200);
+    for (from, to) in [
+        ("cam/$meta", "leaked"),
+        ("plain", "cam2/$meta"),
+        ("plain", "$meta"),
+    ] {
+        let r = c.call(
+            "PUT",
+            &format!("/api/v1/b/b/{from}/rename"),
+            &[],
+            format!(r#"{{"new_name":"{to}"}}"#).as_bytes(),
+        );
+        assert_eq!(r.status, 422, "{from} -> {to}: {}", r.error());
+        assert!(r.error().contains("attachments follow their parent"), "{}", r.error());
+    }
+    assert_eq!(c.entry_query("cam/$meta"), Ok(vec![11, 20, 31, 40]));
+    assert_eq!(c.call("DELETE", "/api/v1/b/b/plain", &[], b"").status, 200);
     // They move with their parent and go with it.
     let r = c.call(
         "PUT",

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 
 use super::{Bucket, trash_name};
 use crate::error::{Error, Result};
+use crate::storage::attachments::is_attachment_entry;
 use crate::storage::entry::Entry;
 use crate::storage::format::fsutil::fsync_dir;
 use crate::storage::names::validate_entry_name;
@@ -68,6 +69,15 @@ impl Bucket {
     pub fn rename_entry(&self, old: &str, new: &str) -> Result<()> {
         validate_entry_name(old)?;
         validate_entry_name(new)?;
+        // Attachments move with their parent only: renaming one on its own, or a plain
+        // entry into one, would turn records into attachments or back.
+        for name in [old, new] {
+            if is_attachment_entry(name) {
+                return Err(Error::unprocessable(format!(
+                    "Can't rename system entry '{name}': attachments follow their parent entry"
+                )));
+            }
+        }
         let mut entries = self.entries_mut();
         if self.removed.load(Ordering::Acquire) {
             return Err(Error::not_found(format!(
