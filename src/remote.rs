@@ -192,9 +192,18 @@ pub(crate) fn ls(server: &ServerArgs, json: bool) -> Result<()> {
 /// The policies as a table: one row each.
 fn policy_table(reports: &[(String, PolicyReport)]) -> String {
     let mut out = format!(
-        "{:<24} {:<9} {:<20} {:<8} {:<12} {:<20} {:<20} {:>10}\n",
-        "policy", "type", "bucket", "mode", "state", "last run", "next run", "saved"
+        "{:<24} {:<9} {:<20} {:<8} {:<28} {:<12} {:<20} {:<20} {:>10}\n",
+        "policy", "type", "bucket", "mode", "does", "state", "last run", "next run", "saved"
     );
+    // What a policy does: a compress policy's codec, a delete policy's `when` (cut).
+    let does = |p: &PolicyReport| match (&p.target, &p.when) {
+        (Some(codec), _) => codec.clone(),
+        (None, Some(when)) if when.chars().count() > 28 => {
+            format!("{}…", when.chars().take(27).collect::<String>())
+        }
+        (None, Some(when)) => when.clone(),
+        (None, None) => "all".to_string(),
+    };
     let time = |t: &Option<String>| {
         t.as_deref()
             .map_or("-".to_string(), |t| match t.split_once('.') {
@@ -204,11 +213,12 @@ fn policy_table(reports: &[(String, PolicyReport)]) -> String {
     };
     for (bucket, p) in reports {
         out.push_str(&format!(
-            "{:<24} {:<9} {:<20} {:<8} {:<12} {:<20} {:<20} {:>10}\n",
+            "{:<24} {:<9} {:<20} {:<8} {:<28} {:<12} {:<20} {:<20} {:>10}\n",
             p.name,
             p.kind.as_str(),
             bucket,
             p.mode.as_str(),
+            does(p),
             p.state,
             time(&p.last_run),
             time(&p.next_run),

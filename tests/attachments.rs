@@ -309,7 +309,11 @@ fn attachments_upsert_hide_tombstones_and_refuse_removals() {
             format!(r#"{{"new_name":"{to}"}}"#).as_bytes(),
         );
         assert_eq!(r.status, 422, "{from} -> {to}: {}", r.error());
-        assert!(r.error().contains("attachments follow their parent"), "{}", r.error());
+        assert!(
+            r.error().contains("attachments follow their parent"),
+            "{}",
+            r.error()
+        );
     }
     assert_eq!(c.entry_query("cam/$meta"), Ok(vec![11, 20, 31, 40]));
     assert_eq!(c.call("DELETE", "/api/v1/b/b/plain", &[], b"").status, 200);

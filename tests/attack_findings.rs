@@ -16,19 +16,37 @@ fn replication_names_follow_the_bucket_rules_and_a_stored_bad_name_does_not_stop
     assert_eq!(server.request("POST", "/api/v1/b/b1", &[], b"").status, 200);
     let long = "a".repeat(200);
     for name in ["a%00b", long.as_str(), "a%20b", "%24meta"] {
-        let r = server.request("POST", &format!("/api/v1/replications/{name}"), &[], REPLICATION);
-        assert_eq!(r.status, 422, "{name}: {}", String::from_utf8_lossy(&r.body));
+        let r = server.request(
+            "POST",
+            &format!("/api/v1/replications/{name}"),
+            &[],
+            REPLICATION,
+        );
+        assert_eq!(
+            r.status,
+            422,
+            "{name}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
         let error = r.header("x-reduct-error").unwrap_or_default();
         assert!(error.contains("Replication name"), "{error}");
         assert!(error.len() < 300, "{error}");
     }
     // The longest valid name works (its backlog directory fits a file name).
     let longest = "r".repeat(128);
-    let r = server.request("POST", &format!("/api/v1/replications/{longest}"), &[], REPLICATION);
+    let r = server.request(
+        "POST",
+        &format!("/api/v1/replications/{longest}"),
+        &[],
+        REPLICATION,
+    );
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     let listed = server.get("/api/v1/replications");
     let text = String::from_utf8_lossy(&listed.body).to_string();
-    assert!(!text.contains("a\\u0000b") && text.contains(&longest), "{text}");
+    assert!(
+        !text.contains("a\\u0000b") && text.contains(&longest),
+        "{text}"
+    );
     server.terminate();
 
     // A definition an older version stored under a name with a NUL byte: the server
@@ -79,5 +97,47 @@ fn long_content_types_and_names_are_refused_with_short_messages() {
         }
         assert!(r.body.len() <= 4_200, "{} bytes", r.body.len());
     }
+    server.terminate();
+}
+
+#[test]
+fn an_update_without_our_own_fields_keeps_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path(), &[]);
+    assert_eq!(server.request("POST", "/api/v1/b/b1", &[], b"").status, 200);
+    let create = br#"{"type":"compress","bucket":"b1","older_than":"2h","interval":"1h","compression":{"algorithm":"zstd","level":9}}"#;
+    assert_eq!(
+        server
+            .request("POST", "/api/v1/lifecycles/squeeze", &[], create)
+            .status,
+        200
+    );
+    let delete = br#"{"type":"delete","bucket":"b1","older_than":"2h","interval":"1h","pending_replication":"delete"}"#;
+    assert_eq!(
+        server
+            .request("POST", "/api/v1/lifecycles/trim", &[], delete)
+            .status,
+        200
+    );
+    // What reduct-py's update_lifecycle and reduct-cli send: ReductStore's fields only.
+    for (name, kind) in [("squeeze", "compress"), ("trim", "delete")] {
+        let update =
+            format!(r#"{{"type":"{kind}","bucket":"b1","older_than":"3h","interval":"1h"}}"#);
+        let r = server.request(
+            "PUT",
+            &format!("/api/v1/lifecycles/{name}"),
+            &[],
+            update.as_bytes(),
+        );
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    }
+    let shown = |name: &str| -> serde_json::Value {
+        let r = server.get(&format!("/api/v1/lifecycles/{name}"));
+        serde_json::from_slice(&r.body).unwrap()
+    };
+    let squeeze = shown("squeeze");
+    assert_eq!(squeeze["settings"]["older_than"], "3h", "{squeeze}");
+    assert_eq!(squeeze["settings"]["compression"]["level"], 9, "{squeeze}");
+    assert_eq!(shown("trim")["settings"]["pending_replication"], "delete");
     server.terminate();
 }

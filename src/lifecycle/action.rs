@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::lifecycle::events::EventLog;
 use crate::lifecycle::meter::RunMeter;
 use crate::lifecycle::progress::{WindowInput, effective_stop, processing_window};
-use crate::lifecycle::settings::{LifecycleType, PendingReplication, Policy};
+use crate::lifecycle::settings::{LifecycleType, Policy};
 use crate::lifecycle::thinning::{Thinning, ThinningProgress, thins};
 use crate::lifecycle::thinning_run::{ThinningRun, run_thinning, thinning_marker};
 use crate::storage::entry::RecordSpan;
@@ -195,8 +195,7 @@ pub fn run_policy(store: &Store, policy: &Policy, run: &RunRequest) -> Result<Ru
                 }
                 let name = [entry.name().to_string()];
                 let control = RemoveControl {
-                    keep_pending_replication: policy.settings.pending_replication
-                        == PendingReplication::Keep,
+                    keep_pending_replication: policy.settings.keeps_pending_replication(),
                     ..RemoveControl::new(dry_run, cancel)
                 };
                 let stats =

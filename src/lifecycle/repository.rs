@@ -207,7 +207,7 @@ impl LifecycleRepository {
     pub fn create(&self, name: &str, settings: LifecycleSettings) -> Result<()> {
         let repo = self.repo("create lifecycle")?;
         validate_lifecycle_name(name)?;
-        repo.define(name, settings, false, |existing| match existing {
+        repo.define(name, settings, false, |existing, _| match existing {
             Some(_) => Err(Error::conflict(format!(
                 "Lifecycle '{name}' already exists"
             ))),
@@ -221,12 +221,15 @@ impl LifecycleRepository {
         let repo = self.repo("update lifecycle")?;
         // As the reference orders it: 404, then 409, then the name (a definition stored
         // under a name now refused can be removed, not updated).
-        repo.define(name, settings, false, |existing| match existing {
+        repo.define(name, settings, false, |existing, settings| match existing {
             None => Err(not_found(name)),
             Some(def) if def.provisioned => Err(Error::conflict(format!(
                 "Can't update provisioned lifecycle '{name}'"
             ))),
-            Some(_) => validate_lifecycle_name(name),
+            Some(def) => {
+                settings.keep_our_fields_of(&def.settings);
+                validate_lifecycle_name(name)
+            }
         })
     }
 
@@ -235,7 +238,7 @@ impl LifecycleRepository {
     pub fn provision(&self, name: &str, settings: LifecycleSettings) -> Result<()> {
         let repo = self.repo("provision lifecycle")?;
         validate_lifecycle_name(name)?;
-        repo.define(name, settings, true, |_| Ok(()))
+        repo.define(name, settings, true, |_, _| Ok(()))
     }
 
     /// A policy's info and settings.
@@ -429,12 +432,13 @@ impl Repo {
         name: &str,
         settings: LifecycleSettings,
         provisioned: bool,
-        check: impl FnOnce(Option<&Definition>) -> Result<()>,
+        check: impl FnOnce(Option<&Definition>, &mut LifecycleSettings) -> Result<()>,
     ) -> Result<()> {
         let _change = self.change();
+        let mut settings = settings;
         let policy = {
             let mut defs = self.lock();
-            check(defs.get(name))?;
+            check(defs.get(name), &mut settings)?;
             let policy = settings.validate(name, &self.store, &self.limits)?;
             let def = Definition {
                 settings,

@@ -158,12 +158,9 @@ pub struct LifecycleSettings {
     pub compression: Option<CompressionSetting>,
     /// Ours, delete only: whether records pending replication are kept (the default,
     /// not shown) or deleted.
-    #[serde(
-        default,
-        deserialize_with = "null_as_default",
-        skip_serializing_if = "PendingReplication::is_keep"
-    )]
-    pub pending_replication: PendingReplication,
+    /// Omitted (`None`): keep, and an update that omits it keeps what was set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_replication: Option<PendingReplication>,
 }
 
 /// The minimums validation enforces and the catch-up bounds policies get (from
@@ -234,6 +231,26 @@ impl Policy {
 }
 
 impl LifecycleSettings {
+    /// Whether records pending replication are kept (the default).
+    pub fn keeps_pending_replication(&self) -> bool {
+        self.pending_replication.is_none_or(|p| p.is_keep())
+    }
+
+    /// Fills what an update left out from the settings it replaces: our own fields
+    /// (`compression`, `pending_replication`), which ReductStore's clients cannot send,
+    /// so updating through them never silently resets these. Only within one type.
+    pub fn keep_our_fields_of(&mut self, previous: &LifecycleSettings) {
+        if self.kind != previous.kind {
+            return;
+        }
+        if self.compression.is_none() {
+            self.compression = previous.compression;
+        }
+        if self.pending_replication.is_none() {
+            self.pending_replication = previous.pending_replication;
+        }
+    }
+
     /// Parses a JSON body; errors are 422 `Invalid JSON: …` as the API specifies.
     pub fn from_json(body: &[u8]) -> Result<Self> {
         serde_json::from_slice(body).map_err(|e| Error::unprocessable(format!("Invalid JSON: {e}")))
@@ -295,7 +312,9 @@ impl LifecycleSettings {
                 "Lifecycle type 'compress' does not support 'when' condition",
             ));
         }
-        if self.kind == LifecycleType::Compress && !self.pending_replication.is_keep() {
+        if self.kind == LifecycleType::Compress
+            && self.pending_replication.is_some_and(|p| !p.is_keep())
+        {
             return Err(Error::unprocessable(
                 "Lifecycle type 'compress' does not support 'pending_replication'",
             ));

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::lifecycle::meter::RunMeter;
 use crate::lifecycle::progress::Window;
-use crate::lifecycle::settings::{PendingReplication, Policy};
+use crate::lifecycle::settings::Policy;
 use crate::lifecycle::thinning::{EntryMark, Thinning, ThinningProgress};
 use crate::storage::attachments::is_attachment_entry;
 use crate::storage::bucket::Bucket;
@@ -59,8 +59,7 @@ pub fn run_thinning(
     let name = &run.policy.name;
     let mut stats = RemoveStats::default();
     let control = RemoveControl {
-        keep_pending_replication: run.policy.settings.pending_replication
-            == PendingReplication::Keep,
+        keep_pending_replication: run.policy.settings.keeps_pending_replication(),
         ..RemoveControl::new(run.dry_run, run.cancel)
     };
     for entry in selected.iter().filter(|e| !is_attachment_entry(e.name())) {

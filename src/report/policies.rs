@@ -32,6 +32,9 @@ pub struct PolicyReport {
     /// A compress policy's target codec (`zstd-3`, `lz4`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
+    /// A delete policy's `when`, as compact JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<String>,
     /// What it does now, in words: `running`, `catching up`, `caught up`, `failing`,
     /// `disabled`, `invalid`, `not run yet`, or `read-only (replica)`.
     pub state: String,
@@ -90,6 +93,7 @@ fn from_settings(name: &str, settings: &LifecycleSettings, state: String) -> Pol
         older_than: settings.older_than.clone(),
         interval: settings.interval.clone(),
         target: target(settings),
+        when: settings.when.as_ref().map(|w| w.to_string()),
         state,
         last_run: None,
         next_run: None,
