@@ -96,6 +96,29 @@ fn a_query_link_serves_its_record_without_a_token_until_its_token_rotates() {
         );
         assert!(link.starts_with(&public), "{link}");
         assert!(link.contains("&i=reader&"), "{link}");
+        // A file name with slashes (reduct-py names it after the entry) works too.
+        let r = make_link(
+            &s,
+            &reader,
+            "cam/front/1003.png",
+            &link_body(now_secs() + 3600, ""),
+        );
+        assert_eq!(r.status, 200, "{}", r.error());
+        let nested = r.json()["link"].as_str().unwrap().to_string();
+        assert!(
+            nested.contains("/api/v1/links/cam/front/1003.png?"),
+            "{nested}"
+        );
+        let r = s.get(&path_of(&nested));
+        assert_eq!(
+            (r.status, r.body.as_slice()),
+            (200, &b"0123456789abcde"[..])
+        );
+        // A method a path does not answer is a 405 that says so.
+        let r = s.request("PATCH", "/api/v1/links/cam/front", &[], b"");
+        assert_eq!(r.status, 405);
+        assert_eq!(r.header("allow"), Some("GET,HEAD,POST"));
+        assert!(r.error().contains("PATCH"), "{}", r.error());
         let path = path_of(&link).replace(' ', "%20");
 
         // Opened with no token: the record, as a single read, plus accept-ranges.

@@ -239,7 +239,12 @@ impl Route for App {
         // ReductStore's router says; any path but a route's answers GET and HEAD (404).
         let allowed_here = allowed.unwrap_or("GET,HEAD");
         if !allowed_here.split(',').any(|m| m == method) {
-            return Ok(Response::status(405).header("allow", allowed_here));
+            let message = format!(
+                "Method {} is not allowed for {}; it answers {allowed_here}",
+                method.escape_default(),
+                bare_path.escape_default()
+            );
+            return Ok(Response::error(405, &message).header("allow", allowed_here));
         }
         if allowed.is_none() && api_rest.is_some() {
             // No route: as ReductStore's router, before any token.

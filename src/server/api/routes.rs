@@ -60,7 +60,11 @@ pub fn allowed_methods(rest: &str) -> Option<&'static str> {
         ["lifecycles", name, "run"] if named(name) => "POST",
         ["replications", name] if named(name) => "GET,HEAD,POST,PUT,DELETE",
         ["replications", name, "mode"] if named(name) => "PATCH",
-        ["links", file] if named(file) => "GET,HEAD,POST",
+        // The file name may hold slashes (reduct-py names it after the entry), as
+        // ReductStore routes `/links/{*file_name}`.
+        ["links", file @ ..] if !file.is_empty() && file.iter().all(|s| named(s)) => {
+            "GET,HEAD,POST"
+        }
         ["storage", bucket] if named(bucket) => "GET,HEAD",
         _ => return None,
     })
@@ -80,6 +84,10 @@ mod tests {
         );
         assert_eq!(allowed_methods("io/x/read"), Some("GET,HEAD"));
         assert_eq!(allowed_methods("lifecycles/p/mode"), Some("PATCH"));
+        assert_eq!(
+            allowed_methods("links/cam/front.bin"),
+            Some("GET,HEAD,POST")
+        );
         for unknown in [
             "",
             "nope",
@@ -89,6 +97,8 @@ mod tests {
             "io/x/other",
             "tokens/a/b",
             "info/x",
+            "links/",
+            "links/a//b",
         ] {
             assert_eq!(allowed_methods(unknown), None, "{unknown}");
         }
