@@ -141,3 +141,32 @@ fn an_update_without_our_own_fields_keeps_them() {
     assert_eq!(shown("trim")["settings"]["pending_replication"], "delete");
     server.terminate();
 }
+
+#[test]
+fn permission_is_checked_before_existence_on_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path(), &[("RS_API_TOKEN", "init")]);
+    let init = [("authorization", "Bearer init")];
+    assert_eq!(server.request("POST", "/api/v1/b/b1", &init, b"").status, 200);
+    assert_eq!(
+        server.request("POST", "/api/v1/b/b1/cam?ts=1", &init, b"x").status,
+        200
+    );
+    let r = server.request(
+        "POST",
+        "/api/v1/tokens/writer",
+        &init,
+        br#"{"permissions":{"write":["b1"]}}"#,
+    );
+    let value: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    let writer = format!("Bearer {}", value["value"].as_str().unwrap());
+    let auth = [("authorization", writer.as_str())];
+    let query = br#"{"query_type":"QUERY"}"#;
+    for entry in ["cam", "missing"] {
+        let r = server.request("POST", &format!("/api/v1/b/b1/{entry}/q"), &auth, query);
+        assert_eq!(r.status, 403, "{entry}: {}", String::from_utf8_lossy(&r.body));
+        let r = server.request("GET", &format!("/api/v1/b/b1/{entry}/q"), &auth, b"");
+        assert_eq!(r.status, 403, "{entry}");
+    }
+    server.terminate();
+}

@@ -7,6 +7,7 @@
 use crate::error::{Error, Result};
 use crate::server::api::io::{QueryRequest, QueryType, read_batch_response, run_query_request};
 use crate::server::api::records::user_bucket;
+use crate::server::auth::Access;
 use crate::server::http::Response;
 use crate::server::http::body::body_error;
 use crate::server::http::request::{Request, no_route, parse_decimal, parse_json};
@@ -172,6 +173,11 @@ pub fn query(
             // The entry comes from the path; `entries` in the body is ignored.
             q.entries = None;
             if q.query_type == QueryType::Query {
+                // Permission before existence: a token that may not read the bucket
+                // must not learn which entries it holds.
+                if let Some(caller) = &req.caller {
+                    caller.check(Access::Read(bucket_name))?;
+                }
                 app.store.bucket(bucket_name)?.entry(entry)?;
             }
             q
