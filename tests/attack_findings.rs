@@ -147,9 +147,14 @@ fn permission_is_checked_before_existence_on_queries() {
     let dir = tempfile::tempdir().unwrap();
     let server = start_server(dir.path(), &[("RS_API_TOKEN", "init")]);
     let init = [("authorization", "Bearer init")];
-    assert_eq!(server.request("POST", "/api/v1/b/b1", &init, b"").status, 200);
     assert_eq!(
-        server.request("POST", "/api/v1/b/b1/cam?ts=1", &init, b"x").status,
+        server.request("POST", "/api/v1/b/b1", &init, b"").status,
+        200
+    );
+    assert_eq!(
+        server
+            .request("POST", "/api/v1/b/b1/cam?ts=1", &init, b"x")
+            .status,
         200
     );
     let r = server.request(
@@ -164,7 +169,12 @@ fn permission_is_checked_before_existence_on_queries() {
     let query = br#"{"query_type":"QUERY"}"#;
     for entry in ["cam", "missing"] {
         let r = server.request("POST", &format!("/api/v1/b/b1/{entry}/q"), &auth, query);
-        assert_eq!(r.status, 403, "{entry}: {}", String::from_utf8_lossy(&r.body));
+        assert_eq!(
+            r.status,
+            403,
+            "{entry}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
         let r = server.request("GET", &format!("/api/v1/b/b1/{entry}/q"), &auth, b"");
         assert_eq!(r.status, 403, "{entry}");
     }

@@ -145,9 +145,18 @@ fn a_query_link_serves_its_record_without_a_token_until_its_token_rotates() {
             (r.header("content-range"), r.body.as_slice()),
             (Some("bytes 12-14/15"), &b"cde"[..])
         );
+        // Several ranges: coalesced into the span that covers them, one true
+        // Content-Range, never more than the record.
         let r = ranged("bytes=0-1,4-4");
-        assert_eq!((r.status, r.body.as_slice()), (206, &b"014"[..]));
-        assert_eq!(r.header("content-range"), Some("bytes 0-1/15"));
+        assert_eq!((r.status, r.body.as_slice()), (206, &b"01234"[..]));
+        assert_eq!(r.header("content-range"), Some("bytes 0-4/15"));
+        let r = ranged("bytes=0-4,2-6");
+        assert_eq!((r.status, r.body.as_slice()), (206, &b"0123456"[..]));
+        assert_eq!(r.header("content-range"), Some("bytes 0-6/15"));
+        // Very many ranges (anyone holding the link may send them): the whole record.
+        let many = format!("bytes={}", vec!["0-"; 20_000].join(","));
+        let r = ranged(&many);
+        assert_eq!((r.status, r.body.len()), (200, 15));
         let r = ranged("bytes=40-50");
         assert_eq!(
             (r.status, r.header("content-range")),

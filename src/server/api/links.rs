@@ -9,7 +9,7 @@ use crate::server::api::io::{QueryRequest, QueryType};
 use crate::server::api::records::single_record;
 use crate::server::auth::Access;
 use crate::server::http::ResponseBody;
-use crate::server::http::range::parse_ranges;
+use crate::server::http::range::served_range;
 use crate::server::http::request::{Request, read_body};
 use crate::server::http::{Response, head::parse_decimal};
 use crate::server::links::{AUTH_DISABLED_ISSUER, LinkParams, LinkRequest, open, seal};
@@ -167,7 +167,7 @@ pub fn open_link(app: &App, method: &str, req: &Request) -> Result<Response> {
     };
     let record = find_record(app, &request, &entry, ts)?;
     let len = record.meta.size;
-    let Ok(ranges) = parse_ranges(req.head.header("range"), len) else {
+    let Ok(range) = served_range(req.head.header("range"), len) else {
         // (1.21.5 drops the connection here; RFC 9110 says 416.)
         return Ok(Response::error(
             416,
@@ -177,18 +177,14 @@ pub fn open_link(app: &App, method: &str, req: &Request) -> Result<Response> {
     };
     let payload = record.payload.clone();
     let mut response = single_record(record, method, &entry).header("accept-ranges", "bytes");
-    if let (Some(ranges), Some(payload)) = (ranges, payload) {
-        let (first, last) = ranges[0];
+    if let (Some((first, last)), Some(payload)) = (range, payload) {
         response.status = 206;
         response = response.header("content-range", format!("bytes {first}-{last}/{len}"));
-        let parts: Vec<_> = ranges
-            .iter()
-            .map(|&(a, b)| payload.slice(a as usize..b as usize + 1))
-            .collect();
+        let part = payload.slice(first as usize..last as usize + 1);
         response.body = if method == "GET" {
-            ResponseBody::Payloads(parts)
+            ResponseBody::Payloads(vec![part])
         } else {
-            ResponseBody::Head(parts.iter().map(|p| p.len() as u64).sum())
+            ResponseBody::Head(part.len() as u64)
         };
     }
     Ok(response)

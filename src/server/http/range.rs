@@ -55,6 +55,34 @@ pub fn parse_ranges(
     Ok(Some(ranges))
 }
 
+/// Most ranges one header may ask for; past it the whole body is sent (RFC 9110 §14.2
+/// lets a server ignore a `Range` header, and many small ranges are a known abuse).
+pub const MAX_RANGES: usize = 16;
+
+/// The one range served for a `Range` header (RFC 9110 §14): the ranges asked for,
+/// coalesced into the span from the first byte asked to the last, so an answer is one
+/// `206` with a true `Content-Range` and never longer than the body, whatever overlaps.
+/// `Ok(None)`: send the whole body (no `bytes` range, or more than [`MAX_RANGES`]).
+pub fn served_range(header: Option<&str>, len: u64) -> Result<Option<ByteRange>, Unsatisfiable> {
+    let Some(spec) = header.and_then(|h| h.trim().strip_prefix("bytes=")) else {
+        return Ok(None);
+    };
+    if spec
+        .split(',')
+        .filter(|p| !p.trim().is_empty())
+        .nth(MAX_RANGES)
+        .is_some()
+    {
+        return Ok(None);
+    }
+    let Some(ranges) = parse_ranges(header, len)? else {
+        return Ok(None);
+    };
+    let first = ranges.iter().map(|r| r.0).min().unwrap_or(0);
+    let last = ranges.iter().map(|r| r.1).max().unwrap_or(0);
+    Ok(Some((first, last)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +124,21 @@ mod tests {
             assert_eq!(parse_ranges(Some(bad), 15), Err(Unsatisfiable), "{bad}");
         }
         assert_eq!(parse_ranges(Some("bytes=0-0"), 0), Err(Unsatisfiable));
+    }
+
+    #[test]
+    fn several_ranges_are_served_as_one_span_and_many_as_the_whole() {
+        assert_eq!(served_range(None, 15), Ok(None));
+        assert_eq!(served_range(Some("bytes=2-5"), 15), Ok(Some((2, 5))));
+        // Overlapping, out of order, apart: the span covering them.
+        assert_eq!(served_range(Some("bytes=0-4,2-6"), 1011), Ok(Some((0, 6))));
+        assert_eq!(served_range(Some("bytes=8-9, 0-1"), 15), Ok(Some((0, 9))));
+        assert_eq!(served_range(Some("bytes=-2,0-0"), 15), Ok(Some((0, 14))));
+        // Many ranges: the whole body, whatever they ask.
+        let many = format!("bytes={}", vec!["0-"; 100_000].join(","));
+        assert_eq!(served_range(Some(&many), 1024), Ok(None));
+        let sixteen = format!("bytes={}", vec!["0-1"; MAX_RANGES].join(","));
+        assert_eq!(served_range(Some(&sixteen), 1024), Ok(Some((0, 1))));
+        assert_eq!(served_range(Some("bytes=20-30"), 15), Err(Unsatisfiable));
     }
 }
