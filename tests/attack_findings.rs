@@ -180,3 +180,37 @@ fn permission_is_checked_before_existence_on_queries() {
     }
     server.terminate();
 }
+
+#[test]
+fn a_fifo_quota_holds_when_records_are_large_beside_the_block_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path(), &[]);
+    let settings = br#"{"quota_type":"FIFO","quota_size":5000000,"max_block_records":64}"#;
+    assert_eq!(
+        server.request("POST", "/api/v1/b/b1", &[], settings).status,
+        200
+    );
+    let record = vec![7u8; 100_000];
+    for i in 0..200u64 {
+        let r = server.request(
+            "POST",
+            &format!("/api/v1/b/b1/cam?ts={}", 1000 + i),
+            &[],
+            &record,
+        );
+        assert_eq!(r.status, 200, "{i}: {}", String::from_utf8_lossy(&r.body));
+        let info: serde_json::Value =
+            serde_json::from_slice(&server.get("/api/v1/b/b1").body).unwrap();
+        let size = info["info"]["size"].as_u64().unwrap();
+        assert!(size <= 5_000_000 + 100_000, "after {i}: {size} bytes");
+    }
+    // The newest records are the ones kept.
+    assert_eq!(server.get("/api/v1/b/b1/cam?ts=1199").status, 200);
+    assert_eq!(server.get("/api/v1/b/b1/cam?ts=1000").status, 404);
+    // A record larger than the whole quota is refused, naming it.
+    let huge = vec![1u8; 5_000_001];
+    let r = server.request("POST", "/api/v1/b/b1/cam?ts=5000", &[], &huge);
+    assert_eq!(r.status, 507, "{}", String::from_utf8_lossy(&r.body));
+    assert!(r.header("x-reduct-error").unwrap().contains("5000000"));
+    server.terminate();
+}

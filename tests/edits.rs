@@ -421,3 +421,55 @@ fn quotas_count_tombstoned_records_as_gone() {
         .make_room(payload.len() as u64)
         .expect("the quota still counts removed records");
 }
+
+#[test]
+fn a_removal_never_leaves_a_compressed_block_of_small_records_larger() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let bucket = store
+        .create_bucket(
+            "b",
+            BucketSettings {
+                max_block_records: 4000,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    for i in 0..2000u64 {
+        let meta = RecordMeta {
+            timestamp: 1_000_000 + i * 1000,
+            labels: label("k", &(i % 3).to_string()),
+            content_type: "text/plain".into(),
+            size: 0,
+        };
+        bucket
+            .write("e", meta, format!("reading {i}").as_bytes())
+            .unwrap();
+    }
+    let pool = CompressPool::new(2).unwrap();
+    bucket
+        .compress_blocks(&["e".into()], 0, u64::MAX, Codec::Zstd(9), &pool, &never)
+        .unwrap();
+    let size = |dir: &Path| -> u64 {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .filter(|f| !f.file_name().to_string_lossy().starts_with('.'))
+            .map(|f| f.metadata().unwrap().len())
+            .sum()
+    };
+    let before = size(&entry_dir(&bucket));
+    let when = Condition::parse_str(r#"{"&k": {"$eq": 0}}"#, false).unwrap();
+    let stats = bucket
+        .remove_records(&["e".into()], 0, u64::MAX, Some(&when))
+        .unwrap();
+    assert_eq!(stats.records, 667);
+    let after = size(&entry_dir(&bucket));
+    assert!(after <= before, "{before} B before, {after} B after");
+    let index = EntryIndex::load(&entry_dir(&bucket)).unwrap();
+    assert!(index.blocks.iter().all(|b| b.codec == Codec::Zstd(9)));
+    assert_eq!(
+        bucket.entry("e").unwrap().info().unwrap().record_count,
+        1333
+    );
+}

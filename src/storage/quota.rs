@@ -4,7 +4,11 @@
 
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, ErrorKind, Result};
 use crate::storage::bucket::Bucket;
 use crate::storage::entry::Entry;
 use crate::storage::settings::QuotaType;
@@ -27,19 +31,49 @@ impl Bucket {
                 Ok(())
             }
             QuotaType::Fifo => {
-                while self.info()?.size.saturating_add(incoming) > settings.quota_size {
-                    if !self.drop_oldest_block()? {
-                        log::warn!(
-                            "bucket '{}': FIFO quota of {} bytes exceeded and no sealed block is left to drop",
+                if incoming > settings.quota_size {
+                    return Err(Error::new(
+                        ErrorKind::InsufficientStorage,
+                        format!(
+                            "A write of {incoming} bytes is larger than the FIFO quota of bucket '{}' ({} bytes)",
                             self.name(),
                             settings.quota_size
-                        );
-                        break;
+                        ),
+                    ));
+                }
+                let mut sealed = false;
+                while self.info()?.size.saturating_add(incoming) > settings.quota_size {
+                    if self.drop_oldest_block()? {
+                        continue;
                     }
+                    // What is over the quota is still in the logs being written (records
+                    // large beside the block limits): seal them early, once, so their
+                    // oldest records can go as blocks.
+                    if !sealed {
+                        sealed = true;
+                        if self.seal_evictable_logs()? > 0 {
+                            continue;
+                        }
+                    }
+                    warn_quota_stuck(self.name(), settings.quota_size);
+                    break;
                 }
                 Ok(())
             }
         }
+    }
+
+    /// Seals the logs of the entries a FIFO quota may evict; returns how many.
+    fn seal_evictable_logs(&self) -> Result<usize> {
+        let mut sealed = 0;
+        for entry in self
+            .entries()
+            .into_iter()
+            .filter(|e| !crate::storage::attachments::is_attachment_entry(e.name()))
+        {
+            sealed += entry.seal_stale_logs(0, u64::MAX)?;
+        }
+        Ok(sealed)
     }
 
     /// Removes the sealed block with the oldest first record in the bucket (blocks may
@@ -80,4 +114,32 @@ impl Bucket {
         // A block removed meanwhile by someone else still made room: look again.
         Ok(true)
     }
+}
+
+/// How often a bucket whose FIFO quota cannot be met says so at most.
+const STUCK_WARNING_EVERY: Duration = Duration::from_secs(60);
+
+/// Warns that a FIFO quota cannot be met (everything left is pending replication or an
+/// attachment), at most once a minute per bucket, counting the writes in between.
+fn warn_quota_stuck(bucket: &str, quota: u64) {
+    static LAST: Mutex<Option<HashMap<String, (Instant, u64)>>> = Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    let seen = last.get_or_insert_with(HashMap::new);
+    let now = Instant::now();
+    let (at, quiet) = seen.entry(bucket.to_string()).or_insert((now, 0));
+    if *quiet > 0 && now.duration_since(*at) < STUCK_WARNING_EVERY {
+        *quiet += 1;
+        return;
+    }
+    let more = quiet.saturating_sub(1);
+    log::warn!(
+        "bucket '{bucket}': FIFO quota of {quota} bytes exceeded and nothing is left that it may drop (records pending replication, attachments){}",
+        if more > 0 {
+            format!("; {more} more writes since the last warning")
+        } else {
+            String::new()
+        }
+    );
+    *at = now;
+    *quiet = 1;
 }

@@ -1,6 +1,7 @@
 //! Changes to records of sealed blocks: appended to the block's edit log (see
 //! `storage::format::edits`), then, for removals, the block dropped when empty, folded into
-//! a rewrite past the tombstone threshold, or its range narrowed.
+//! a rewrite past the tombstone threshold or once its edit log is larger than the block,
+//! or its range narrowed.
 
 use std::sync::atomic::Ordering;
 
@@ -68,11 +69,17 @@ impl Entry {
             return Ok((pending, created));
         }
         let b = &st.index.blocks[pos];
+        // A compressed block of small records is smaller than the tombstones of a third
+        // of them: once its edit log outgrows it, the removal is folded into a rewrite
+        // (same codec), so a removal never leaves the entry larger than its data.
+        let log_outgrew_block = st.edits.get(&seq).is_some_and(|e| e.file_len() > b.size);
         if b.live_records() == 0 {
             let mut next = st.index.clone();
             next.blocks.remove(pos);
             self.commit(st, next, &[], &[seq])?;
-        } else if b.edits.removed as f64 >= self.ctx.fold_share * b.record_count as f64 {
+        } else if b.edits.removed as f64 >= self.ctx.fold_share * b.record_count as f64
+            || log_outgrew_block
+        {
             self.fold(st, pos)?;
         } else {
             self.narrow_range(st, seq)?;
