@@ -285,10 +285,10 @@ fn check_entry(dir: &Path, report: &mut CheckReport) -> Result<()> {
                 Severity::Error,
                 &edits,
                 format!(
-                    "the edit log of block {} is missing: the relabels and removals of its records are lost, they read as the block file has them",
+                    "the edit log of block {} is missing: the entry does not open, since the relabels and removals of its records would come undone; restore the file, or accept the loss with --repair (the block then reads as its file has it)",
                     b.first_ts
                 ),
-                Some("reported, and the index no longer expects the edit log"),
+                Some("with --repair only: the loss is accepted, the index no longer expects the edit log"),
             );
         }
     }

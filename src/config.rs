@@ -92,6 +92,10 @@ pub struct Config {
     /// fraction, when it is rewritten without them at once (default 0.5; 1.0 waits until
     /// every record is gone, when the block is dropped).
     pub tombstone_fold_share: f64,
+    /// Open an entry whose index names an edit log that is missing, its blocks read as
+    /// their files have them (`halflife check --repair` accepts the loss so); otherwise
+    /// such an entry stays unavailable, so removals never silently come undone.
+    pub accept_lost_edit_logs: bool,
     /// When appended changes reach stable storage, and so what an acknowledgement
     /// promises (default [`SyncMode::Always`]: nothing acknowledged is lost to a power cut).
     pub sync_mode: SyncMode,
@@ -131,6 +135,7 @@ impl Config {
             replication_ca_path: None,
             max_block_overlap: DEFAULT_MAX_BLOCK_OVERLAP,
             tombstone_fold_share: DEFAULT_TOMBSTONE_FOLD_SHARE,
+            accept_lost_edit_logs: false,
             sync_mode: SyncMode::default(),
             max_open_log_files: crate::storage::sync::open_files::DEFAULT_OPEN_FILE_LIMIT,
         }

@@ -476,16 +476,43 @@ fn a_damaged_edit_log_keeps_its_other_changes_and_a_lost_one_is_reported() {
         let (ts, _) = timestamps(&store, "e");
         assert!(!ts.contains(&7) && ts.contains(&8), "{ts:?}");
     }
+    let saved = std::fs::read(&edits).unwrap();
     std::fs::remove_file(&edits).unwrap();
+    {
+        // The entry does not open: its removal must not silently come undone.
+        let store = Store::open(Config::new(dir.path())).unwrap();
+        let reports = logged(&format!(
+            "the edit log {} of block 0 is missing",
+            edits.display()
+        ));
+        assert!(
+            reports.iter().any(|l| l.starts_with("ERROR")),
+            "a lost edit log is reported: {reports:?}"
+        );
+        let read = store.bucket("b").unwrap().read("e", Some(7));
+        assert!(read.is_err(), "the removed record stays gone");
+        assert!(
+            store
+                .bucket("b")
+                .unwrap()
+                .write("e", meta(7, &[]), b"x")
+                .is_err(),
+            "nothing is written over the entry"
+        );
+    }
+    // Restored, the entry opens with its changes.
+    std::fs::write(&edits, &saved).unwrap();
+    {
+        let store = Store::open(Config::new(dir.path())).unwrap();
+        let (ts, _) = timestamps(&store, "e");
+        assert!(!ts.contains(&7) && ts.contains(&8), "{ts:?}");
+    }
+    // Lost for good: only the operator accepts it (`halflife check --repair`).
+    std::fs::remove_file(&edits).unwrap();
+    let mut accepting = Config::new(dir.path());
+    accepting.accept_lost_edit_logs = true;
+    drop(Store::open(accepting).unwrap());
     let store = Store::open(Config::new(dir.path())).unwrap();
-    let reports = logged(&format!(
-        "the edit log {} of block 0 is missing",
-        edits.display()
-    ));
-    assert!(
-        reports.iter().any(|l| l.starts_with("ERROR")),
-        "a lost edit log is reported: {reports:?}"
-    );
     // What the block file holds reads back; nothing else of the entry changed.
     assert_eq!(labelled(&store, "e", 5), None);
     let (ts, errors) = timestamps(&store, "e");

@@ -87,6 +87,7 @@ fn entry_context(
         frame_size: config.frame_size,
         max_overlap: config.max_block_overlap,
         fold_share: config.tombstone_fold_share,
+        accept_lost_edits: config.accept_lost_edit_logs,
     }
 }
 

@@ -69,6 +69,8 @@ pub(crate) struct EntryContext {
     pub max_overlap: usize,
     /// A block whose tombstoned share of records reaches this is rewritten without them.
     pub fold_share: f64,
+    /// Whether an entry whose edit log is missing opens anyway (`Config`).
+    pub accept_lost_edits: bool,
     /// The sync mode: what a writer waits for after appending to a log.
     pub durability: Arc<Durability>,
     /// Told of every write and label update (replication), once the server installs it.
@@ -203,9 +205,17 @@ impl Entry {
                 // (An index written before blocks were marked learns it at its next commit.)
                 b.edited = true;
                 edits.insert(b.seq, log);
+            } else if b.edited && !ctx.accept_lost_edits {
+                // Its relabels and removals would come undone: the entry stays
+                // unavailable until the log is restored or the loss is accepted.
+                return Err(Error::internal(format!(
+                    "the edit log {} of block {} is missing: the relabels and removals made to its records would come undone, so the entry is not opened; restore the file, or run `halflife check --repair` to accept the loss",
+                    path.display(),
+                    b.first_ts
+                )));
             } else if b.edited {
-                // Reported once: the index stops expecting the log (committed below), and
-                // the block reads as its file has it.
+                // Accepted: reported once, the index stops expecting the log (committed
+                // below), and the block reads as its file has it.
                 log::error!(
                     "entry {bucket}/{name}: the edit log {} of block {} is missing: the relabels and removals made to its records since it was written are lost, its records read as the block file has them",
                     path.display(),
