@@ -214,3 +214,39 @@ fn a_fifo_quota_holds_when_records_are_large_beside_the_block_limits() {
     assert!(r.header("x-reduct-error").unwrap().contains("5000000"));
     server.terminate();
 }
+
+#[test]
+fn a_token_in_use_keeps_its_inactivity_ttl_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("RS_API_TOKEN", "init")];
+    let server = start_server(dir.path(), &env);
+    let init = [("authorization", "Bearer init")];
+    assert_eq!(
+        server.request("POST", "/api/v1/b/b1", &init, b"").status,
+        200
+    );
+    let r = server.request(
+        "POST",
+        "/api/v1/tokens/short",
+        &init,
+        br#"{"permissions":{"read":["b1"]},"ttl":3}"#,
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let value: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    let bearer = format!("Bearer {}", value["value"].as_str().unwrap());
+    let started = std::time::Instant::now();
+    // Used every 1.1 s: never 3 s idle.
+    for _ in 0..3 {
+        assert_eq!(server.get_with("/api/v1/b/b1", &bearer).status, 200);
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+    }
+    drop(server);
+    let server = start_server(dir.path(), &env);
+    // Over 4 s since its first use, about 2 s since its last one.
+    while started.elapsed() < std::time::Duration::from_millis(4400) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let r = server.get_with("/api/v1/b/b1", &bearer);
+    assert_eq!(r.status, 200, "{:?}", r.header("x-reduct-error"));
+    server.terminate();
+}

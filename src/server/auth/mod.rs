@@ -142,13 +142,14 @@ struct StoredToken {
     /// Seconds of inactivity after which it expires.
     ttl: Option<u64>,
     ip_allowlist: Vec<String>,
-    /// When it was last used (µs), kept to the minute so an inactivity TTL survives a
-    /// restart.
+    /// When it was last used (µs), kept to a quarter of its TTL (at most a minute) so an
+    /// inactivity TTL survives a restart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     last_used: Option<u64>,
 }
 
-/// How stale the kept last use of a token may get before it is written again.
+/// How stale the kept last use of a token may get before it is written again (less for
+/// a TTL under four minutes).
 const LAST_USE_GRANULARITY: u64 = 60_000_000;
 
 /// The body of `POST /tokens/{name}`: the 1.21 form, or the bare permissions (legacy).
@@ -317,12 +318,16 @@ impl TokenRepository {
             }
         }
         st.last_access.insert(name.to_string(), now);
-        if token.ttl.is_some()
+        // Kept to a quarter of the TTL (at most a minute): a token in use does not expire
+        // because of a restart, however short its TTL.
+        let granularity = token
+            .ttl
+            .map(|ttl| LAST_USE_GRANULARITY.min(ttl.saturating_mul(1_000_000) / 4));
+        if let Some(granularity) = granularity
             && token
                 .last_used
-                .is_none_or(|at| now.saturating_sub(at) >= LAST_USE_GRANULARITY)
+                .is_none_or(|at| now.saturating_sub(at) >= granularity)
         {
-            // Kept to the minute: a token in use does not expire because of a restart.
             let mut next = st.tokens.clone();
             if let Some(t) = next.get_mut(name) {
                 t.last_used = Some(now);
