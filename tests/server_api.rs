@@ -577,6 +577,17 @@ fn damaged_block_is_a_500_naming_it_and_the_rest_still_serves() {
     assert!(r.error().contains("corrupt"), "{}", r.error());
     assert_eq!(s.get("/api/v1/b/b/e?ts=5").body, b"payload-5");
     s.wait_for_log("corrupt");
+    // A query reads around the damaged block: the records of the others come in one
+    // answer, whose x-reduct-error names what it skipped.
+    let r = s.request("POST", "/api/v1/b/b/e/q", &[], br#"{"query_type":"QUERY"}"#);
+    assert_eq!(r.status, 200, "{}", r.error());
+    let id = r.json()["id"].as_u64().unwrap();
+    let r = s.get(&format!("/api/v1/b/b/e/batch?q={id}"));
+    assert_eq!(r.status, 200, "{}", r.error());
+    assert_eq!(r.body, b"payload-3payload-4payload-5payload-6");
+    assert_eq!(r.header("x-reduct-last"), Some("true"));
+    let error = r.header("x-reduct-error").unwrap_or_default();
+    assert!(error.contains("corrupt"), "{error}");
 }
 
 /// Sends raw request bytes and returns the raw response head (up to the blank line).

@@ -37,6 +37,9 @@ pub struct Batch {
     /// This batch holds the query's final record; for a continuous query, it drained
     /// what there is now.
     pub last: bool,
+    /// Blocks that could not be read since the last batch (their errors): the query read
+    /// around them, and the answer says so in `x-reduct-error`.
+    pub damaged: Vec<Error>,
 }
 
 impl Batch {
@@ -110,6 +113,8 @@ struct OpenQuery {
     peeked: Option<Record>,
     /// An error met after records were already gathered: returned by the next read.
     pending_error: Option<Error>,
+    /// Damaged blocks read around and not reported yet.
+    damaged: Vec<Error>,
     done: bool,
     ttl: Duration,
     last_access: Instant,
@@ -268,6 +273,7 @@ impl QueryRegistry {
             iter,
             peeked: None,
             pending_error: None,
+            damaged: Vec::new(),
             done: false,
             ttl: ttl.min(self.limits.max_ttl),
             last_access: Instant::now(),
@@ -405,6 +411,7 @@ impl QueryRegistry {
         // with a TTL of twice its interval plus one second).
         q.last_access = Instant::now();
         if following {
+            batch.damaged = std::mem::take(&mut q.damaged);
             q.caught_up = batch.records.is_empty();
             if batch.records.is_empty() {
                 return Ok(None);
@@ -415,6 +422,11 @@ impl QueryRegistry {
             return Ok(Some(batch));
         }
         if batch.records.is_empty() {
+            // Damage after the last record: reported once, as the answer.
+            let damage = (!q.damaged.is_empty()).then(|| q.damaged.remove(0));
+            if let Some(e) = damage {
+                return Err(e);
+            }
             if q.done && q.pending_error.is_none() {
                 let (ttl, who) = (q.ttl, (q.scope.clone(), q.owner.clone()));
                 drop(q);
@@ -423,13 +435,15 @@ impl QueryRegistry {
             }
             return Ok(None);
         }
-        if q.peeked.is_none() && q.pending_error.is_none() && !q.done {
+        while q.peeked.is_none() && q.pending_error.is_none() && !q.done {
             match q.iter.next() {
                 None => q.done = true,
                 Some(Ok(r)) => q.peeked = Some(r),
-                Some(Err(e)) => q.pending_error = Some(e),
+                Some(Err(e)) if q.iter.has_failed() => q.pending_error = Some(e),
+                Some(Err(e)) => q.damaged.push(e),
             }
         }
+        batch.damaged = std::mem::take(&mut q.damaged);
         batch.last = q.done && q.peeked.is_none() && q.pending_error.is_none();
         if batch.last {
             // Nothing more to read: release the iterator (and the blocks it maps) now,
@@ -479,6 +493,7 @@ impl QueryRegistry {
             records: Vec::new(),
             payloads: Vec::new(),
             last: false,
+            damaged: Vec::new(),
         };
         let (mut bytes, mut header_total) = (0u64, 0u64);
         let mut drained = false;
@@ -505,14 +520,19 @@ impl QueryRegistry {
                     }
                     Some(Ok(r)) => r,
                     // A strict condition's error is the whole answer (ReductStore drops
-                    // what the response had gathered); a damaged block's comes after the
-                    // records already gathered, with the next read.
-                    Some(Err(e)) if q.iter.has_failed() || batch.records.is_empty() => {
+                    // what the response had gathered), or, after records, the next one.
+                    Some(Err(e)) if q.iter.has_failed() && batch.records.is_empty() => {
                         return Err(e);
                     }
-                    Some(Err(e)) => {
+                    Some(Err(e)) if q.iter.has_failed() => {
                         q.pending_error = Some(e);
                         break;
+                    }
+                    // A damaged block is read around: the batch goes on with the next
+                    // block and says which one it skipped.
+                    Some(Err(e)) => {
+                        q.damaged.push(e);
+                        continue;
                     }
                 },
             };

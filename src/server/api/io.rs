@@ -13,6 +13,7 @@ use crate::server::api::records::user_bucket;
 use crate::server::auth::{Access, Caller};
 use crate::server::http::body::body_error;
 use crate::server::http::request::{Request, no_route, parse_decimal, parse_json};
+use crate::server::http::response::error_header;
 use crate::server::http::{Response, ResponseBody};
 use crate::server::protocol::batch::{
     BatchRecord, WriteBatch, decode_write_batch, encode_read_batch,
@@ -271,6 +272,17 @@ pub fn read_batch_response(
     let total = batch.total_size();
     let mut response = Response::ok();
     response.headers = headers;
+    if let Some(first) = batch.damaged.first() {
+        // The records of the blocks that could be read, and which could not.
+        let more = match batch.damaged.len() {
+            1 => String::new(),
+            n => format!(" (and {} more damaged block(s))", n - 1),
+        };
+        response = response.header(
+            "x-reduct-error",
+            error_header(&format!("{}{more}", first.message())),
+        );
+    }
     let body = if with_body {
         ResponseBody::Payloads(batch.payloads)
     } else {

@@ -71,15 +71,7 @@ impl Response {
 
     /// An error in the API's form: `x-reduct-error` and `{"detail": …}`.
     pub fn error(status: u16, message: &str) -> Self {
-        // A message may quote what a request sent (a name, a token, a content type): it
-        // is cut to a few hundred bytes in the header and a few KiB in the body.
-        let short = bounded(message, MAX_ERROR_HEADER);
-        // A header value must be visible ASCII; the API sends a fixed text otherwise.
-        let header = if short.chars().all(|c| c == ' ' || c.is_ascii_graphic()) {
-            short
-        } else {
-            "Unparsable message".to_string()
-        };
+        let header = error_header(message);
         let detail = bounded(message, MAX_ERROR_DETAIL);
         let body = serde_json::json!({ "detail": detail.replace('"', "'") });
         Response::status(status)
@@ -105,6 +97,18 @@ impl Response {
 pub const MAX_ERROR_HEADER: usize = 400;
 /// Longest error `detail` in a body, in bytes.
 pub const MAX_ERROR_DETAIL: usize = 4096;
+
+/// An `x-reduct-error` value for `message`: a message may quote what a request sent (a
+/// name, a token, a content type), so it is cut to a few hundred bytes; and a header
+/// value must be visible ASCII, so the API sends a fixed text otherwise.
+pub fn error_header(message: &str) -> String {
+    let short = bounded(message, MAX_ERROR_HEADER);
+    if short.chars().all(|c| c == ' ' || c.is_ascii_graphic()) {
+        short
+    } else {
+        "Unparsable message".to_string()
+    }
+}
 
 /// `message` cut to at most `max` bytes at a character boundary, saying how much was cut.
 fn bounded(message: &str, max: usize) -> String {
