@@ -250,3 +250,37 @@ fn a_token_in_use_keeps_its_inactivity_ttl_across_a_restart() {
     assert_eq!(r.status, 200, "{:?}", r.header("x-reduct-error"));
     server.terminate();
 }
+
+#[test]
+fn an_unreachable_destination_is_one_warning_and_retried_on_a_timer() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path(), &[]);
+    assert_eq!(server.request("POST", "/api/v1/b/b1", &[], b"").status, 200);
+    let settings = format!(
+        r#"{{"src_bucket":"b1","dst_bucket":"b2","dst_host":"http://127.0.0.1:{}"}}"#,
+        closed_port()
+    );
+    let r = server.request(
+        "POST",
+        "/api/v1/replications/down",
+        &[],
+        settings.as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    for ts in 1..=300u64 {
+        let r = server.request("POST", &format!("/api/v1/b/b1/e?ts={ts}"), &[], b"x");
+        assert_eq!(r.status, 200);
+    }
+    // Every write rang the sender; it tried once, then waits for its timer.
+    server.wait_for_log("unavailable");
+    let r = server.get("/api/v1/replications/down");
+    let info: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(info["info"]["pending_records"], 300, "{info}");
+    let warnings = server
+        .log_lines("unavailable")
+        .into_iter()
+        .filter(|l| l.contains("WARN"))
+        .count();
+    assert_eq!(warnings, 1, "{:?}", server.log_lines("unavailable"));
+    server.terminate();
+}

@@ -30,6 +30,19 @@ const BATCH_BYTES: u64 = 8 << 20;
 /// How long an idle sender sleeps between passes.
 const IDLE: Duration = Duration::from_millis(250);
 
+/// The first retry after a destination becomes unavailable; each further one waits twice
+/// as long, up to [`LAST_RETRY`].
+const FIRST_RETRY: Duration = Duration::from_secs(1);
+/// The longest wait between retries.
+const LAST_RETRY: Duration = Duration::from_secs(60);
+
+/// A destination outage under way.
+struct Outage {
+    since: Instant,
+    failures: u64,
+    delay: Duration,
+}
+
 /// A pass that could not deliver: the code (an HTTP status, or -3 connection error, -6
 /// broken request), why, and how many records it was sending (kept for the next pass).
 struct Unavailable {
@@ -76,6 +89,8 @@ pub fn run(task: Arc<Task>, store: Weak<Store>, link: Link) {
     // for the settings it was learnt with.
     let mut destination: Option<bool> = None;
     let mut known_for = task.config();
+    // The outage under way: since when, how many passes failed, the next retry's delay.
+    let mut outage: Option<Outage> = None;
     while !task.stopped() {
         summary.tick(&task);
         let config = task.config();
@@ -114,6 +129,15 @@ pub fn run(task: Arc<Task>, store: Weak<Store>, link: Link) {
         drop(store);
         match outcome {
             Ok(()) => {
+                if let Some(o) = outage.take() {
+                    log::info!(
+                        "replication '{}': destination {} reachable again after {} s and {} failed attempt(s)",
+                        task.name(),
+                        settings.dst_host,
+                        o.since.elapsed().as_secs(),
+                        o.failures
+                    );
+                }
                 let counts = {
                     let mut state = task.state();
                     state.is_active = true;
@@ -126,12 +150,34 @@ pub fn run(task: Arc<Task>, store: Weak<Store>, link: Link) {
                 message,
                 records,
             }) => {
-                log::warn!(
-                    "replication '{}': destination {} unavailable ({code}: {message}); records kept, retrying in {} s",
-                    task.name(),
-                    settings.dst_host,
-                    timeout.as_secs()
-                );
+                // One WARN when it goes down, with the destination's own words; the
+                // retries after it are on a timer (1 s doubling to a minute), not one per
+                // recorded write.
+                let delay = match &mut outage {
+                    None => {
+                        log::warn!(
+                            "replication '{}': destination {} unavailable ({code}: {message}); records kept, retrying with backoff",
+                            task.name(),
+                            settings.dst_host,
+                        );
+                        outage = Some(Outage {
+                            since: Instant::now(),
+                            failures: 1,
+                            delay: FIRST_RETRY,
+                        });
+                        FIRST_RETRY
+                    }
+                    Some(o) => {
+                        log::debug!(
+                            "replication '{}': destination {} still unavailable ({code}: {message})",
+                            task.name(),
+                            settings.dst_host
+                        );
+                        o.failures += 1;
+                        o.delay = (o.delay * 2).min(LAST_RETRY);
+                        o.delay
+                    }
+                };
                 destination = None;
                 let counts = {
                     let mut state = task.state();
@@ -140,7 +186,18 @@ pub fn run(task: Arc<Task>, store: Weak<Store>, link: Link) {
                     state.take_pass()
                 };
                 summary.pass(&task, Some((code, message)), counts, started.elapsed());
-                task.wait(timeout);
+                // Recorded writes ring the task: only a stop or new settings cut this short.
+                let retry_at = Instant::now() + delay;
+                while !task.stopped() && Arc::ptr_eq(&task.config(), &known_for) {
+                    let left = retry_at.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    task.wait(left.min(IDLE));
+                }
+                if !Arc::ptr_eq(&task.config(), &known_for) {
+                    outage = None;
+                }
             }
         }
     }
