@@ -181,8 +181,8 @@ pub(crate) struct ServeArgs {
     /// (as requests).
     #[arg(long, env = "RS_LIFECYCLE_PRIORITY", default_value = "idle", value_parser = lifecycle_priority)]
     lifecycle_priority: BackgroundPriority,
-    /// Seconds a replication request may take; also the pause before a destination that
-    /// was unavailable is tried again (its records stay in the backlog meanwhile).
+    /// Seconds a replication request may take. A destination that was unavailable is
+    /// tried again after 1 s, doubling to a minute (its records stay in the backlog).
     #[arg(long, env = "RS_REPLICATION_TIMEOUT", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     replication_timeout: u64,
     /// Most records a replication keeps pending per entry; past it the oldest is dropped,
