@@ -94,6 +94,60 @@ pub struct Destination {
     pub port: Option<u16>,
 }
 
+/// Whether `host` names this machine, however it is spelt: every address it resolves to
+/// (`127.1`, `2130706433`, `[::ffff:127.0.0.1]`, `localhost`, a name of ours) is checked
+/// for loopback, unspecified, or one of this machine's interface addresses. A name that
+/// does not resolve is not this machine.
+pub fn is_this_machine(host: &str, port: u16) -> bool {
+    use std::net::{IpAddr, ToSocketAddrs};
+    let Ok(resolved) = (host, port).to_socket_addrs() else {
+        return false;
+    };
+    let own = own_addresses();
+    resolved.map(|a| a.ip()).any(|ip| {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+            v4 => v4,
+        };
+        ip.is_loopback() || ip.is_unspecified() || own.contains(&ip)
+    })
+}
+
+/// This machine's interface addresses (`getifaddrs`); empty if they cannot be listed.
+fn own_addresses() -> Vec<std::net::IpAddr> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let mut out = Vec::new();
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `list` with a linked list we only read, then free once.
+    unsafe {
+        if libc::getifaddrs(&mut list) != 0 {
+            return out;
+        }
+        let mut at = list;
+        while !at.is_null() {
+            let addr = (*at).ifa_addr;
+            if !addr.is_null() {
+                match i32::from((*addr).sa_family) {
+                    libc::AF_INET => {
+                        let sin = &*(addr as *const libc::sockaddr_in);
+                        out.push(IpAddr::V4(Ipv4Addr::from(u32::from_be(
+                            sin.sin_addr.s_addr,
+                        ))));
+                    }
+                    libc::AF_INET6 => {
+                        let sin6 = &*(addr as *const libc::sockaddr_in6);
+                        out.push(IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)));
+                    }
+                    _ => {}
+                }
+            }
+            at = (*at).ifa_next;
+        }
+        libc::freeifaddrs(list);
+    }
+    out
+}
+
 impl ReplicationSettings {
     /// Parses a request body; a body that is not this JSON is `422 Invalid JSON: …`.
     pub fn from_json(body: &[u8]) -> Result<Self> {
@@ -126,11 +180,10 @@ impl ReplicationSettings {
                 self.src_bucket
             )));
         }
-        let loopback = matches!(
-            destination.host.as_str(),
-            "127.0.0.1" | "localhost" | "0.0.0.0"
-        );
-        if self.src_bucket == self.dst_bucket && loopback && destination.port == Some(own_port) {
+        if self.src_bucket == self.dst_bucket
+            && destination.port == Some(own_port)
+            && is_this_machine(&destination.host, own_port)
+        {
             return Err(Error::unprocessable(
                 "Source and destination buckets must be different",
             ));
@@ -273,6 +326,11 @@ mod tests {
             "http://127.0.0.1:8383",
             "http://localhost:8383/",
             "http://0.0.0.0:8383",
+            "http://127.1:8383",
+            "http://2130706433:8383",
+            "http://[::ffff:127.0.0.1]:8383",
+            "http://[::1]:8383",
+            "http://127.3.4.5:8383",
         ] {
             s.dst_host = host.into();
             let e = s.validate("r", &exists, 8383).unwrap_err();

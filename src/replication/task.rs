@@ -42,8 +42,9 @@ pub struct ErrorSummary {
     pub last_message: String,
 }
 
-/// The diagnostics of the last hour: `ok` and `errored` scaled to an hour from the minute
-/// frames kept (as ReductStore does), error counts raw.
+/// The diagnostics of the last hour: counts over the minute frames kept (at most 60), not
+/// scaled: a task a minute old shows that minute's counts (ReductStore projects them to an
+/// hour, which reads as sixty times what happened).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Hourly {
     /// Records delivered.
@@ -181,9 +182,6 @@ impl TaskState {
                 sum.last_message.clone_from(&e.last_message);
             }
         }
-        let kept = self.frames.len().max(1) as u64;
-        hourly.ok = hourly.ok * FRAMES as u64 / kept;
-        hourly.errored = hourly.errored * FRAMES as u64 / kept;
         Diagnostics { hourly }
     }
 }
@@ -513,13 +511,13 @@ mod tests {
     }
 
     #[test]
-    fn diagnostics_scale_to_an_hour_and_keep_raw_error_counts() {
+    fn diagnostics_count_what_happened_in_the_last_hour() {
         let mut state = TaskState::new();
         state.delivered(3, 30);
         state.unavailable(2, -3, "connection refused");
         let d = state.diagnostics();
-        assert_eq!(d.hourly.ok, 180);
-        assert_eq!(d.hourly.errored, 120);
+        assert_eq!(d.hourly.ok, 3);
+        assert_eq!(d.hourly.errored, 2);
         assert_eq!(d.hourly.errors["-3"].count, 2);
         assert_eq!(d.hourly.errors["-3"].last_message, "connection refused");
         state.dropped(1, 422, "bad label");

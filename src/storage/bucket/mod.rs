@@ -361,7 +361,11 @@ impl Bucket {
         changes: &Labels,
     ) -> Result<Pending> {
         validate_labels(changes)?;
-        let mut pending = self.entry(entry)?.update_labels(ts, changes)?;
+        // An update that changes nothing is not passed on: a replication echoing it back
+        // (a cycle of tasks) would otherwise never stop.
+        let Some(mut pending) = self.entry(entry)?.relabel(ts, changes)? else {
+            return Ok(Pending::none());
+        };
         if let Some(observer) = self.ctx.observer.get().filter(|o| o.watches(&self.name)) {
             let removed: Vec<String> = changes
                 .iter()

@@ -393,6 +393,12 @@ impl Entry {
     /// Changes labels: a non-empty value sets the label, an empty value removes it.
     /// Acknowledged once the returned [`Pending`] has been waited on.
     pub fn update_labels(&self, ts: u64, changes: &Labels) -> Result<Pending> {
+        Ok(self.relabel(ts, changes)?.unwrap_or_default())
+    }
+
+    /// [`Entry::update_labels`], saying whether anything changed: `None` when the record
+    /// already had these labels (nothing is written, and nothing is replicated).
+    pub fn relabel(&self, ts: u64, changes: &Labels) -> Result<Option<Pending>> {
         let mut st = self.lock()?;
         let apply = |labels: &Labels| {
             let mut out = labels.clone();
@@ -414,21 +420,22 @@ impl Entry {
                 let current = &log.records()[&ts].meta;
                 let labels = apply(&current.labels);
                 if labels == current.labels {
-                    return Ok(Pending::none());
+                    return Ok(None);
                 }
                 validate_label_set(&labels, &current.content_type)?;
                 log.append_labels(ts, &labels)?;
-                Ok(self.after_append(log))
+                Ok(Some(self.after_append(log)))
             }
             Place::Sealed { pos, block, record } => {
                 let current = &block.records()[record].meta;
                 let labels = apply(&current.labels);
                 if labels == current.labels {
-                    return Ok(Pending::none());
+                    return Ok(None);
                 }
                 validate_label_set(&labels, &current.content_type)?;
                 drop(block);
                 self.change_block(&mut st, pos, BlockChange::Relabel(ts, labels))
+                    .map(Some)
             }
         }
     }
