@@ -3,12 +3,14 @@
 //! per group 5 s after its last call or 60 s after its first (or at shutdown), as
 //! ReductStore 1.21.5 does. Counting a call costs one (per-thread) lock and one hash
 //! lookup: no allocation and no clock read once its group exists — ages are counted in
-//! the writer's one-second ticks.
+//! the writer's one-second ticks. Refused calls (401) are grouped by route, not by their
+//! raw path, and at most [`MAX_PENDING_GROUPS`] groups wait (the rest counted in an
+//! overflow group), so a flood of unique calls costs bounded memory and events.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -19,6 +21,29 @@ use super::sharded::Sharded;
 pub const QUIET_TICKS: u64 = 5;
 /// …or this many after its first, whichever comes first.
 pub const MAX_AGE_TICKS: u64 = 60;
+/// Most groups waiting to be written; past it, calls are counted in one overflow group
+/// per (token, status), so a flood of distinct calls costs bounded memory.
+pub const MAX_PENDING_GROUPS: usize = 10_000;
+/// The path of the overflow groups.
+pub const OVERFLOW_PATH: &str = "(other calls: too many distinct calls pending)";
+
+/// The path a call is grouped under: its own, or for a refused one (401), its route
+/// (`/api/v1/b/…`): anyone can send refused calls with unique paths, and each would be
+/// a group and an event of its own.
+pub fn grouped_path(path: &str, status: u16) -> std::borrow::Cow<'_, str> {
+    if status != 401 {
+        return path.into();
+    }
+    let Some(rest) = path.strip_prefix("/api/v1/") else {
+        return "(not an API path)".into();
+    };
+    match rest.split_once('/') {
+        None if rest.len() <= 32 => path.into(),
+        None => "/api/v1/…".into(),
+        Some((first, _)) if first.len() <= 32 => format!("/api/v1/{first}/…").into(),
+        Some(_) => "/api/v1/…".into(),
+    }
+}
 
 /// One call, as the router saw it.
 pub struct Call<'a> {
@@ -127,6 +152,8 @@ pub struct Audit {
     hasher: std::collections::hash_map::RandomState,
     /// The writer's clock: one tick a second.
     tick: AtomicU64,
+    /// Groups pending, over all shards (bounded by [`MAX_PENDING_GROUPS`]).
+    pending: AtomicUsize,
 }
 
 impl Audit {
@@ -149,6 +176,26 @@ impl Audit {
     /// Counts one call that took `took`; `now_us` gives the time (µs since the epoch)
     /// of a call that starts a group.
     pub fn record(&self, call: &Call, took: Duration, now_us: impl FnOnce() -> u64) {
+        let path = grouped_path(call.path, call.status);
+        let grouped = Call {
+            path: &path,
+            ..*call
+        };
+        let call = &grouped;
+        if self.pending.load(Ordering::Relaxed) >= MAX_PENDING_GROUPS {
+            let overflow = Call {
+                method: "*",
+                path: OVERFLOW_PATH,
+                message: "",
+                client_ip: None,
+                ..*call
+            };
+            return self.count(&overflow, took, now_us);
+        }
+        self.count(call, took, now_us);
+    }
+
+    fn count(&self, call: &Call, took: Duration, now_us: impl FnOnce() -> u64) {
         let hash = self.key_hash(call);
         let tick = self.tick.load(Ordering::Relaxed);
         let mut groups = self.groups.mine();
@@ -159,6 +206,7 @@ impl Audit {
             group.last_tick = tick;
             return;
         }
+        self.pending.fetch_add(1, Ordering::Relaxed);
         bucket.push(Group {
             token: call.token.to_string(),
             method: call.method.to_string(),
@@ -179,20 +227,29 @@ impl Audit {
     pub fn take_due(&self, all: bool) -> Vec<Group> {
         let now = self.tick.load(Ordering::Relaxed);
         let mut due: Vec<Group> = Vec::new();
+        // Parts of one group found by their key's hash: linear in the groups taken.
+        let mut by_hash: HashMap<u64, Vec<usize>> = HashMap::new();
+        let mut taken = 0;
         self.groups.each(|groups| {
-            groups.retain(|_, bucket| {
+            groups.retain(|hash, bucket| {
                 let (go, stay): (Vec<Group>, Vec<Group>) =
                     bucket.drain(..).partition(|g| all || g.due(now));
+                taken += go.len();
                 for part in go {
-                    match due.iter_mut().find(|g| g.same_key(&part)) {
-                        Some(group) => group.merge(part),
-                        None => due.push(part),
+                    let same = by_hash.entry(*hash).or_default();
+                    match same.iter().find(|&&i| due[i].same_key(&part)) {
+                        Some(&i) => due[i].merge(part),
+                        None => {
+                            same.push(due.len());
+                            due.push(part);
+                        }
                     }
                 }
                 *bucket = stay;
                 !bucket.is_empty()
             });
         });
+        self.pending.fetch_sub(taken, Ordering::Relaxed);
         due.sort_by_key(|g| g.first_at);
         due
     }
@@ -238,5 +295,46 @@ mod tests {
         let rest = audit.take_due(true);
         assert_eq!((rest.len(), rest[0].token.as_str()), (1, "b"));
         assert!(audit.take_due(true).is_empty());
+    }
+
+    #[test]
+    fn refused_calls_group_by_route_and_pending_groups_are_bounded() {
+        let audit = Audit::default();
+        for i in 0..(MAX_PENDING_GROUPS + 500) {
+            let path = format!("/api/v1/b/bucket-{i}/entry");
+            let refused = Call {
+                path: &path,
+                ..call("unauthorized", 401)
+            };
+            audit.record(&refused, Duration::ZERO, || 1);
+            let allowed = Call {
+                path: &path,
+                ..call("reader", 200)
+            };
+            audit.record(&allowed, Duration::ZERO, || 1);
+        }
+        let groups = audit.take_due(true);
+        // Refused calls group by route (then, past the cap, in their overflow group);
+        // allowed ones each in their group up to the cap, the rest in the overflow.
+        let refused: Vec<_> = groups.iter().filter(|g| g.status == 401).collect();
+        assert!(refused.len() <= 2, "{}", refused.len());
+        assert!(refused.iter().any(|g| g.path == "/api/v1/b/…"));
+        assert_eq!(
+            refused.iter().map(|g| g.call_count).sum::<u64>(),
+            (MAX_PENDING_GROUPS + 500) as u64
+        );
+        assert!(groups.len() <= MAX_PENDING_GROUPS + 2, "{}", groups.len());
+        assert!(
+            groups
+                .iter()
+                .any(|g| g.path == OVERFLOW_PATH && g.status == 200)
+        );
+        assert_eq!(
+            groups.iter().map(|g| g.call_count).sum::<u64>(),
+            2 * (MAX_PENDING_GROUPS + 500) as u64
+        );
+        // Taken, they free their places.
+        audit.record(&call("reader", 200), Duration::ZERO, || 2);
+        assert_eq!(audit.take_due(true)[0].path, "/api/v1/info");
     }
 }
