@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use std::io::Read;
 
 const REPLICATION: &[u8] =
     br#"{"src_bucket":"b1","dst_bucket":"b2","dst_host":"http://127.0.0.1:9"}"#;
@@ -389,4 +390,51 @@ fn replication_cycles_stop_on_one_server_and_across_two() {
     }
     one.terminate();
     two.terminate();
+}
+
+#[test]
+fn compression_bombs_cost_their_budget_share_and_a_413() {
+    let dir = tempfile::tempdir().unwrap();
+    // 64 MiB for every decoded body together.
+    let server = start_server(dir.path(), &[("RS_HTTP_BODY_BUFFER_TOTAL", "67108864")]);
+    assert_eq!(server.request("POST", "/api/v1/b/b1", &[], b"").status, 200);
+    // 256 MiB of zeros in a few hundred KiB of zstd: within --max-body-size (512 MiB),
+    // past the decoded budget.
+    let bomb = zstd::encode_all(std::io::repeat(0).take(256 << 20), 19).unwrap();
+    assert!(bomb.len() < 1 << 20, "{}", bomb.len());
+    let idle = server.resident_kib();
+    let threads: Vec<_> = (0..4)
+        .map(|i| {
+            let addr = server.addr;
+            let bomb = bomb.clone();
+            std::thread::spawn(move || {
+                common::request(
+                    addr,
+                    "POST",
+                    &format!("/api/v1/b/b1/e?ts={}", i + 1),
+                    &[("content-encoding", "zstd")],
+                    &bomb,
+                )
+            })
+        })
+        .collect();
+    for t in threads {
+        let r = t.join().unwrap();
+        assert_eq!(r.status, 413, "{}", String::from_utf8_lossy(&r.body));
+        let error = r.header("x-reduct-error").unwrap_or_default();
+        assert!(error.contains("http-body-buffer-total"), "{error}");
+    }
+    let grown = server.resident_kib().saturating_sub(idle);
+    assert!(grown < 300 << 10, "resident memory grew by {grown} KiB");
+    // A compressed body within the budget is taken as before.
+    let fine = zstd::encode_all(&b"hello"[..], 3).unwrap();
+    let r = server.request(
+        "POST",
+        "/api/v1/b/b1/e?ts=9",
+        &[("content-encoding", "zstd")],
+        &fine,
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(server.get("/api/v1/b/b1/e?ts=9").body, b"hello");
+    server.terminate();
 }

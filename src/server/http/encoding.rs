@@ -3,6 +3,7 @@
 //! the body size limit on the decoded bytes.
 
 use std::io::Read;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::server::http::Response;
 use crate::server::http::head::RequestHead;
@@ -38,31 +39,95 @@ pub fn coding(head: &RequestHead) -> Result<Coding, Response> {
     }
 }
 
+/// Bytes of decoded request bodies held in memory now, over all requests.
+static DECODED_IN_USE: AtomicUsize = AtomicUsize::new(0);
+
+/// A share of the decoded-bodies budget, given back when dropped (after the handler).
+#[derive(Debug, Default)]
+pub struct Reserved(usize);
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        DECODED_IN_USE.fetch_sub(self.0, Ordering::AcqRel);
+    }
+}
+
+impl Reserved {
+    /// Takes `n` more bytes of the `total` budget; false (nothing taken) when they do
+    /// not fit.
+    fn grow(&mut self, n: usize, total: usize) -> bool {
+        let taken = DECODED_IN_USE.fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+            used.checked_add(n).filter(|after| *after <= total)
+        });
+        if taken.is_ok() {
+            self.0 += n;
+        }
+        taken.is_ok()
+    }
+}
+
+/// Decoded bytes are counted against the budget this much at a time.
+const DECODE_STEP: usize = 1 << 20;
+
 /// Decodes a body: at most `limit` bytes decoded (413 past it), 400 for bytes that are
-/// not what the coding says.
-pub fn decode(coding: Coding, raw: Vec<u8>, limit: u64) -> Result<Vec<u8>, Response> {
-    let reader: Box<dyn Read + '_> = match coding {
-        Coding::Identity => return Ok(raw),
+/// not what the coding says. The decoded bytes also count against `budget`, shared by
+/// every request being decoded (`--http-body-buffer-total`): a compression bomb costs
+/// its share and a 413, not the server's memory. The returned [`Reserved`] holds the
+/// share until it is dropped.
+pub fn decode_within(
+    coding: Coding,
+    raw: Vec<u8>,
+    limit: u64,
+    budget: usize,
+) -> Result<(Vec<u8>, Reserved), Response> {
+    let mut reserved = Reserved::default();
+    if coding == Coding::Identity {
+        return Ok((raw, reserved));
+    }
+    let mut reader: Box<dyn Read + '_> = match coding {
         Coding::Gzip => Box::new(flate2::read::MultiGzDecoder::new(&raw[..])),
-        Coding::Zstd => match zstd::stream::read::Decoder::new(&raw[..]) {
+        _ => match zstd::stream::read::Decoder::new(&raw[..]) {
             Ok(decoder) => Box::new(decoder),
             Err(e) => return Err(bad_coding(coding, &e)),
         },
     };
-    let mut out = Vec::new();
-    reader
-        .take(limit.saturating_add(1))
-        .read_to_end(&mut out)
-        .map_err(|e| bad_coding(coding, &e))?;
-    if out.len() as u64 > limit {
-        return Err(Response::error(
-            413,
-            &format!(
-                "Request body decodes to more than this server accepts ({limit} bytes, --max-body-size)"
-            ),
-        ));
+    let mut out: Vec<u8> = Vec::new();
+    loop {
+        if !reserved.grow(DECODE_STEP, budget) {
+            return Err(Response::error(
+                413,
+                &format!(
+                    "Request body decodes to more than the memory left for decoded bodies ({budget} bytes shared by all requests, --http-body-buffer-total)"
+                ),
+            ));
+        }
+        let before = out.len();
+        let read = (&mut reader)
+            .take(DECODE_STEP as u64)
+            .read_to_end(&mut out)
+            .map_err(|e| bad_coding(coding, &e))?;
+        if out.len() as u64 > limit {
+            return Err(too_large(limit));
+        }
+        if read == 0 || out.len() - before < DECODE_STEP {
+            return Ok((out, reserved));
+        }
     }
-    Ok(out)
+}
+
+fn too_large(limit: u64) -> Response {
+    Response::error(
+        413,
+        &format!(
+            "Request body decodes to more than this server accepts ({limit} bytes, --max-body-size)"
+        ),
+    )
+}
+
+/// Decodes a body: at most `limit` bytes decoded (413 past it), 400 for bytes that are
+/// not what the coding says (no budget: [`decode_within`] is what requests use).
+pub fn decode(coding: Coding, raw: Vec<u8>, limit: u64) -> Result<Vec<u8>, Response> {
+    decode_within(coding, raw, limit, usize::MAX).map(|(bytes, _)| bytes)
 }
 
 fn bad_coding(coding: Coding, e: &std::io::Error) -> Response {

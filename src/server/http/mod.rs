@@ -484,11 +484,12 @@ fn answer(
             if !admitted && let Some(refusal) = app.admit(&head, conn.peer_ip) {
                 return refuse(conn, &refusal);
             }
-            let decoded = read_whole(conn, &head, framing, limits.max_body_size)
-                .and_then(|raw| encoding::decode(coding, raw, limits.max_body_size));
+            let decoded = read_whole(conn, &head, framing, limits.max_body_size).and_then(|raw| {
+                encoding::decode_within(coding, raw, limits.max_body_size, limits.body_buffer_total)
+            });
             match decoded {
                 Err(refusal) => return refuse_request(app, conn, &head, refusal),
-                Ok(bytes) => {
+                Ok((bytes, _reserved)) => {
                     let mut req = Request {
                         head,
                         body: Body::decoded(bytes),
