@@ -438,3 +438,59 @@ fn compression_bombs_cost_their_budget_share_and_a_413() {
     assert_eq!(server.get("/api/v1/b/b1/e?ts=9").body, b"hello");
     server.terminate();
 }
+
+#[test]
+fn writes_racing_a_bucket_rename_get_the_truth() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path(), &[]);
+    assert_eq!(server.request("POST", "/api/v1/b/b1", &[], b"").status, 200);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..8u64)
+        .map(|w| {
+            let (addr, stop) = (server.addr, stop.clone());
+            std::thread::spawn(move || {
+                let mut answers = Vec::new();
+                let mut ts = w * 1_000_000;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    ts += 1;
+                    // A new entry every few writes: its directory is made as it goes.
+                    let path = format!("/api/v1/b/b1/e{w}-{}?ts={ts}", ts % 64);
+                    answers.push((ts, common::request(addr, "POST", &path, &[], b"x").status));
+                }
+                answers
+            })
+        })
+        .collect();
+    // Rename back and forth while they write.
+    for round in 0..20 {
+        let (from, to) = if round % 2 == 0 {
+            ("b1", "b2")
+        } else {
+            ("b2", "b1")
+        };
+        let r = server.request(
+            "PUT",
+            &format!("/api/v1/b/{from}/rename"),
+            &[("content-type", "application/json")],
+            format!(r#"{{"new_name":"{to}"}}"#).as_bytes(),
+        );
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut stored = 0;
+    for (w, writer) in writers.into_iter().enumerate() {
+        for (ts, status) in writer.join().unwrap() {
+            assert!(status < 500, "writer {w} ts {ts}: {status}");
+            let found = server
+                .get(&format!("/api/v1/b/b1/e{w}-{}?ts={ts}", ts % 64))
+                .status;
+            if status == 200 {
+                stored += 1;
+                assert_eq!(found, 200, "writer {w} ts {ts} was acknowledged");
+            }
+        }
+    }
+    assert!(stored > 0);
+    server.terminate();
+}

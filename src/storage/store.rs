@@ -278,11 +278,19 @@ impl Store {
         // Merges and recompressions stop at their next step and wait: once the
         // directory moves, the old path may name a new bucket.
         let merges_stopped: Vec<_> = entries.iter().map(|e| e.begin_removal()).collect();
-        if let Err(e) = std::fs::rename(bucket.dir(), data.join(new)) {
+        // Writes made before the rename are synced under their old paths first: the
+        // writers waiting on them are then answered with the truth (stored), and later
+        // ones are refused (the bucket is being renamed).
+        let synced = entries.iter().try_for_each(|e| e.sync_logs());
+        let renamed = synced.and_then(|()| {
+            std::fs::rename(bucket.dir(), data.join(new))
+                .map_err(|e| Error::io(format!("renaming bucket '{old}' to '{new}'"), e))
+        });
+        if let Err(e) = renamed {
             drop(merges_stopped);
             entries.iter().for_each(|e| e.abandon_removal());
             bucket.abandon_removal();
-            return Err(Error::io(format!("renaming bucket '{old}' to '{new}'"), e));
+            return Err(e);
         }
         fsync_dir(data)?;
         buckets.remove(old);

@@ -54,6 +54,26 @@ impl Entry {
         writers
     }
 
+    /// Syncs everything appended to the entry's logs and edit logs, so no write already
+    /// made waits on a file about to move (a bucket rename): its sync would look for the
+    /// old path and fail, and the write, stored, would be answered as lost.
+    pub(crate) fn sync_logs(&self) -> crate::error::Result<()> {
+        let files: Vec<_> = {
+            let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            st.logs()
+                .map(|(_, log)| (log.sync_handle().clone(), log.file_len()))
+                .chain(
+                    st.edits
+                        .values()
+                        .map(|e| (e.sync_handle().clone(), e.file_len())),
+                )
+                .collect()
+        };
+        files
+            .iter()
+            .try_for_each(|(file, end)| file.wait_durable(*end))
+    }
+
     /// Undoes [`Entry::begin_removal`] when the removal failed (the entry stays).
     pub(crate) fn abandon_removal(&self) {
         self.removing.store(false, Ordering::Release);
