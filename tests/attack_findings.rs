@@ -494,3 +494,50 @@ fn writes_racing_a_bucket_rename_get_the_truth() {
     assert!(stored > 0);
     server.terminate();
 }
+
+#[test]
+fn stored_tokens_that_do_not_load_are_kept_aside_and_the_server_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("RS_API_TOKEN", "init")];
+    let init = [("authorization", "Bearer init")];
+    let server = start_server(dir.path(), &env);
+    let r = server.request(
+        "POST",
+        "/api/v1/tokens/good",
+        &init,
+        br#"{"permissions":{"full_access":true}}"#,
+    );
+    let value: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    let good = format!("Bearer {}", value["value"].as_str().unwrap());
+    server.terminate();
+    // One stored token another version wrote, in a shape this one does not read.
+    let file = dir.path().join(".tokens");
+    let mut stored: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    stored.push(serde_json::json!({"name": "weird", "permissions": "nope"}));
+    std::fs::write(&file, serde_json::to_vec(&stored).unwrap()).unwrap();
+    let server = start_server(dir.path(), &env);
+    assert_eq!(server.get_with("/api/v1/me", &good).status, 200);
+    // A change of the tokens keeps it in the file.
+    let r = server.request(
+        "POST",
+        "/api/v1/tokens/more",
+        &init,
+        br#"{"permissions":{}}"#,
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("weird") && text.contains("more"), "{text}");
+    server.terminate();
+    // A file that is not JSON at all: set aside; the server starts with the init token.
+    std::fs::write(&file, b"{not json").unwrap();
+    let server = start_server(dir.path(), &env);
+    assert_eq!(server.get_with("/api/v1/me", "Bearer init").status, 200);
+    let aside = std::fs::read_dir(dir.path()).unwrap().flatten().any(|f| {
+        f.file_name()
+            .to_string_lossy()
+            .starts_with(".tokens.damaged-")
+    });
+    assert!(aside, "the unreadable file is kept");
+    server.terminate();
+}

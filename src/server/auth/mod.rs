@@ -184,6 +184,9 @@ pub struct TokenRepository {
     init: String,
     started: u64,
     state: Mutex<State>,
+    /// Stored tokens that do not load (written by another version, edited by hand):
+    /// kept as they are in the file, never accepted.
+    unreadable: Vec<serde_json::Value>,
 }
 
 #[derive(Default)]
@@ -235,13 +238,42 @@ impl TokenRepository {
     /// Loads the tokens of a data directory; `init` is the `RS_API_TOKEN` value.
     pub fn open(data: &Path, init: &str) -> Result<TokenRepository> {
         let path = data.join(TOKENS_FILE);
-        let tokens: Vec<StoredToken> = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| Error::internal(format!("{} does not parse: {e}", path.display())))?,
+        let stored: Vec<serde_json::Value> = match std::fs::read(&path) {
+            Ok(bytes) => match serde_json::from_slice(&bytes) {
+                Ok(list) => list,
+                Err(e) => {
+                    // Set aside, not overwritten: only the init token works until the
+                    // file is repaired and put back.
+                    let aside = path.with_extension(format!("damaged-{}", now_micros()));
+                    std::fs::rename(&path, &aside)
+                        .map_err(|e| Error::io(format!("setting {} aside", path.display()), e))?;
+                    log::error!(
+                        "{} does not parse ({e}); set aside as {}: its tokens are not accepted",
+                        path.display(),
+                        aside.display()
+                    );
+                    Vec::new()
+                }
+            },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
         };
+        let mut tokens: Vec<StoredToken> = Vec::new();
+        let mut unreadable = Vec::new();
+        for value in stored {
+            match serde_json::from_value::<StoredToken>(value.clone()) {
+                Ok(token) => tokens.push(token),
+                Err(e) => {
+                    log::error!(
+                        "a token stored in {} does not load ({e}): it is kept in the file, disabled",
+                        path.display()
+                    );
+                    unreadable.push(value);
+                }
+            }
+        }
         Ok(TokenRepository {
+            unreadable,
             path,
             init: init.to_string(),
             started: now_micros(),
@@ -261,7 +293,14 @@ impl TokenRepository {
     }
 
     fn save(&self, tokens: &BTreeMap<String, StoredToken>) -> Result<()> {
-        let list: Vec<&StoredToken> = tokens.values().collect();
+        let mut list: Vec<serde_json::Value> = Vec::with_capacity(tokens.len());
+        for token in tokens.values() {
+            list.push(
+                serde_json::to_value(token)
+                    .map_err(|e| Error::internal(format!("encoding tokens: {e}")))?,
+            );
+        }
+        list.extend(self.unreadable.iter().cloned());
         let body = serde_json::to_vec_pretty(&list)
             .map_err(|e| Error::internal(format!("encoding tokens: {e}")))?;
         write_atomic(&self.path, &body)
