@@ -541,3 +541,22 @@ fn stored_tokens_that_do_not_load_are_kept_aside_and_the_server_starts() {
     assert!(aside, "the unreadable file is kept");
     server.terminate();
 }
+
+#[test]
+fn a_flood_of_refused_calls_with_unique_paths_costs_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path(), &[("RS_API_TOKEN", "init")]);
+    let mut connection = common::Connection::open(server.addr);
+    assert_eq!(connection.call("GET", "/api/v1/info", &[], b"").status, 401);
+    let idle = server.resident_kib();
+    let padding = "p".repeat(2000);
+    for i in 0..30_000 {
+        let path = format!("/api/v1/b/flood-{i}/{padding}");
+        let r = connection.call("GET", &path, &[], b"");
+        assert_eq!(r.status, 401);
+    }
+    // 30,000 unique 2 KB paths: each its own pending group was 60 MB and more.
+    let grown = server.resident_kib().saturating_sub(idle);
+    assert!(grown < 20 << 10, "resident memory grew by {grown} KiB");
+    server.terminate();
+}
