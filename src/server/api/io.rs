@@ -13,7 +13,7 @@ use crate::server::api::records::user_bucket;
 use crate::server::auth::{Access, Caller};
 use crate::server::http::body::body_error;
 use crate::server::http::request::{Request, no_route, parse_decimal, parse_json};
-use crate::server::http::response::error_header;
+use crate::server::http::response::{error_header, header_message};
 use crate::server::http::{Response, ResponseBody};
 use crate::server::protocol::batch::{
     BatchRecord, WriteBatch, decode_write_batch, encode_read_batch,
@@ -338,7 +338,12 @@ fn remove(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
         "x-reduct-entries",
         req.head.header("x-reduct-entries").unwrap_or_default(),
     );
-    if let Some(start) = req.head.header("x-reduct-start-ts") {
+    // Echoed only when it is what it says (a timestamp): never a request's bytes as such.
+    if let Some(start) = req
+        .head
+        .header("x-reduct-start-ts")
+        .filter(|v| !v.is_empty() && v.len() <= 20 && v.bytes().all(|b| b.is_ascii_digit()))
+    {
         response = response.header("x-reduct-start-ts", start);
     }
     let mut pending = Pending::none();
@@ -348,7 +353,7 @@ fn remove(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
         if let Err(e) = collect(&mut pending, result) {
             response = response.header(
                 &format!("x-reduct-error-{}-{}", record.entry, record.delta),
-                format!("{},{}", e.kind().http_status(), e.message()),
+                format!("{},{}", e.kind().http_status(), header_message(e.message())),
             );
         }
     }
@@ -396,7 +401,7 @@ fn with_record_error(response: Response, record: &BatchRecord, result: Result<()
         Ok(()) => response,
         Err(e) => response.header(
             &format!("x-reduct-error-{}-{}", record.entry, record.delta),
-            format!("{},{}", e.kind().http_status(), e.message()),
+            format!("{},{}", e.kind().http_status(), header_message(e.message())),
         ),
     }
 }

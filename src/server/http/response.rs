@@ -110,6 +110,12 @@ pub fn error_header(message: &str) -> String {
     }
 }
 
+/// A message for a header of its own (a batch's per-record errors): cut as
+/// [`error_header`] cuts it, its characters left to the header writer's escaping.
+pub fn header_message(message: &str) -> String {
+    bounded(message, MAX_ERROR_HEADER)
+}
+
 /// `message` cut to at most `max` bytes at a character boundary, saying how much was cut.
 fn bounded(message: &str, max: usize) -> String {
     if message.len() <= max {

@@ -98,7 +98,11 @@ pub fn encode_v1_record(meta: &RecordMeta) -> (String, String) {
 pub fn v1_error_header(ts: u64, e: &Error) -> (String, String) {
     (
         format!("x-reduct-error-{ts}"),
-        format!("{},{}", e.kind().http_status(), e.message()),
+        format!(
+            "{},{}",
+            e.kind().http_status(),
+            crate::server::http::response::header_message(e.message())
+        ),
     )
 }
 
