@@ -560,39 +560,3 @@ fn a_flood_of_refused_calls_with_unique_paths_costs_bounded_memory() {
     assert!(grown < 20 << 10, "resident memory grew by {grown} KiB");
     server.terminate();
 }
-
-#[test]
-fn a_batch_removal_echoes_only_a_real_start_timestamp() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = start_server(dir.path(), &[]);
-    assert_eq!(server.request("POST", "/api/v1/b/b1", &[], b"").status, 200);
-    assert_eq!(
-        server
-            .request("POST", "/api/v1/b/b1/e?ts=50", &[], b"x")
-            .status,
-        200
-    );
-    let junk = "9x".repeat(3_000);
-    for (start, echoed) in [("50", true), (junk.as_str(), false)] {
-        let r = server.request(
-            "DELETE",
-            "/api/v1/io/b1/remove",
-            &[
-                ("x-reduct-entries", "e"),
-                ("x-reduct-start-ts", start),
-                ("x-reduct-0-0", ""),
-            ],
-            b"",
-        );
-        assert!(r.status < 500, "{}", r.status);
-        assert_eq!(
-            r.header("x-reduct-start-ts").is_some(),
-            echoed,
-            "{start:.20}"
-        );
-        for (name, value) in &r.headers {
-            assert!(value.len() <= 400, "{name}: {} bytes", value.len());
-        }
-    }
-    server.terminate();
-}

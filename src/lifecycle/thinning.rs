@@ -180,18 +180,7 @@ impl Thinning {
             }
         });
         let mut all = self.lock();
-        if !all.contains_key(&policy.name) {
-            let tracked = Tracked {
-                belated: self.open_notes(&policy.name),
-                ..Default::default()
-            };
-            all.insert(policy.name.clone(), tracked);
-        }
-        self.followed.store(all.len(), Ordering::Release);
-        let Some(tracked) = all.get_mut(&policy.name) else {
-            return;
-        };
-        tracked.bucket = policy.settings.bucket.clone();
+        let tracked = self.follow(&mut all, policy);
         if tracked.progress.is_none() {
             if saved.is_none()
                 && let Err(e) = tracked.belated.clear()
@@ -208,6 +197,25 @@ impl Thinning {
                 .collect();
             tracked.progress = saved;
         }
+    }
+
+    /// The entry of `policy`, made (its notes read back) when it is not followed yet.
+    fn follow<'a>(
+        &self,
+        all: &'a mut HashMap<String, Tracked>,
+        policy: &Policy,
+    ) -> &'a mut Tracked {
+        if !all.contains_key(&policy.name) {
+            let tracked = Tracked {
+                belated: self.open_notes(&policy.name),
+                ..Default::default()
+            };
+            all.insert(policy.name.clone(), tracked);
+            self.followed.store(all.len(), Ordering::Release);
+        }
+        let tracked = all.entry(policy.name.clone()).or_default();
+        tracked.bucket = policy.settings.bucket.clone();
+        tracked
     }
 
     /// Stops following every policy (the repository shut down; the store may outlive it
@@ -237,18 +245,7 @@ impl Thinning {
     /// old progress are dropped with it).
     pub fn resume(&self, policy: &Policy, dry_run: bool) -> ThinningProgress {
         let mut all = self.lock();
-        if !all.contains_key(&policy.name) {
-            let tracked = Tracked {
-                belated: self.open_notes(&policy.name),
-                ..Default::default()
-            };
-            all.insert(policy.name.clone(), tracked);
-            self.followed.store(all.len(), Ordering::Release);
-        }
-        let Some(tracked) = all.get_mut(&policy.name) else {
-            return ThinningProgress::fresh(policy, dry_run);
-        };
-        tracked.bucket = policy.settings.bucket.clone();
+        let tracked = self.follow(&mut all, policy);
         match &tracked.progress {
             Some(p) if p.fits(policy, dry_run) => p.clone(),
             _ => {

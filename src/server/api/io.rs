@@ -338,12 +338,8 @@ fn remove(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
         "x-reduct-entries",
         req.head.header("x-reduct-entries").unwrap_or_default(),
     );
-    // Echoed only when it is what it says (a timestamp): never a request's bytes as such.
-    if let Some(start) = req
-        .head
-        .header("x-reduct-start-ts")
-        .filter(|v| !v.is_empty() && v.len() <= 20 && v.bytes().all(|b| b.is_ascii_digit()))
-    {
+    // (Only a start the batch decoded reaches here: a timestamp.)
+    if let Some(start) = req.head.header("x-reduct-start-ts") {
         response = response.header("x-reduct-start-ts", start);
     }
     let mut pending = Pending::none();

@@ -102,9 +102,10 @@ impl Bucket {
         }
         if !picked.is_empty() {
             let filter = |meta: &RecordMeta| Ok(picked.contains(&meta.timestamp));
+            // Every record picked lies before `until`.
             out.removed.add(found.remove_range(
                 start,
-                out.until.max(start.saturating_add(1)),
+                out.until,
                 Some(&filter),
                 control.dry_run,
             )?);
