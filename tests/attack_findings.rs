@@ -393,6 +393,94 @@ fn replication_cycles_stop_on_one_server_and_across_two() {
 }
 
 #[test]
+fn concurrent_updates_on_two_servers_go_round_once() {
+    // Two servers replicating b to each other change the same record's label at once:
+    // without knowing where a change began, each would pass the other's value back for
+    // ever (the values differ, so neither update is a no-op).
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (one, two) = (
+        start_server(dir_a.path(), &[]),
+        start_server(dir_b.path(), &[]),
+    );
+    for s in [&one, &two] {
+        assert_eq!(s.request("POST", "/api/v1/b/b", &[], b"").status, 200);
+        assert_eq!(
+            write_record(s, "/api/v1/b/b/e?ts=1", &[("k", "a")], b"x"),
+            200
+        );
+    }
+    replicate(&one, "out", "b", "b", &two);
+    replicate(&two, "in", "b", "b", &one);
+    let mode = |s: &ServerProcess, name: &str, mode: &str| {
+        let body = format!(r#"{{"mode":"{mode}"}}"#);
+        let path = format!("/api/v1/replications/{name}/mode");
+        let r = s.request("PATCH", &path, &[], body.as_bytes());
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    };
+    mode(&one, "out", "paused");
+    mode(&two, "in", "paused");
+    let tasks = [(&one, "out"), (&two, "in")];
+    let before = settled(&tasks);
+    for (s, value) in [(&one, "1"), (&two, "2")] {
+        let r = s.request(
+            "PATCH",
+            "/api/v1/b/b/e?ts=1",
+            &[("x-reduct-label-k", value)],
+            b"",
+        );
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    }
+    mode(&one, "out", "enabled");
+    mode(&two, "in", "enabled");
+    let after = settled(&tasks);
+    // Each update reached the other server and came back once.
+    let sent: u64 = after.iter().zip(&before).map(|(a, b)| a - b).sum();
+    assert!(sent <= 4, "{before:?} -> {after:?}");
+    // Which value each keeps depends on which update was sent first (no clock both
+    // trust decides): both when they crossed, the first one's when they did not.
+    for s in [&one, &two] {
+        let value = s
+            .get("/api/v1/b/b/e?ts=1")
+            .header("x-reduct-label-k")
+            .map(String::from);
+        assert!(matches!(value.as_deref(), Some("1" | "2")), "{value:?}");
+    }
+    // A later change of either settles it everywhere.
+    let r = one.request(
+        "PATCH",
+        "/api/v1/b/b/e?ts=1",
+        &[("x-reduct-label-k", "3")],
+        b"",
+    );
+    assert_eq!(r.status, 200);
+    settled(&tasks);
+    for s in [&one, &two] {
+        assert_eq!(
+            s.get("/api/v1/b/b/e?ts=1").header("x-reduct-label-k"),
+            Some("3")
+        );
+    }
+    // A malformed origin is refused, naming the header.
+    let r = one.request(
+        "POST",
+        "/api/v1/b/b/e/batch",
+        &[
+            ("x-halflife-origin", "no bucket"),
+            ("x-reduct-time-5", "1,text/plain"),
+        ],
+        b"y",
+    );
+    assert_eq!(r.status, 422);
+    assert!(
+        r.header("x-reduct-error")
+            .unwrap_or_default()
+            .contains("x-halflife-origin")
+    );
+    one.terminate();
+    two.terminate();
+}
+
+#[test]
 fn compression_bombs_cost_their_budget_share_and_a_413() {
     let dir = tempfile::tempdir().unwrap();
     // 64 MiB for every decoded body together.

@@ -192,5 +192,6 @@ fn item(ts: u64) -> BacklogItem {
         kind: ItemKind::Write,
         ts,
         removed: Vec::new(),
+        origin: None,
     }
 }

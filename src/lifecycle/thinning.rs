@@ -349,6 +349,7 @@ impl ChangeObserver for Thinning {
         ts: u64,
         change: Change<'_>,
         _meta: Option<&RecordMeta>,
+        _origin: Option<&str>,
     ) -> Pending {
         let mut pending = Pending::none();
         if change != Change::Write {

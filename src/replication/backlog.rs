@@ -29,6 +29,9 @@ use crate::storage::sync::{Durability, FileSync, LazyFile, Pending};
 const BACKLOG_MAGIC: &[u8; 8] = b"HLRPBKL1";
 const OP_WRITE: u8 = 1;
 const OP_UPDATE: u8 = 2;
+/// A write or update that arrived through a replication: its op, then where it began.
+const OP_WRITE_FROM: u8 = 3;
+const OP_UPDATE_FROM: u8 = 4;
 /// A fully delivered backlog file this long is cut back to its header.
 const TRUNCATE_PAST: u64 = 1 << 20;
 
@@ -51,6 +54,9 @@ pub struct BacklogItem {
     /// An update: the labels it removed (sent as removals, so the destination loses them
     /// too; an update carries the record's labels as they are when it is sent).
     pub removed: Vec<String>,
+    /// Where the change began when it arrived through a replication (see
+    /// [`crate::replication::origin`]); `None`: made on this server.
+    pub origin: Option<Arc<str>>,
 }
 
 /// The backlog file of one (replication, entry), replayed into memory.
@@ -125,11 +131,16 @@ impl Backlog {
     /// Appends an item; the caller waits on the returned [`Pending`] (after releasing
     /// whatever lock it holds) before acknowledging the change it records.
     pub fn append(&mut self, item: BacklogItem, durability: &Durability) -> Result<Pending> {
-        let mut op = oplog::start_op(match item.kind {
-            ItemKind::Write => OP_WRITE,
-            ItemKind::Update => OP_UPDATE,
+        let mut op = oplog::start_op(match (item.kind, item.origin.is_some()) {
+            (ItemKind::Write, false) => OP_WRITE,
+            (ItemKind::Update, false) => OP_UPDATE,
+            (ItemKind::Write, true) => OP_WRITE_FROM,
+            (ItemKind::Update, true) => OP_UPDATE_FROM,
         });
         op.u64(item.ts);
+        if let Some(origin) = &item.origin {
+            op.str(origin);
+        }
         if item.kind == ItemKind::Update {
             op.varint(item.removed.len() as u64);
             for name in &item.removed {
@@ -293,9 +304,13 @@ fn decode(body: &[u8], what: &str) -> Result<BacklogItem> {
     let (&kind, rest) = body.split_first().ok_or_else(bad)?;
     let mut r = BinaryReader::new(rest, what);
     let ts = r.u64()?;
+    let origin = match kind {
+        OP_WRITE_FROM | OP_UPDATE_FROM => Some(Arc::from(r.str()?)),
+        _ => None,
+    };
     let (kind, removed) = match kind {
-        OP_WRITE => (ItemKind::Write, Vec::new()),
-        OP_UPDATE => {
+        OP_WRITE | OP_WRITE_FROM => (ItemKind::Write, Vec::new()),
+        OP_UPDATE | OP_UPDATE_FROM => {
             let n = r.varint()?;
             let mut removed = Vec::new();
             for _ in 0..n {
@@ -305,7 +320,12 @@ fn decode(body: &[u8], what: &str) -> Result<BacklogItem> {
         }
         _ => return Err(bad()),
     };
-    Ok(BacklogItem { kind, ts, removed })
+    Ok(BacklogItem {
+        kind,
+        ts,
+        removed,
+        origin,
+    })
 }
 
 #[cfg(test)]
@@ -318,6 +338,7 @@ mod tests {
             kind: ItemKind::Write,
             ts,
             removed: Vec::new(),
+            origin: None,
         }
     }
 
@@ -340,6 +361,7 @@ mod tests {
                     kind: ItemKind::Update,
                     ts: 2,
                     removed: vec!["gone".into()],
+                    origin: Some("elsewhere".into()),
                 },
                 &durability,
             )
@@ -349,7 +371,7 @@ mod tests {
         assert_eq!(backlog.oldest_pending(), Some(1));
         backlog.delivered(2).expect("delivered");
         assert_eq!(backlog.pending(), 4);
-        // The relabel of record 2 is still pending.
+        // The relabel of record 2 (which came from another server) is still pending.
         assert_eq!(backlog.oldest_pending(), Some(2));
         drop(backlog);
         let backlog = Backlog::open(&path, 100).expect("reopen");
@@ -363,6 +385,7 @@ mod tests {
                     kind: ItemKind::Update,
                     ts: 2,
                     removed: vec!["gone".into()],
+                    origin: Some("elsewhere".into()),
                 }
             ]
         );

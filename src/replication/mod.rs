@@ -6,12 +6,14 @@
 //!   change observer that records what they replicate;
 //! - `task.rs`: one task's backlogs, what it records, its runtime state;
 //! - `backlog.rs`: the durable backlog of one (task, entry);
+//! - `origin.rs`: where a replicated change began, which stops cycles of tasks;
 //! - `events.rs`: the `$system` events summing a task's passes;
 //! - `sender.rs`: the sender thread (v1 batches over a blocking HTTP client);
 //! - `tls.rs`: how `https://` destinations are checked.
 
 pub mod backlog;
 pub mod events;
+pub mod origin;
 pub mod repository;
 mod sender;
 pub mod settings;

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::replication::events::ReplicationEvents;
+use crate::replication::origin::local_origin;
 use crate::replication::sender::Link;
 use crate::replication::settings::{ReplicationMode, ReplicationSettings};
 use crate::replication::task::{Diagnostics, Task, TaskConfig, Totals, dir_name};
@@ -95,6 +96,8 @@ pub struct Replications {
     running: RwLock<BTreeMap<String, Running>>,
     /// Stored tasks that failed to load at start, with why.
     broken: Mutex<BTreeMap<String, String>>,
+    /// This server's origin id (none on a replica, which takes no writes).
+    origin: Option<Arc<str>>,
 }
 
 impl Replications {
@@ -116,6 +119,7 @@ impl Replications {
             defs: Some(Mutex::new(defs)),
             running: RwLock::new(BTreeMap::new()),
             broken: Mutex::new(BTreeMap::new()),
+            origin: Some(Arc::from(local_origin(store.data_path()))),
         });
         for (name, stored) in stored {
             // A stored name that no longer validates (an older version stored it) must
@@ -158,7 +162,14 @@ impl Replications {
             defs: None,
             running: RwLock::new(BTreeMap::new()),
             broken: Mutex::new(BTreeMap::new()),
+            origin: None,
         })
+    }
+
+    /// This server's origin id: a replicated change carrying it began here (see
+    /// [`crate::replication::origin`]).
+    pub fn origin(&self) -> Option<&str> {
+        self.origin.as_deref()
     }
 
     fn defs(&self, action: &str) -> Result<MutexGuard<'_, JournaledMap<StoredReplication>>> {
@@ -231,6 +242,7 @@ impl Replications {
                 timeout: self.options.timeout,
                 tls: self.options.tls.config(),
                 events: self.events.clone(),
+                origin: self.origin.clone().unwrap_or_else(|| Arc::from("")),
             };
             std::thread::Builder::new()
                 .name(format!("halflife-replication-{name}"))
@@ -440,11 +452,12 @@ impl Replications {
         ts: u64,
         change: Change<'_>,
         meta: Option<&RecordMeta>,
+        origin: Option<&str>,
     ) -> Pending {
         let mut pending = Pending::none();
         let running = self.running.read().unwrap_or_else(|p| p.into_inner());
         for r in running.values() {
-            match r.task.record(bucket, entry, ts, change, meta) {
+            match r.task.record(bucket, entry, ts, change, meta, origin) {
                 None => {}
                 Some(Ok(p)) => pending.add(p),
                 Some(Err(e)) => log::error!(
@@ -551,9 +564,10 @@ impl ChangeObserver for Recorder {
         ts: u64,
         change: Change<'_>,
         meta: Option<&RecordMeta>,
+        origin: Option<&str>,
     ) -> Pending {
         match self.0.upgrade() {
-            Some(replications) => replications.record(bucket, entry, ts, change, meta),
+            Some(replications) => replications.record(bucket, entry, ts, change, meta, origin),
             None => Pending::none(),
         }
     }

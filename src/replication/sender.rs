@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use crate::replication::backlog::{BacklogItem, ItemKind};
 use crate::replication::events::{EventSummary, ReplicationEvents};
+use crate::replication::origin::{ORIGIN_HEADER, origin_of};
 use crate::replication::settings::{ReplicationCompression, ReplicationMode, ReplicationSettings};
 use crate::replication::task::Task;
 use crate::server::protocol::batch_v1::encode_v1_record;
@@ -69,6 +70,31 @@ pub struct Link {
     pub tls: ureq::tls::TlsConfig,
     /// Where the summaries of its passes go (`$system` `replications/<instance>/<task>`).
     pub events: Option<Arc<ReplicationEvents>>,
+    /// This server's id: the origin of the changes made here is it and the bucket.
+    pub origin: Arc<str>,
+}
+
+/// Pending items of one entry that began on the same server, sent in one request.
+struct Batch<'a> {
+    items: &'a [BacklogItem],
+    /// Where they began ([`ORIGIN_HEADER`]).
+    origin: &'a str,
+}
+
+impl<'a> Batch<'a> {
+    /// The first items of `items` that share the first one's origin (this server's when
+    /// it has none): a request names one origin.
+    fn leading(items: &'a [BacklogItem], own: &'a str) -> Batch<'a> {
+        let first = items.first().and_then(|i| i.origin.as_deref());
+        let same = items
+            .iter()
+            .take_while(|i| i.origin.as_deref() == first)
+            .count();
+        Batch {
+            items: &items[..same],
+            origin: first.unwrap_or(own),
+        }
+    }
 }
 
 /// Runs the sender of `task` until it is stopped.
@@ -77,6 +103,7 @@ pub fn run(task: Arc<Task>, store: Weak<Store>, link: Link) {
         timeout,
         tls,
         events,
+        origin,
     } = link;
     let agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -125,7 +152,15 @@ pub fn run(task: Arc<Task>, store: Weak<Store>, link: Link) {
             break; // the server is shutting down
         };
         let started = Instant::now();
-        let outcome = pass(&agent, &task, &store, settings, &entries, &mut destination);
+        let outcome = pass(
+            &agent,
+            &task,
+            &store,
+            settings,
+            &entries,
+            &mut destination,
+            &origin,
+        );
         drop(store);
         match outcome {
             Ok(()) => {
@@ -219,6 +254,7 @@ fn pass(
     settings: &ReplicationSettings,
     entries: &[String],
     destination: &mut Option<bool>,
+    origin: &str,
 ) -> Result<(), Unavailable> {
     // What a failure before the first batch keeps from being sent.
     let first_batch = || task.peek(&entries[0], BATCH_RECORDS).len();
@@ -238,12 +274,14 @@ fn pass(
             ok
         }
     };
+    let own = origin_of(origin, &settings.src_bucket);
     for entry in entries {
         if task.stopped() {
             break;
         }
         let items = task.peek(entry, BATCH_RECORDS);
-        let done = send_entry(agent, task, &bucket, settings, entry, &items, compressed_ok)?;
+        let batch = Batch::leading(&items, &own);
+        let done = send_entry(agent, task, &bucket, settings, entry, &batch, compressed_ok)?;
         if let Err(e) = task.delivered(entry, done) {
             log::error!(
                 "replication '{}': recording the delivery of {done} record(s) of {entry}: {e}",
@@ -330,7 +368,7 @@ fn send_entry(
     bucket: &crate::storage::Bucket,
     settings: &ReplicationSettings,
     entry: &str,
-    items: &[BacklogItem],
+    batch: &Batch<'_>,
     compressed_ok: bool,
 ) -> Result<usize, Unavailable> {
     // One send per record: a write and an update of it in one round are one write (read
@@ -341,7 +379,7 @@ fn send_entry(
     let mut updates: Vec<(Record, Vec<String>)> = Vec::new();
     let mut bytes = 0u64;
     let mut settled = 0;
-    for item in items {
+    for item in batch.items {
         if writes.iter().any(|r| r.meta.timestamp == item.ts) {
             settled += 1;
             continue;
@@ -391,7 +429,8 @@ fn send_entry(
     updates.sort_by_key(|(r, _)| r.meta.timestamp);
     let mut resend: Vec<u64> = Vec::new();
     if !updates.is_empty() {
-        let mut request = with_auth(agent.patch(url(settings, &path)), settings);
+        let mut request = with_auth(agent.patch(url(settings, &path)), settings)
+            .header(ORIGIN_HEADER, batch.origin);
         for (r, removed) in &updates {
             // An update carries no body: its length is 0 and its content type empty; the
             // labels it removed go as empty values, which remove them there too.
@@ -443,7 +482,8 @@ fn send_entry(
     write_records.sort_by_key(|r| r.meta.timestamp);
     if !write_records.is_empty() {
         let mut request = with_auth(agent.post(url(settings, &path)), settings)
-            .header("content-type", "application/octet-stream");
+            .header("content-type", "application/octet-stream")
+            .header(ORIGIN_HEADER, batch.origin);
         let mut body = Vec::new();
         for r in &write_records {
             let (name, value) = encode_v1_record(&r.meta);

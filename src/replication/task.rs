@@ -370,6 +370,7 @@ impl Task {
         ts: u64,
         change: Change<'_>,
         meta: Option<&RecordMeta>,
+        origin: Option<&str>,
     ) -> Option<Result<Pending>> {
         let config = self.config();
         let settings = &config.settings;
@@ -436,7 +437,13 @@ impl Task {
         let backlog = backlogs
             .get_mut(entry)
             .expect("the backlog was just ensured");
-        let pending = backlog.append(BacklogItem { kind, ts, removed }, &self.durability);
+        let item = BacklogItem {
+            kind,
+            ts,
+            removed,
+            origin: origin.map(Arc::from),
+        };
+        let pending = backlog.append(item, &self.durability);
         drop(backlogs);
         self.wake.notify_all();
         Some(pending)

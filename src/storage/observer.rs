@@ -24,8 +24,10 @@ pub enum Change<'a> {
 
 /// Told of each successful write and label update.
 pub trait ChangeObserver: Send + Sync {
-    /// Record `ts` of `entry` in `bucket` was written (with `meta`) or relabelled. Errors
-    /// are the observer's to report: the change itself has succeeded.
+    /// Record `ts` of `entry` in `bucket` was written (with `meta`) or relabelled;
+    /// `origin` names the server the change began on when it arrived through a
+    /// replication (`None`: made here). Errors are the observer's to report: the change
+    /// itself has succeeded.
     fn changed(
         &self,
         bucket: &Bucket,
@@ -33,6 +35,7 @@ pub trait ChangeObserver: Send + Sync {
         ts: u64,
         change: Change<'_>,
         meta: Option<&RecordMeta>,
+        origin: Option<&str>,
     ) -> Pending;
 
     /// Whether changes of `bucket` matter to it at all (when not, the store does not even
@@ -93,10 +96,11 @@ impl ChangeObserver for Observers {
         ts: u64,
         change: Change<'_>,
         meta: Option<&RecordMeta>,
+        origin: Option<&str>,
     ) -> Pending {
         let mut pending = Pending::none();
         for observer in self.each().iter().filter(|o| o.watches(bucket.name())) {
-            pending.add(observer.changed(bucket, entry, ts, change, meta));
+            pending.add(observer.changed(bucket, entry, ts, change, meta, origin));
         }
         pending
     }

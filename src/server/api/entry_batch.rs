@@ -5,11 +5,13 @@
 //! follow the v2 paths; per-record failures are `x-reduct-error-<ts>` headers on a 200.
 
 use crate::error::{Error, Result};
+use crate::replication::origin::{ORIGIN_HEADER, parse_origin};
 use crate::server::api::io::{QueryRequest, QueryType, read_batch_response, run_query_request};
 use crate::server::api::records::user_bucket;
 use crate::server::auth::Access;
 use crate::server::http::Response;
 use crate::server::http::body::body_error;
+use crate::server::http::head::RequestHead;
 use crate::server::http::request::{Request, no_route, parse_decimal, parse_json};
 use crate::server::protocol::batch_v1::{
     decode_v1_batch, decode_v1_timestamps, encode_v1_record, v1_error_header,
@@ -57,6 +59,7 @@ fn write(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result
         b.make_room(total)?;
         Ok(b)
     });
+    let origin = Origin::of(app, bucket_name, &req.head)?;
     let mut results = Vec::with_capacity(records.len());
     let mut pending = Pending::none();
     for meta in records {
@@ -66,7 +69,8 @@ fn write(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result
             .map_err(|e| body_error("reading the batch body", e))?;
         let ts = meta.timestamp;
         let result = match &bucket {
-            Ok(b) => b.write_deferred(entry, meta, &payload),
+            _ if origin.came_home() => Ok(Pending::none()),
+            Ok(b) => b.write_deferred_from(entry, meta, &payload, origin.forwarded()),
             Err(e) => Err(e.clone()),
         };
         results.push((ts, result.map(|p| pending.add(p))));
@@ -95,12 +99,17 @@ fn update(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Resul
     let records = decode_v1_batch(&req.head)?;
     let bucket = app.store.bucket(bucket_name)?;
     bucket.entry(entry)?;
+    let origin = Origin::of(app, bucket_name, &req.head)?;
+    if origin.came_home() {
+        return Ok(Response::ok());
+    }
     // Non-empty values set, empty ones remove, other labels stay.
     let mut pending = Pending::none();
     let results: Vec<_> = records
         .into_iter()
         .map(|meta| {
-            let result = bucket.update_labels_deferred(entry, meta.timestamp, &meta.labels);
+            let (ts, labels, from) = (meta.timestamp, &meta.labels, origin.forwarded());
+            let result = bucket.update_labels_deferred_from(entry, ts, labels, from);
             (meta.timestamp, result.map(|p| pending.add(p)))
         })
         .collect();
@@ -245,4 +254,46 @@ fn micros_param(req: &Request, name: &str) -> Result<Option<u64>> {
             })
         })
         .transpose()
+}
+
+/// Where the changes of a replicated batch began ([`ORIGIN_HEADER`]), as this server
+/// takes them.
+enum Origin<'a> {
+    /// Not a replicated batch, or one from a server that does not say.
+    Unsaid,
+    /// They began in this very bucket and went round a cycle of replications: answered
+    /// as delivered and not applied again, so the cycle stops here.
+    Home,
+    /// They began in another bucket (`<server id>/<bucket>`): applied, and sent on with
+    /// it.
+    Elsewhere(&'a str),
+}
+
+impl<'a> Origin<'a> {
+    /// The origin a request names (422 for a malformed one).
+    fn of(app: &App, bucket: &str, head: &'a RequestHead) -> Result<Origin<'a>> {
+        let Some(value) = head.header(ORIGIN_HEADER) else {
+            return Ok(Origin::Unsaid);
+        };
+        let (server, began_in) = parse_origin(value)?;
+        Ok(
+            if app.replications.origin() == Some(server) && began_in == bucket {
+                Origin::Home
+            } else {
+                Origin::Elsewhere(value)
+            },
+        )
+    }
+
+    fn came_home(&self) -> bool {
+        matches!(self, Origin::Home)
+    }
+
+    /// What the store's observers are told.
+    fn forwarded(&self) -> Option<&'a str> {
+        match self {
+            Origin::Elsewhere(origin) => Some(origin),
+            _ => None,
+        }
+    }
 }

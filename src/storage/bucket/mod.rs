@@ -308,6 +308,18 @@ impl Bucket {
     /// returned [`Pending`] is waited on. A batch collects the `Pending` of each record
     /// and waits once, which costs one sync per file it touched.
     pub fn write_deferred(&self, entry: &str, meta: RecordMeta, payload: &[u8]) -> Result<Pending> {
+        self.write_deferred_from(entry, meta, payload, None)
+    }
+
+    /// [`Bucket::write_deferred`] of a record that arrived through a replication which
+    /// says where it began (`origin`): the observer is told, so it is sent on with it.
+    pub fn write_deferred_from(
+        &self,
+        entry: &str,
+        meta: RecordMeta,
+        payload: &[u8],
+        origin: Option<&str>,
+    ) -> Result<Pending> {
         let observer = self.ctx.observer.get().filter(|o| o.watches(&self.name));
         let observed = observer.map(|_| meta.clone());
         let ts = meta.timestamp;
@@ -317,7 +329,8 @@ impl Bucket {
             self.write_record(entry, meta, payload)?
         };
         if let (Some(observer), Some(meta)) = (observer, observed) {
-            pending.add(observer.changed(self, entry, ts, Change::Write, Some(&meta)));
+            let change = Change::Write;
+            pending.add(observer.changed(self, entry, ts, change, Some(&meta), origin));
         }
         Ok(pending)
     }
@@ -360,6 +373,18 @@ impl Bucket {
         ts: u64,
         changes: &Labels,
     ) -> Result<Pending> {
+        self.update_labels_deferred_from(entry, ts, changes, None)
+    }
+
+    /// [`Bucket::update_labels_deferred`] of an update that arrived through a replication
+    /// which says where it began (see [`Bucket::write_deferred_from`]).
+    pub fn update_labels_deferred_from(
+        &self,
+        entry: &str,
+        ts: u64,
+        changes: &Labels,
+        origin: Option<&str>,
+    ) -> Result<Pending> {
         validate_labels(changes)?;
         // An update that changes nothing is not passed on: a replication echoing it back
         // (a cycle of tasks) would otherwise never stop.
@@ -372,7 +397,8 @@ impl Bucket {
                 .filter(|(_, v)| v.is_empty())
                 .map(|(k, _)| k.clone())
                 .collect();
-            pending.add(observer.changed(self, entry, ts, Change::Update(&removed), None));
+            let change = Change::Update(&removed);
+            pending.add(observer.changed(self, entry, ts, change, None, origin));
         }
         Ok(pending)
     }
