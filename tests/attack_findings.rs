@@ -481,6 +481,39 @@ fn concurrent_updates_on_two_servers_go_round_once() {
 }
 
 #[test]
+fn batched_changes_answer_with_the_entries_they_decoded_not_the_raw_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(dir.path(), &[]);
+    assert_eq!(server.request("POST", "/api/v1/b/b", &[], b"").status, 200);
+    for (method, path, record, body) in [
+        ("POST", "/api/v1/io/b/write", "1,text/plain", &b"ab"[..]),
+        ("PATCH", "/api/v1/io/b/update", "0,text/plain,k=v", b""),
+        ("DELETE", "/api/v1/io/b/remove", "", b""),
+    ] {
+        let headers = [
+            ("x-reduct-entries", "cam%2ffront,%6Cog"),
+            ("x-reduct-start-ts", "10"),
+            ("x-reduct-0-0", record),
+            ("x-reduct-1-0", record),
+        ];
+        let r = server.request(method, path, &headers, body);
+        assert_eq!(
+            r.status,
+            200,
+            "{method}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        assert_eq!(r.header("x-reduct-error-0-0"), None, "{method}");
+        assert_eq!(
+            r.header("x-reduct-entries"),
+            Some("cam%2Ffront,log"),
+            "{method}"
+        );
+    }
+    server.terminate();
+}
+
+#[test]
 fn compression_bombs_cost_their_budget_share_and_a_413() {
     let dir = tempfile::tempdir().unwrap();
     // 64 MiB for every decoded body together.

@@ -16,7 +16,7 @@ use crate::server::http::request::{Request, no_route, parse_decimal, parse_json}
 use crate::server::http::response::{error_header, header_message};
 use crate::server::http::{Response, ResponseBody};
 use crate::server::protocol::batch::{
-    BatchRecord, WriteBatch, decode_write_batch, encode_read_batch,
+    BatchRecord, WriteBatch, decode_write_batch, encode_entries, encode_read_batch,
 };
 use crate::server::protocol::batch_remove::decode_remove_batch;
 use crate::server::queries::{Batch, Reader, Scope};
@@ -307,7 +307,7 @@ fn write(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
         )));
     }
     bucket.make_room(total)?;
-    let mut response = batch_response(req, &batch);
+    let mut response = batch_response(&batch);
     let mut pending = Pending::none();
     for record in &batch.records {
         let payload = req
@@ -334,10 +334,7 @@ fn remove(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
     // Headers first: a malformed delete is refused before the bucket is looked up.
     let batch = decode_remove_batch(&req.head)?;
     let bucket = app.store.bucket(bucket_name)?;
-    let mut response = Response::ok().header(
-        "x-reduct-entries",
-        req.head.header("x-reduct-entries").unwrap_or_default(),
-    );
+    let mut response = Response::ok().header("x-reduct-entries", encode_entries(&batch.entries));
     // (Only a start the batch decoded reaches here: a timestamp.)
     if let Some(start) = req.head.header("x-reduct-start-ts") {
         response = response.header("x-reduct-start-ts", start);
@@ -366,7 +363,7 @@ fn update(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
     user_bucket(bucket_name)?;
     let batch = decode_write_batch(&req.head)?;
     let bucket = app.store.bucket(bucket_name)?;
-    let mut response = batch_response(req, &batch);
+    let mut response = batch_response(&batch);
     let mut accumulated: HashMap<usize, Labels> = HashMap::new();
     let mut pending = Pending::none();
     for record in &batch.records {
@@ -382,12 +379,9 @@ fn update(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
 
 /// The answer to a batched change: it echoes the entries and the start timestamp, which
 /// clients need to map the per-record error headers back to records.
-fn batch_response(req: &Request, batch: &WriteBatch) -> Response {
+fn batch_response(batch: &WriteBatch) -> Response {
     Response::ok()
-        .header(
-            "x-reduct-entries",
-            req.head.header("x-reduct-entries").unwrap_or_default(),
-        )
+        .header("x-reduct-entries", encode_entries(&batch.entries))
         .header("x-reduct-start-ts", batch.start.to_string())
 }
 

@@ -76,14 +76,7 @@ pub fn encode_read_batch(
         prev = Some(meta);
     }
     let mut out = vec![
-        (
-            "x-reduct-entries".to_string(),
-            entries
-                .iter()
-                .map(|e| percent::encode(e))
-                .collect::<Vec<_>>()
-                .join(","),
-        ),
+        ("x-reduct-entries".to_string(), encode_entries(entries)),
         ("x-reduct-start-ts".to_string(), start.to_string()),
     ];
     if !names.is_empty() {
@@ -92,6 +85,14 @@ pub fn encode_read_batch(
     }
     out.extend(headers);
     out
+}
+
+/// `x-reduct-entries` of an answer: the names, percent-encoded, by index. A batched
+/// change's answer re-encodes the names it decoded (as ReductStore does) rather than
+/// echoing the request's header, so only names that passed its checks come back.
+pub fn encode_entries(entries: &[String]) -> String {
+    let encoded: Vec<String> = entries.iter().map(|e| percent::encode(e)).collect();
+    encoded.join(",")
 }
 
 /// One record of a batched write, resolved against the records before it.
