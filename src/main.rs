@@ -9,8 +9,10 @@ use clap::{Args, Parser, Subcommand};
 
 mod remote;
 mod serve;
+mod stdout;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serve::{ServeArgs, serve};
+use stdout::{emit, emit_line};
 
 use halflife::duration::parse_duration;
 use halflife::maintenance::{self, Action, Job, Progress};
@@ -95,9 +97,9 @@ enum Command {
         /// The data directory.
         #[arg(long, env = "RS_DATA_PATH", default_value = "./data")]
         data_path: PathBuf,
-        /// Ask the server at this URL (e.g. http://127.0.0.1:8383) instead of reading a
-        /// data directory.
-        #[arg(long)]
+        /// Ask the server at this URL (e.g. http://127.0.0.1:8383; `host:port` means
+        /// http) instead of reading a data directory.
+        #[arg(long, value_parser = remote::server_url)]
         url: Option<String>,
         /// API token for --url (full access shows the policies).
         #[arg(long, env = "RS_API_TOKEN", hide_env_values = true)]
@@ -105,6 +107,12 @@ enum Command {
         /// Print JSON (sizes in bytes, timestamps in µs) instead of a table.
         #[arg(long)]
         json: bool,
+        /// Only this bucket.
+        #[arg(long)]
+        bucket: Option<String>,
+        /// Also the system's buckets (`$system`: events, audit, logs), after the others.
+        #[arg(long)]
+        all: bool,
     },
     /// Look at and drive a running server's lifecycle policies through its API.
     #[command(subcommand)]
@@ -245,7 +253,7 @@ fn maintain(job: Job) -> Result<bool> {
     let result = maintenance::run(&job, &progress, &|| cancel.load(Ordering::Relaxed));
     bar.finish_and_clear();
     let summary = result?;
-    print!("{}", maintenance::format_summary(&job, &summary));
+    emit(&maintenance::format_summary(&job, &summary));
     Ok(summary.cancelled)
 }
 
@@ -261,23 +269,44 @@ fn maintenance_job(common: MaintenanceArgs, threads: usize, action: Action) -> J
     }
 }
 
-fn info(data_path: PathBuf, json: bool) -> Result<()> {
+fn info(data_path: PathBuf, shown: &Shown) -> Result<()> {
     halflife::storage::marker::require_data_dir(&data_path)?;
     let mut config = Config::new(data_path);
     // Looking changes nothing: no background merge of overlapping blocks here.
     config.max_block_overlap = usize::MAX;
-    let store = Store::open(config)?;
-    print_report(&report::collect(&store)?, json)
+    let store = Store::open(config).map_err(|e| match e.kind() {
+        // A server holds it: its report is a request away.
+        halflife::error::ErrorKind::Conflict => Error::conflict(format!(
+            "{}, or ask the server that holds it: halflife info --url http://HOST:PORT",
+            e.message()
+        )),
+        _ => e,
+    })?;
+    print_report(report::collect(&store)?, shown)
+}
+
+/// What `info` shows and how.
+pub(crate) struct Shown {
+    /// JSON instead of the table.
+    pub json: bool,
+    /// Only this bucket.
+    pub bucket: Option<String>,
+    /// `$system` too.
+    pub all: bool,
 }
 
 /// Prints the storage report as JSON or as the table (offline and `--url` alike).
-fn print_report(buckets: &[report::BucketReport], json: bool) -> Result<()> {
-    if json {
-        let text = serde_json::to_string_pretty(buckets)
+pub(crate) fn print_report(buckets: Vec<report::BucketReport>, shown: &Shown) -> Result<()> {
+    let (buckets, hidden) = report::select(buckets, shown.bucket.as_deref(), shown.all)?;
+    if shown.json {
+        let text = serde_json::to_string_pretty(&buckets)
             .map_err(|e| Error::internal(format!("encoding the report: {e}")))?;
-        println!("{text}");
+        emit_line(&text);
     } else {
-        print!("{}", report::format_table(buckets));
+        emit(&report::format_table(&buckets));
+        if hidden > 0 {
+            emit_line("($system left out: --all shows it)");
+        }
     }
     Ok(())
 }
@@ -289,7 +318,7 @@ fn check(data_path: PathBuf, repair: bool) -> Result<bool> {
     if !repair || before.is_clean() {
         return Ok(before.is_clean());
     }
-    println!("repairing: opening the store as the server does (the log says what it changes)");
+    emit_line("repairing: opening the store as the server does (the log says what it changes)");
     let mut config = Config::new(&data_path);
     // Only what an open does: no background merge of overlapping blocks.
     config.max_block_overlap = usize::MAX;
@@ -297,7 +326,7 @@ fn check(data_path: PathBuf, repair: bool) -> Result<bool> {
     config.accept_lost_edit_logs = true;
     drop(Store::open(config)?);
     let after = halflife::check::check(&data_path)?;
-    println!("after the repair:");
+    emit_line("after the repair:");
     print_check(&after);
     Ok(after.is_clean())
 }
@@ -305,9 +334,9 @@ fn check(data_path: PathBuf, repair: bool) -> Result<bool> {
 fn print_check(report: &halflife::check::CheckReport) {
     use halflife::check::Severity;
     for finding in &report.findings {
-        println!("{finding}");
+        emit_line(&finding.to_string());
     }
-    println!(
+    emit_line(&format!(
         "checked {} bucket(s), {} entr{}, {} block(s): {} error(s), {} warning(s), {} note(s)",
         report.buckets,
         report.entries,
@@ -316,7 +345,7 @@ fn print_check(report: &halflife::check::CheckReport) {
         report.count(Severity::Error),
         report.count(Severity::Warning),
         report.count(Severity::Note)
-    );
+    ));
 }
 
 /// What `RS_LOG_LEVEL` asks for.
@@ -437,14 +466,20 @@ fn main() -> ExitCode {
             };
         }
         Command::Info {
-            url: Some(url),
+            data_path,
+            url,
             token,
             json,
-            ..
-        } => remote::info(&remote::ServerArgs { url, token }, json).map(|()| false),
-        Command::Info {
-            data_path, json, ..
-        } => info(data_path, json).map(|()| false),
+            bucket,
+            all,
+        } => {
+            let shown = Shown { json, bucket, all };
+            match url {
+                Some(url) => remote::info(&remote::ServerArgs { url, token }, &shown),
+                None => info(data_path, &shown),
+            }
+            .map(|()| false)
+        }
         Command::Policy(remote::PolicyCommand::Ls { server, json }) => {
             remote::ls(&server, json).map(|()| false)
         }

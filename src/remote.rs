@@ -1,6 +1,7 @@
 //! The commands that look at and drive a running server through its API (so the data
 //! directory's lock stays with the server): `info --url`, `policy ls` and `policy run`.
 
+use crate::stdout::{emit, emit_line};
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
@@ -18,11 +19,33 @@ use halflife::{Error, Result};
 #[derive(Args, Clone)]
 pub(crate) struct ServerArgs {
     /// The server's URL (e.g. http://127.0.0.1:8383).
-    #[arg(long, env = "HALFLIFE_URL", default_value = "http://127.0.0.1:8383")]
+    #[arg(long, env = "HALFLIFE_URL", default_value = "http://127.0.0.1:8383", value_parser = server_url)]
     pub url: String,
     /// API token (a full-access one to see and run policies).
     #[arg(long, env = "RS_API_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+}
+
+/// Checks a server URL for clap: `host:port` gets `http://`; a scheme other than
+/// `http` or `https`, or no host, is refused saying so.
+pub(crate) fn server_url(text: &str) -> std::result::Result<String, String> {
+    let text = text.trim();
+    let url = if text.contains("://") {
+        text.to_string()
+    } else {
+        format!("http://{text}")
+    };
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", ""));
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return Err(format!(
+            "the scheme '{scheme}' is not one a server speaks: give http://HOST:PORT or https://HOST:PORT"
+        ));
+    }
+    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if host.is_empty() || host.starts_with(':') {
+        return Err("no host: give http://HOST:PORT (e.g. http://127.0.0.1:8383)".into());
+    }
+    Ok(url)
 }
 
 /// `halflife policy ...`.
@@ -147,16 +170,28 @@ struct FullPolicy {
     settings: LifecycleSettings,
 }
 
-/// `halflife info --url`: the same report as offline, from the server.
-pub(crate) fn info(server: &ServerArgs, json: bool) -> Result<()> {
+/// `halflife info --url`: the same report as offline, from the server (only the
+/// buckets it shows are asked for).
+pub(crate) fn info(server: &ServerArgs, shown: &crate::Shown) -> Result<()> {
     let client = Client::new(server);
     let list: BucketList = client.get("list")?;
     let mut buckets: Vec<BucketReport> = Vec::new();
     for bucket in list.buckets {
+        let wanted = match &shown.bucket {
+            Some(only) => *only == bucket.name,
+            None => true,
+        };
+        // A left-out system bucket is still listed, unread, so the table can say so.
+        if !wanted || (!shown.all && shown.bucket.is_none() && bucket.name.starts_with('$')) {
+            if wanted {
+                buckets.push(BucketReport::named(&bucket.name));
+            }
+            continue;
+        }
         buckets.push(client.get(&format!("storage/{}", percent::encode(&bucket.name)))?);
     }
     buckets.sort_by(|a, b| a.name.cmp(&b.name));
-    crate::print_report(&buckets, json)
+    crate::print_report(buckets, shown)
 }
 
 fn policy(client: &Client, name: &str) -> Result<FullPolicy> {
@@ -182,10 +217,10 @@ pub(crate) fn ls(server: &ServerArgs, json: bool) -> Result<()> {
             .collect();
         let text = serde_json::to_string_pretty(&rows)
             .map_err(|e| Error::internal(format!("encoding the list: {e}")))?;
-        println!("{text}");
+        emit_line(&text);
         return Ok(());
     }
-    print!("{}", policy_table(&reports));
+    emit(&policy_table(&reports));
     Ok(())
 }
 
@@ -292,7 +327,7 @@ pub(crate) fn run(server: &ServerArgs, name: &str) -> Result<bool> {
     };
     let text = serde_json::to_string_pretty(&event)
         .map_err(|e| Error::internal(format!("encoding the event: {e}")))?;
-    println!("{text}");
+    emit_line(&text);
     eprintln!(
         "policy '{name}': {} after {:.1} s: {} records, {} blocks{}{}",
         if event.is_error() { "failed" } else { "done" },

@@ -2,6 +2,8 @@
 
 use std::process::Command;
 
+mod common;
+
 use halflife::Config;
 use halflife::storage::{BucketSettings, RecordMeta, Store};
 
@@ -28,7 +30,14 @@ fn info_lists_entries_with_counts() {
     let text = run_ok(&["info"], dir.path());
     let line = text.lines().find(|l| l.starts_with("b/cam/front")).unwrap();
     let cols: Vec<&str> = line.split_whitespace().collect();
-    assert_eq!(&cols[1..3], &["3", "1"], "{line}");
+    // Records, then the overlap (no sealed block: 0).
+    assert_eq!(&cols[1..3], &["3", "0"], "{line}");
+    // Its tiers on the line below, with its blocks.
+    let below = text.lines().skip_while(|l| *l != line).nth(1).unwrap();
+    assert!(
+        below.trim_start().starts_with("tiers: open 1 block"),
+        "{text}"
+    );
 }
 
 /// The `overlap` column of `halflife info` for `b/sensor`.
@@ -36,7 +45,7 @@ fn overlap_column(dir: &std::path::Path) -> usize {
     let text = run_ok(&["info"], dir);
     assert!(text.lines().next().unwrap().contains("overlap"), "{text}");
     let line = text.lines().find(|l| l.starts_with("b/sensor")).unwrap();
-    line.split_whitespace().nth(3).unwrap().parse().unwrap()
+    line.split_whitespace().nth(2).unwrap().parse().unwrap()
 }
 
 #[test]
@@ -534,4 +543,96 @@ fn a_bad_value_from_the_environment_is_named_by_its_variable() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("for '--lifecycle-min-interval"), "{err}");
+}
+
+#[test]
+fn info_of_a_running_server_fits_the_terminal_and_ends_quietly_on_a_closed_pipe() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start_server(dir.path(), &[]);
+    for bucket in ["cameras", "sensors"] {
+        let path = format!("/api/v1/b/{bucket}");
+        assert_eq!(server.request("POST", &path, &[], b"").status, 200);
+    }
+    let path = "/api/v1/b/cameras/front-left-wide-angle-camera-with-a-long-name?ts=1";
+    assert_eq!(server.request("POST", path, &[], b"frame").status, 200);
+    let policy = br#"{"type":"delete","bucket":"cameras","older_than":"1h","interval":"1h","when":{"&quality":{"$lt":10}}}"#;
+    let r = server.request("POST", "/api/v1/lifecycles/thin", &[], policy);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+
+    // A run writes its event into $system.
+    let r = server.request("POST", "/api/v1/lifecycles/thin/run", &[], b"");
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !String::from_utf8_lossy(&server.get("/api/v1/list").body).contains("$system") {
+        assert!(std::time::Instant::now() < deadline, "no $system bucket");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+
+    // Its directory is held: the offline report points at --url.
+    let out = halflife()
+        .args(["info", "--data-path"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("halflife info --url"), "{err}");
+
+    // host:port without a scheme is http.
+    let url = format!("127.0.0.1:{}", server.addr.port());
+    let info = |extra: &[&str]| {
+        let out = halflife()
+            .args(["info", "--url", &url])
+            .args(extra)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{extra:?}: {err}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let table = info(&[]);
+    assert!(table.lines().all(|l| l.len() <= 100), "{table}");
+    let names: Vec<&str> = table.lines().filter(|l| !l.starts_with(' ')).collect();
+    assert!(names[1].starts_with("cameras/front-left"), "{table}");
+    assert!(!table.contains("$system/"), "{table}");
+    assert!(table.contains("--all shows it"), "{table}");
+    assert!(
+        table.contains(r#"where {"&quality":{"$lt":10}}"#),
+        "a delete policy shows its condition: {table}"
+    );
+    // --all lists $system after the user buckets; --bucket only the one.
+    let all = info(&["--all"]);
+    let first_system = all.find("$system").unwrap();
+    assert!(all.find("sensors (").unwrap() < first_system, "{all}");
+    let only = info(&["--bucket", "sensors"]);
+    assert!(
+        only.contains("sensors (no entries)") && !only.contains("cameras"),
+        "{only}"
+    );
+    let out = halflife()
+        .args(["info", "--url", &url, "--bucket", "nope"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bucket 'nope'"));
+
+    // A reader that has gone: no panic, status 0.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = halflife()
+        .args(["info", "--json", "--all", "--url", &url])
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+
+    // A scheme a server does not speak is named.
+    let out = halflife()
+        .args(["info", "--url", "ftp://127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("scheme 'ftp'"));
+    server.terminate();
 }

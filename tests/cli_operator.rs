@@ -88,7 +88,7 @@ fn info_shows_dates_sizes_and_tiers_and_json() {
     assert_eq!(code, 0, "{err}");
     let header = table.lines().next().expect("a header");
     assert!(
-        header.contains("oldest") && header.contains("tiers"),
+        header.contains("oldest") && header.contains("overlap"),
         "{table}"
     );
     let line = table
@@ -100,10 +100,16 @@ fn info_shows_dates_sizes_and_tiers_and_json() {
         line.contains(" MiB") || line.contains(" KiB"),
         "human sizes, binary units: {line}"
     );
+    let tiers = table
+        .lines()
+        .skip_while(|l| *l != line)
+        .nth(1)
+        .expect("the tiers line");
     assert!(
-        line.contains("none ") || line.contains("open "),
-        "tiers: {line}"
+        tiers.contains("tiers: none ") || tiers.contains("tiers: open "),
+        "tiers: {table}"
     );
+    assert!(table.lines().all(|l| l.len() <= 100), "{table}");
 
     let (code, _, err) = run(
         &[

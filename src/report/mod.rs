@@ -77,6 +77,18 @@ pub struct BucketReport {
     pub policies: Vec<PolicyReport>,
 }
 
+impl BucketReport {
+    /// The report of a bucket that was not read: its name, nothing counted.
+    pub fn named(name: &str) -> BucketReport {
+        BucketReport {
+            name: name.to_string(),
+            totals: BucketTotals::default(),
+            entries: Vec::new(),
+            policies: Vec::new(),
+        }
+    }
+}
+
 /// One entry's report; what cannot be read is its `error`.
 fn entry_report(entry: &Entry) -> EntryReport {
     let read = || -> Result<EntryReport> {
@@ -183,4 +195,33 @@ pub fn collect(store: &Store) -> Result<Vec<BucketReport>> {
     }
     buckets.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(buckets)
+}
+
+/// The buckets a report shows: `only` that one when given (an error naming it when it is
+/// not there), else every user bucket, and the system's (`$system`) after them when
+/// `all`. Returns them with how many system buckets were left out.
+pub fn select(
+    buckets: Vec<BucketReport>,
+    only: Option<&str>,
+    all: bool,
+) -> Result<(Vec<BucketReport>, usize)> {
+    if let Some(name) = only {
+        let chosen: Vec<BucketReport> = buckets.into_iter().filter(|b| b.name == name).collect();
+        if chosen.is_empty() {
+            return Err(crate::Error::not_found(format!(
+                "bucket '{}' is not there",
+                name.escape_default()
+            )));
+        }
+        return Ok((chosen, 0));
+    }
+    let (system, mut users): (Vec<_>, Vec<_>) =
+        buckets.into_iter().partition(|b| b.name.starts_with('$'));
+    let hidden = if all {
+        users.extend(system);
+        0
+    } else {
+        system.len()
+    };
+    Ok((users, hidden))
 }

@@ -6,17 +6,45 @@ use super::{BucketReport, PolicyReport};
 use crate::lifecycle::LifecycleType;
 use crate::storage::TierInfo;
 
-/// The tiers of an entry in one cell: `zstd-3 12 (4.1 MiB), open 1 (80.0 KiB)` (blocks
-/// and bytes per tier).
-fn tiers_cell(tiers: &[TierInfo]) -> String {
-    if tiers.is_empty() {
-        return "-".to_string();
-    }
-    tiers
+/// Widest line the table makes (a `when` too long for one line is wrapped).
+pub const TABLE_WIDTH: usize = 100;
+
+/// Width of the name column; a longer name gets a line of its own above its numbers.
+const NAME_WIDTH: usize = 28;
+
+/// The tiers of an entry on its own line: `zstd-3 12 blocks 4.1 MiB, open 1 block
+/// 80.0 KiB`.
+fn tiers_line(tiers: &[TierInfo]) -> String {
+    let cells: Vec<String> = tiers
         .iter()
-        .map(|t| format!("{} {} ({})", t.tier, t.blocks, human_bytes(t.bytes)))
-        .collect::<Vec<_>>()
-        .join(", ")
+        .map(|t| {
+            let blocks = if t.blocks == 1 { "block" } else { "blocks" };
+            format!("{} {} {blocks} {}", t.tier, t.blocks, human_bytes(t.bytes))
+        })
+        .collect();
+    wrap(&format!("tiers: {}", cells.join(", ")), 4)
+}
+
+/// `text` broken at spaces into lines of at most [`TABLE_WIDTH`] columns, each indented
+/// by `indent` (a word longer than a line stays whole), each ending in a newline.
+fn wrap(text: &str, indent: usize) -> String {
+    let pad = " ".repeat(indent);
+    let mut out = String::new();
+    let mut line = pad.clone();
+    for word in text.split(' ') {
+        if line.len() > indent && line.len() + 1 + word.len() > TABLE_WIDTH {
+            out.push_str(&line);
+            out.push('\n');
+            line = format!("{pad}  ");
+        }
+        if line.len() > indent && !line.ends_with(' ') {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+    out
 }
 
 /// An RFC 3339 instant to the second.
@@ -34,13 +62,18 @@ fn policy_line(p: &PolicyReport) -> String {
         (LifecycleType::Compress, None) => "compress".to_string(),
         (LifecycleType::Delete, _) => "delete".to_string(),
     };
+    let when = p
+        .when
+        .as_ref()
+        .map(|w| format!(" where {w}"))
+        .unwrap_or_default();
     let entries = if p.entries.is_empty() {
         String::new()
     } else {
         format!(" of {}", p.entries.join(","))
     };
     let mut line = format!(
-        "  policy '{}': {what}{entries}, older than {}, every {}, {}: {}",
+        "policy '{}': {what}{entries}{when}, older than {}, every {}, {}: {}",
         p.name,
         p.older_than,
         p.interval,
@@ -91,43 +124,39 @@ fn policy_line(p: &PolicyReport) -> String {
     line
 }
 
-/// The report as a table.
+/// The report as a table of at most [`TABLE_WIDTH`] columns: per bucket its entries
+/// (each with its tiers below it), a totals row and its policies.
 pub fn format_table(buckets: &[BucketReport]) -> String {
-    let row = |name: &str,
-               records: u64,
-               blocks: u64,
-               overlap: String,
-               bytes: u64,
-               oldest: u64,
-               latest: u64,
-               tiers: &[TierInfo]| {
-        format!(
-            "{name:<36} {records:>10} {blocks:>7} {overlap:>7} {:>10} {:<20} {:<20} {}\n",
+    let row = |name: &str, records: u64, overlap: String, bytes: u64, oldest, latest| {
+        let numbers = format!(
+            "{records:>9} {overlap:>7} {:>10} {:<20} {:<20}",
             human_bytes(bytes),
             human_time(oldest),
             human_time(latest),
-            tiers_cell(tiers)
-        )
+        );
+        let numbers = numbers.trim_end();
+        if name.chars().count() > NAME_WIDTH {
+            format!("{name}\n{:NAME_WIDTH$} {numbers}\n", "")
+        } else {
+            format!("{name:<NAME_WIDTH$} {numbers}\n")
+        }
     };
     let mut out = format!(
-        "{:<36} {:>10} {:>7} {:>7} {:>10} {:<20} {:<20} tiers (blocks, bytes)\n",
-        "bucket/entry", "records", "blocks", "overlap", "size", "oldest", "latest"
+        "{:<NAME_WIDTH$} {:>9} {:>7} {:>10} {:<20} {}\n",
+        "bucket/entry", "records", "overlap", "size", "oldest", "latest"
     );
     for bucket in buckets {
         for e in &bucket.entries {
             let name = format!("{}/{}", bucket.name, e.name);
-            match &e.error {
-                Some(error) => out.push_str(&format!("{name:<36} unreadable: {error}\n")),
-                None => out.push_str(&row(
-                    &name,
-                    e.records,
-                    e.blocks,
-                    e.overlap.to_string(),
-                    e.bytes,
-                    e.oldest_record,
-                    e.latest_record,
-                    &e.tiers,
-                )),
+            if let Some(error) = &e.error {
+                out.push_str(&wrap(&format!("{name} unreadable: {error}"), 0));
+                continue;
+            }
+            let (oldest, latest) = (e.oldest_record, e.latest_record);
+            let overlap = e.overlap.to_string();
+            out.push_str(&row(&name, e.records, overlap, e.bytes, oldest, latest));
+            if !e.tiers.is_empty() {
+                out.push_str(&tiers_line(&e.tiers));
             }
         }
         let t = &bucket.totals;
@@ -136,20 +165,32 @@ pub fn format_table(buckets: &[BucketReport]) -> String {
             1 => "1 entry".to_string(),
             n => format!("{n} entries"),
         };
-        out.push_str(&row(
-            &format!("{} ({entries})", bucket.name),
-            t.records,
-            t.blocks,
-            "-".to_string(),
-            t.bytes,
-            t.oldest_record,
-            t.latest_record,
-            &t.tiers,
-        ));
+        let name = format!("{} ({entries})", bucket.name);
+        let (oldest, latest) = (t.oldest_record, t.latest_record);
+        out.push_str(&row(&name, t.records, "-".into(), t.bytes, oldest, latest));
+        if !t.tiers.is_empty() {
+            out.push_str(&tiers_line(&t.tiers));
+        }
         for p in &bucket.policies {
-            out.push_str(&policy_line(p));
-            out.push('\n');
+            out.push_str(&wrap(&policy_line(p), 2));
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_text_wraps_within_the_width() {
+        let text = format!("policy 'p': delete where {}", "{\"&a\": 1} ".repeat(40));
+        let wrapped = wrap(text.trim_end(), 2);
+        assert!(wrapped.lines().count() > 3, "{wrapped}");
+        for line in wrapped.lines() {
+            assert!(line.len() <= TABLE_WIDTH, "{line}");
+            assert!(line.starts_with("  "), "{line}");
+        }
+        assert_eq!(wrap("short", 4), "    short\n");
+    }
 }
