@@ -273,7 +273,7 @@ impl LifecycleSettings {
         })?;
         if older_than < limits.min_older_than {
             return Err(Error::unprocessable(format!(
-                "Lifecycle older_than '{}' is shorter than minimum allowed value of {}",
+                "Lifecycle older_than '{}' is shorter than minimum allowed value of {} (the server's --lifecycle-min-older-than, RS_LIFECYCLE_MIN_OLDER_THAN)",
                 self.older_than,
                 format_duration(limits.min_older_than)
             )));
@@ -286,7 +286,7 @@ impl LifecycleSettings {
         })?;
         if interval < limits.min_interval {
             return Err(Error::unprocessable(format!(
-                "Lifecycle interval '{}' is shorter than minimum allowed value of {}",
+                "Lifecycle interval '{}' is shorter than minimum allowed value of {} (the server's --lifecycle-min-interval, RS_LIFECYCLE_MIN_INTERVAL)",
                 self.interval,
                 format_duration(limits.min_interval)
             )));

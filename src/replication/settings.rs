@@ -172,7 +172,10 @@ impl ReplicationSettings {
         own_port: u16,
     ) -> Result<ValidatedReplication> {
         let destination = parse_destination(&self.dst_host).ok_or_else(|| {
-            Error::unprocessable(format!("Invalid destination host '{}'", self.dst_host))
+            Error::unprocessable(format!(
+                "Invalid destination host '{}': it must be an http:// or https:// URL with a host (e.g. http://10.0.0.2:8383)",
+                self.dst_host
+            ))
         })?;
         if !bucket_exists(&self.src_bucket) {
             return Err(Error::not_found(format!(
@@ -313,7 +316,12 @@ mod tests {
         s.dst_host = "not a url".into();
         s.src_bucket = "nob".into();
         let e = s.validate("repx", &exists, 8383).unwrap_err();
-        assert_eq!(e.message(), "Invalid destination host 'not a url'");
+        assert!(
+            e.message()
+                .starts_with("Invalid destination host 'not a url': it must be an http://"),
+            "{}",
+            e.message()
+        );
         s.dst_host = "http://127.0.0.1:18383".into();
         let e = s.validate("repx", &exists, 8383).unwrap_err();
         assert_eq!(
