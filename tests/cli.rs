@@ -636,3 +636,23 @@ fn info_of_a_running_server_fits_the_terminal_and_ends_quietly_on_a_closed_pipe(
     assert!(String::from_utf8_lossy(&out.stderr).contains("scheme 'ftp'"));
     server.terminate();
 }
+
+#[test]
+fn serve_on_a_taken_port_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start_server(dir.path(), &[]);
+    let fresh = dir.path().join("never-made");
+    let out = halflife()
+        .args(["serve", "--host", "127.0.0.1", "--port"])
+        .arg(server.addr.port().to_string())
+        .arg("--data-path")
+        .arg(&fresh)
+        .env_remove("RS_API_TOKEN")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("listening on 127.0.0.1"), "{err}");
+    assert!(!fresh.exists(), "a data directory was made: {err}");
+    server.terminate();
+}

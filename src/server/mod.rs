@@ -121,6 +121,14 @@ impl Server {
             .bucket_defaults
             .clone()
             .map_err(Error::unprocessable)?;
+        // The port first: a server that cannot listen must not have created or changed
+        // its data directory. Connections made meanwhile wait in the backlog until the
+        // store is open.
+        let listener = TcpListener::bind((config.host.as_str(), config.port))
+            .map_err(|e| Error::io(format!("listening on {}:{}", config.host, config.port), e))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Error::io("reading the listening address", e))?;
         // Opening the store takes the data directory's lock.
         let store = Arc::new(Store::open(config.engine.clone())?);
         // Before tokens and policies load: they must name a bucket by its final name.
@@ -148,11 +156,6 @@ impl Server {
                 Err(why) => log::error!("provisioned lifecycle skipped: {why}"),
             }
         }
-        let listener = TcpListener::bind((config.host.as_str(), config.port))
-            .map_err(|e| Error::io(format!("listening on {}:{}", config.host, config.port), e))?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| Error::io("reading the listening address", e))?;
         if config
             .api_token
             .as_deref()
