@@ -134,7 +134,16 @@ pub fn run(
     if let (Action::Compress(target), true) = (&job.action, job.dry_run) {
         // One estimate over every entry, so the sample (at most 64 MiB read) is spread
         // over all of them.
-        let stats = bucket.estimate_compress(&job.entries, 0, stop, *target)?;
+        let total_bytes = bucket
+            .eligible_for_compress(&job.entries, 0, stop, *target)?
+            .bytes_before;
+        progress(Progress::Start { total_bytes });
+        let done = std::sync::atomic::AtomicU64::new(0);
+        let walked = |bytes: u64| {
+            let now = done.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed) + bytes;
+            progress(Progress::Bytes(now));
+        };
+        let stats = bucket.estimate_compress_observed(&job.entries, 0, stop, *target, &walked)?;
         summary.records = stats.records;
         summary.blocks = stats.blocks;
         summary.bytes_before = stats.bytes_before;

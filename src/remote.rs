@@ -279,7 +279,10 @@ pub(crate) fn run(server: &ServerArgs, name: &str) -> Result<bool> {
         }
         Err(e) => return Err(e),
     }
-    let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+    // A spinner until there is something to count, then a bar that only moves forward.
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    let mut forward = ForwardProgress::default();
+    let mut styled = false;
     let started = Instant::now();
     let info = loop {
         let full = policy(&client, name)?;
@@ -287,28 +290,29 @@ pub(crate) fn run(server: &ServerArgs, name: &str) -> Result<bool> {
             break full.info;
         }
         if let Some(progress) = full.info.progress {
-            let (done, total, style) = if progress.bytes_total > 0 {
-                (
-                    progress.bytes_done,
-                    progress.bytes_total,
-                    "{spinner} [{bar:30}] {binary_bytes}/{binary_total_bytes} {msg}",
-                )
+            let bytes = progress.bytes_total > 0;
+            let (done, total) = if bytes {
+                (progress.bytes_done, progress.bytes_total)
             } else {
-                (
-                    progress.records_done,
-                    progress.records_total,
-                    "{spinner} [{bar:30}] {pos}/{len} records {msg}",
-                )
+                (progress.records_done, progress.records_total)
             };
-            if bar.length() != Some(total) {
-                bar.set_style(
-                    ProgressStyle::with_template(style)
-                        .map(|s| s.progress_chars("#>."))
-                        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-                );
-                bar.set_length(total);
+            if let Some((position, length)) = forward.update(progress.window_start, done, total) {
+                if !styled {
+                    let style = if bytes {
+                        "{spinner} [{bar:30}] {binary_bytes}/{binary_total_bytes} {msg}"
+                    } else {
+                        "{spinner} [{bar:30}] {pos}/{len} records {msg}"
+                    };
+                    bar.set_style(
+                        ProgressStyle::with_template(style)
+                            .map(|s| s.progress_chars("#>."))
+                            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                    );
+                    styled = true;
+                }
+                bar.set_length(length);
+                bar.set_position(position);
             }
-            bar.set_position(done);
             bar.set_message(format!(
                 "{}/{} blocks, window {} → {}",
                 progress.blocks_done,
@@ -346,4 +350,65 @@ pub(crate) fn run(server: &ServerArgs, name: &str) -> Result<bool> {
         }
     );
     Ok(!event.is_error())
+}
+
+/// A run's progress as one bar over all its windows: each window reports its own done and
+/// total, starting again from 0, so finished windows are added up below the current one.
+/// The position never goes back, and nothing is shown until there is something to count
+/// (a bar full at 0 of 0 says nothing).
+#[derive(Default)]
+struct ForwardProgress {
+    /// The current window (its start), and its last total.
+    window: Option<(u64, u64)>,
+    /// What the finished windows counted.
+    base: u64,
+    /// The last position shown.
+    shown: u64,
+}
+
+impl ForwardProgress {
+    /// The window starting at `window` reports `done` of `total`: returns the bar's
+    /// position and length, or `None` while there is nothing to count.
+    fn update(&mut self, window: u64, done: u64, total: u64) -> Option<(u64, u64)> {
+        match self.window {
+            Some((start, last_total)) if start != window => self.base += last_total,
+            _ => {}
+        }
+        self.window = Some((window, total));
+        if self.base + total == 0 {
+            return None;
+        }
+        let length = self.base + total;
+        self.shown = (self.base + done.min(total)).max(self.shown).min(length);
+        Some((self.shown, length))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_over_windows_only_moves_forward() {
+        let mut p = ForwardProgress::default();
+        assert_eq!(p.update(10, 0, 0), None);
+        assert_eq!(p.update(10, 500, 1665), Some((500, 1665)));
+        assert_eq!(p.update(10, 1023, 1665), Some((1023, 1665)));
+        // A report that went back (a retried block) does not move the bar back.
+        assert_eq!(p.update(10, 900, 1665), Some((1023, 1665)));
+        // The next window starts again from 0: the first one counts as done.
+        assert_eq!(p.update(20, 0, 1665), Some((1665, 3330)));
+        assert_eq!(p.update(20, 1665, 1665), Some((3330, 3330)));
+    }
+
+    #[test]
+    fn urls_without_a_scheme_are_http_and_others_are_named() {
+        assert_eq!(
+            server_url("127.0.0.1:8383").as_deref(),
+            Ok("http://127.0.0.1:8383")
+        );
+        assert_eq!(server_url("https://h:1/").as_deref(), Ok("https://h:1/"));
+        assert!(server_url("ftp://h").unwrap_err().contains("'ftp'"));
+        assert!(server_url("http://").unwrap_err().contains("no host"));
+    }
 }

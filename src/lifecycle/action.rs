@@ -230,7 +230,10 @@ pub fn run_policy(store: &Store, policy: &Policy, run: &RunRequest) -> Result<Ru
                 plan.bytes_before,
             );
             let stats = if dry_run {
-                bucket.estimate_compress(entries, window.start, window.stop, policy.target)?
+                // Each step is one block or log sampled past.
+                let step = |bytes: u64| run.meter.advance(0, 1, bytes);
+                let (start, stop) = (window.start, window.stop);
+                bucket.estimate_compress_observed(entries, start, stop, policy.target, &step)?
             } else {
                 // Each step is one block written (a merged group: its sources at once).
                 let step = |_entry: &str, bytes: u64| run.meter.advance(0, 1, bytes);

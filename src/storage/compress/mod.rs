@@ -298,8 +298,22 @@ impl Bucket {
         stop: u64,
         target: Codec,
     ) -> Result<CompressStats> {
+        self.estimate_compress_observed(entries, start, stop, target, &|_| {})
+    }
+
+    /// [`Bucket::estimate_compress`] telling `walked` the stored bytes of each block and
+    /// log as the sampling passes it (they add up to `bytes_before`): what a progress bar
+    /// follows, since sampling at a slow level takes a while.
+    pub fn estimate_compress_observed(
+        &self,
+        entries: &[String],
+        start: u64,
+        stop: u64,
+        target: Codec,
+        walked: &dyn Fn(u64),
+    ) -> Result<CompressStats> {
         let (mut stats, plans) = self.plan_compress(entries, start, stop, target)?;
-        stats.bytes_after = predict_bytes_after(&plans, target);
+        stats.bytes_after = predict_bytes_after(&plans, target, walked);
         Ok(stats)
     }
 

@@ -308,7 +308,7 @@ impl EntryPlan {
 /// entry is sampled whole), thinned on a large bucket so the whole sample stays near the
 /// shared read budget; each entry's sample starts at its first frame, so every entry is
 /// measured, and one the budget left unsampled takes the bucket's measured ratios.
-pub(super) fn predict_bytes_after(plans: &[EntryPlan], target: Codec) -> u64 {
+pub(super) fn predict_bytes_after(plans: &[EntryPlan], target: Codec, walked: &dyn Fn(u64)) -> u64 {
     let total_raw: u64 = plans.iter().map(EntryPlan::raw_bytes).sum();
     // Sparser on a large bucket, so that all its samples stay near SAMPLE_BUDGET.
     let bucket_stride = total_raw.div_ceil(SAMPLE_BUDGET).max(1);
@@ -327,7 +327,7 @@ pub(super) fn predict_bytes_after(plans: &[EntryPlan], target: Codec) -> u64 {
                 .div_ceil(SAMPLE_MIN)
                 .clamp(1, SAMPLE_EVERY)
                 .max(bucket_stride);
-            sample.take_entry(plan, stride, target);
+            sample.take_entry(plan, stride, target, walked);
             read += sample.read;
             sample
         })
@@ -356,7 +356,7 @@ pub(super) fn predict_bytes_after(plans: &[EntryPlan], target: Codec) -> u64 {
 
 impl Sample {
     /// Samples one in `stride` frames of an entry's blocks and logs, from its first.
-    fn take_entry(&mut self, plan: &EntryPlan, stride: u64, target: Codec) {
+    fn take_entry(&mut self, plan: &EntryPlan, stride: u64, target: Codec, walked: &dyn Fn(u64)) {
         let frame_size = plan.frame_size.max(1);
         let mut position = 0u64;
         for candidate in &plan.candidates {
@@ -370,6 +370,7 @@ impl Sample {
             if !local.is_empty() && self.read < self.budget {
                 self.take(candidate, &local, target);
             }
+            walked(candidate.block.size);
         }
         // Logs are sealed into frames the same way: sample those too.
         for log in &plan.logs {
@@ -382,6 +383,7 @@ impl Sample {
                 self.take_log_frame(log, k - position, frame_size, target);
             }
             position += frames;
+            walked(log.bytes);
         }
     }
 }
