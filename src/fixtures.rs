@@ -133,13 +133,39 @@ pub fn with_backfill(records: &[FixtureRecord], percent: u32, seed: u64) -> Vec<
 }
 
 fn write_record(bucket: &Bucket, entry: &str, r: &FixtureRecord) -> Result<()> {
-    let meta = RecordMeta {
+    bucket.write(entry, meta_of(r), &r.payload)
+}
+
+fn meta_of(r: &FixtureRecord) -> RecordMeta {
+    RecordMeta {
         timestamp: r.timestamp,
         labels: r.labels.clone(),
         content_type: r.content_type.clone(),
         size: 0,
-    };
-    bucket.write(entry, meta, &r.payload)
+    }
+}
+
+/// Writes fixture records into their entries as a loader sending batches would: each
+/// `batch` records are acknowledged together, after the syncs they share (one per file
+/// the batch touched, as a batched HTTP write). `written` is told the records written so
+/// far after each batch.
+pub fn write_batched(
+    bucket: &Bucket,
+    records: &[FixtureRecord],
+    batch: usize,
+    written: &dyn Fn(usize),
+) -> Result<()> {
+    let mut done = 0;
+    for chunk in records.chunks(batch.max(1)) {
+        let mut pending = crate::storage::Pending::none();
+        for r in chunk {
+            pending.add(bucket.write_deferred(&r.entry, meta_of(r), &r.payload)?);
+        }
+        pending.wait()?;
+        done += chunk.len();
+        written(done);
+    }
+    Ok(())
 }
 
 /// Where the demo's fixtures come from: the `data-fixtures/` directory when it exists (see

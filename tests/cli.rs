@@ -137,6 +137,9 @@ fn demo_runs_both_policies_to_the_end_and_cleans_up() {
     );
     let ratio: f64 = cells[7].trim_end_matches('x').parse().unwrap();
     assert!(ratio > 4.0, "{flights}");
+    // The parent entry `logs` holds nothing itself: no ratio.
+    let logs: Vec<String> = line("logs ").split_whitespace().map(String::from).collect();
+    assert_eq!(logs.last().map(String::as_str), Some("-"), "{text}");
     assert!(text.contains("event trail"));
     let trail: Vec<&str> = text
         .lines()

@@ -1,6 +1,8 @@
 //! The operator's side of the CLI: `halflife info` for people and for scripts, Ctrl-C
 //! stopping a maintenance run cleanly, bad values refused by the parser.
 
+mod common;
+
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::io::{BufRead, BufReader, Read};
@@ -319,6 +321,22 @@ fn demo_runs_without_the_source_tree_from_the_embedded_fixtures() {
         !keep.with_extension("fixtures").exists(),
         "the unpacked fixtures are removed"
     );
+    // The kept store starts under a plain serve, its policies valid at the defaults.
+    let server = common::start_server(&keep, &[]);
+    for name in ["drop-noise", "squeeze"] {
+        let r = server.get(&format!("/api/v1/lifecycles/{name}"));
+        assert_eq!(r.status, 200);
+        let info = r.json();
+        assert_eq!(info["info"]["is_running"], true, "{info}");
+        assert!(info["info"]["last_error"].is_null(), "{info}");
+        assert_eq!(info["settings"]["interval"], "1h", "{info}");
+    }
+    assert!(
+        server.log_lines("invalid").is_empty(),
+        "{:?}",
+        server.log_lines("invalid")
+    );
+    server.terminate();
 }
 
 #[test]
