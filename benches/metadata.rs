@@ -50,6 +50,7 @@ fn start(data: &Path) -> Server {
             cors: Default::default(),
             public_url: None,
             system_events_log_level: log::LevelFilter::Warn,
+            tls: None,
         },
         Default::default(),
     )

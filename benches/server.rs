@@ -435,6 +435,7 @@ fn start_with(
             cors: Default::default(),
             public_url: None,
             system_events_log_level: log::LevelFilter::Warn,
+            tls: None,
         },
         Default::default(),
     )

@@ -53,6 +53,13 @@ pub(crate) struct ServeArgs {
     /// address, `http://<host>:<port>/`.
     #[arg(long, env = "RS_PUBLIC_URL")]
     public_url: Option<String>,
+    /// Serve HTTPS with this PEM certificate chain (with --cert-key-path), on the same
+    /// port. A certificate or key that cannot be used stops the start.
+    #[arg(long, env = "RS_CERT_PATH", requires = "cert_key_path")]
+    cert_path: Option<PathBuf>,
+    /// The PEM private key of --cert-path.
+    #[arg(long, env = "RS_CERT_KEY_PATH", requires = "cert_path")]
+    cert_key_path: Option<PathBuf>,
     /// Write events into the `$system` bucket (true/false): lifecycle runs (and policy
     /// progress), the audit of authenticated calls, API usage every minute and log
     /// messages. Off: `$system` is never written, and policies do not keep progress.
@@ -305,6 +312,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         cors: halflife::server::cors::Cors::parse(&args.cors_allow_origin),
         public_url: args.public_url,
         system_events_log_level: args.system_events_log_level,
+        tls: args.cert_path.zip(args.cert_key_path),
     };
     // Handlers are installed before any thread starts, so no signal is lost; the main
     // thread then just waits for one.

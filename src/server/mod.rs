@@ -78,14 +78,19 @@ pub struct ServerConfig {
     /// Log messages at or above this level go into `$system` (`RS_SYSTEM_EVENTS_LOG_LEVEL`,
     /// default WARN) while system events are on.
     pub system_events_log_level: log::LevelFilter,
+    /// HTTPS: the PEM certificate chain and private key (`RS_CERT_PATH`,
+    /// `RS_CERT_KEY_PATH`); `None` serves plain HTTP.
+    pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 /// The base of query links: `configured` with a `/` appended when missing, else
 /// `http://<host>:<port>/` (the port left out for 80), as ReductStore makes it.
-fn public_url(configured: Option<&str>, host: &str, port: u16) -> String {
+fn public_url(configured: Option<&str>, host: &str, port: u16, tls: bool) -> String {
     let mut url = match configured.map(str::trim).filter(|u| !u.is_empty()) {
         Some(url) => url.to_string(),
-        None if port == 80 => format!("http://{host}"),
+        None if port == 80 && !tls => format!("http://{host}"),
+        None if port == 443 && tls => format!("https://{host}"),
+        None if tls => format!("https://{host}:{port}"),
         None => format!("http://{host}:{port}"),
     };
     if !url.ends_with('/') {
@@ -121,6 +126,12 @@ impl Server {
             .bucket_defaults
             .clone()
             .map_err(Error::unprocessable)?;
+        // A certificate asked for must work: plain HTTP instead would expose every token.
+        let tls = match &config.tls {
+            Some((cert, key)) => Some(http::transport::server_tls(cert, key)?),
+            None => None,
+        };
+        let scheme = if tls.is_some() { "https" } else { "http" };
         // The port first: a server that cannot listen must not have created or changed
         // its data directory. Connections made meanwhile wait in the backlog until the
         // store is open.
@@ -247,7 +258,12 @@ impl Server {
             cors: config.cors.clone(),
             bucket_defaults,
             role: config.role,
-            public_url: public_url(config.public_url.as_deref(), &config.host, addr.port()),
+            public_url: public_url(
+                config.public_url.as_deref(),
+                &config.host,
+                addr.port(),
+                tls.is_some(),
+            ),
             instance_name: config.engine.instance_name.clone(),
             trail,
             started: Instant::now(),
@@ -262,7 +278,7 @@ impl Server {
             streaming_bodies: Limits::streaming_slots(config.http_threads),
             ..config.limits
         };
-        let (reactor, returns) = Reactor::new(listener, limits, stop.clone(), work_tx, exempt)
+        let (reactor, returns) = Reactor::new(listener, limits, stop.clone(), work_tx, exempt, tls)
             .map_err(|e| Error::io("setting up the connection poller", e))?;
         let mut handlers = Vec::new();
         for i in 0..config.http_threads {
@@ -305,7 +321,7 @@ impl Server {
             .spawn(move || reactor.run())
             .map_err(|e| Error::io("starting the connection poller", e))?;
         log::info!(
-            "halflife {} listening on http://{addr} (data {}, {} HTTP threads, role {}, auth {}); public URL {}",
+            "halflife {} listening on {scheme}://{addr} (data {}, {} HTTP threads, role {}, auth {}); public URL {}",
             env!("CARGO_PKG_VERSION"),
             config.engine.data_path.display(),
             config.http_threads,

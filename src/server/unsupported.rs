@@ -4,11 +4,9 @@
 //! happen).
 
 /// Settings read by ReductStore 1.21 that this server ignores.
-const IGNORED: [&str; 17] = [
+const IGNORED: [&str; 15] = [
     "RS_API_BASE_PATH",
     "RS_AUDIT_ENABLED",
-    "RS_CERT_PATH",
-    "RS_CERT_KEY_PATH",
     "RS_DISABLE_AUTH",
     "RS_ENGINE_COMPACTION_INTERVAL",
     "RS_ENGINE_NUM_IO_THREADS",
@@ -48,6 +46,7 @@ mod tests {
     fn ignored_settings_are_named_and_ours_are_not() {
         let vars = [
             "RS_CERT_PATH",
+            "RS_ENGINE_NUM_IO_THREADS",
             "RS_PORT",
             "RS_BUCKET_1_NAME",
             "RS_TOKEN_1_NAME",
@@ -59,7 +58,11 @@ mod tests {
         .map(|k| (k.to_string(), "x".to_string()));
         assert_eq!(
             unsupported_settings(vars),
-            vec!["RS_API_BASE_PATH", "RS_CERT_PATH", "RS_TOKEN_1_NAME"]
+            vec![
+                "RS_API_BASE_PATH",
+                "RS_ENGINE_NUM_IO_THREADS",
+                "RS_TOKEN_1_NAME"
+            ]
         );
     }
 }

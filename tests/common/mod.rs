@@ -144,8 +144,9 @@ fn launch(
     let start = Instant::now();
     loop {
         let found = log.lock().unwrap().iter().find_map(|l| {
-            l.split("listening on http://")
+            l.split("listening on http")
                 .nth(1)
+                .map(|rest| rest.trim_start_matches('s').trim_start_matches("://"))
                 .and_then(|rest| rest.split_whitespace().next())
                 .and_then(|a| a.parse::<SocketAddr>().ok())
         });

@@ -4,19 +4,20 @@
 //! request).
 
 use std::io::{self, Read};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use crate::server::http::clients::ClientSlot;
 use crate::server::http::gather::BodyWait;
+use crate::server::http::transport::Transport;
 
 /// Bytes read from the socket at once.
 const READ_CHUNK: usize = 64 << 10;
 
 /// A client connection and its unconsumed bytes.
 pub struct Connection {
-    /// The socket (non-blocking while parked, blocking with timeouts while served).
-    pub stream: TcpStream,
+    /// The socket, plain or TLS (non-blocking while parked, blocking with timeouts while
+    /// served).
+    pub stream: Transport,
     /// The peer's address, for logs.
     pub peer: String,
     /// The peer's IP address (token IP allowlists).
@@ -47,8 +48,8 @@ pub struct Connection {
 
 impl Connection {
     /// Wraps an accepted socket, counted in its client's slot.
-    pub fn new(stream: TcpStream, slot: Option<ClientSlot>) -> Connection {
-        let addr = stream.peer_addr().ok();
+    pub fn new(stream: Transport, slot: Option<ClientSlot>) -> Connection {
+        let addr = stream.socket().peer_addr().ok();
         let peer = addr.map_or_else(|| "?".to_string(), |a| a.to_string());
         Connection {
             stream,
@@ -101,6 +102,17 @@ impl Connection {
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
+        }
+    }
+
+    /// Moves the bytes TLS has decrypted but nobody read into the pending bytes: done
+    /// before the poller takes the connection, which only learns of bytes the socket
+    /// signals (see `transport.rs`).
+    pub fn take_decrypted(&mut self) {
+        let mut decrypted = Vec::new();
+        self.stream.drain_decrypted(&mut decrypted);
+        if !decrypted.is_empty() {
+            self.push(&decrypted);
         }
     }
 
@@ -175,7 +187,7 @@ impl Read for Connection {
 /// One read from the socket, within the body deadline (and its progress wait) when one
 /// is set.
 fn read_bounded(
-    stream: &mut TcpStream,
+    stream: &mut Transport,
     bound: Option<(Instant, Duration)>,
     out: &mut [u8],
 ) -> io::Result<usize> {

@@ -33,6 +33,7 @@ pub mod range;
 pub mod reactor;
 pub mod request;
 pub mod response;
+pub mod transport;
 
 pub use response::{Response, ResponseBody, write_response};
 
@@ -401,7 +402,7 @@ fn refuse_request(
 }
 
 fn refuse(conn: &mut Connection, response: &Response) -> (bool, u16) {
-    let _ = write_response(&mut BufWriter::new(&conn.stream), response, false);
+    let _ = write_response(&mut BufWriter::new(&mut conn.stream), response, false);
     (false, response.status)
 }
 
@@ -507,7 +508,7 @@ fn answer(
         response.body = ResponseBody::Head(response.body.content_length());
     }
     log::debug!("{} {method} {path} -> {}", conn.peer, response.status);
-    let mut writer = BufWriter::with_capacity(32 << 10, &conn.stream);
+    let mut writer = BufWriter::with_capacity(32 << 10, &mut conn.stream);
     let kept = write_response(&mut writer, &response, keep_alive).is_ok() && keep_alive;
     (kept, response.status)
 }

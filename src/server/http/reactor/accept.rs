@@ -12,6 +12,7 @@ use polling::Event;
 
 use super::{LISTENER, Parked, Reactor};
 use crate::server::http::connection::Connection;
+use crate::server::http::transport::Transport;
 use crate::server::http::{Response, write_response};
 
 /// How long the listener is left unwatched when a connection cannot be accepted for want
@@ -188,6 +189,13 @@ impl Reactor {
         if stream.set_nonblocking(true).is_err() {
             return;
         }
+        let stream = match Transport::accept(stream, self.tls.as_ref()) {
+            Ok(stream) => stream,
+            Err(e) => {
+                log::warn!("starting TLS on a connection: {e}");
+                return;
+            }
+        };
         let key = self.next_key;
         self.next_key += 1;
         // SAFETY: every connection is deleted from the poller before its socket is

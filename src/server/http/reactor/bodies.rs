@@ -124,6 +124,7 @@ impl Reactor {
             let _ = self.poller.delete(&conn.stream);
             return;
         }
+        conn.take_decrypted();
         let key = self.insert(conn, None);
         self.settle_body(key);
     }

@@ -144,17 +144,21 @@ pub struct Reactor {
     listener_paused_until: Option<Instant>,
     next_key: usize,
     scratch: Vec<u8>,
+    /// HTTPS: every accepted connection speaks TLS with this configuration.
+    tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Reactor {
     /// Sets up the poller on a listening socket; `work` feeds the handler threads;
-    /// `exempt` names the addresses not held to the per-client connection cap.
+    /// `exempt` names the addresses not held to the per-client connection cap; with
+    /// `tls`, connections speak HTTPS.
     pub fn new(
         listener: TcpListener,
         limits: Limits,
         stop: Arc<AtomicBool>,
         work: Sender<Connection>,
         exempt: Exempt,
+        tls: Option<Arc<rustls::ServerConfig>>,
     ) -> io::Result<(Reactor, ReturnPath)> {
         let poller = Arc::new(Poller::new()?);
         listener.set_nonblocking(true)?;
@@ -190,6 +194,7 @@ impl Reactor {
                 listener_paused_until: None,
                 next_key: LISTENER + 1,
                 scratch: vec![0; 64 << 10],
+                tls,
             },
             path,
         ))
@@ -286,7 +291,7 @@ impl Reactor {
         parked.linger_until = Some(deadline);
         self.lingering.insert((deadline, key));
         let _ = parked.conn.stream.set_nonblocking(true);
-        let _ = parked.conn.stream.shutdown(std::net::Shutdown::Write);
+        let _ = parked.conn.stream.shutdown_write();
         let watched = self
             .poller
             .modify(&parked.conn.stream, Event::readable(key))
@@ -318,7 +323,11 @@ impl Reactor {
                 Ok(n) => {
                     parked.conn.push(&self.scratch[..n]);
                     read += n;
-                    if read >= READ_PER_EVENT || parked.conn.pending().len() >= enough {
+                    if parked.conn.pending().len() >= enough {
+                        break true;
+                    }
+                    // Bytes TLS already decrypted get no readiness event of their own.
+                    if read >= READ_PER_EVENT && !parked.conn.stream.holds_decrypted() {
                         break true;
                     }
                 }
@@ -440,6 +449,7 @@ impl Reactor {
             let _ = self.poller.delete(&conn.stream);
             return;
         }
+        conn.take_decrypted();
         conn.release_buffer();
         let idle_since = conn.pending().is_empty().then(Instant::now);
         let key = self.insert(conn, idle_since);
