@@ -51,6 +51,7 @@ fn start(data: &Path) -> Server {
             public_url: None,
             system_events_log_level: log::LevelFilter::Warn,
             tls: None,
+            base_path: "/".into(),
         },
         Default::default(),
     )

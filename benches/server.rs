@@ -436,6 +436,7 @@ fn start_with(
             public_url: None,
             system_events_log_level: log::LevelFilter::Warn,
             tls: None,
+            base_path: "/".into(),
         },
         Default::default(),
     )

@@ -53,6 +53,10 @@ pub(crate) struct ServeArgs {
     /// address, `http://<host>:<port>/`.
     #[arg(long, env = "RS_PUBLIC_URL")]
     public_url: Option<String>,
+    /// Where the API lives, as ReductStore's base path: with `/reduct`, the API is under
+    /// `/reduct/api/v1/` and other paths are answered 404.
+    #[arg(long, env = "RS_API_BASE_PATH", default_value = "/")]
+    api_base_path: String,
     /// Serve HTTPS with this PEM certificate chain (with --cert-key-path), on the same
     /// port. A certificate or key that cannot be used stops the start.
     #[arg(long, env = "RS_CERT_PATH", requires = "cert_key_path")]
@@ -313,6 +317,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         public_url: args.public_url,
         system_events_log_level: args.system_events_log_level,
         tls: args.cert_path.zip(args.cert_key_path),
+        base_path: args.api_base_path,
     };
     // Handlers are installed before any thread starts, so no signal is lost; the main
     // thread then just waits for one.

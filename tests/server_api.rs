@@ -689,3 +689,44 @@ fn numbers_are_digits_only_and_every_stored_timestamp_is_queryable() {
     let r = s.request("PUT", "/api/v1/b/$system", &[], br#"{"quota_type":"FIFO"}"#);
     assert!(matches!(r.status, 404 | 409), "{}", r.error());
 }
+
+#[test]
+fn the_api_lives_under_the_base_path_when_one_is_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_server(dir.path(), &[("RS_API_BASE_PATH", "reduct/")]);
+    assert_eq!(s.get("/reduct/api/v1/info").status, 200);
+    assert_eq!(
+        s.request("POST", "/reduct/api/v1/b/b", &[], b"").status,
+        200
+    );
+    assert_eq!(write(&s, "/reduct/api/v1/b/b/cam?ts=5", &[], b"frame"), 200);
+    assert_eq!(s.get("/reduct/api/v1/b/b/cam?ts=5").body, b"frame");
+    // Outside it: 404 naming the base path, the API at the root included.
+    let r = s.get("/api/v1/info");
+    assert_eq!(r.status, 404);
+    assert!(r.error().contains("RS_API_BASE_PATH"), "{}", r.error());
+    assert_eq!(s.get("/reductx/api/v1/info").status, 404);
+    // The console is under it too.
+    let r = s.get("/reduct");
+    assert_eq!(r.status, 302);
+    assert_eq!(r.header("location"), Some("/reduct/ui/"));
+    // Query links carry it.
+    let body = br#"{"bucket":"b","entry":"cam","query":{"query_type":"QUERY"},"expire_at":99999999999,"record_entry":"cam","record_timestamp":5}"#;
+    let r = s.request("POST", "/reduct/api/v1/links/f.bin", &[], body);
+    assert_eq!(r.status, 200, "{}", r.error());
+    let link = r.json()["link"].as_str().unwrap().to_string();
+    assert!(link.contains("/reduct/api/v1/links/f.bin?"), "{link}");
+    let at = link.find("/reduct/").unwrap();
+    assert_eq!(s.get(&link[at..]).body, b"frame");
+    // A base path that could not be one stops the start.
+    let bad = tempfile::tempdir().unwrap();
+    let err = common::try_start_server(bad.path(), &[("RS_API_BASE_PATH", "/a/../b")])
+        .err()
+        .expect("refused");
+    assert!(
+        err.1.iter().any(|l| l.contains("RS_API_BASE_PATH")),
+        "{:?}",
+        err.1
+    );
+    s.terminate();
+}

@@ -78,25 +78,57 @@ pub struct ServerConfig {
     /// Log messages at or above this level go into `$system` (`RS_SYSTEM_EVENTS_LOG_LEVEL`,
     /// default WARN) while system events are on.
     pub system_events_log_level: log::LevelFilter,
+    /// Where the API lives (`RS_API_BASE_PATH`, e.g. `/reduct`): requests outside it are
+    /// answered 404. `/` (the default): at the root.
+    pub base_path: String,
     /// HTTPS: the PEM certificate chain and private key (`RS_CERT_PATH`,
     /// `RS_CERT_KEY_PATH`); `None` serves plain HTTP.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 /// The base of query links: `configured` with a `/` appended when missing, else
-/// `http://<host>:<port>/` (the port left out for 80), as ReductStore makes it.
-fn public_url(configured: Option<&str>, host: &str, port: u16, tls: bool) -> String {
+/// `http(s)://<host>:<port><base>` (the port left out for 80 or 443), as ReductStore
+/// makes it.
+fn public_url(
+    configured: Option<&str>,
+    (host, port): (&str, u16),
+    tls: bool,
+    base: &str,
+) -> String {
     let mut url = match configured.map(str::trim).filter(|u| !u.is_empty()) {
         Some(url) => url.to_string(),
-        None if port == 80 && !tls => format!("http://{host}"),
-        None if port == 443 && tls => format!("https://{host}"),
-        None if tls => format!("https://{host}:{port}"),
-        None => format!("http://{host}:{port}"),
+        None if port == 80 && !tls => format!("http://{host}{base}"),
+        None if port == 443 && tls => format!("https://{host}{base}"),
+        None if tls => format!("https://{host}:{port}{base}"),
+        None => format!("http://{host}:{port}{base}"),
     };
     if !url.ends_with('/') {
         url.push('/');
     }
     url
+}
+
+/// `RS_API_BASE_PATH` as `/` or `/<path>/`; refused when it could not be a path prefix.
+fn normalize_base_path(text: &str) -> Result<String> {
+    let trimmed = text.trim().trim_matches('/');
+    if trimmed.is_empty() {
+        return Ok("/".to_string());
+    }
+    let fine = trimmed.split('/').all(|segment| {
+        !segment.is_empty()
+            && segment != "."
+            && segment != ".."
+            && segment
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
+    });
+    if !fine {
+        return Err(Error::unprocessable(format!(
+            "RS_API_BASE_PATH '{}' is not a path of letters, digits, '-', '.', '_' or '~' segments",
+            text.escape_default()
+        )));
+    }
+    Ok(format!("/{trimmed}/"))
 }
 
 /// A running server.
@@ -132,6 +164,7 @@ impl Server {
             None => None,
         };
         let scheme = if tls.is_some() { "https" } else { "http" };
+        let base_path = normalize_base_path(&config.base_path)?;
         // The port first: a server that cannot listen must not have created or changed
         // its data directory. Connections made meanwhile wait in the backlog until the
         // store is open.
@@ -260,10 +293,11 @@ impl Server {
             role: config.role,
             public_url: public_url(
                 config.public_url.as_deref(),
-                &config.host,
-                addr.port(),
+                (&config.host, addr.port()),
                 tls.is_some(),
+                &base_path,
             ),
+            base_path,
             instance_name: config.engine.instance_name.clone(),
             trail,
             started: Instant::now(),

@@ -84,6 +84,9 @@ pub struct App {
     /// Where clients reach this server (`RS_PUBLIC_URL`, else the listening address),
     /// ending in `/`: the base of query links.
     pub public_url: String,
+    /// Where the API lives (`RS_API_BASE_PATH`): `/` or `/<path>/`, so the API is under
+    /// `<base>api/v1/`.
+    pub base_path: String,
     /// Reported by `/info`.
     pub instance_name: String,
     /// The `$system` trail (audit, usage, logs); `None` when system events are off.

@@ -4,8 +4,7 @@
 //! happen).
 
 /// Settings read by ReductStore 1.21 that this server ignores.
-const IGNORED: [&str; 15] = [
-    "RS_API_BASE_PATH",
+const IGNORED: [&str; 14] = [
     "RS_AUDIT_ENABLED",
     "RS_DISABLE_AUTH",
     "RS_ENGINE_COMPACTION_INTERVAL",
@@ -58,11 +57,7 @@ mod tests {
         .map(|k| (k.to_string(), "x".to_string()));
         assert_eq!(
             unsupported_settings(vars),
-            vec![
-                "RS_API_BASE_PATH",
-                "RS_ENGINE_NUM_IO_THREADS",
-                "RS_TOKEN_1_NAME"
-            ]
+            vec!["RS_ENGINE_NUM_IO_THREADS", "RS_TOKEN_1_NAME"]
         );
     }
 }

@@ -65,6 +65,37 @@ impl Service for App {
     fn decorate_refusal(&self, head: &RequestHead, response: &mut Response) {
         self.cors.apply(head.header("origin"), response);
     }
+
+    fn rebase(&self, head: &mut RequestHead) -> Option<Response> {
+        if self.base_path == "/" {
+            return None;
+        }
+        let bare = head.path.split('?').next().unwrap_or_default();
+        // `/base` alone is `/base/`.
+        let inside = head
+            .path
+            .strip_prefix(&self.base_path[..self.base_path.len() - 1]);
+        match inside {
+            Some(rest) if rest.is_empty() || rest.starts_with(['/', '?']) => {
+                head.path = if rest.starts_with('/') {
+                    rest.to_string()
+                } else {
+                    format!("/{rest}")
+                };
+                None
+            }
+            _ => {
+                let message = format!(
+                    "'{}' is outside this server's base path {} (RS_API_BASE_PATH)",
+                    bare.escape_default(),
+                    self.base_path
+                );
+                let mut refusal = Response::error(404, &message);
+                self.cors.apply(head.header("origin"), &mut refusal);
+                Some(refusal)
+            }
+        }
+    }
 }
 
 /// The caller a request head's `Authorization` names; `None` with authentication off.
@@ -252,7 +283,8 @@ impl Route for App {
         }
         if bare_path == "/" && reads {
             // Where ReductStore serves its web console.
-            return Ok(Response::status(302).header("location", "/ui/"));
+            let console = format!("{}ui/", self.base_path);
+            return Ok(Response::status(302).header("location", console));
         }
         if bare_path == "/metrics" && reads {
             // Any valid token may read them, as `/info`, but sees only the buckets it may

@@ -49,6 +49,11 @@ pub trait Service: Sync {
     fn observe(&self, method: &str, path: &str, status: u16, elapsed: Duration);
     /// Adds what every answer carries (CORS) to a refusal the transport makes itself.
     fn decorate_refusal(&self, head: &RequestHead, response: &mut Response);
+    /// Takes the server's base path off a request's path before anything else looks at
+    /// it; a path outside it gets the refusal returned instead.
+    fn rebase(&self, _head: &mut RequestHead) -> Option<Response> {
+        None
+    }
 }
 
 /// Requests served back to back on one connection before it goes to the back of the
@@ -195,7 +200,15 @@ pub fn serve(
         waited = false;
         served += 1;
         let head = match head::parse_head(&conn.pending()[..end]) {
-            Ok(head) => head,
+            Ok(mut head) => match app.rebase(&mut head) {
+                None => head,
+                Some(refusal) => {
+                    conn.consume(end);
+                    conn.head_started = None;
+                    refuse_unread(app, &mut conn, &refusal);
+                    return After::Close(conn);
+                }
+            },
             Err(e) => {
                 conn.consume(end);
                 conn.head_started = None;
