@@ -52,6 +52,7 @@ fn start(data: &Path) -> Server {
             system_events_log_level: log::LevelFilter::Warn,
             tls: None,
             base_path: "/".into(),
+            disable_auth: false,
         },
         Default::default(),
     )

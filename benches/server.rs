@@ -437,6 +437,7 @@ fn start_with(
             system_events_log_level: log::LevelFilter::Warn,
             tls: None,
             base_path: "/".into(),
+            disable_auth: false,
         },
         Default::default(),
     )

@@ -53,6 +53,10 @@ pub(crate) struct ServeArgs {
     /// address, `http://<host>:<port>/`.
     #[arg(long, env = "RS_PUBLIC_URL")]
     public_url: Option<String>,
+    /// No authentication at all (true/false), even with RS_API_TOKEN or provisioned
+    /// tokens set, as ReductStore's RS_DISABLE_AUTH.
+    #[arg(long, env = "RS_DISABLE_AUTH", default_value = "false", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::Set)]
+    disable_auth: bool,
     /// Where the API lives, as ReductStore's base path: with `/reduct`, the API is under
     /// `/reduct/api/v1/` and other paths are answered 404.
     #[arg(long, env = "RS_API_BASE_PATH", default_value = "/")]
@@ -318,6 +322,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         system_events_log_level: args.system_events_log_level,
         tls: args.cert_path.zip(args.cert_key_path),
         base_path: args.api_base_path,
+        disable_auth: args.disable_auth,
     };
     // Handlers are installed before any thread starts, so no signal is lost; the main
     // thread then just waits for one.

@@ -374,3 +374,70 @@ fn a_chunked_body_without_a_token_is_refused_before_any_of_it_is_read() {
         b"abc"
     );
 }
+
+#[test]
+fn tokens_provisioned_from_the_environment_work_and_cannot_be_changed_over_the_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("RS_TOKEN_1_NAME", "reader"),
+        ("RS_TOKEN_1_VALUE", "reader-secret-value"),
+        ("RS_TOKEN_1_READ", "cams"),
+        ("RS_TOKEN_2_NAME", "ops"),
+        ("RS_TOKEN_2_VALUE", "ops-secret-value"),
+        ("RS_TOKEN_2_FULL_ACCESS", "true"),
+        ("RS_TOKEN_3_NAME", "broken"),
+    ];
+    // No RS_API_TOKEN: restricted tokens turn authentication on by themselves.
+    let s = start_server(dir.path(), &env);
+    assert_eq!(s.get("/api/v1/info").status, 401);
+    let ops = "ops-secret-value";
+    assert_eq!(call(&s, ops, "POST", "/api/v1/b/cams", b"").status, 200);
+    assert_eq!(call(&s, ops, "POST", "/api/v1/b/other", b"").status, 200);
+    let reader = "reader-secret-value";
+    assert_eq!(call(&s, reader, "GET", "/api/v1/b/cams", b"").status, 200);
+    assert_eq!(call(&s, reader, "GET", "/api/v1/b/other", b"").status, 403);
+    assert_eq!(
+        call(&s, reader, "POST", "/api/v1/b/cams/e?ts=1", b"x").status,
+        403
+    );
+    // Listed as provisioned; not rotated, removed or created again over the API.
+    let r = call(&s, ops, "GET", "/api/v1/tokens/reader", b"");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["is_provisioned"], true);
+    assert_eq!(r.json()["permissions"]["read"], json!(["cams"]));
+    assert_eq!(
+        call(&s, ops, "POST", "/api/v1/tokens/reader/rotate", b"").status,
+        409
+    );
+    assert_eq!(
+        call(&s, ops, "DELETE", "/api/v1/tokens/reader", b"").status,
+        409
+    );
+    let body = br#"{"full_access":true}"#;
+    assert_eq!(
+        call(&s, ops, "POST", "/api/v1/tokens/ops", body).status,
+        409
+    );
+    // The one without a value is named in the log and not made.
+    assert!(
+        s.log_lines("RS_TOKEN_3_VALUE")
+            .iter()
+            .any(|l| l.contains("skipped")),
+        "{:?}",
+        s.log_lines("RS_TOKEN_3")
+    );
+    assert_eq!(
+        call(&s, ops, "GET", "/api/v1/tokens/broken", b"").status,
+        404
+    );
+    s.terminate();
+
+    // RS_DISABLE_AUTH: open, whatever tokens are given.
+    let mut open_env = env.to_vec();
+    open_env.push(("RS_DISABLE_AUTH", "true"));
+    open_env.push(("RS_API_TOKEN", "init"));
+    let s = start_server(dir.path(), &open_env);
+    assert_eq!(s.get("/api/v1/b/other").status, 200);
+    assert!(!s.log_lines("authentication is OFF").is_empty());
+    s.terminate();
+}

@@ -81,6 +81,8 @@ pub struct ServerConfig {
     /// Where the API lives (`RS_API_BASE_PATH`, e.g. `/reduct`): requests outside it are
     /// answered 404. `/` (the default): at the root.
     pub base_path: String,
+    /// `RS_DISABLE_AUTH`: no authentication, whatever tokens are given.
+    pub disable_auth: bool,
     /// HTTPS: the PEM certificate chain and private key (`RS_CERT_PATH`,
     /// `RS_CERT_KEY_PATH`); `None` serves plain HTTP.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
@@ -209,13 +211,34 @@ impl Server {
             // an empty variable is easy to set by mistake.
             log::warn!("RS_API_TOKEN is set but empty: authentication is OFF");
         }
-        // The token repository exists only with authentication on (a non-empty
-        // RS_API_TOKEN, the provisioned init-token); created tokens persist either way.
-        let tokens = match config.api_token.as_deref().map(str::trim) {
-            Some(init) if !init.is_empty() => {
-                Some(auth::TokenRepository::open(&config.engine.data_path, init)?)
+        // The token repository exists only with authentication on: a non-empty
+        // RS_API_TOKEN (the provisioned init-token) or tokens provisioned with
+        // RS_TOKEN_<ID>_* (restricted tokens mean the server is not open to all), unless
+        // RS_DISABLE_AUTH says otherwise. Created tokens persist either way.
+        let init = config
+            .api_token
+            .as_deref()
+            .map(str::trim)
+            .unwrap_or_default();
+        let mut provisioned_tokens = Vec::new();
+        for token in provisioning.tokens {
+            match token {
+                Ok(token) => provisioned_tokens.push(token),
+                Err(why) => log::error!("provisioned token skipped: {why}"),
             }
-            _ => None,
+        }
+        let tokens = if config.disable_auth {
+            if !init.is_empty() || !provisioned_tokens.is_empty() {
+                log::warn!(
+                    "RS_DISABLE_AUTH is true: authentication is OFF, RS_API_TOKEN and RS_TOKEN_* are not used"
+                );
+            }
+            None
+        } else if init.is_empty() && provisioned_tokens.is_empty() {
+            None
+        } else {
+            let repo = auth::TokenRepository::open(&config.engine.data_path, init)?;
+            Some(repo.with_provisioned(provisioned_tokens)?)
         };
         // The trail: not on a replica (read-only), and not with system events off.
         let trail =

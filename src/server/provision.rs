@@ -30,6 +30,8 @@ pub struct Provisioning {
     pub lifecycles: Vec<Provisioned>,
     /// Replication tasks, sorted by ID.
     pub replications: Vec<crate::server::provision_replications::ProvisionedReplication>,
+    /// Tokens (`RS_TOKEN_<ID>_*`), sorted by ID; an unusable one is why.
+    pub tokens: Vec<Result<crate::server::auth::ProvisionedToken, String>>,
 }
 
 impl Default for Provisioning {
@@ -40,6 +42,7 @@ impl Default for Provisioning {
             buckets: Vec::new(),
             lifecycles: Vec::new(),
             replications: Vec::new(),
+            tokens: Vec::new(),
         }
     }
 }
@@ -54,6 +57,7 @@ impl Provisioning {
             replications: crate::server::provision_replications::replications_from_env(
                 vars.iter().cloned(),
             ),
+            tokens: crate::server::auth::tokens_from_env(vars.iter().cloned()),
             lifecycles: from_env(vars),
         }
     }

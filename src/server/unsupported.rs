@@ -4,9 +4,8 @@
 //! happen).
 
 /// Settings read by ReductStore 1.21 that this server ignores.
-const IGNORED: [&str; 14] = [
+const IGNORED: [&str; 13] = [
     "RS_AUDIT_ENABLED",
-    "RS_DISABLE_AUTH",
     "RS_ENGINE_COMPACTION_INTERVAL",
     "RS_ENGINE_NUM_IO_THREADS",
     "RS_ENGINE_REPLICATION_INTERVAL",
@@ -21,17 +20,12 @@ const IGNORED: [&str; 14] = [
     "RS_SECONDARY_SYNC_INTERVAL",
 ];
 
-/// Families of ReductStore settings this server ignores (provisioned tokens).
-const IGNORED_PREFIXES: [&str; 1] = ["RS_TOKEN_"];
-
 /// The ignored ReductStore settings among `vars` (e.g. `std::env::vars()`), sorted.
 pub fn unsupported_settings(vars: impl IntoIterator<Item = (String, String)>) -> Vec<String> {
     let mut found: Vec<String> = vars
         .into_iter()
         .map(|(k, _)| k)
-        .filter(|k| {
-            IGNORED.contains(&k.as_str()) || IGNORED_PREFIXES.iter().any(|p| k.starts_with(p))
-        })
+        .filter(|k| IGNORED.contains(&k.as_str()))
         .collect();
     found.sort();
     found
@@ -55,9 +49,6 @@ mod tests {
             "HOME",
         ]
         .map(|k| (k.to_string(), "x".to_string()));
-        assert_eq!(
-            unsupported_settings(vars),
-            vec!["RS_ENGINE_NUM_IO_THREADS", "RS_TOKEN_1_NAME"]
-        );
+        assert_eq!(unsupported_settings(vars), vec!["RS_ENGINE_NUM_IO_THREADS"]);
     }
 }

@@ -20,14 +20,19 @@ impl TokenRepository {
     /// so rotating or removing the token voids them) and what it may do. 404 for a token
     /// that does not exist (any more), 401 for an expired one.
     pub fn link_issuer(&self, name: &str) -> Result<(Vec<u8>, Caller)> {
-        if name == INIT_TOKEN {
-            let secret = salted_hash("halflife-init-token-link", &self.init);
-            let view = self.init_view();
+        if let Some(token) = self.provisioned(name) {
+            // Salted with the name, so two provisioned tokens never share a secret.
+            let salt = if name == INIT_TOKEN {
+                "halflife-init-token-link".to_string()
+            } else {
+                format!("halflife-provisioned-link-{name}")
+            };
+            let secret = salted_hash(&salt, &token.value);
             return Ok((
                 secret.into_bytes(),
                 Caller {
-                    name: view.name,
-                    permissions: view.permissions,
+                    name: token.name.clone(),
+                    permissions: token.permissions.clone(),
                 },
             ));
         }

@@ -53,7 +53,8 @@ pub struct TokenView {
     pub created_at: String,
     /// What it may do.
     pub permissions: Permissions,
-    /// The `RS_API_TOKEN` token.
+    /// Given by the environment (`RS_API_TOKEN`, `RS_TOKEN_<ID>_*`): it cannot be
+    /// rotated or removed over the API.
     pub is_provisioned: bool,
     /// RFC 3339, if it expires.
     pub expires_at: Option<String>,
@@ -180,8 +181,9 @@ struct LegacyBody {
 /// The tokens of a server.
 pub struct TokenRepository {
     path: PathBuf,
-    /// The `RS_API_TOKEN` value: the provisioned `init-token`.
-    init: String,
+    /// The tokens the environment gives: the `init-token` (`RS_API_TOKEN`) and the
+    /// `RS_TOKEN_<ID>_*` ones.
+    provisioned: Vec<ProvisionedToken>,
     started: u64,
     state: Mutex<State>,
     /// Stored tokens that do not load (written by another version, edited by hand):
@@ -275,7 +277,11 @@ impl TokenRepository {
         Ok(TokenRepository {
             unreadable,
             path,
-            init: init.to_string(),
+            provisioned: if init.is_empty() {
+                Vec::new()
+            } else {
+                vec![ProvisionedToken::init(init)]
+            },
             started: now_micros(),
             state: Mutex::new(State {
                 last_access: tokens
@@ -313,13 +319,10 @@ impl TokenRepository {
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim)
             .ok_or_else(|| unauthorized("No bearer token in request header"))?;
-        if constant_time_eq(value.as_bytes(), self.init.as_bytes()) {
+        if let Some(token) = self.provisioned_by_value(value) {
             return Ok(Caller {
-                name: INIT_TOKEN.to_string(),
-                permissions: Permissions {
-                    full_access: true,
-                    ..Default::default()
-                },
+                name: token.name.clone(),
+                permissions: token.permissions.clone(),
             });
         }
         // Values are `<name>-<32 hex>`: the name says which hash to check.
@@ -329,6 +332,10 @@ impl TokenRepository {
             .filter(|&i| value.as_bytes().get(i) == Some(&b'-'))
             .map(|i| &value[..i])
             .ok_or_else(|| unauthorized("Invalid token"))?;
+        if self.provisioned(name).is_some() {
+            // Its stored namesake is hidden behind it.
+            return Err(unauthorized("Invalid token"));
+        }
         let mut st = self.lock();
         let token = st
             .tokens
@@ -407,28 +414,10 @@ impl TokenRepository {
         }
     }
 
-    fn init_view(&self) -> TokenView {
-        TokenView {
-            name: INIT_TOKEN.to_string(),
-            value: String::new(),
-            created_at: time_text(self.started),
-            permissions: Permissions {
-                full_access: true,
-                ..Default::default()
-            },
-            is_provisioned: true,
-            expires_at: None,
-            ttl: None,
-            last_access: None,
-            ip_allowlist: Vec::new(),
-            is_expired: false,
-        }
-    }
-
     /// The JSON of one token (its value is never shown again).
     pub fn get(&self, name: &str) -> Result<TokenView> {
-        if name == INIT_TOKEN {
-            return Ok(self.init_view());
+        if let Some(token) = self.provisioned(name) {
+            return Ok(self.provisioned_view(token));
         }
         let st = self.lock();
         let t = st
@@ -444,9 +433,10 @@ impl TokenRepository {
         let mut out: Vec<TokenView> = st
             .tokens
             .values()
+            .filter(|t| self.provisioned(&t.name).is_none())
             .map(|t| self.view(t, st.last_access.get(&t.name).copied()))
             .collect();
-        out.push(self.init_view());
+        out.extend(self.provisioned.iter().map(|t| self.provisioned_view(t)));
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out
     }
@@ -477,7 +467,7 @@ impl TokenRepository {
         crate::storage::names::validate_bucket_name(name)
             .map_err(|_| Error::unprocessable(format!("Invalid token name '{name}'")))?;
         let mut st = self.lock();
-        if name == INIT_TOKEN || st.tokens.contains_key(name) {
+        if name == INIT_TOKEN || self.provisioned(name).is_some() || st.tokens.contains_key(name) {
             return Err(Error::conflict(format!("Token '{name}' already exists")));
         }
         for bucket in request
@@ -533,7 +523,7 @@ impl TokenRepository {
 
     /// Gives a token a new value (the old one stops working at once).
     pub fn rotate(&self, name: &str) -> Result<(String, String)> {
-        if name == INIT_TOKEN {
+        if self.provisioned(name).is_some() {
             return Err(Error::conflict(format!(
                 "Can't rotate provisioned token '{name}'"
             )));
@@ -563,7 +553,7 @@ impl TokenRepository {
 
     /// Removes a token; it is refused at once.
     pub fn remove(&self, name: &str) -> Result<()> {
-        if name == INIT_TOKEN {
+        if self.provisioned(name).is_some() {
             return Err(Error::conflict(format!(
                 "Can't remove provisioned token '{name}'"
             )));
@@ -582,7 +572,10 @@ impl TokenRepository {
 }
 
 mod beyond_auth;
+mod provisioned;
 mod proxies;
+
+pub use provisioned::{ProvisionedToken, tokens_from_env};
 
 use proxies::ip_in;
 pub use proxies::{TrustedProxies, client_ip};
