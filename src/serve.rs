@@ -164,6 +164,18 @@ pub(crate) struct ServeArgs {
     /// block (a frame is about 1 MiB), store-wide.
     #[arg(long, env = "RS_FRAME_CACHE_SIZE", default_value = "32MiB", value_parser = halflife::server::provision::parse_byte_size)]
     frame_cache: u64,
+    /// Most records in one batch of a query's answer (a query's `#batch_records`
+    /// overrides it).
+    #[arg(long, env = "RS_IO_BATCH_MAX_RECORDS", default_value = "85", value_parser = clap::value_parser!(u64).range(1..))]
+    io_batch_max_records: u64,
+    /// A batch stops growing once its payloads pass this size (`#batch_size`
+    /// overrides it).
+    #[arg(long, env = "RS_IO_BATCH_MAX_SIZE", default_value = "8MB", value_parser = halflife::server::provision::parse_byte_size)]
+    io_batch_max_size: u64,
+    /// A batch stops growing once its record headers pass this size
+    /// (`#batch_metadata_size` overrides it).
+    #[arg(long, env = "RS_IO_BATCH_MAX_METADATA_SIZE", default_value = "512KB", value_parser = halflife::server::provision::parse_byte_size)]
+    io_batch_max_metadata_size: u64,
     /// Longest TTL a query may ask for; longer ones are cut to it.
     #[arg(long, env = "RS_MAX_QUERY_TTL", default_value = "1h", value_parser = positive_duration)]
     max_query_ttl: std::time::Duration,
@@ -312,6 +324,11 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
             max_open_per_token: usize::try_from(args.max_open_queries_per_token)
                 .unwrap_or(usize::MAX),
             max_ttl: args.max_query_ttl,
+            batch: halflife::server::queries::BatchLimits {
+                records: usize::try_from(args.io_batch_max_records).unwrap_or(usize::MAX),
+                bytes: args.io_batch_max_size,
+                metadata_bytes: args.io_batch_max_metadata_size,
+            },
         },
         api_token: args.api_token,
         role: args.instance_role,

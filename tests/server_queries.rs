@@ -662,3 +662,39 @@ fn one_token_cannot_take_every_query_slot() {
     );
     assert_eq!(open(INIT).status, 200, "another token still gets a slot");
 }
+
+#[test]
+fn the_servers_batch_limits_come_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("RS_IO_BATCH_MAX_RECORDS", "4"),
+        ("RS_IO_BATCH_MAX_SIZE", "1KB"),
+    ];
+    let s = start_server(dir.path(), &env);
+    new_bucket(&s, "d");
+    for ts in 0..10u64 {
+        let path = format!("/api/v1/b/d/a?ts={ts}");
+        assert_eq!(write(&s, &path, &[], b"0123456789"), 200);
+    }
+    for ts in 0..3u64 {
+        let path = format!("/api/v1/b/d/big?ts={}", 100 + ts);
+        assert_eq!(write(&s, &path, &[], &[7u8; 600]), 200);
+    }
+    let all = |entries: &[&str]| {
+        let body = json!({"query_type": "QUERY", "entries": entries});
+        let id = query(&s, "d", body).json()["id"].as_u64().unwrap();
+        read_all(&s, "d", id)
+            .iter()
+            .map(Vec::len)
+            .collect::<Vec<usize>>()
+    };
+    assert_eq!(all(&["a"]), [4, 4, 2]);
+    // 1 KB: a batch closes once past it.
+    assert_eq!(all(&["big"]), [2, 1]);
+    // A query's own directive still wins.
+    let body = json!({"query_type": "QUERY", "entries": ["a"], "when": {"#batch_records": 6}});
+    let id = query(&s, "d", body).json()["id"].as_u64().unwrap();
+    let sizes: Vec<usize> = read_all(&s, "d", id).iter().map(Vec::len).collect();
+    assert_eq!(sizes, [6, 4]);
+    s.terminate();
+}

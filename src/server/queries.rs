@@ -11,12 +11,11 @@ use crate::error::{Error, Result};
 use crate::storage::condition::BatchDirectives;
 use crate::storage::{Payload, QueryIter, Record, RecordMeta};
 
-/// Most records in one batch (`RS_IO_BATCH_MAX_RECORDS` in ReductStore).
+/// Default of `RS_IO_BATCH_MAX_RECORDS`, as in ReductStore.
 pub const BATCH_RECORDS: usize = 85;
-/// A batch stops growing once its payloads pass this many bytes (`RS_IO_BATCH_MAX_SIZE`).
+/// Default of `RS_IO_BATCH_MAX_SIZE`, as in ReductStore.
 pub const BATCH_BYTES: u64 = 8_000_000;
-/// A batch stops growing once its record headers pass this many bytes
-/// (`RS_IO_BATCH_MAX_METADATA_SIZE`).
+/// Default of `RS_IO_BATCH_MAX_METADATA_SIZE`, as in ReductStore.
 pub const BATCH_METADATA_BYTES: u64 = 512_000;
 /// Longest a read of a caught-up continuous query waits for new records (ReductStore
 /// waits a quarter of the TTL; this caps it so a long TTL cannot hold a handler thread).
@@ -49,22 +48,38 @@ impl Batch {
     }
 }
 
-/// Where a batch ends: ReductStore's limits, or the query's `#batch_*` directives.
-#[derive(Debug, Clone, Copy)]
-struct BatchLimits {
-    records: usize,
-    bytes: u64,
-    metadata_bytes: u64,
+/// Where a batch ends: the server's limits (`RS_IO_BATCH_MAX_RECORDS`, `_MAX_SIZE`,
+/// `_MAX_METADATA_SIZE`, ReductStore's defaults unless set), or the query's `#batch_*`
+/// directives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchLimits {
+    /// Most records in one batch.
+    pub records: usize,
+    /// A batch stops growing once its payloads pass this many bytes.
+    pub bytes: u64,
+    /// A batch stops growing once its record headers pass this many bytes.
+    pub metadata_bytes: u64,
+}
+
+impl Default for BatchLimits {
+    fn default() -> Self {
+        BatchLimits {
+            records: BATCH_RECORDS,
+            bytes: BATCH_BYTES,
+            metadata_bytes: BATCH_METADATA_BYTES,
+        }
+    }
 }
 
 impl BatchLimits {
-    fn of(d: &BatchDirectives) -> Self {
+    /// These limits, with what the query's directives set instead.
+    fn with(self, d: &BatchDirectives) -> Self {
         BatchLimits {
-            records: d.records.map_or(BATCH_RECORDS, |n| {
+            records: d.records.map_or(self.records, |n| {
                 usize::try_from(n.max(1)).unwrap_or(usize::MAX)
             }),
-            bytes: d.size.unwrap_or(BATCH_BYTES),
-            metadata_bytes: d.metadata_size.unwrap_or(BATCH_METADATA_BYTES),
+            bytes: d.size.unwrap_or(self.bytes),
+            metadata_bytes: d.metadata_size.unwrap_or(self.metadata_bytes),
         }
     }
 }
@@ -138,6 +153,8 @@ pub struct QueryLimits {
     pub max_open_per_token: usize,
     /// Longest TTL a query may ask for; longer ones are cut to it.
     pub max_ttl: Duration,
+    /// Where a batch ends unless the query says otherwise.
+    pub batch: BatchLimits,
 }
 
 impl Default for QueryLimits {
@@ -146,6 +163,7 @@ impl Default for QueryLimits {
             max_open: DEFAULT_MAX_OPEN_QUERIES,
             max_open_per_token: DEFAULT_MAX_OPEN_QUERIES_PER_TOKEN,
             max_ttl: DEFAULT_MAX_QUERY_TTL,
+            batch: BatchLimits::default(),
         }
     }
 }
@@ -268,7 +286,7 @@ impl QueryRegistry {
             scope,
             owner,
             holder,
-            limits: BatchLimits::of(&iter.directives().batch),
+            limits: self.limits.batch.with(&iter.directives().batch),
             caught_up: false,
             iter,
             peeked: None,

@@ -4,16 +4,13 @@
 //! happen).
 
 /// Settings read by ReductStore 1.21 that this server ignores.
-const IGNORED: [&str; 13] = [
+const IGNORED: [&str; 10] = [
     "RS_AUDIT_ENABLED",
     "RS_ENGINE_COMPACTION_INTERVAL",
     "RS_ENGINE_NUM_IO_THREADS",
     "RS_ENGINE_REPLICATION_INTERVAL",
     "RS_EXT_PATH",
     "RS_INIT_API_TOKEN",
-    "RS_IO_BATCH_MAX_METADATA_SIZE",
-    "RS_IO_BATCH_MAX_RECORDS",
-    "RS_IO_BATCH_MAX_SIZE",
     "RS_IO_BATCH_RECORDS_TIMEOUT",
     "RS_IO_BATCH_TIMEOUT",
     "RS_LICENSE_PATH",
