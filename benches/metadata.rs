@@ -53,6 +53,7 @@ fn start(data: &Path) -> Server {
             tls: None,
             base_path: "/".into(),
             disable_auth: false,
+            init_api_token: None,
         },
         Default::default(),
     )

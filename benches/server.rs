@@ -438,6 +438,7 @@ fn start_with(
             tls: None,
             base_path: "/".into(),
             disable_auth: false,
+            init_api_token: None,
         },
         Default::default(),
     )

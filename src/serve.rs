@@ -86,6 +86,11 @@ pub(crate) struct ServeArgs {
     /// API (`/tokens`). Empty: no authentication.
     #[arg(long, env = "RS_API_TOKEN", hide_env_values = true)]
     api_token: Option<String>,
+    /// Turns authentication on with a full-access `init-token` of this value created once
+    /// (stored: it can then be rotated or removed over the API), as ReductStore's
+    /// RS_INIT_API_TOKEN. Not together with --api-token.
+    #[arg(long, env = "RS_INIT_API_TOKEN", hide_env_values = true)]
+    init_api_token: Option<String>,
     /// HTTP handler threads (connections served at once).
     #[arg(long, env = "RS_HTTP_THREADS", default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..4096))]
     http_threads: u64,
@@ -331,6 +336,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
             },
         },
         api_token: args.api_token,
+        init_api_token: args.init_api_token,
         role: args.instance_role,
         metrics_public: args.metrics_public,
         trusted_proxies: args.trusted_proxies,

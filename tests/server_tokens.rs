@@ -441,3 +441,36 @@ fn tokens_provisioned_from_the_environment_work_and_cannot_be_changed_over_the_a
     assert!(!s.log_lines("authentication is OFF").is_empty());
     s.terminate();
 }
+
+#[test]
+fn an_init_token_from_rs_init_api_token_is_made_once_and_then_ordinary() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("RS_INIT_API_TOKEN", "chosen-by-the-operator")];
+    let s = start_server(dir.path(), &env);
+    let first = "chosen-by-the-operator";
+    assert_eq!(s.get("/api/v1/info").status, 401);
+    assert_eq!(call(&s, first, "GET", "/api/v1/info", b"").status, 200);
+    let r = call(&s, first, "GET", "/api/v1/tokens/init-token", b"");
+    assert_eq!(r.json()["is_provisioned"], false, "{}", r.json());
+    // Ordinary: it can be rotated, and the chosen value stops working.
+    let r = call(&s, first, "POST", "/api/v1/tokens/init-token/rotate", b"");
+    assert_eq!(r.status, 200, "{}", r.error());
+    let rotated = r.json()["value"].as_str().unwrap().to_string();
+    assert_eq!(call(&s, first, "GET", "/api/v1/info", b"").status, 401);
+    assert_eq!(call(&s, &rotated, "GET", "/api/v1/info", b"").status, 200);
+    s.terminate();
+    // A restart with the same variable does not make it again.
+    let s = start_server(dir.path(), &env);
+    assert_eq!(call(&s, first, "GET", "/api/v1/info", b"").status, 401);
+    assert_eq!(call(&s, &rotated, "GET", "/api/v1/info", b"").status, 200);
+    s.terminate();
+    // With RS_API_TOKEN too, the start is refused.
+    let other = tempfile::tempdir().unwrap();
+    let err = common::try_start_server(
+        other.path(),
+        &[("RS_INIT_API_TOKEN", "a"), ("RS_API_TOKEN", "b")],
+    )
+    .err()
+    .expect("refused");
+    assert!(err.1.iter().any(|l| l.contains("both set")), "{:?}", err.1);
+}

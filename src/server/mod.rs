@@ -81,6 +81,9 @@ pub struct ServerConfig {
     /// Where the API lives (`RS_API_BASE_PATH`, e.g. `/reduct`): requests outside it are
     /// answered 404. `/` (the default): at the root.
     pub base_path: String,
+    /// `RS_INIT_API_TOKEN`: the value of a full-access `init-token` created once and then
+    /// ordinary (rotatable, removable).
+    pub init_api_token: Option<String>,
     /// `RS_DISABLE_AUTH`: no authentication, whatever tokens are given.
     pub disable_auth: bool,
     /// HTTPS: the PEM certificate chain and private key (`RS_CERT_PATH`,
@@ -213,13 +216,24 @@ impl Server {
         }
         // The token repository exists only with authentication on: a non-empty
         // RS_API_TOKEN (the provisioned init-token) or tokens provisioned with
-        // RS_TOKEN_<ID>_* (restricted tokens mean the server is not open to all), unless
+        // RS_TOKEN_<ID>_* (restricted tokens mean the server is not open to all) or a
+        // RS_INIT_API_TOKEN, unless
         // RS_DISABLE_AUTH says otherwise. Created tokens persist either way.
         let init = config
             .api_token
             .as_deref()
             .map(str::trim)
             .unwrap_or_default();
+        let init_once = config
+            .init_api_token
+            .as_deref()
+            .map(str::trim)
+            .unwrap_or_default();
+        if !init.is_empty() && !init_once.is_empty() && !config.disable_auth {
+            return Err(Error::unprocessable(
+                "RS_API_TOKEN and RS_INIT_API_TOKEN are both set: set one (RS_API_TOKEN keeps init-token provisioned, RS_INIT_API_TOKEN creates it once)",
+            ));
+        }
         let mut provisioned_tokens = Vec::new();
         for token in provisioning.tokens {
             match token {
@@ -228,16 +242,19 @@ impl Server {
             }
         }
         let tokens = if config.disable_auth {
-            if !init.is_empty() || !provisioned_tokens.is_empty() {
+            if !init.is_empty() || !init_once.is_empty() || !provisioned_tokens.is_empty() {
                 log::warn!(
                     "RS_DISABLE_AUTH is true: authentication is OFF, RS_API_TOKEN and RS_TOKEN_* are not used"
                 );
             }
             None
-        } else if init.is_empty() && provisioned_tokens.is_empty() {
+        } else if init.is_empty() && init_once.is_empty() && provisioned_tokens.is_empty() {
             None
         } else {
-            let repo = auth::TokenRepository::open(&config.engine.data_path, init)?;
+            let mut repo = auth::TokenRepository::open(&config.engine.data_path, init)?;
+            if !init_once.is_empty() {
+                repo = repo.with_init_token(init_once)?;
+            }
             Some(repo.with_provisioned(provisioned_tokens)?)
         };
         // The trail: not on a replica (read-only), and not with system events off.

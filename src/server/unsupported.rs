@@ -4,13 +4,12 @@
 //! happen).
 
 /// Settings read by ReductStore 1.21 that this server ignores.
-const IGNORED: [&str; 10] = [
+const IGNORED: [&str; 9] = [
     "RS_AUDIT_ENABLED",
     "RS_ENGINE_COMPACTION_INTERVAL",
     "RS_ENGINE_NUM_IO_THREADS",
     "RS_ENGINE_REPLICATION_INTERVAL",
     "RS_EXT_PATH",
-    "RS_INIT_API_TOKEN",
     "RS_IO_BATCH_RECORDS_TIMEOUT",
     "RS_IO_BATCH_TIMEOUT",
     "RS_LICENSE_PATH",

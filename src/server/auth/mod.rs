@@ -147,6 +147,23 @@ struct StoredToken {
     /// inactivity TTL survives a restart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     last_used: Option<u64>,
+    /// Its value was chosen by the operator (`RS_INIT_API_TOKEN`), not made by us: it
+    /// does not start with the name, so it is found by trying each such token.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    chosen_value: bool,
+}
+
+impl StoredToken {
+    /// Whether `value` is this token's (in constant time).
+    fn value_is(&self, value: &str) -> bool {
+        let mut parts = self.hash.splitn(3, ':');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some("sha256"), Some(salt), Some(hash)) => {
+                constant_time_eq(salted_hash(salt, value).as_bytes(), hash.as_bytes())
+            }
+            _ => false,
+        }
+    }
 }
 
 /// How stale the kept last use of a token may get before it is written again (less for
@@ -325,32 +342,25 @@ impl TokenRepository {
                 permissions: token.permissions.clone(),
             });
         }
-        // Values are `<name>-<32 hex>`: the name says which hash to check.
-        let name = value
+        let mut st = self.lock();
+        // Values we make are `<name>-<32 hex>`: the name says which hash to check. A
+        // value chosen by the operator (RS_INIT_API_TOKEN) is looked for among those.
+        let derived = value
             .len()
             .checked_sub(33)
             .filter(|&i| value.as_bytes().get(i) == Some(&b'-'))
             .map(|i| &value[..i])
-            .ok_or_else(|| unauthorized("Invalid token"))?;
+            .and_then(|name| st.tokens.get(name))
+            .filter(|t| t.value_is(value));
+        let token = derived
+            .or_else(|| self.chosen_value_token(&st.tokens, value))
+            .ok_or_else(|| unauthorized("Invalid token"))?
+            .clone();
+        let name = token.name.as_str();
         if self.provisioned(name).is_some() {
             // Its stored namesake is hidden behind it.
             return Err(unauthorized("Invalid token"));
         }
-        let mut st = self.lock();
-        let token = st
-            .tokens
-            .get(name)
-            .filter(|t| {
-                let mut parts = t.hash.splitn(3, ':');
-                match (parts.next(), parts.next(), parts.next()) {
-                    (Some("sha256"), Some(salt), Some(hash)) => {
-                        constant_time_eq(salted_hash(salt, value).as_bytes(), hash.as_bytes())
-                    }
-                    _ => false,
-                }
-            })
-            .ok_or_else(|| unauthorized("Invalid token"))?
-            .clone();
         let now = now_micros();
         if Self::is_expired(&token, st.last_access.get(name).copied(), now) {
             return Err(unauthorized("Token has expired"));
@@ -506,6 +516,7 @@ impl TokenRepository {
             ttl: request.ttl,
             ip_allowlist: request.ip_allowlist,
             last_used: None,
+            chosen_value: false,
         };
         let mut next = st.tokens.clone();
         next.insert(name.to_string(), token);
@@ -544,6 +555,7 @@ impl TokenRepository {
         if let Some(t) = next.get_mut(name) {
             t.hash = hash;
             t.created_at = now;
+            t.chosen_value = false;
         }
         self.save(&next)?;
         st.tokens = next;

@@ -6,7 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use super::{INIT_TOKEN, Permissions, TokenRepository, TokenView, constant_time_eq, time_text};
+use super::{
+    INIT_TOKEN, Permissions, StoredToken, TokenRepository, TokenView, constant_time_eq, now_micros,
+    random_hex, salted_hash, time_text,
+};
 use crate::error::{Error, Result};
 
 /// A token given by the environment.
@@ -152,6 +155,55 @@ impl TokenRepository {
         let mut found = None;
         for token in &self.provisioned {
             if constant_time_eq(value.as_bytes(), token.value.as_bytes()) {
+                found = Some(token);
+            }
+        }
+        found
+    }
+
+    /// `RS_INIT_API_TOKEN`, as ReductStore 1.21 takes it: a full-access `init-token`
+    /// with that value is created (stored, so it can then be rotated or removed like any
+    /// other) unless a stored `init-token` exists already.
+    pub fn with_init_token(self, value: &str) -> Result<TokenRepository> {
+        {
+            let mut st = self.lock();
+            if st.tokens.contains_key(INIT_TOKEN) {
+                log::info!(
+                    "RS_INIT_API_TOKEN: '{INIT_TOKEN}' exists already (created earlier): left as it is"
+                );
+            } else {
+                let salt = random_hex(16)?;
+                let token = StoredToken {
+                    name: INIT_TOKEN.to_string(),
+                    hash: format!("sha256:{salt}:{}", salted_hash(&salt, value)),
+                    created_at: now_micros(),
+                    permissions: ProvisionedToken::init(value).permissions,
+                    expires_at: None,
+                    ttl: None,
+                    ip_allowlist: Vec::new(),
+                    last_used: None,
+                    chosen_value: true,
+                };
+                let mut next = st.tokens.clone();
+                next.insert(INIT_TOKEN.to_string(), token);
+                self.save(&next)?;
+                st.tokens = next;
+                log::info!("RS_INIT_API_TOKEN: '{INIT_TOKEN}' created");
+            }
+        }
+        Ok(self)
+    }
+
+    /// The stored token with an operator-chosen value equal to `value` (each is tried,
+    /// in constant time).
+    pub(super) fn chosen_value_token<'a>(
+        &self,
+        tokens: &'a BTreeMap<String, StoredToken>,
+        value: &str,
+    ) -> Option<&'a StoredToken> {
+        let mut found = None;
+        for token in tokens.values().filter(|t| t.chosen_value) {
+            if token.value_is(value) {
                 found = Some(token);
             }
         }

@@ -146,6 +146,7 @@ fn expiry_ttl_and_allowlists() {
         ttl: None,
         ip_allowlist: Vec::new(),
         last_used: None,
+        chosen_value: false,
     };
     assert!(!TokenRepository::is_expired(&token, None, 9));
     assert!(TokenRepository::is_expired(&token, None, 10));
