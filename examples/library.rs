@@ -2,7 +2,7 @@
 //! condition, recompress old blocks, and run lifecycle policies in the background.
 //!
 //! Run: `cargo run --release --example library` (it works in a temporary directory).
-//! `cargo test` builds it, and a test checks the README shows this file as it is.
+//! `cargo test` builds it, and a test checks docs/library.md shows this file as it is.
 
 use std::sync::Arc;
 

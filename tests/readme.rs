@@ -1,6 +1,7 @@
-//! The README holds up: the library example it shows is `examples/library.rs` as it is
-//! (which `cargo test` builds, so neither can rot), and it links nothing outside the
-//! repository.
+//! The README and `docs/` hold up: the examples they show are `examples/` as they are
+//! (which `cargo test` builds, so neither can rot), every setting `serve --help` lists is
+//! in `docs/configuration.md`, the README stays short, every document it links exists,
+//! and nothing links outside the repository.
 
 fn read(path: &str) -> String {
     let full = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
@@ -8,13 +9,62 @@ fn read(path: &str) -> String {
 }
 
 #[test]
-fn the_readme_shows_the_library_example_as_it_is() {
-    let readme = read("README.md");
+fn the_library_doc_shows_the_library_example_as_it_is() {
+    let doc = read("docs/library.md");
     let example = read("examples/library.rs");
     assert!(
-        readme.contains(&format!("```rust\n{example}```")),
-        "README.md must show examples/library.rs verbatim in a rust block"
+        doc.contains(&format!("```rust\n{example}```")),
+        "docs/library.md must show examples/library.rs verbatim in a rust block"
     );
+}
+
+#[test]
+fn every_serve_setting_is_in_the_configuration_doc() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_halflife"))
+        .args(["serve", "--help"])
+        .output()
+        .expect("serve --help");
+    let help = String::from_utf8(out.stdout).expect("UTF-8 help");
+    let doc = read("docs/configuration.md");
+    let mut checked = 0;
+    for line in help.lines().map(str::trim_start) {
+        let Some(rest) = line.strip_prefix("--") else {
+            if let Some(env) = line.strip_prefix("[env: ") {
+                let name = env.split(['=', ']']).next().unwrap_or_default();
+                assert!(doc.contains(&format!("`{name}`")), "docs/configuration.md lacks {name}");
+            }
+            continue;
+        };
+        let option = rest.split([' ', '=', ',']).next().unwrap_or_default();
+        if option == "help" {
+            continue;
+        }
+        assert!(
+            doc.contains(&format!("`--{option}")),
+            "docs/configuration.md lacks --{option}"
+        );
+        checked += 1;
+    }
+    assert!(checked > 40, "only {checked} options found in:\n{help}");
+}
+
+#[test]
+fn the_readme_is_short_and_its_links_lead_somewhere() {
+    let readme = read("README.md");
+    assert!(readme.lines().count() <= 250, "README.md has {} lines", readme.lines().count());
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for doc in ["README.md", "docs/api.md", "docs/operations.md", "docs/lifecycle.md"] {
+        let text = read(doc);
+        let base = root.join(doc).parent().map(std::path::Path::to_path_buf).unwrap();
+        for link in text.split("](").skip(1) {
+            let target = link.split(')').next().unwrap_or_default();
+            if target.starts_with("http") || target.starts_with('#') {
+                continue;
+            }
+            let path = target.split('#').next().unwrap_or_default();
+            assert!(base.join(path).exists(), "{doc} links {target}, which is not there");
+        }
+    }
 }
 
 #[test]
@@ -30,7 +80,12 @@ fn the_readme_shows_the_python_example_as_ci_runs_it() {
 
 #[test]
 fn docs_link_nothing_outside_the_repository() {
-    for doc in ["README.md", "ARCHITECTURE.md"] {
+    let mut docs = vec!["README.md".to_string(), "ARCHITECTURE.md".to_string()];
+    for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/docs")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        docs.push(format!("docs/{name}"));
+    }
+    for doc in &docs {
         let text = read(doc);
         for (n, line) in text.lines().enumerate() {
             assert!(

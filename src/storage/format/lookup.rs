@@ -8,11 +8,10 @@
 //! reads over a larger entry would map and parse a whole table per request. A lookup costs
 //! 20 bytes per record in most blocks (24 when the block spans more than 71 minutes),
 //! plus each distinct set and string once, so a memory budget holds a hundred times as
-//! many blocks, and a read through it decodes only the frame of the record asked for.
-//! Before the sets and the narrow fields it cost 40 bytes per record and 8 per label:
-//! the 10 million records of the scale bench's 10 GB store needed 660 MB, more than the
-//! default budget, and random reads there missed. It is built from the parsed view
-//! (edits applied), so it answers exactly as that view does.
+//! many blocks, and a read through it decodes only the frame of the record asked for
+//! (the 10 million records of the scale bench's 10 GB store fit the default budget). It
+//! is built from the parsed view (edits applied), so it answers exactly as that view
+//! does.
 
 use std::collections::HashMap;
 use std::sync::Arc;
