@@ -31,7 +31,10 @@ fn every_serve_setting_is_in_the_configuration_doc() {
         let Some(rest) = line.strip_prefix("--") else {
             if let Some(env) = line.strip_prefix("[env: ") {
                 let name = env.split(['=', ']']).next().unwrap_or_default();
-                assert!(doc.contains(&format!("`{name}`")), "docs/configuration.md lacks {name}");
+                assert!(
+                    doc.contains(&format!("`{name}`")),
+                    "docs/configuration.md lacks {name}"
+                );
             }
             continue;
         };
@@ -51,18 +54,34 @@ fn every_serve_setting_is_in_the_configuration_doc() {
 #[test]
 fn the_readme_is_short_and_its_links_lead_somewhere() {
     let readme = read("README.md");
-    assert!(readme.lines().count() <= 250, "README.md has {} lines", readme.lines().count());
+    assert!(
+        readme.lines().count() <= 250,
+        "README.md has {} lines",
+        readme.lines().count()
+    );
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    for doc in ["README.md", "docs/api.md", "docs/operations.md", "docs/lifecycle.md"] {
+    for doc in [
+        "README.md",
+        "docs/api.md",
+        "docs/operations.md",
+        "docs/lifecycle.md",
+    ] {
         let text = read(doc);
-        let base = root.join(doc).parent().map(std::path::Path::to_path_buf).unwrap();
+        let base = root
+            .join(doc)
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap();
         for link in text.split("](").skip(1) {
             let target = link.split(')').next().unwrap_or_default();
             if target.starts_with("http") || target.starts_with('#') {
                 continue;
             }
             let path = target.split('#').next().unwrap_or_default();
-            assert!(base.join(path).exists(), "{doc} links {target}, which is not there");
+            assert!(
+                base.join(path).exists(),
+                "{doc} links {target}, which is not there"
+            );
         }
     }
 }

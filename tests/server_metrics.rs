@@ -395,3 +395,122 @@ fn block_caches_report_their_use_within_their_settings() {
     let hits = of("halflife_cache_hits_total", "lookups").expect("hits");
     assert_eq!((misses, hits), (19.0, 2.0 * 190.0 - 19.0));
 }
+
+/// The series and labels a PromQL expression names.
+fn series_and_labels(expr: &str) -> (Vec<String>, Vec<String>) {
+    let mut series = Vec::new();
+    let mut rest = expr;
+    while let Some(at) = rest.find("halflife_") {
+        let name: String = rest[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        rest = &rest[at + name.len()..];
+        series.push(name);
+    }
+    let mut labels = Vec::new();
+    for part in expr.split("by (").skip(1) {
+        let list = part.split(')').next().unwrap_or_default();
+        labels.extend(list.split(',').map(|l| l.trim().to_string()));
+    }
+    for part in expr.split('{').skip(1) {
+        let matchers = part.split('}').next().unwrap_or_default();
+        for m in matchers.split(',') {
+            if let Some((name, _)) = m.split_once(['=', '!']) {
+                labels.push(name.trim().to_string());
+            }
+        }
+    }
+    labels.retain(|l| !l.is_empty());
+    (series, labels)
+}
+
+#[test]
+fn every_series_the_grafana_dashboard_queries_exists() {
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/grafana/halflife.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let mut exprs = Vec::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            exprs.push(target["expr"].as_str().unwrap().to_string());
+        }
+    }
+    assert!(exprs.len() > 20, "{exprs:?}");
+    let wanted: Vec<(Vec<String>, Vec<String>)> =
+        exprs.iter().map(|e| series_and_labels(e)).collect();
+
+    // A server where everything the dashboard shows has happened: data, a policy that
+    // ran on its schedule, a replication that failed, reads.
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_server(
+        dir.path(),
+        &[
+            ("RS_LIFECYCLE_MIN_INTERVAL", "1s"),
+            ("RS_LIFECYCLE_MIN_OLDER_THAN", "1s"),
+        ],
+    );
+    assert_eq!(s.request("POST", "/api/v1/b/b", &[], b"").status, 200);
+    for ts in 1..=3u64 {
+        let path = format!("/api/v1/b/b/e?ts={ts}");
+        assert_eq!(s.request("POST", &path, &[], b"payload").status, 200);
+    }
+    assert_eq!(s.get("/api/v1/b/b/e?ts=1").status, 200);
+    let policy = br#"{"type":"compress","bucket":"b","older_than":"1s","interval":"1s"}"#;
+    assert_eq!(
+        s.request("POST", "/api/v1/lifecycles/p", &[], policy)
+            .status,
+        200
+    );
+    let task = format!(
+        r#"{{"src_bucket":"b","dst_bucket":"c","dst_host":"http://127.0.0.1:{}"}}"#,
+        common::closed_port()
+    );
+    let r = s.request("POST", "/api/v1/replications/r", &[], task.as_bytes());
+    assert_eq!(r.status, 200, "{}", r.error());
+    assert_eq!(
+        s.request("POST", "/api/v1/b/b/e?ts=9", &[], b"more").status,
+        200
+    );
+    let missing = |text: &str| -> Vec<String> {
+        let mut missing = Vec::new();
+        for (series, labels) in &wanted {
+            for name in series {
+                let sampled = text.lines().any(|l| {
+                    l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} "))
+                });
+                if !sampled {
+                    missing.push(name.clone());
+                }
+            }
+            for label in labels {
+                if !text.contains(&format!("{label}=\"")) {
+                    missing.push(format!("label {label}"));
+                }
+            }
+        }
+        missing.sort();
+        missing.dedup();
+        missing
+    };
+    // Until every one is there; 10 s only as a last guard.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let text = String::from_utf8_lossy(&s.get("/metrics").body).into_owned();
+        let left = missing(&text);
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "series or labels the dashboard queries are not in /metrics: {left:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    s.terminate();
+}

@@ -266,6 +266,28 @@ pub fn exposition(app: &App, caller: Option<&Caller>) -> Result<String> {
         "How long after its deadline the last scheduled run of a policy started",
         timed(&|i| i.last_lateness),
     );
+    gauges(
+        &mut registry,
+        "lifecycle_caught_up",
+        "1 when a policy's last run reached the end of its eligible data, 0 while it catches up",
+        runtime.iter().filter_map(|(name, info)| {
+            let caught_up = info.last_event.as_ref()?.caught_up;
+            Some((labels(&[("policy", name)]), i64::from(caught_up)))
+        }),
+    );
+    // As a Unix time, so a dashboard's lag is `time() - this`.
+    seconds(
+        &mut registry,
+        "lifecycle_progress_timestamp_seconds",
+        "Where a policy's processing has reached (Unix time of the end of its last window)",
+        timed(&|i| {
+            let event = i.last_event.as_ref()?;
+            event
+                .last_processed_ts
+                .or(event.resume_ts)
+                .map(Duration::from_micros)
+        }),
+    );
 
     // Replication tasks (full access only, like their API).
     let mut replications = if sees_policies {
