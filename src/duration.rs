@@ -5,6 +5,8 @@
 //! (`1.5h`), terms run together (`1h30m`) and ISO-8601 (`PT1H`) are rejected, as the
 //! ReductStore server rejects them, so that a policy means exactly what it says.
 
+use std::fmt::{self, Write};
+
 use crate::error::{Error, Result};
 
 /// The units, largest first, with their length in µs.
@@ -109,6 +111,29 @@ pub fn format_duration(micros: i64) -> String {
         }
     }
     parts.join(" ")
+}
+
+/// Writes a duration as conditions show it (a `$cast` to string, a duration value's
+/// text): days down to microseconds, largest first, zero parts left out (`0us` for
+/// zero), each part of a negative value negative.
+pub fn write_duration(w: &mut dyn Write, micros: i64) -> fmt::Result {
+    if micros == 0 {
+        return w.write_str("0us");
+    }
+    let mut rest = micros;
+    let mut first = true;
+    for (unit, scale) in UNITS {
+        let part = rest / scale;
+        rest %= scale;
+        if part != 0 {
+            if !first {
+                w.write_char(' ')?;
+            }
+            write!(w, "{part}{unit}")?;
+            first = false;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -11,7 +11,6 @@
 //! - [`fixtures`]: real data sets as records, for benches, tests and demos.
 
 pub mod check;
-pub mod config;
 pub mod demo;
 pub mod duration;
 pub mod error;
@@ -23,6 +22,8 @@ pub mod report;
 pub mod server;
 pub mod storage;
 pub mod timefmt;
+pub mod wire;
 
-pub use config::Config;
 pub use error::{Error, ErrorKind, Result};
+pub use storage::config;
+pub use storage::config::Config;

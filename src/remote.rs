@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use halflife::error::ErrorKind;
 use halflife::lifecycle::{LifecycleInfo, LifecycleSettings};
 use halflife::report::{self, BucketReport, PolicyReport, human_bytes, policies};
-use halflife::server::protocol::percent;
+use halflife::wire::percent;
 use halflife::{Error, Result};
 
 /// Where the server is and who asks.

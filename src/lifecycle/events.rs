@@ -217,7 +217,7 @@ impl EventLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Config;
+    use crate::storage::config::Config;
 
     fn event(policy: &str, last: Option<u64>, status: Option<u16>) -> RunEvent {
         RunEvent {

@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
-use crate::Config;
 use crate::error::{Error, Result};
 use crate::lifecycle::definitions::{Definition, DefinitionStore};
 use crate::lifecycle::events::{EventLog, RunEvent};
@@ -17,6 +16,7 @@ use crate::lifecycle::scheduler::{RunContext, RuntimeInfo, Scheduler};
 use crate::lifecycle::settings::{
     LifecycleLimits, LifecycleMode, LifecycleSettings, LifecycleType,
 };
+use crate::storage::config::Config;
 use crate::storage::names::validate_lifecycle_name;
 use crate::storage::{CompressPool, Store};
 use crate::timefmt::rfc3339;

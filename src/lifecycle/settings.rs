@@ -164,7 +164,7 @@ pub struct LifecycleSettings {
 }
 
 /// The minimums validation enforces and the catch-up bounds policies get (from
-/// [`crate::Config`], lowered in tests).
+/// [`crate::storage::config::Config`], lowered in tests).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LifecycleLimits {
     /// Smallest allowed `interval` in µs (default 10 minutes).
@@ -180,7 +180,7 @@ pub struct LifecycleLimits {
 
 impl LifecycleLimits {
     /// The limits a configuration sets.
-    pub fn from_config(config: &crate::Config) -> Self {
+    pub fn from_config(config: &crate::storage::config::Config) -> Self {
         LifecycleLimits {
             min_interval: config.lifecycle_min_interval,
             min_older_than: config.lifecycle_min_older_than,
@@ -192,7 +192,7 @@ impl LifecycleLimits {
 
 impl Default for LifecycleLimits {
     fn default() -> Self {
-        Self::from_config(&crate::Config::default())
+        Self::from_config(&crate::storage::config::Config::default())
     }
 }
 

@@ -28,9 +28,8 @@ use serde::{Deserialize, Serialize};
 use crate::lifecycle::belated::{BelatedNotes, NotesHome};
 use crate::lifecycle::events::EventLog;
 use crate::lifecycle::settings::{LifecycleType, Policy};
-use crate::storage::bucket::Bucket;
 use crate::storage::condition::State;
-use crate::storage::observer::{Change, ChangeObserver};
+use crate::storage::observer::{Change, ChangeObserver, ObservedBucket};
 use crate::storage::record::RecordMeta;
 use crate::storage::sync::Pending;
 
@@ -344,7 +343,7 @@ impl Thinning {
 impl ChangeObserver for Thinning {
     fn changed(
         &self,
-        bucket: &Bucket,
+        bucket: &dyn ObservedBucket,
         entry: &str,
         ts: u64,
         change: Change<'_>,

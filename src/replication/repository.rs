@@ -19,10 +19,9 @@ use crate::replication::settings::{ReplicationMode, ReplicationSettings};
 use crate::replication::task::{Diagnostics, Task, TaskConfig, Totals, dir_name};
 use crate::replication::tls::ReplicationTls;
 use crate::storage::Store;
-use crate::storage::bucket::Bucket;
 use crate::storage::format::journaled_map::{JournaledMap, MapFiles};
 use crate::storage::names::validate_replication_name;
-use crate::storage::observer::{Change, ChangeObserver};
+use crate::storage::observer::{Change, ChangeObserver, ObservedBucket};
 use crate::storage::record::RecordMeta;
 use crate::storage::sync::Pending;
 
@@ -447,7 +446,7 @@ impl Replications {
     /// Records a change in every task that takes it.
     fn record(
         &self,
-        bucket: &Bucket,
+        bucket: &dyn ObservedBucket,
         entry: &str,
         ts: u64,
         change: Change<'_>,
@@ -559,7 +558,7 @@ struct Recorder(Weak<Replications>);
 impl ChangeObserver for Recorder {
     fn changed(
         &self,
-        bucket: &Bucket,
+        bucket: &dyn ObservedBucket,
         entry: &str,
         ts: u64,
         change: Change<'_>,

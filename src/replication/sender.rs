@@ -19,10 +19,10 @@ use crate::replication::events::{EventSummary, ReplicationEvents};
 use crate::replication::origin::{ORIGIN_HEADER, origin_of};
 use crate::replication::settings::{ReplicationCompression, ReplicationMode, ReplicationSettings};
 use crate::replication::task::Task;
-use crate::server::protocol::batch_v1::encode_v1_record;
-use crate::server::protocol::percent;
 use crate::storage::Store;
 use crate::storage::record::Record;
+use crate::wire::percent;
+use crate::wire::record_header::encode_v1_record;
 
 /// Records per entry and batch (as 1.21.5).
 const BATCH_RECORDS: usize = 85;

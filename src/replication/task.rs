@@ -14,9 +14,8 @@ use crate::error::{Error, Result};
 use crate::replication::backlog::{Backlog, BacklogItem, ItemKind};
 use crate::replication::settings::{ReplicationMode, ReplicationSettings, ValidatedReplication};
 use crate::storage::attachments::{META_SEGMENT, is_attachment_entry};
-use crate::storage::bucket::Bucket;
 use crate::storage::format::fsutil::{create_dirs_durably, fsync_dir};
-use crate::storage::observer::Change;
+use crate::storage::observer::{Change, ObservedBucket};
 use crate::storage::record::RecordMeta;
 use crate::storage::sync::{Durability, Pending};
 
@@ -365,7 +364,7 @@ impl Task {
     /// condition names is not replicated, with a WARN). `None` when it does not.
     pub fn record(
         &self,
-        bucket: &Bucket,
+        bucket: &dyn ObservedBucket,
         entry: &str,
         ts: u64,
         change: Change<'_>,

@@ -15,6 +15,7 @@ pub mod bulk;
 pub mod cache;
 pub mod compress;
 pub mod condition;
+pub mod config;
 pub mod entry;
 pub(crate) mod fan_out;
 pub mod format;

@@ -8,9 +8,18 @@
 //! appends under the sync mode) is waited on with the change's own before the change is
 //! acknowledged.
 
-use crate::storage::bucket::Bucket;
-use crate::storage::record::RecordMeta;
+use crate::error::Result;
+use crate::storage::record::{Record, RecordMeta};
 use crate::storage::sync::Pending;
+
+/// What an observer may ask of the bucket a change happened in (the bucket implements
+/// it; the observer layer needs no more of it).
+pub trait ObservedBucket {
+    /// The bucket's name.
+    fn name(&self) -> &str;
+    /// Reads the record of `entry` at `ts` (the latest when `None`).
+    fn read(&self, entry: &str, ts: Option<u64>) -> Result<Record>;
+}
 
 /// What happened to a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,7 +39,7 @@ pub trait ChangeObserver: Send + Sync {
     /// itself has succeeded.
     fn changed(
         &self,
-        bucket: &Bucket,
+        bucket: &dyn ObservedBucket,
         entry: &str,
         ts: u64,
         change: Change<'_>,
@@ -91,7 +100,7 @@ impl Observers {
 impl ChangeObserver for Observers {
     fn changed(
         &self,
-        bucket: &Bucket,
+        bucket: &dyn ObservedBucket,
         entry: &str,
         ts: u64,
         change: Change<'_>,

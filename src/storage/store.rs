@@ -5,10 +5,10 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::storage::bucket::{Bucket, BucketInfo, remove_trash, trash_name};
 use crate::storage::cache::{BlockCache, CacheLimits, CacheStats};
+use crate::storage::config::Config;
 use crate::storage::entry::EntryContext;
 use crate::storage::format::fsutil::{create_dirs_durably, fsync_dir};
 use crate::storage::merge::Merger;

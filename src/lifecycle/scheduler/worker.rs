@@ -162,9 +162,9 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::super::{RunContext, Scheduler};
-    use crate::Config;
     use crate::lifecycle::action::RunOutcome;
     use crate::lifecycle::settings::{LifecycleLimits, LifecycleSettings, Policy};
+    use crate::storage::config::Config;
     use crate::storage::priority::BackgroundPriority;
     use crate::storage::{BucketSettings, Store};
 

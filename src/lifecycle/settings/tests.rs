@@ -1,8 +1,8 @@
 //! Parsing and validation of lifecycle settings, message by message.
 
 use super::*;
-use crate::Config;
 use crate::storage::BucketSettings;
+use crate::storage::config::Config;
 
 fn store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();

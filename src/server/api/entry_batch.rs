@@ -13,13 +13,12 @@ use crate::server::http::Response;
 use crate::server::http::body::body_error;
 use crate::server::http::head::RequestHead;
 use crate::server::http::request::{Request, no_route, parse_decimal, parse_json};
-use crate::server::protocol::batch_v1::{
-    decode_v1_batch, decode_v1_timestamps, encode_v1_record, v1_error_header,
-};
+use crate::server::protocol::batch_v1::{decode_v1_batch, decode_v1_timestamps, v1_error_header};
 use crate::server::queries::{Reader, Scope};
 use crate::server::state::App;
 use crate::storage::Pending;
 use crate::storage::attachments::{is_attachment_entry, record_removal_refused};
+use crate::wire::record_header::encode_v1_record;
 
 /// `/b/{bucket}/{entry}/batch`.
 pub fn batch(

@@ -7,8 +7,8 @@ use crate::error::Result;
 use crate::lifecycle::{LifecycleInfo, LifecycleMode, LifecycleSettings};
 use crate::server::http::Response;
 use crate::server::http::request::{Request, no_route, parse_json, read_body};
-use crate::server::protocol::percent;
 use crate::server::state::App;
+use crate::wire::percent;
 
 #[derive(Deserialize)]
 struct ModeBody {

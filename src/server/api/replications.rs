@@ -9,8 +9,8 @@ use crate::replication::task::Diagnostics;
 use crate::replication::{ReplicationInfo, ReplicationMode, ReplicationSettings};
 use crate::server::http::Response;
 use crate::server::http::request::{Request, no_route, parse_json, read_body};
-use crate::server::protocol::percent;
 use crate::server::state::App;
+use crate::wire::percent;
 
 #[derive(Deserialize)]
 struct ModeBody {

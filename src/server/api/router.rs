@@ -16,9 +16,9 @@ use crate::server::http::head::RequestHead;
 use crate::server::http::request::{Request, no_route};
 use crate::server::http::{Response, ResponseBody, Service};
 use crate::server::metrics;
-use crate::server::protocol::percent;
 use crate::server::state::App;
 use crate::storage::attachments::{entry_removal_refused, is_attachment_entry};
+use crate::wire::percent;
 
 impl Service for App {
     fn handle(&self, req: &mut Request) -> Response {

@@ -37,7 +37,7 @@ fn enabled(app: &App) -> Result<&TokenRepository> {
 
 /// `/tokens`, `/tokens/{name}`, `/tokens/{name}/rotate`.
 pub fn tokens(app: &App, method: &str, tail: &str, req: &mut Request) -> Result<Response> {
-    let name = crate::server::protocol::percent::decode(tail);
+    let name = crate::wire::percent::decode(tail);
     match (method, name.as_str()) {
         ("GET", "") => {
             let list = app.tokens.as_ref().map_or_else(Vec::new, |t| t.list());

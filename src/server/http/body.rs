@@ -5,17 +5,13 @@
 
 use std::io::{self, Read, Write};
 
-use crate::server::http::Response;
 use crate::server::http::connection::Connection;
-use crate::server::http::head::{Framing, RequestHead};
+use crate::server::http::head::{Framing, MAX_CHUNK_LINE, MAX_TRAILERS, RequestHead};
+use crate::server::http::response::Response;
 
 /// Largest unread body the server reads and discards to keep a connection alive;
 /// past it the connection is closed instead.
 const MAX_DRAIN: u64 = 64 << 20;
-/// Longest chunk-size line (hex size and extensions) accepted.
-pub(crate) const MAX_CHUNK_LINE: usize = 4096;
-/// Most trailer bytes accepted after the last chunk.
-pub(crate) const MAX_TRAILERS: usize = 64 << 10;
 
 /// Where a body's bytes come from.
 enum Source<'a> {

@@ -5,8 +5,8 @@
 use std::io::Read;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::server::http::Response;
 use crate::server::http::head::RequestHead;
+use crate::server::http::response::Response;
 
 /// How a request body is encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

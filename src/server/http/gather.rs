@@ -9,8 +9,7 @@
 
 use std::time::Instant;
 
-use crate::server::http::body::{MAX_CHUNK_LINE, MAX_TRAILERS};
-use crate::server::http::head::Framing;
+use crate::server::http::head::{Framing, MAX_CHUNK_LINE, MAX_TRAILERS};
 
 /// A request whose body the poller gathers: its head stays at the front of the
 /// connection's pending bytes (the handler parses it again, unchanged), the body follows.

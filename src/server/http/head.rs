@@ -66,7 +66,7 @@ impl RequestHead {
     pub fn query_param(&self, name: &str) -> Option<String> {
         self.query.split('&').find_map(|pair| {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (k == name).then(|| crate::server::protocol::percent::decode(v))
+            (k == name).then(|| crate::wire::percent::decode(v))
         })
     }
 }
@@ -167,6 +167,11 @@ pub fn parse_head(bytes: &[u8]) -> Result<RequestHead, HeadError> {
         http11: version == 1,
     })
 }
+
+/// Longest chunk-size line (hex size and extensions) a chunked body may have.
+pub(crate) const MAX_CHUNK_LINE: usize = 4096;
+/// Most trailer bytes accepted after the last chunk of a chunked body.
+pub(crate) const MAX_TRAILERS: usize = 64 << 10;
 
 /// How a request's body is delimited.
 #[derive(Debug, PartialEq, Eq)]

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use crate::error::{Error, Result};
 use crate::server::http::head::RequestHead;
 use crate::server::http::head::parse_decimal;
-use crate::server::protocol::percent;
 use crate::storage::{DEFAULT_CONTENT_TYPE, Labels, RecordMeta};
+use crate::wire::percent;
 
 /// Headers of a read batch: `records` are (entry index, metadata), in (entry, timestamp)
 /// order, the body's order too. Content types and labels are deltas per entry; label

@@ -8,8 +8,7 @@ use crate::server::http::head::RequestHead;
 use crate::server::http::head::parse_decimal;
 use crate::server::protocol::batch::label_pairs;
 use crate::storage::{DEFAULT_CONTENT_TYPE, Labels, RecordMeta};
-
-const TIME_PREFIX: &str = "x-reduct-time-";
+use crate::wire::record_header::TIME_PREFIX;
 
 /// The records a v1 batch names, sorted by timestamp: the order of their payloads in the
 /// body. Labels are the full set (an empty value is kept: for a label update it removes).
@@ -75,25 +74,6 @@ pub fn decode_v1_timestamps(head: &RequestHead) -> Result<Vec<u64>> {
     Ok(stamps)
 }
 
-/// The header of one record of a v1 read batch: `<len>,<content-type>[,<labels>]`, the
-/// full label set sorted by name, a value with a comma quoted.
-pub fn encode_v1_record(meta: &RecordMeta) -> (String, String) {
-    let mut value = format!("{},{}", meta.size, meta.content_type);
-    for (k, v) in &meta.labels {
-        value.push(',');
-        value.push_str(k);
-        value.push('=');
-        if v.contains(',') {
-            value.push('"');
-            value.push_str(v);
-            value.push('"');
-        } else {
-            value.push_str(v);
-        }
-    }
-    (format!("{TIME_PREFIX}{}", meta.timestamp), value)
-}
-
 /// The per-record error header of a v1 batch.
 pub fn v1_error_header(ts: u64, e: &Error) -> (String, String) {
     (
@@ -109,6 +89,7 @@ pub fn v1_error_header(ts: u64, e: &Error) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::record_header::encode_v1_record;
 
     fn head(headers: &[(&str, &str)]) -> RequestHead {
         RequestHead {

@@ -13,7 +13,7 @@ use super::sharded::Sharded;
 use crate::server::api::routes::{EntryRoute, entry_route};
 use crate::server::http::Response;
 use crate::server::http::head::RequestHead;
-use crate::server::protocol::percent;
+use crate::wire::percent;
 
 /// What one bucket saw since the last flush.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

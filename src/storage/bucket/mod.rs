@@ -1,7 +1,7 @@
 //! A bucket: settings plus a set of entries, each in its own directory. Entry names with
 //! `/` map to nested directories, so removing an entry with its sub-entries is one rename.
 
-use crate::storage::observer::{Change, ChangeObserver};
+use crate::storage::observer::{Change, ChangeObserver, ObservedBucket};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -615,4 +615,14 @@ fn write_settings(dir: &Path, settings: &BucketSettings) -> Result<()> {
     let body = serde_json::to_vec_pretty(settings)
         .map_err(|e| Error::internal(format!("encoding settings: {e}")))?;
     write_atomic(&dir.join(SETTINGS_FILE), &body)
+}
+
+impl ObservedBucket for Bucket {
+    fn name(&self) -> &str {
+        Bucket::name(self)
+    }
+
+    fn read(&self, entry: &str, ts: Option<u64>) -> Result<Record> {
+        Bucket::read(self, entry, ts)
+    }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value as Json;
 
-use super::parse::directive_scalar;
+use super::literal::parse_duration_literal;
 use crate::error::{Error, Result};
 
 const NAMES: [&str; 10] = [
@@ -278,6 +278,31 @@ fn timeout(name: &str, items: &[DirValue]) -> Result<Duration> {
             "{name} must be a positive integer or duration"
         ))),
     }
+}
+
+/// Directive values as the scalar rule reads them.
+fn directive_scalar(name: &str, json: &Json) -> Result<DirValue> {
+    Ok(match json {
+        Json::Bool(b) => DirValue::Bool(*b),
+        Json::Number(n) => match n.as_i64() {
+            Some(i) => DirValue::Int(i),
+            None if n.is_u64() => {
+                return Err(err(format!(
+                    "Directive '{name}' contains integer value out of range: {n}"
+                )));
+            }
+            None => DirValue::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Json::String(s) => match parse_duration_literal(s) {
+            Some(micros) => DirValue::Duration(micros),
+            None => DirValue::Str(s.clone()),
+        },
+        other => {
+            return Err(err(format!(
+                "Directive '{name}' contains unsupported value type: {other}"
+            )));
+        }
+    })
 }
 
 #[cfg(test)]

@@ -1,12 +1,11 @@
 //! Literals: the rules that turn a string in operand position into a label reference, an
 //! escaped string, a nullary operator, a duration or plain text; duration literals
-//! (`"1h 30m"`, `"-2s"`, `"m5"`) and the text form of a duration (`1d 1h`, `-1m -30s`).
-
-use std::fmt::{self, Write};
+//! (`"1h 30m"`, `"-2s"`, `"m5"`); their text form (`1d 1h`, `-1m -30s`) is
+//! `duration::write_duration`.
 
 use super::expr::Expr;
 use super::value::{Text, Value};
-use crate::duration::{UNITS, unit_factor};
+use crate::duration::unit_factor;
 use crate::error::{Error, Result};
 
 /// The value of a duration literal in µs, or `None` when the text is not one. Each
@@ -37,28 +36,6 @@ pub fn parse_duration_literal(text: &str) -> Option<i64> {
         total = total.wrapping_add(value.wrapping_mul(scale));
     }
     (parts > 0).then_some(total)
-}
-
-/// Writes a duration's text form: days down to microseconds, largest first, zero parts
-/// left out (`0us` for zero), each part of a negative value negative.
-pub fn write_duration(w: &mut dyn Write, micros: i64) -> fmt::Result {
-    if micros == 0 {
-        return w.write_str("0us");
-    }
-    let mut rest = micros;
-    let mut first = true;
-    for (unit, scale) in UNITS {
-        let part = rest / scale;
-        rest %= scale;
-        if part != 0 {
-            if !first {
-                w.write_char(' ')?;
-            }
-            write!(w, "{part}{unit}")?;
-            first = false;
-        }
-    }
-    Ok(())
 }
 
 /// The text of an unknown `$` literal error.
@@ -99,6 +76,7 @@ pub fn string_operand(text: &str) -> Result<Expr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::duration::write_duration;
 
     fn text(us: i64) -> String {
         let mut s = String::new();

@@ -8,7 +8,7 @@
 use serde_json::{Map, Value as Json};
 
 use super::dates;
-use super::directives::{DirValue, RawDirective, parse_directive};
+use super::directives::{RawDirective, parse_directive};
 use super::expr::{Call, Expr, Op};
 use super::literal::string_operand;
 use super::value::Value;
@@ -208,29 +208,4 @@ fn check_operator_name(name: &str) -> Result<()> {
     } else {
         Err(err(format!("Operator '{name}' must start with '$'")))
     }
-}
-
-/// Directive values as the scalar rule reads them (used by `directives.rs`).
-pub(super) fn directive_scalar(name: &str, json: &Json) -> Result<DirValue> {
-    Ok(match json {
-        Json::Bool(b) => DirValue::Bool(*b),
-        Json::Number(n) => match n.as_i64() {
-            Some(i) => DirValue::Int(i),
-            None if n.is_u64() => {
-                return Err(err(format!(
-                    "Directive '{name}' contains integer value out of range: {n}"
-                )));
-            }
-            None => DirValue::Float(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        Json::String(s) => match super::literal::parse_duration_literal(s) {
-            Some(micros) => DirValue::Duration(micros),
-            None => DirValue::Str(s.clone()),
-        },
-        other => {
-            return Err(err(format!(
-                "Directive '{name}' contains unsupported value type: {other}"
-            )));
-        }
-    })
 }

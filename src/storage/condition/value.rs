@@ -6,7 +6,7 @@
 use std::fmt::{self, Write};
 
 use super::Fault;
-use super::literal::write_duration;
+use crate::duration::write_duration;
 
 /// Longest text kept inline; longer text (a huge float written out, a concatenation) is
 /// owned.

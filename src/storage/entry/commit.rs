@@ -163,7 +163,7 @@ impl Entry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
+    use crate::storage::config::Config;
     use crate::storage::format::codec::Codec;
     use crate::storage::record::RecordMeta;
     use crate::storage::settings::BucketSettings;

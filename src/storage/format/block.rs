@@ -22,7 +22,8 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::storage::format::binary::{BinaryReader, BinaryWriter};
-use crate::storage::format::block_meta::{self as meta, BlockRecord, BlockSummary, FrameInfo};
+use crate::storage::format::block_meta::{self as meta, BlockSummary, FrameInfo};
+use crate::storage::format::block_record::BlockRecord;
 use crate::storage::format::codec::Codec;
 use crate::storage::format::columns::TableColumns;
 use crate::storage::format::frames::{BlockFrames, DecodedFrame, FileIdentity, FrameChecks};

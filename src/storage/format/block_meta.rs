@@ -19,6 +19,7 @@ use std::collections::HashMap;
 
 use crate::error::{Error, Result};
 use crate::storage::format::binary::{BinaryReader, BinaryWriter, zigzag};
+use crate::storage::format::block_record::BlockRecord;
 use crate::storage::format::codec::Codec;
 use crate::storage::format::columns::{TableColumns, decode_dicts};
 use crate::storage::record::RecordMeta;
@@ -36,17 +37,6 @@ pub struct FrameInfo {
     pub codec: Codec,
     /// CRC32 of the stored bytes.
     pub crc: u32,
-}
-
-/// One record of a sealed block: its metadata and where its payload is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BlockRecord {
-    /// Timestamp, labels, content type and size.
-    pub meta: RecordMeta,
-    /// Index of the frame holding the payload.
-    pub frame: u32,
-    /// Offset of the payload inside the decoded frame.
-    pub offset: u64,
 }
 
 /// What a finished block file holds; becomes the block's entry in the index.

@@ -5,7 +5,7 @@
 
 use crate::error::{Error, Result};
 use crate::storage::format::binary::{BinaryReader, unzigzag};
-use crate::storage::format::block_meta::BlockRecord;
+use crate::storage::format::block_record::BlockRecord;
 
 /// The columns of a format-3 record table, rows in timestamp order.
 pub struct TableColumns {

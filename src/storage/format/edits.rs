@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::storage::format::binary::BinaryReader;
-use crate::storage::format::block_meta::BlockRecord;
+use crate::storage::format::block_record::BlockRecord;
 use crate::storage::format::oplog;
 use crate::storage::record::Labels;
 use crate::storage::sync::{FileSync, LazyFile};

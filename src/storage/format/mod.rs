@@ -9,6 +9,7 @@
 pub mod binary;
 pub mod block;
 pub mod block_meta;
+pub mod block_record;
 pub mod codec;
 pub mod columns;
 pub mod edits;

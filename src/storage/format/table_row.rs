@@ -254,7 +254,8 @@ pub fn find_row(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::format::block_meta::{BlockRecord, encode_records};
+    use crate::storage::format::block_meta::encode_records;
+    use crate::storage::format::block_record::BlockRecord;
     use crate::storage::format::columns::TableColumns;
 
     fn encoded(records: &[BlockRecord]) -> Vec<u8> {

@@ -1,0 +1,7 @@
+//! The parts of the ReductStore wire format that both sides of a connection need: the
+//! percent-encoding of names in paths and headers, and the header of one record of a v1
+//! batch. The server decodes requests with them (`server/protocol/`) and a replication
+//! sends batches with them (`replication/sender.rs`), so they live below both.
+
+pub mod percent;
+pub mod record_header;
