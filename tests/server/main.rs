@@ -1,0 +1,29 @@
+//! The server through the real binary and real HTTP: the API, its protocols and compatibility, tokens, HTTPS, metrics, the trail, query links, attachments, renames, policies, limits and hostile input.
+//!
+//! One test binary per area (each links the whole crate once); each file below is one
+//! topic.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod attachments;
+mod attack_findings;
+mod bucket_rename;
+mod catch_up;
+mod hostile;
+mod network_edge;
+mod open_files;
+mod query_links;
+mod server_api;
+mod server_batch_v1;
+mod server_compat;
+mod server_https;
+mod server_lifecycle;
+mod server_metrics;
+mod server_process;
+mod server_queries;
+mod server_tokens;
+mod slow_bodies;
+mod system_trail;
+mod thinning;
+mod unreadable_entry;
