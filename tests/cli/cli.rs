@@ -463,7 +463,7 @@ fn serve_log(level: &str, env: &[(&str, &str)]) -> String {
 
 #[test]
 fn log_levels_take_reductstore_names_in_any_case_and_never_silence() {
-    let warning = serve_log("WARNING", &[("RS_CERT_PATH", "/etc/cert.pem")]);
+    let warning = serve_log("WARNING", &[("RS_EXT_PATH", "/etc/ext")]);
     assert!(warning.contains("authentication is OFF"), "{warning}");
     assert!(
         !warning.contains("INFO"),
