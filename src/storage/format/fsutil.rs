@@ -83,13 +83,19 @@ pub fn parent_of(path: &Path) -> &Path {
 }
 
 /// Replaces `path` with `bytes` atomically: write a temp file, fsync it, rename it over the
-/// target, fsync the directory. A crash leaves either the old or the new content.
+/// target, fsync the directory. A crash leaves either the old or the new content. A write
+/// that fails (a full disk) removes its temp file, so it does not hold on to the space.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(TMP_SUFFIX);
     let tmp = PathBuf::from(tmp);
-    write_new_file(&tmp, bytes)?;
-    fs::rename(&tmp, path).map_err(|e| Error::io(format!("renaming {}", tmp.display()), e))?;
+    let written = write_new_file(&tmp, bytes).and_then(|()| {
+        fs::rename(&tmp, path).map_err(|e| Error::io(format!("renaming {}", tmp.display()), e))
+    });
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
     fsync_dir(parent_of(path))
 }
 
