@@ -1,0 +1,212 @@
+//! One run of a policy against storage: the processing window every action shares (from
+//! the saved progress, bounded by the policy's window and by work), then the action of
+//! the policy's type in it (or, in dry-run mode, a count of what it would do).
+//!
+//! - `window.rs`: the first record after the progress and the work cap;
+//! - `delete.rs`, `compress.rs`: one file per action, each an [`Action`]; adding an
+//!   action is one more file and one more arm where the policy's type picks its action.
+
+mod compress;
+mod delete;
+mod window;
+
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::lifecycle::events::EventLog;
+use crate::lifecycle::meter::RunMeter;
+use crate::lifecycle::progress::{Window, WindowInput, effective_stop, processing_window};
+use crate::lifecycle::settings::{LifecycleType, Policy};
+use crate::lifecycle::thinning::{Thinning, ThinningProgress, thins};
+use crate::lifecycle::thinning_run::thinning_marker;
+use crate::storage::bucket::Bucket;
+use crate::storage::entry::RecordSpan;
+use crate::storage::{CompressPool, Entry, Store};
+use compress::Compress;
+use delete::Delete;
+use window::{next_record_from, work_cap};
+
+/// What a run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunOutcome {
+    /// Records deleted or recompressed (dry run: that would be).
+    pub records: u64,
+    /// Blocks affected.
+    pub blocks: u64,
+    /// The window reached the end of the eligible data.
+    pub caught_up: bool,
+    /// Where the window ended (the progress the next run starts from).
+    pub last_processed_ts: Option<u64>,
+    /// Bytes a compress run saved.
+    pub bytes_saved: u64,
+    /// A compress dry run: bytes of the eligible blocks, and the bytes predicted after.
+    pub predicted: Option<(u64, u64)>,
+    /// A delete run: the oldest record of its window kept because a replication has not
+    /// delivered it yet (it and the later records of its entry were kept).
+    pub kept_pending_replication_from: Option<u64>,
+    /// A thinning delete run: how far each entry has been judged (`thinning.rs`).
+    pub thinning: Option<ThinningProgress>,
+}
+
+/// How one run is asked for: what [`run_policy`] needs besides the store and policy.
+pub struct RunRequest<'a> {
+    /// Count only (mode `dry_run`).
+    pub dry_run: bool,
+    /// With events, progress comes from the latest event and the window is bounded;
+    /// without, the whole eligible range is processed.
+    pub events: Option<&'a EventLog>,
+    /// Where compression runs.
+    pub pool: &'a CompressPool,
+    /// Asked between blocks and entries; yes stops the run cleanly.
+    pub cancel: &'a dyn Fn() -> bool,
+    /// The run's instant (µs since the epoch).
+    pub now: u64,
+    /// Where the run reports how far it is.
+    pub meter: &'a RunMeter,
+    /// The thinning policies' progress and belated writes.
+    pub thinning: &'a Thinning,
+}
+
+/// What an action works on in one run: the policy and the request, the bucket, its
+/// entries the policy selects, and where their records lie (per entry, and all together).
+pub(super) struct RunScope<'a> {
+    policy: &'a Policy,
+    run: &'a RunRequest<'a>,
+    bucket: &'a Bucket,
+    selected: &'a [Arc<Entry>],
+    entry_spans: &'a [Vec<RecordSpan>],
+    spans: &'a [RecordSpan],
+    /// The saved progress the window starts after, if any.
+    marker: Option<u64>,
+}
+
+/// What a policy's type does with its window.
+pub(super) trait Action {
+    /// The window this action can work on, given the one planned, the spans of records
+    /// and the end of the eligible data (default: as planned).
+    fn fit_window(&self, window: Window, _spans: &[RecordSpan], _eligible: u64) -> Window {
+        window
+    }
+
+    /// Does (or, dry, counts) the action in `window`, reporting to the run's meter and
+    /// into `outcome`; asks the run's `cancel` between steps.
+    fn run(&self, scope: &RunScope, window: Window, outcome: &mut RunOutcome) -> Result<()>;
+}
+
+/// Runs `policy` once, as `run` asks.
+pub fn run_policy(store: &Store, policy: &Policy, run: &RunRequest) -> Result<RunOutcome> {
+    let bucket = store.bucket(&policy.settings.bucket)?;
+    let entries = &policy.settings.entries;
+    let (dry_run, cancel, now) = (run.dry_run, run.cancel, run.now);
+    // Selected once: the range, the spans and the next record all look at these.
+    let selected = bucket.select_entries(entries)?;
+    let mut range: Option<(u64, u64)> = None;
+    for entry in &selected {
+        let info = entry.info()?;
+        if info.record_count > 0 {
+            range = Some(match range {
+                None => (info.oldest_record, info.latest_record),
+                Some((o, l)) => (o.min(info.oldest_record), l.max(info.latest_record)),
+            });
+        }
+    }
+    let mut progress = match run.events {
+        Some(log) => Some(log.last_progress(&policy.name)?),
+        None => None,
+    };
+    // A thinning policy goes on from where its entries were judged, never from the
+    // oldest record: its progress is theirs.
+    let thinning = match &policy.when {
+        Some(when) if thins(policy) => Some((when, run.thinning.resume(policy, dry_run))),
+        _ => None,
+    };
+    let thinning_progress = thinning.as_ref().map(|(_, thin)| thin.clone());
+    if let (Some((_, thin)), Some(_)) = (&thinning, progress) {
+        progress = Some(thinning_marker(thin, &selected));
+    }
+    // Where records resume after the marker, and what lies there: from the index, per
+    // entry (a deletion's progress is counted entry by entry).
+    let marker = progress.flatten();
+    let mut entry_spans: Vec<Vec<RecordSpan>> = Vec::new();
+    if let Some((oldest, _)) = range {
+        for entry in &selected {
+            entry_spans.push(entry.spans_from(marker.unwrap_or(oldest))?);
+        }
+    }
+    let mut spans: Vec<RecordSpan> = entry_spans.iter().flatten().copied().collect();
+    let next_record = match marker {
+        Some(from) => next_record_from(selected.clone(), from)?,
+        None => None,
+    };
+    let input = WindowInput {
+        range,
+        now,
+        older_than: policy.older_than,
+        progress,
+        window: policy.window,
+        next_record,
+    };
+    let Some(mut window) = processing_window(&input) else {
+        return Ok(RunOutcome {
+            caught_up: true,
+            last_processed_ts: progress.flatten(),
+            // A thinning policy's event always carries what it has judged.
+            thinning: thinning_progress,
+            ..Default::default()
+        });
+    };
+    let action: Box<dyn Action + '_> = match policy.settings.kind {
+        LifecycleType::Delete => Box::new(Delete { thinning }),
+        LifecycleType::Compress => Box::new(Compress),
+    };
+    // The action's own shape of a window (compress takes whole blocks) before the work
+    // cap, which must not be undone by it.
+    if let Some((_, latest)) = range {
+        window = action.fit_window(
+            window,
+            &spans,
+            effective_stop(latest, now, policy.older_than),
+        );
+    }
+    // Bounded by work too (after the stretch, which must not undo it), from the marker,
+    // or from the oldest record on a first run.
+    if progress.is_some()
+        && let Some((oldest, _)) = range
+        && let Some(cap) = work_cap(
+            &mut spans,
+            marker.unwrap_or(oldest),
+            window.stop,
+            policy.max_records_per_run,
+        )
+    {
+        window.stop = cap;
+        window.caught_up = false;
+    }
+    let mut outcome = RunOutcome {
+        caught_up: window.caught_up,
+        last_processed_ts: Some(window.stop),
+        thinning: thinning_progress,
+        ..Default::default()
+    };
+    if window.start >= window.stop {
+        return Ok(outcome);
+    }
+    let scope = RunScope {
+        policy,
+        run,
+        bucket: &bucket,
+        selected: &selected,
+        entry_spans: &entry_spans,
+        spans: &spans,
+        marker,
+    };
+    action.run(&scope, window, &mut outcome)?;
+    if cancel() {
+        // A cancelled run may not have finished its window: claim no progress past it.
+        outcome.caught_up = false;
+        outcome.last_processed_ts = progress.flatten();
+    } else {
+        run.meter.complete();
+    }
+    Ok(outcome)
+}
