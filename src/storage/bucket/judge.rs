@@ -1,14 +1,18 @@
-//! Removal by a condition with aggregates, resumable: the records of one entry are judged
-//! in time order by a [`Matcher`] the caller carries from one call to the next, so a
-//! delete policy that thins (`$each_n`, `$each_t`, `$limit`, `$gate`) decides about each
-//! record once, however many runs it takes (`lifecycle/thinning.rs` keeps the state).
+//! Removal by a condition with state (aggregates, context directives): the records of one
+//! entry are picked in time order by a metadata query, then removed by timestamp. Once
+//! over a range (`remove_stateful`, for bulk removals), or resumable: judged by a
+//! [`Matcher`] the caller carries from one call to the next, so a delete policy that
+//! thins (`$each_n`, `$each_t`, `$limit`, `$gate`) decides about each record once,
+//! however many runs it takes (`lifecycle/thinning.rs` keeps the state).
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use crate::error::Result;
 use crate::storage::bucket::Bucket;
 use crate::storage::bulk::{RemoveControl, RemoveStats};
-use crate::storage::condition::{Matcher, Verdict};
+use crate::storage::condition::{Condition, Matcher, Verdict};
+use crate::storage::entry::Entry;
 use crate::storage::query::{QueryIter, QueryOptions};
 use crate::storage::record::RecordMeta;
 
@@ -111,5 +115,48 @@ impl Bucket {
             )?);
         }
         Ok(out)
+    }
+}
+
+/// Removes what a condition with aggregates or context directives selects: the records
+/// are first picked in time order by a metadata-only query of the entry (so `$each_n`,
+/// `$limit` and `#ctx_*` count as in a query), then removed by timestamp. A strict error
+/// removes what was picked before it, then is returned.
+pub(super) fn remove_stateful(
+    entry: &Arc<Entry>,
+    start: u64,
+    stop: u64,
+    condition: &Condition,
+    dry_run: bool,
+) -> Result<RemoveStats> {
+    let options = QueryOptions {
+        start: Some(start),
+        stop: Some(stop),
+        only_metadata: true,
+        when: Some(condition.clone()),
+        ..Default::default()
+    };
+    let mut picked = HashSet::new();
+    let mut failure = None;
+    for record in QueryIter::new(vec![entry.clone()], &options)? {
+        match record {
+            Ok(r) => {
+                picked.insert(r.meta.timestamp);
+            }
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    let stats = if picked.is_empty() {
+        RemoveStats::default()
+    } else {
+        let filter = |meta: &RecordMeta| Ok(picked.contains(&meta.timestamp));
+        entry.remove_range(start, stop, Some(&filter), dry_run)?
+    };
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(stats),
     }
 }

@@ -559,55 +559,12 @@ impl Bucket {
             }
             stats.add(match when {
                 Some(condition) if condition.is_stateful() => {
-                    remove_stateful(&entry, start, stop, condition, dry_run)?
+                    judge::remove_stateful(&entry, start, stop, condition, dry_run)?
                 }
                 _ => entry.remove_range(start, stop, stateless, dry_run)?,
             });
         }
         Ok(stats)
-    }
-}
-
-/// Removes what a condition with aggregates or context directives selects: the records
-/// are first picked in time order by a metadata-only query of the entry (so `$each_n`,
-/// `$limit` and `#ctx_*` count as in a query), then removed by timestamp. A strict error
-/// removes what was picked before it, then is returned.
-fn remove_stateful(
-    entry: &Arc<Entry>,
-    start: u64,
-    stop: u64,
-    condition: &Condition,
-    dry_run: bool,
-) -> Result<RemoveStats> {
-    let options = QueryOptions {
-        start: Some(start),
-        stop: Some(stop),
-        only_metadata: true,
-        when: Some(condition.clone()),
-        ..Default::default()
-    };
-    let mut picked = std::collections::HashSet::new();
-    let mut failure = None;
-    for record in QueryIter::new(vec![entry.clone()], &options)? {
-        match record {
-            Ok(r) => {
-                picked.insert(r.meta.timestamp);
-            }
-            Err(e) => {
-                failure = Some(e);
-                break;
-            }
-        }
-    }
-    let stats = if picked.is_empty() {
-        RemoveStats::default()
-    } else {
-        let filter = |meta: &RecordMeta| Ok(picked.contains(&meta.timestamp));
-        entry.remove_range(start, stop, Some(&filter), dry_run)?
-    };
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(stats),
     }
 }
 
