@@ -28,6 +28,9 @@ pub enum ErrorKind {
     InsufficientStorage,
     /// Something broke inside: I/O, a corrupt block, a broken invariant (HTTP 500).
     Internal,
+    /// Something the answer needs is elsewhere and cannot be reached now, such as a remote
+    /// object store holding a tiered block (HTTP 503).
+    Unavailable,
 }
 
 impl ErrorKind {
@@ -45,6 +48,7 @@ impl ErrorKind {
             ErrorKind::TooManyRequests => 429,
             ErrorKind::InsufficientStorage => 507,
             ErrorKind::Internal => 500,
+            ErrorKind::Unavailable => 503,
         }
     }
 
@@ -62,6 +66,7 @@ impl ErrorKind {
             425 => ErrorKind::TooEarly,
             429 => ErrorKind::TooManyRequests,
             507 => ErrorKind::InsufficientStorage,
+            503 => ErrorKind::Unavailable,
             _ => ErrorKind::Internal,
         }
     }

@@ -6,9 +6,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig};
+use ureq::tls::{RootCerts, TlsConfig};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::storage::remote::ca::read_ca_certificates;
 
 /// How the senders check a destination's certificate.
 #[derive(Debug, Clone)]
@@ -34,7 +35,10 @@ impl ReplicationTls {
     pub fn new(verify: bool, ca_path: Option<&Path>) -> Result<Self> {
         let roots = match ca_path {
             None => RootCerts::WebPki,
-            Some(path) => RootCerts::Specific(Arc::new(read_certificates(path)?)),
+            Some(path) => RootCerts::Specific(Arc::new(read_ca_certificates(
+                path,
+                "RS_REPLICATION_CA_PATH",
+            )?)),
         };
         Ok(ReplicationTls { roots, verify })
     }
@@ -46,28 +50,6 @@ impl ReplicationTls {
             .disable_verification(!self.verify)
             .build()
     }
-}
-
-fn read_certificates(path: &Path) -> Result<Vec<Certificate<'static>>> {
-    let bad = |why: String| {
-        Error::unprocessable(format!(
-            "RS_REPLICATION_CA_PATH '{}': {why}",
-            path.display()
-        ))
-    };
-    let pem = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
-    let mut certificates = Vec::new();
-    for item in ureq::tls::parse_pem(&pem) {
-        match item {
-            Ok(PemItem::Certificate(c)) => certificates.push(c),
-            Ok(_) => {} // keys and the like have no business here; skipped
-            Err(e) => return Err(bad(format!("not PEM: {e}"))),
-        }
-    }
-    if certificates.is_empty() {
-        return Err(bad("holds no PEM certificate".into()));
-    }
-    Ok(certificates)
 }
 
 #[cfg(test)]

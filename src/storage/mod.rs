@@ -28,6 +28,7 @@ pub mod priority;
 pub mod query;
 pub mod quota;
 pub mod record;
+pub mod remote;
 pub mod settings;
 pub mod store;
 pub mod sync;

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod garage;
 pub mod replication;
 
 use std::io::{BufRead, BufReader, Read, Write};
