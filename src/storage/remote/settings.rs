@@ -67,8 +67,11 @@ pub const REMOTE_VARIABLES: [&str; 8] = [
     "CA_FILE",
 ];
 
+/// A remote URL's endpoint, bucket and prefix.
+type UrlParts = (String, String, String);
+
 /// What a remote's URL gives: endpoint, bucket and prefix.
-fn parse_url(name: &str, url: &str) -> Result<(String, String, String)> {
+fn parse_url(name: &str, url: &str) -> Result<UrlParts> {
     let bad = |why: &str| Error::unprocessable(format!("--remote {name}: '{url}' {why}"));
     let (scheme, rest) = url
         .split_once("://")
@@ -106,7 +109,7 @@ pub fn remotes_from(
     given: &[String],
     vars: &BTreeMap<String, String>,
 ) -> Result<Vec<RemoteSettings>> {
-    let mut partial: BTreeMap<String, (String, Option<(String, String, String)>)> = BTreeMap::new();
+    let mut partial: BTreeMap<String, (String, Option<UrlParts>)> = BTreeMap::new();
     for item in given {
         let (name, url) = item.split_once('=').ok_or_else(|| {
             Error::unprocessable(format!(
@@ -147,7 +150,7 @@ pub fn remotes_from(
 
 fn complete(
     name: String,
-    parts: Option<(String, String, String)>,
+    parts: Option<UrlParts>,
     vars: &BTreeMap<String, String>,
 ) -> Result<RemoteSettings> {
     let var_name = |suffix: &str| format!("RS_REMOTE_{}_{suffix}", name.to_ascii_uppercase());
