@@ -59,7 +59,8 @@ fn refusals_are_named_by_kind_without_secrets() {
     let garage = Garage::single(&bin);
     let mut wrong = garage.settings("cold", "");
     wrong.secret_access_key = halflife::storage::remote::settings::Secret::new("0".repeat(64));
-    let e = S3Client::new(&wrong).unwrap().put("k", b"x").unwrap_err();
+    let denied = S3Client::new(&wrong).unwrap().put("k", b"x").unwrap_err();
+    let e = &denied;
     assert_eq!(e.kind, FaultKind::Denied, "{}", e.message);
     assert!(
         e.message.contains("remote 'cold'") && e.message.contains("'k'"),
@@ -83,7 +84,7 @@ fn refusals_are_named_by_kind_without_secrets() {
         .unwrap_err();
     assert_eq!(e.kind, FaultKind::Unreachable, "{}", e.message);
 
-    for message in [&e.message] {
+    for message in [&denied.message, &absent.message, &e.message] {
         assert!(!message.contains(&garage.secret), "{message}");
         assert!(!message.contains("X-Amz-Signature"), "{message}");
         assert!(!message.contains(&garage.key_id), "{message}");
