@@ -70,7 +70,8 @@ fn refusals_are_named_by_kind_without_secrets() {
 
     let mut missing = garage.settings("cold", "");
     missing.bucket = "no-such-bucket".into();
-    let e = S3Client::new(&missing).unwrap().put("k", b"x").unwrap_err();
+    let absent = S3Client::new(&missing).unwrap().put("k", b"x").unwrap_err();
+    let e = &absent;
     assert!(
         matches!(e.kind, FaultKind::Missing | FaultKind::Denied),
         "{e:?}"
