@@ -169,6 +169,25 @@ pub(crate) struct ServeArgs {
     /// block (a frame is about 1 MiB), store-wide.
     #[arg(long, env = "RS_FRAME_CACHE_SIZE", default_value = "32MiB", value_parser = halflife::server::provision::parse_byte_size)]
     frame_cache: u64,
+    /// A remote object store tier policies may move old blocks to, as NAME=URL with the
+    /// URL http(s)://host:port/bucket[/prefix]; its credentials come from
+    /// RS_REMOTE_<NAME>_ACCESS_KEY_ID and RS_REMOTE_<NAME>_SECRET_ACCESS_KEY_FILE, its
+    /// other settings from RS_REMOTE_<NAME>_{ENDPOINT, BUCKET, PREFIX, REGION, PATH_STYLE,
+    /// CA_FILE} (which can also define a remote alone). Repeatable.
+    #[arg(long = "remote", value_name = "NAME=URL")]
+    remote: Vec<String>,
+    /// Local disk for frames of tiered blocks fetched back from their remote
+    /// (<data>/.remote-cache, emptied at start; least recently used blocks dropped first).
+    /// Units: B, KB, MB, GB, KiB, MiB, GiB.
+    #[arg(long, env = "RS_REMOTE_CACHE_SIZE", default_value = "256MiB", value_parser = halflife::server::provision::parse_byte_size)]
+    remote_cache_size: u64,
+    /// How old an object under a remote's prefix that no index names must be before the
+    /// collector deletes it (an upload a power cut interrupted may still be committing).
+    #[arg(long, env = "RS_REMOTE_ORPHAN_GRACE", default_value = "1h", value_parser = positive_duration)]
+    remote_orphan_grace: std::time::Duration,
+    /// How often the collector lists each remote's prefix for orphans.
+    #[arg(long, env = "RS_REMOTE_COLLECT_INTERVAL", default_value = "10m", value_parser = positive_duration)]
+    remote_collect_interval: std::time::Duration,
     /// Most records in one batch of a query's answer (a query's `#batch_records`
     /// overrides it).
     #[arg(long, env = "RS_IO_BATCH_MAX_RECORDS", default_value = "85", value_parser = clap::value_parser!(u64).range(1..))]
@@ -287,6 +306,11 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     engine.lookup_cache_bytes = usize::try_from(args.lookup_cache).unwrap_or(usize::MAX);
     engine.frame_cache_bytes = usize::try_from(args.frame_cache).unwrap_or(usize::MAX);
     engine.instance_name = halflife::config::instance_name(args.instance_name.as_deref());
+    let vars: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    engine.remotes = halflife::storage::remote::settings::remotes_from(&args.remote, &vars)?;
+    engine.remote_cache_bytes = args.remote_cache_size;
+    engine.remote_orphan_grace = args.remote_orphan_grace;
+    engine.remote_collect_interval = args.remote_collect_interval;
     engine.worker_threads = args.lifecycle_workers as usize;
     engine.compress_threads = args
         .compress_threads

@@ -37,7 +37,7 @@ pub struct RunEvent {
     pub message: String,
     /// The policy that ran.
     pub policy_name: String,
-    /// `delete` or `compress`.
+    /// `delete`, `compress` or `tier`.
     pub action_type: String,
     /// The bucket it worked on.
     pub bucket: String,
@@ -58,6 +58,9 @@ pub struct RunEvent {
     /// Ours: bytes a compress run saved.
     #[serde(default)]
     pub bytes_saved: u64,
+    /// Ours: bytes a tier run moved to its remote (a dry run: would move).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bytes_tiered: u64,
     /// Ours, on compress dry runs: the bytes of the blocks the run would rewrite...
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes_before: Option<u64>,
@@ -78,6 +81,10 @@ pub struct RunEvent {
     /// (`lifecycle/thinning.rs`). Carried over by error events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinning: Option<crate::lifecycle::thinning::ThinningProgress>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn ok_status() -> u16 {
@@ -235,6 +242,7 @@ mod tests {
             last_processed_ts: last,
             dry_run: false,
             bytes_saved: 0,
+            bytes_tiered: 0,
             bytes_before: None,
             predicted_bytes_after: None,
             resume_ts: None,

@@ -22,6 +22,8 @@ pub enum LifecycleType {
     Delete,
     /// Recompress old blocks.
     Compress,
+    /// Move old blocks' payloads to a remote object store (ours).
+    Tier,
 }
 
 impl LifecycleType {
@@ -30,6 +32,7 @@ impl LifecycleType {
         match self {
             LifecycleType::Delete => "delete",
             LifecycleType::Compress => "compress",
+            LifecycleType::Tier => "tier",
         }
     }
 }
@@ -128,7 +131,7 @@ fn null_as_default_interval<'de, D: Deserializer<'de>>(
 /// A policy as users write it (`POST /api/v1/lifecycles/{name}`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LifecycleSettings {
-    /// `delete` or `compress`.
+    /// `delete`, `compress` or `tier`.
     #[serde(rename = "type")]
     pub kind: LifecycleType,
     /// The bucket it works on.
@@ -153,9 +156,14 @@ pub struct LifecycleSettings {
     /// enabled, disabled or dry_run.
     #[serde(default, deserialize_with = "null_as_default")]
     pub mode: LifecycleMode,
-    /// Compress only: the target (default zstd level 3).
+    /// Compress: the target (default zstd level 3). Tier: recompress to this target
+    /// before the upload (none: blocks move as they are).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compression: Option<CompressionSetting>,
+    /// Tier only (ours): the name of the remote object store blocks move to, one the
+    /// server configures (`--remote NAME=URL`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
     /// Ours, delete only: whether records pending replication are kept (the default,
     /// not shown) or deleted.
     /// Omitted (`None`): keep, and an update that omits it keeps what was set.
@@ -249,6 +257,9 @@ impl LifecycleSettings {
         if self.pending_replication.is_none() {
             self.pending_replication = previous.pending_replication;
         }
+        if self.remote.is_none() {
+            self.remote = previous.remote.clone();
+        }
     }
 
     /// Parses a JSON body; errors are 422 `Invalid JSON: …` as the API specifies.
@@ -307,17 +318,43 @@ impl LifecycleSettings {
                 value
             }
         };
-        if self.kind == LifecycleType::Compress && self.when.is_some() {
-            return Err(Error::unprocessable(
-                "Lifecycle type 'compress' does not support 'when' condition",
-            ));
+        let kind = self.kind.as_str();
+        if self.kind != LifecycleType::Delete && self.when.is_some() {
+            return Err(Error::unprocessable(format!(
+                "Lifecycle type '{kind}' does not support 'when' condition (whole blocks are processed)"
+            )));
         }
-        if self.kind == LifecycleType::Compress
+        if self.kind != LifecycleType::Delete
             && self.pending_replication.is_some_and(|p| !p.is_keep())
         {
-            return Err(Error::unprocessable(
-                "Lifecycle type 'compress' does not support 'pending_replication'",
-            ));
+            return Err(Error::unprocessable(format!(
+                "Lifecycle type '{kind}' does not support 'pending_replication'"
+            )));
+        }
+        match (&self.remote, self.kind) {
+            (Some(_), LifecycleType::Delete | LifecycleType::Compress) => {
+                return Err(Error::unprocessable(format!(
+                    "Lifecycle type '{kind}' does not support 'remote'"
+                )));
+            }
+            (None, LifecycleType::Tier) => {
+                return Err(Error::unprocessable(
+                    "Lifecycle type 'tier' needs 'remote': the name of a remote the server configures (--remote NAME=URL)",
+                ));
+            }
+            (Some(remote), LifecycleType::Tier) if store.remotes().get(remote).is_none() => {
+                let known: Vec<&str> = store.remotes().all().map(|r| r.name.as_str()).collect();
+                return Err(Error::unprocessable(format!(
+                    "Lifecycle remote '{}' is not configured on this server (configured: {})",
+                    crate::error::quoted(remote),
+                    if known.is_empty() {
+                        "none; start it with --remote NAME=URL".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                )));
+            }
+            _ => {}
         }
         if self.kind == LifecycleType::Delete && self.compression.is_some() {
             return Err(Error::unprocessable(

@@ -29,7 +29,7 @@ pub struct PolicyReport {
     pub older_than: String,
     /// How often it runs, as written.
     pub interval: String,
-    /// A compress policy's target codec (`zstd-3`, `lz4`).
+    /// A compress policy's target codec (`zstd-3`, `lz4`); a tier policy's remote.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
     /// A delete policy's `when`, as compact JSON.
@@ -74,6 +74,9 @@ fn state(mode: LifecycleMode, invalid: bool, running: bool, last: Option<&RunEve
 }
 
 fn target(settings: &LifecycleSettings) -> Option<String> {
+    if settings.kind == LifecycleType::Tier {
+        return settings.remote.clone();
+    }
     (settings.kind == LifecycleType::Compress).then(|| {
         settings
             .compression

@@ -61,6 +61,8 @@ fn policy_line(p: &PolicyReport) -> String {
         (LifecycleType::Compress, Some(target)) => format!("compress to {target}"),
         (LifecycleType::Compress, None) => "compress".to_string(),
         (LifecycleType::Delete, _) => "delete".to_string(),
+        (LifecycleType::Tier, Some(remote)) => format!("tier to {remote}"),
+        (LifecycleType::Tier, None) => "tier".to_string(),
     };
     let when = p
         .when

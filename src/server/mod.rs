@@ -149,6 +149,38 @@ pub struct Server {
     app: Arc<App>,
     /// Writes the `$system` trail; flushed after the last request.
     trail_writer: Option<trail::TrailWriter>,
+    /// Deletes remote objects no index names (not on a replica).
+    collector: Option<crate::storage::remote::collector::Collector>,
+}
+
+/// Asks each remote, on a thread of its own, whether it answers with these credentials:
+/// one that does not is a WARN (tier runs fail and back off until it does), never a
+/// refusal to start.
+fn probe_remotes(store: &Arc<Store>) {
+    for remote in store.remotes().all() {
+        let remote = remote.clone();
+        let probe = std::thread::Builder::new()
+            .name("remote-probe".into())
+            .spawn(move || {
+                let key = format!("{}.halflife-probe", remote.key_prefix());
+                match remote.head(&key) {
+                    Ok(_) => log::info!(
+                        "remote '{}' answers ({} bucket '{}', prefix '{}')",
+                        remote.name,
+                        remote.endpoint,
+                        remote.bucket,
+                        remote.prefix
+                    ),
+                    Err(f) => log::warn!(
+                        "{}; tier policies naming it fail until it answers",
+                        f.message
+                    ),
+                }
+            });
+        if let Err(e) = probe {
+            log::warn!("could not start the probe of a remote: {e}");
+        }
+    }
 }
 
 impl Server {
@@ -182,6 +214,16 @@ impl Server {
         let store = Arc::new(Store::open(config.engine.clone())?);
         // Before tokens and policies load: they must name a bucket by its final name.
         bucket_rename::recover(&store)?;
+        probe_remotes(&store);
+        let collector = if config.role == InstanceRole::Replica {
+            None
+        } else {
+            Some(crate::storage::remote::collector::Collector::start(
+                &store,
+                config.engine.remote_collect_interval,
+                config.engine.remote_orphan_grace,
+            )?)
+        };
         // Buckets first: a provisioned policy may name a provisioned bucket.
         let provisioned_buckets = if config.role == InstanceRole::Replica {
             if !provisioning.buckets.is_empty() {
@@ -413,6 +455,7 @@ impl Server {
             handlers,
             app,
             trail_writer,
+            collector,
         })
     }
 
@@ -441,6 +484,9 @@ impl Server {
         }
         if let Some(mut writer) = self.trail_writer.take() {
             writer.stop();
+        }
+        if let Some(mut collector) = self.collector.take() {
+            collector.stop(&self.app.store);
         }
         log::info!("HTTP stopped; stopping lifecycle policies");
         match Arc::try_unwrap(self.app) {

@@ -22,6 +22,9 @@ pub const DEFAULT_LOOKUP_CACHE_BYTES: usize = 256 << 20;
 /// Default memory budget of decoded frames kept for the next read of their block: 32 MiB.
 pub const DEFAULT_FRAME_CACHE_BYTES: usize = 32 << 20;
 
+/// Default bytes of fetched remote frames kept on the local disk: 256 MiB.
+pub const DEFAULT_REMOTE_CACHE_BYTES: u64 = 256 << 20;
+
 /// Default bound on how many sealed blocks may overlap one instant before a merge runs.
 pub const DEFAULT_MAX_BLOCK_OVERLAP: usize = 4;
 
@@ -46,6 +49,16 @@ pub struct Config {
     pub lookup_cache_bytes: usize,
     /// Bytes of decoded frames the store keeps for the next read of their block.
     pub frame_cache_bytes: usize,
+    /// The remote object stores tier policies may move blocks to.
+    pub remotes: Vec<crate::storage::remote::settings::RemoteSettings>,
+    /// Bytes of tiered blocks' frames kept on the local disk once fetched
+    /// (`<data>/.remote-cache`).
+    pub remote_cache_bytes: u64,
+    /// How long an object no index names is left before the collector deletes it (an
+    /// upload whose intent a power cut lost may still be committing).
+    pub remote_orphan_grace: std::time::Duration,
+    /// How often the collector lists the remotes for orphans.
+    pub remote_collect_interval: std::time::Duration,
     /// Threads of the recompression pool; defaults to the machine's available parallelism.
     pub compress_threads: usize,
     /// How the lifecycle's workers and compression threads are scheduled beside the
@@ -119,6 +132,10 @@ impl Config {
             block_cache_bytes: DEFAULT_BLOCK_CACHE_BYTES,
             lookup_cache_bytes: DEFAULT_LOOKUP_CACHE_BYTES,
             frame_cache_bytes: DEFAULT_FRAME_CACHE_BYTES,
+            remotes: Vec::new(),
+            remote_cache_bytes: DEFAULT_REMOTE_CACHE_BYTES,
+            remote_orphan_grace: std::time::Duration::from_secs(3600),
+            remote_collect_interval: std::time::Duration::from_secs(600),
             compress_threads: crate::storage::CompressPool::default_threads(),
             lifecycle_priority: Default::default(),
             worker_threads: 2,

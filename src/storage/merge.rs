@@ -36,13 +36,13 @@ use crate::storage::format::rewrite::write_new_block;
 /// the busiest instant.
 pub(crate) fn overlap_to_merge(blocks: &[BlockEntry], bound: usize) -> Option<Vec<BlockEntry>> {
     let (depth, at) = max_overlap(blocks);
-    (depth > bound).then(|| {
-        blocks
-            .iter()
-            .filter(|b| b.first_ts <= at && at <= b.last_ts)
-            .cloned()
-            .collect()
-    })
+    // Tiered blocks are not merged: that would fetch them back to write them locally.
+    let group: Vec<BlockEntry> = blocks
+        .iter()
+        .filter(|b| b.first_ts <= at && at <= b.last_ts && b.remote.is_none())
+        .cloned()
+        .collect();
+    (depth > bound && group.len() > 1).then_some(group)
 }
 
 /// Splits blocks (sorted by first timestamp) into groups connected by overlapping ranges.
@@ -297,6 +297,7 @@ mod tests {
             codec: Codec::None,
             meta_crc: 0,
             edited: false,
+            remote: None,
             edits: Default::default(),
         }
     }

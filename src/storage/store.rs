@@ -14,6 +14,7 @@ use crate::storage::format::fsutil::{create_dirs_durably, fsync_dir};
 use crate::storage::merge::Merger;
 use crate::storage::names::{validate_bucket_name, validate_system_bucket_name};
 use crate::storage::observer::{ChangeObserver, Observers};
+use crate::storage::remote::Remotes;
 use crate::storage::settings::BucketSettings;
 use crate::storage::sync::{Durability, Syncer};
 
@@ -79,8 +80,10 @@ fn entry_context(
     durability: &Arc<Durability>,
     cache: &Arc<BlockCache>,
     observer: &Arc<Observers>,
+    remotes: &Arc<Remotes>,
 ) -> EntryContext {
     EntryContext {
+        remotes: remotes.clone(),
         observer: observer.clone(),
         durability: durability.clone(),
         cache: cache.clone(),
@@ -103,6 +106,10 @@ pub struct Store {
     cache: Arc<BlockCache>,
     /// Told of every write and label update, once installed ([`Store::observe`]).
     observer: Arc<Observers>,
+    /// The remote object stores of tiered blocks.
+    remotes: Arc<Remotes>,
+    /// Buckets that failed to open (their indexes may name remote objects).
+    unavailable_buckets: usize,
     /// The interval syncer (`interval` mode only); its last round runs when the store is
     /// dropped.
     _syncer: Syncer,
@@ -134,6 +141,12 @@ impl Store {
             lookup_bytes: config.lookup_cache_bytes,
             decoded_bytes: config.frame_cache_bytes,
         }));
+        let remotes = Arc::new(Remotes::open(
+            data,
+            &config.remotes,
+            config.remote_cache_bytes,
+        )?);
+        let mut unavailable_buckets = 0;
         let mut buckets = BTreeMap::new();
         let listing = std::fs::read_dir(data)
             .map_err(|e| Error::io(format!("listing {}", data.display()), e))?;
@@ -144,12 +157,15 @@ impl Store {
             if !valid || !item.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
-            let ctx = entry_context(&config, &durability, &cache, &observer);
+            let ctx = entry_context(&config, &durability, &cache, &observer, &remotes);
             match Bucket::open(&item.path(), &name, ctx, merger.queue()) {
                 Ok(bucket) => {
                     buckets.insert(name, Arc::new(bucket));
                 }
-                Err(e) => log::error!("bucket '{name}' is not available: {e}"),
+                Err(e) => {
+                    unavailable_buckets += 1;
+                    log::error!("bucket '{name}' is not available: {e}")
+                }
             }
         }
         give_back_freed_memory();
@@ -166,6 +182,8 @@ impl Store {
             durability,
             cache,
             observer,
+            remotes,
+            unavailable_buckets,
             _syncer: syncer,
             _lock: lock,
         })
@@ -189,6 +207,16 @@ impl Store {
     /// backlogs, follow too).
     pub fn durability(&self) -> Arc<Durability> {
         self.durability.clone()
+    }
+
+    /// The remote object stores of tiered blocks.
+    pub fn remotes(&self) -> &Arc<Remotes> {
+        &self.remotes
+    }
+
+    /// Whether some bucket failed to open.
+    pub(crate) fn has_unavailable_parts(&self) -> bool {
+        self.unavailable_buckets > 0
     }
 
     /// The configuration the store was opened with.
@@ -231,7 +259,13 @@ impl Store {
             &self.config.data_path,
             name,
             settings,
-            entry_context(&self.config, &self.durability, &self.cache, &self.observer),
+            entry_context(
+                &self.config,
+                &self.durability,
+                &self.cache,
+                &self.observer,
+                &self.remotes,
+            ),
             self.merger.queue(),
         )?);
         buckets.insert(name.to_string(), bucket.clone());
@@ -299,7 +333,13 @@ impl Store {
         let renamed = Arc::new(Bucket::open(
             &data.join(new),
             new,
-            entry_context(&self.config, &self.durability, &self.cache, &self.observer),
+            entry_context(
+                &self.config,
+                &self.durability,
+                &self.cache,
+                &self.observer,
+                &self.remotes,
+            ),
             self.merger.queue(),
         )?);
         buckets.insert(new.to_string(), renamed.clone());
@@ -321,6 +361,8 @@ impl Store {
         // directory moves its path may name a re-created bucket and entry.
         let entries = bucket.entries();
         let writers_stopped: Vec<_> = entries.iter().map(|e| e.begin_removal()).collect();
+        // Its tiered blocks' objects, deleted once the removal is durable.
+        let objects: Vec<_> = entries.iter().flat_map(|e| e.remote_objects()).collect();
         if let Err(e) = std::fs::rename(bucket.dir(), &trash) {
             drop(writers_stopped);
             entries.iter().for_each(|e| e.abandon_removal());
@@ -332,6 +374,7 @@ impl Store {
         bucket.mark_removed();
         drop(writers_stopped);
         drop(buckets);
+        self.remotes.delete_objects(&objects);
         if let Err(e) = std::fs::remove_dir_all(&trash) {
             log::warn!(
                 "removing {}: {e}; it is removed at the next open",

@@ -178,6 +178,7 @@ fn run_once(
         last_processed_ts: outcome.last_processed_ts,
         dry_run,
         bytes_saved: 0,
+        bytes_tiered: 0,
         bytes_before: None,
         predicted_bytes_after: None,
         kept_pending_replication_from: None,

@@ -8,4 +8,5 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod library;
 mod s3_client;

@@ -2,6 +2,7 @@
 //! the policy's target, whole blocks at a time; a dry run predicts the bytes after from a
 //! sample of the frames.
 
+use super::window::whole_blocks;
 use super::{Action, RunOutcome, RunScope};
 use crate::error::Result;
 use crate::lifecycle::progress::Window;
@@ -11,19 +12,9 @@ use crate::storage::entry::RecordSpan;
 pub(super) struct Compress;
 
 impl Action for Compress {
-    /// Blocks are recompressed whole: a window ending inside an eligible block takes all
-    /// of it, or a backlog whose blocks span more than a window would never move.
-    fn fit_window(&self, mut window: Window, spans: &[RecordSpan], eligible: u64) -> Window {
-        let reach = spans
-            .iter()
-            .filter(|s| s.first < window.stop && s.last >= window.stop && s.last < eligible)
-            .map(|s| s.last + 1)
-            .max();
-        if let Some(reach) = reach {
-            window.stop = reach;
-            window.caught_up = reach >= eligible;
-        }
-        window
+    /// Blocks are recompressed whole (see [`whole_blocks`]).
+    fn fit_window(&self, window: Window, spans: &[RecordSpan], eligible: u64) -> Window {
+        whole_blocks(window, spans, eligible)
     }
 
     fn run(&self, scope: &RunScope, window: Window, outcome: &mut RunOutcome) -> Result<()> {

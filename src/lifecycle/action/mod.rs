@@ -3,11 +3,12 @@
 //! the policy's type in it (or, in dry-run mode, a count of what it would do).
 //!
 //! - `window.rs`: the first record after the progress and the work cap;
-//! - `delete.rs`, `compress.rs`: one file per action, each an [`Action`]; adding an
+//! - `delete.rs`, `compress.rs`, `tier.rs`: one file per action, each an [`Action`]; adding an
 //!   action is one more file and one more arm where the policy's type picks its action.
 
 mod compress;
 mod delete;
+mod tier;
 mod window;
 
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use crate::storage::entry::RecordSpan;
 use crate::storage::{CompressPool, Entry, Store};
 use compress::Compress;
 use delete::Delete;
+use tier::Tier;
 use window::{next_record_from, work_cap};
 
 /// What a run did.
@@ -39,6 +41,8 @@ pub struct RunOutcome {
     pub last_processed_ts: Option<u64>,
     /// Bytes a compress run saved.
     pub bytes_saved: u64,
+    /// Bytes a tier run uploaded (dry run: would).
+    pub bytes_tiered: u64,
     /// A compress dry run: bytes of the eligible blocks, and the bytes predicted after.
     pub predicted: Option<(u64, u64)>,
     /// A delete run: the oldest record of its window kept because a replication has not
@@ -158,6 +162,7 @@ pub fn run_policy(store: &Store, policy: &Policy, run: &RunRequest) -> Result<Ru
     let action: Box<dyn Action + '_> = match policy.settings.kind {
         LifecycleType::Delete => Box::new(Delete { thinning }),
         LifecycleType::Compress => Box::new(Compress),
+        LifecycleType::Tier => Box::new(Tier),
     };
     // The action's own shape of a window (compress takes whole blocks) before the work
     // cap, which must not be undone by it.

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::error::Result;
+use crate::lifecycle::progress::Window;
 use crate::storage::entry::RecordSpan;
 use crate::storage::{Entry, QueryIter, QueryOptions};
 
@@ -47,6 +48,22 @@ pub(super) fn work_cap(spans: &mut [RecordSpan], from: u64, stop: u64, budget: u
         }
     }
     None
+}
+
+/// The window of an action that takes whole blocks (compress, tier): one ending inside an
+/// eligible block takes all of it, or a backlog whose blocks span more than a window
+/// would never move.
+pub(super) fn whole_blocks(mut window: Window, spans: &[RecordSpan], eligible: u64) -> Window {
+    let reach = spans
+        .iter()
+        .filter(|s| s.first < window.stop && s.last >= window.stop && s.last < eligible)
+        .map(|s| s.last + 1)
+        .max();
+    if let Some(reach) = reach {
+        window.stop = reach;
+        window.caught_up = reach >= eligible;
+    }
+    window
 }
 
 #[cfg(test)]

@@ -124,6 +124,7 @@ fn run_event(
         last_processed_ts: None,
         dry_run,
         bytes_saved: 0,
+        bytes_tiered: 0,
         bytes_before: None,
         predicted_bytes_after: None,
         resume_ts: None,
@@ -137,6 +138,7 @@ fn run_event(
             event.caught_up = o.caught_up;
             event.last_processed_ts = o.last_processed_ts;
             event.bytes_saved = o.bytes_saved;
+            event.bytes_tiered = o.bytes_tiered;
             event.kept_pending_replication_from = o.kept_pending_replication_from;
             event.thinning = o.thinning.clone();
             if let Some((before, after)) = o.predicted {

@@ -39,6 +39,8 @@ impl Bucket {
             .filter_map(|k| entries.get(k).cloned())
             .collect();
         let writers_stopped: Vec<_> = doomed.iter().map(|e| e.begin_removal()).collect();
+        // Their tiered blocks' objects, deleted once the removal is durable.
+        let objects: Vec<_> = doomed.iter().flat_map(|e| e.remote_objects()).collect();
         let trash = self.dir.join(trash_name());
         if let Err(e) = std::fs::rename(self.dir.join(name), &trash) {
             doomed.iter().for_each(|e| e.abandon_removal());
@@ -51,6 +53,7 @@ impl Bucket {
         }
         drop(writers_stopped);
         drop(entries);
+        self.ctx.remotes.delete_objects(&objects);
         if let Err(e) = std::fs::remove_dir_all(&trash) {
             log::warn!(
                 "removing {}: {e}; it is removed at the next open",

@@ -133,6 +133,15 @@ impl Bucket {
     }
 
     /// Why entry `name` could not be opened, if it could not.
+    /// Whether some entry failed to open.
+    pub(crate) fn has_unavailable_entries(&self) -> bool {
+        !self
+            .unavailable
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
+    }
+
     pub(super) fn unavailable_entry(&self, name: &str) -> Option<String> {
         self.unavailable
             .read()

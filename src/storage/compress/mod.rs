@@ -184,7 +184,7 @@ impl CompressPlan {
     fn new(blocks: &[BlockEntry], start: u64, stop: u64, target: Codec) -> Self {
         let in_window: Vec<BlockEntry> = blocks
             .iter()
-            .filter(|b| b.first_ts >= start && b.last_ts < stop)
+            .filter(|b| b.first_ts >= start && b.last_ts < stop && b.remote.is_none())
             .cloned()
             .collect();
         let mut plan = CompressPlan {

@@ -17,6 +17,8 @@ impl Entry {
     /// Drops a replaced block from the cache and retires its edit log; returns the files
     /// to unlink (step 4 of the protocol), the block's and its edit log's.
     fn discard_block_file(&self, st: &mut EntryState, seq: u64) -> impl Iterator<Item = PathBuf> {
+        // A tiered block's local file is its stub (the block file may be gone already).
+        let stub = crate::storage::format::index::stub_path(&self.dir, seq);
         self.ctx.cache.evict((self.uid, seq));
         // The commit that dropped the block made its edits durable or moot (folded into a
         // synced rewrite, or every record gone): writers waiting on them are released.
@@ -24,7 +26,7 @@ impl Entry {
             log.sync_handle().retire();
             edits_path(&self.dir, seq)
         });
-        std::iter::once(block_path(&self.dir, seq)).chain(edits)
+        [block_path(&self.dir, seq), stub].into_iter().chain(edits)
     }
 
     /// Commits blocks written without the lock: each replacement swaps its `old` blocks
@@ -147,8 +149,24 @@ impl Entry {
             }
             return Err(e);
         }
+        // Objects of tiered blocks the new index no longer names: deleted once it is saved
+        // (a crash before they are queued leaves orphans, which the collector removes).
+        let kept: std::collections::HashSet<&str> = next
+            .blocks
+            .iter()
+            .filter_map(|b| b.remote.as_ref().map(|r| r.key.as_str()))
+            .collect();
+        let gone: Vec<(String, String)> = st
+            .index
+            .blocks
+            .iter()
+            .filter_map(|b| b.remote.as_ref())
+            .filter(|r| !kept.contains(r.key.as_str()))
+            .map(|r| (r.remote.clone(), r.key.clone()))
+            .collect();
         st.index = next;
         st.refresh_reach();
+        self.ctx.remotes.delete_objects(&gone);
         self.depth
             .store(max_overlap(&st.index.blocks).0, Ordering::Relaxed);
         self.merge_failed.store(false, Ordering::Release);

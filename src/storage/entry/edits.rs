@@ -77,9 +77,12 @@ impl Entry {
             let mut next = st.index.clone();
             next.blocks.remove(pos);
             self.commit(st, next, &[], &[seq])?;
-        } else if b.edits.removed as f64 >= self.ctx.fold_share * b.record_count as f64
-            || log_outgrew_block
+        } else if b.remote.is_none()
+            && (b.edits.removed as f64 >= self.ctx.fold_share * b.record_count as f64
+                || log_outgrew_block)
         {
+            // A tiered block keeps its tombstones in its edit log: folding would fetch
+            // it back to rewrite it locally.
             self.fold(st, pos)?;
         } else {
             self.narrow_range(st, seq)?;

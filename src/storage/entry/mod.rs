@@ -24,6 +24,7 @@ mod removal;
 mod stale;
 mod state;
 mod summary;
+mod tier;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -56,6 +57,7 @@ pub(crate) use stale::StaleLog;
 use state::index_log;
 pub(crate) use state::{EntryState, LogKind, Place};
 pub use summary::{EntryInfo, RecordSpan, TierInfo};
+pub use tier::{HandOver, TierStep};
 
 /// What every entry of a bucket shares: the block cache, the frame size, and the overlap
 /// bound past which a background merge is asked for.
@@ -75,6 +77,8 @@ pub(crate) struct EntryContext {
     pub durability: Arc<Durability>,
     /// Told of every write and label update (replication), once the server installs it.
     pub observer: Arc<crate::storage::observer::Observers>,
+    /// The remote object stores tiered blocks live on.
+    pub remotes: Arc<crate::storage::remote::Remotes>,
 }
 
 /// Gives every entry instance a unique id so cached blocks of a removed and re-created

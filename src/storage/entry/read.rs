@@ -17,8 +17,8 @@ use crate::storage::cache::OpenedRow;
 use crate::storage::format::block::SealedBlock;
 use crate::storage::format::block::row::RowBlock;
 use crate::storage::format::columns::TableColumns;
-use crate::storage::format::frames::{BlockFrames, DecodedFrame, FrameChecks};
-use crate::storage::format::index::{BlockEntry, block_path};
+use crate::storage::format::frames::{BlockFrames, DecodedFrame, Fetch, FrameChecks};
+use crate::storage::format::index::{BlockEntry, block_path, stub_path};
 use crate::storage::format::log::{LogRecord, OpenLog};
 use crate::storage::format::lookup::BlockLookup;
 use crate::storage::record::{Payload, Record, RecordMeta};
@@ -127,12 +127,9 @@ impl Entry {
         b: &BlockEntry,
         known: Option<Arc<FrameChecks>>,
     ) -> Result<SealedBlock> {
-        let mut block = SealedBlock::open_known(
-            &block_path(&self.dir, b.seq),
-            self.describe(b),
-            Some(b.meta_crc),
-            known,
-        )?;
+        let (path, fetch) = self.block_source(b, true)?;
+        let mut block =
+            SealedBlock::open_known(&path, self.describe(b), Some(b.meta_crc), known, fetch)?;
         if let Some(edits) = st.edits.get(&b.seq) {
             edits.apply(block.records_mut());
         }
@@ -151,12 +148,9 @@ impl Entry {
         if Self::has_edits(st, b) {
             return Ok(None);
         }
-        let (body, columns) = SealedBlock::open_columns(
-            &block_path(&self.dir, b.seq),
-            self.describe(b),
-            Some(b.meta_crc),
-            known,
-        )?;
+        let (path, fetch) = self.block_source(b, false)?;
+        let (body, columns) =
+            SealedBlock::open_columns(&path, self.describe(b), Some(b.meta_crc), known, fetch)?;
         Ok(columns.and_then(|c| BlockLookup::of_columns(body, c)))
     }
 
@@ -170,7 +164,9 @@ impl Entry {
         known: Option<Arc<FrameChecks>>,
         ts: u64,
     ) -> Result<Option<OpenedRow>> {
-        if Self::has_edits(st, b) {
+        // A tiered block is read through its frame cache, which positioned reads of the
+        // stub would bypass: the caller builds a lookup instead.
+        if Self::has_edits(st, b) || b.remote.is_some() {
             return Ok(None);
         }
         RowBlock::open(
@@ -180,6 +176,32 @@ impl Entry {
             known,
             ts,
         )
+    }
+
+    /// The file a block is mapped from and, for a tiered block, what fetches its frames:
+    /// its copy in the frame cache, made from its stub (`read_ahead`: a miss also fetches
+    /// the next frames, for readers that stream the block).
+    pub(crate) fn block_source(
+        &self,
+        b: &BlockEntry,
+        read_ahead: bool,
+    ) -> Result<(std::path::PathBuf, Option<Fetch>)> {
+        let Some(location) = &b.remote else {
+            return Ok((block_path(&self.dir, b.seq), None));
+        };
+        let remotes = &self.ctx.remotes;
+        let remote = remotes.require(&location.remote)?;
+        let cache = remotes.cache().ok_or_else(|| {
+            Error::internal("a remote is configured without a frame cache".to_string())
+        })?;
+        let (path, object) = cache.open(remote, &stub_path(&self.dir, b.seq), location)?;
+        Ok((
+            path,
+            Some(Fetch {
+                source: object,
+                read_ahead,
+            }),
+        ))
     }
 
     /// Whether the block's records have edits (label changes, removals) to apply: then it

@@ -38,6 +38,8 @@ pub(crate) struct EntryFiles {
     pub logs: Vec<u64>,
     /// Edit logs.
     pub edits: Vec<u64>,
+    /// Stubs of tiered blocks.
+    pub stubs: Vec<u64>,
 }
 
 impl EntryFiles {
@@ -56,6 +58,7 @@ impl EntryFiles {
                 Some((EntryFileKind::Block, seq)) => files.blocks.push(seq),
                 Some((EntryFileKind::Log, seq)) => files.logs.push(seq),
                 Some((EntryFileKind::Edits, seq)) => files.edits.push(seq),
+                Some((EntryFileKind::Stub, seq)) => files.stubs.push(seq),
                 None => {}
             }
         }
@@ -72,7 +75,7 @@ impl EntryFiles {
 
     /// The largest sequence number in use.
     fn max_seq(&self) -> Option<u64> {
-        [&self.blocks, &self.logs, &self.edits]
+        [&self.blocks, &self.logs, &self.edits, &self.stubs]
             .iter()
             .filter_map(|l| l.last().copied())
             .max()
@@ -183,6 +186,16 @@ pub(super) fn rebuild_index(
                 }
             }
         }
+    }
+    for &seq in &files.stubs {
+        // A rebuilt index does not take tiered blocks back: the stub (which names its
+        // object) is kept aside for `halflife check` and for a person, never removed.
+        let path = crate::storage::format::index::stub_path(dir, seq);
+        log::error!(
+            "{what}: {} is the stub of a tiered block; a rebuilt index leaves it out and sets it aside (its object stays on the remote)",
+            path.display()
+        );
+        set_aside_files.push((path, DAMAGED_MARK));
     }
     for &seq in &files.logs {
         let path = log_path(dir, seq);

@@ -26,12 +26,13 @@ use crate::storage::format::block_meta::{self as meta, BlockSummary, FrameInfo};
 use crate::storage::format::block_record::BlockRecord;
 use crate::storage::format::codec::Codec;
 use crate::storage::format::columns::TableColumns;
-use crate::storage::format::frames::{BlockFrames, DecodedFrame, FileIdentity, FrameChecks};
+use crate::storage::format::frames::{BlockFrames, DecodedFrame, Fetch, FileIdentity, FrameChecks};
 use crate::storage::record::{Payload, RecordMeta};
 
 pub(crate) mod row;
 
-const BLOCK_MAGIC: &[u8; 8] = b"HLBLK001";
+/// The first bytes of every block file.
+pub(crate) const BLOCK_MAGIC: &[u8; 8] = b"HLBLK001";
 const FOOTER_MAGIC: &[u8; 8] = b"HLBLKEND";
 const FOOTER_LEN: usize = 32;
 
@@ -90,6 +91,15 @@ impl Footer {
         }
         Ok(())
     }
+}
+
+/// Where the metadata of the block file `bytes` starts, checked against its footer and
+/// against the checksum the index committed (`expected_meta_crc`).
+pub(crate) fn meta_offset(bytes: &[u8], what: &str, expected_meta_crc: u32) -> Result<u64> {
+    let footer = Footer::of_mapped(bytes, what)?;
+    let meta = &bytes[footer.meta_offset..footer.meta_offset + footer.meta_len];
+    footer.check(meta, Some(expected_meta_crc), what)?;
+    Ok(footer.meta_offset as u64)
 }
 
 /// Compresses one frame with `codec`, keeping it as stored when compression would not make
@@ -347,7 +357,7 @@ impl SealedBlock {
     /// Maps `path` and parses its table; `what` names the block in errors, and
     /// `expected_meta_crc` (from the index) proves the file is the one that was committed.
     pub fn open(path: &Path, what: String, expected_meta_crc: Option<u32>) -> Result<Self> {
-        Self::open_inner(path, what, expected_meta_crc, true, false, None)
+        Self::open_inner(path, what, expected_meta_crc, true, false, None, None)
     }
 
     /// [`SealedBlock::open`] trusting `known`, the frame checks of an earlier mapping of
@@ -357,8 +367,9 @@ impl SealedBlock {
         what: String,
         expected_meta_crc: Option<u32>,
         known: Option<Arc<FrameChecks>>,
+        fetch: Option<Fetch>,
     ) -> Result<Self> {
-        Self::open_inner(path, what, expected_meta_crc, true, false, known)
+        Self::open_inner(path, what, expected_meta_crc, true, false, known, fetch)
     }
 
     /// Maps a block only to copy its frames (recompression): the record table is kept as
@@ -369,7 +380,7 @@ impl SealedBlock {
         what: String,
         expected_meta_crc: Option<u32>,
     ) -> Result<Self> {
-        Self::open_inner(path, what, expected_meta_crc, false, true, None)
+        Self::open_inner(path, what, expected_meta_crc, false, true, None, None)
     }
 
     /// Maps a block to join it with others (recompression of small blocks): its pages
@@ -380,13 +391,21 @@ impl SealedBlock {
         what: String,
         expected_meta_crc: Option<u32>,
     ) -> Result<(Arc<BlockFrames>, TableColumns)> {
-        let block = Self::open_inner(path, what.clone(), expected_meta_crc, false, true, None)?;
+        let block = Self::open_inner(
+            path,
+            what.clone(),
+            expected_meta_crc,
+            false,
+            true,
+            None,
+            None,
+        )?;
         let raw_lens: Vec<u64> = block.frames().iter().map(|f| f.raw_len).collect();
         if block.table_format == meta::TABLE_V3 {
             let columns = TableColumns::decode(&block.records_section, &raw_lens, &what)?;
             return Ok((block.body, columns));
         }
-        let parsed = Self::open_inner(path, what, expected_meta_crc, true, false, None)?;
+        let parsed = Self::open_inner(path, what, expected_meta_crc, true, false, None, None)?;
         Ok((block.body, TableColumns::from_records(parsed.records())))
     }
 
@@ -398,8 +417,9 @@ impl SealedBlock {
         what: String,
         expected_meta_crc: Option<u32>,
         known: Option<Arc<FrameChecks>>,
+        fetch: Option<Fetch>,
     ) -> Result<(Arc<BlockFrames>, Option<TableColumns>)> {
-        let block = Self::open_inner(path, what, expected_meta_crc, false, false, known)?;
+        let block = Self::open_inner(path, what, expected_meta_crc, false, false, known, fetch)?;
         if block.table_format != meta::TABLE_V3 {
             return Ok((block.body, None));
         }
@@ -415,7 +435,7 @@ impl SealedBlock {
         what: String,
         expected_meta_crc: Option<u32>,
     ) -> Result<Self> {
-        Self::open_inner(path, what, expected_meta_crc, false, false, None)
+        Self::open_inner(path, what, expected_meta_crc, false, false, None, None)
     }
 
     fn open_inner(
@@ -425,6 +445,7 @@ impl SealedBlock {
         parse_records: bool,
         populate: bool,
         known: Option<Arc<FrameChecks>>,
+        fetch: Option<Fetch>,
     ) -> Result<Self> {
         let file = File::open(path).map_err(|e| Error::io(format!("opening {what}"), e))?;
         let identity = file
@@ -464,6 +485,7 @@ impl SealedBlock {
                 Arc::new(map),
                 frames,
                 FrameChecks::for_file(known, identity, frame_count),
+                fetch,
             )),
             codec,
             records,

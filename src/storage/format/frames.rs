@@ -85,12 +85,33 @@ impl FrameChecks {
     }
 }
 
+/// Where the frames of a block whose mapped file does not hold them all come from: a
+/// tiered block is mapped from a sparse local copy whose frames are fetched from its
+/// remote when first needed.
+pub trait FrameFetch: Send + Sync {
+    /// Makes frame `index` of `frames` present in the mapped file (and, with
+    /// `read_ahead`, some of the frames after it, in the same request); an error is the
+    /// read's answer.
+    fn ensure(&self, frames: &[FrameInfo], index: usize, read_ahead: bool) -> Result<()>;
+}
+
+/// How a mapped block gets frames its file does not hold yet: the fetcher, and whether
+/// a miss reads ahead (a query streaming the block) or fetches the one frame (a read).
+#[derive(Clone)]
+pub struct Fetch {
+    /// What fetches the frames.
+    pub source: Arc<dyn FrameFetch>,
+    /// Whether a miss also fetches the frames after it.
+    pub read_ahead: bool,
+}
+
 /// A mapped block file's frames.
 pub struct BlockFrames {
     what: String,
     map: Arc<Mmap>,
     frames: Vec<FrameInfo>,
     checks: Arc<FrameChecks>,
+    fetch: Option<Fetch>,
 }
 
 impl BlockFrames {
@@ -101,6 +122,7 @@ impl BlockFrames {
         map: Arc<Mmap>,
         frames: Vec<FrameInfo>,
         checks: Arc<FrameChecks>,
+        fetch: Option<Fetch>,
     ) -> Self {
         assert_eq!(
             checks.passed.len(),
@@ -112,7 +134,13 @@ impl BlockFrames {
             map,
             frames,
             checks,
+            fetch,
         }
+    }
+
+    /// Whether the block's frames are fetched from elsewhere (a tiered block).
+    pub fn is_fetched(&self) -> bool {
+        self.fetch.is_some()
     }
 
     /// Which of the file's frames have passed their checksum: what the cache remembers
@@ -139,6 +167,11 @@ impl BlockFrames {
     /// The stored bytes of a frame, checksum-verified on first use.
     pub fn stored_frame(&self, index: usize) -> Result<&[u8]> {
         let frame = &self.frames[index];
+        if !self.checks.passed(index)
+            && let Some(fetch) = &self.fetch
+        {
+            fetch.source.ensure(&self.frames, index, fetch.read_ahead)?;
+        }
         let bytes = &self.map[frame.offset as usize..(frame.offset + frame.stored_len) as usize];
         if !self.checks.passed(index) {
             if crc32fast::hash(bytes) != frame.crc {

@@ -49,11 +49,28 @@ pub struct BlockEntry {
     /// silently coming undone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub edited: bool,
+    /// Where the block's file lives when the tier action moved it to a remote object
+    /// store: its record table stays here in `<seq>.tier`, its frames are fetched by range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<RemoteLocation>,
     /// The block's edit log as the entry has replayed it: in memory only (the edit log
     /// itself is the persistent form, so a crash between an edit and the next commit
     /// cannot leave the index disagreeing with it).
     #[serde(skip)]
     pub edits: EditState,
+}
+
+/// A tiered block's object on a remote store: the whole block file, byte for byte.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteLocation {
+    /// The remote's name (as the server's configuration names it).
+    pub remote: String,
+    /// The object's key.
+    pub key: String,
+    /// The ETag the store confirmed (MD5 of the bytes, or of the parts' MD5s).
+    pub etag: String,
+    /// Where the block's metadata starts: the local stub holds the bytes from here on.
+    pub meta_offset: u64,
 }
 
 /// What a block's edit log (`<seq>.edt`) changes about it, kept beside its index entry.
@@ -80,7 +97,27 @@ impl BlockEntry {
             codec: s.codec,
             meta_crc: s.meta_crc,
             edited: false,
+            remote: None,
             edits: EditState::default(),
+        }
+    }
+
+    /// Bytes of the block on the local disk: the file, or for a tiered block its stub
+    /// (the record table and footer).
+    pub fn local_size(&self) -> u64 {
+        match &self.remote {
+            None => self.size,
+            Some(r) => self.size.saturating_sub(r.meta_offset) + STUB_HEADER_ESTIMATE,
+        }
+    }
+
+    /// The name of the block's file in its entry directory: `<seq>.blk`, or for a tiered
+    /// block its stub `<seq>.tier`.
+    pub fn file_name(&self) -> String {
+        if self.remote.is_some() {
+            format!("{:016x}.tier", self.seq)
+        } else {
+            format!("{:016x}.blk", self.seq)
         }
     }
 
@@ -154,6 +191,7 @@ pub fn parse_file_name(name: &str) -> Option<(EntryFileKind, u64)> {
         "blk" => EntryFileKind::Block,
         "log" => EntryFileKind::Log,
         "edt" => EntryFileKind::Edits,
+        "tier" => EntryFileKind::Stub,
         _ => return None,
     };
     if stem.len() != 16 || !stem.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -171,6 +209,17 @@ pub enum EntryFileKind {
     Log,
     /// A block's edit log, `<seq>.edt`.
     Edits,
+    /// The stub of a tiered block, `<seq>.tier`.
+    Stub,
+}
+
+/// About the bytes a tiered block's stub adds before the metadata it copies (magic and
+/// the location as JSON), for size reports.
+const STUB_HEADER_ESTIMATE: u64 = 200;
+
+/// Path of the stub of tiered block `seq` in an entry directory: what stays local.
+pub fn stub_path(dir: &Path, seq: u64) -> PathBuf {
+    dir.join(format!("{seq:016x}.tier"))
 }
 
 /// Path of block file `seq` in an entry directory.
@@ -206,11 +255,7 @@ impl EntryIndex {
 
     /// Names of every file this index refers to.
     pub fn file_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .blocks
-            .iter()
-            .map(|b| format!("{:016x}.blk", b.seq))
-            .collect();
+        let mut names: Vec<String> = self.blocks.iter().map(BlockEntry::file_name).collect();
         for seq in self.open_log.iter().chain(&self.late_log) {
             names.push(format!("{seq:016x}.log"));
         }
@@ -326,6 +371,7 @@ mod tests {
             codec: Codec::Zstd(3),
             meta_crc: 7,
             edited: true,
+            remote: None,
             edits: EditState::default(),
         });
         index.open_log = Some(index.take_seq());

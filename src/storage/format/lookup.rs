@@ -447,7 +447,7 @@ mod tests {
         let summary = writer.finish().expect("finish");
         let view = SealedBlock::open(&path, "b".into(), Some(summary.meta_crc)).expect("open");
         let (body, columns) =
-            SealedBlock::open_columns(&path, "b".into(), Some(summary.meta_crc), None)
+            SealedBlock::open_columns(&path, "b".into(), Some(summary.meta_crc), None, None)
                 .expect("open columns");
         let from_columns =
             BlockLookup::of_columns(body, columns.expect("format 3")).expect("columns fit");
@@ -539,8 +539,9 @@ mod tests {
         let (meta, payload) = record(1, 1);
         writer.push(&meta, &payload).expect("push");
         let summary = writer.finish().expect("finish");
-        let (body, _) = SealedBlock::open_columns(&path, "b".into(), Some(summary.meta_crc), None)
-            .expect("open columns");
+        let (body, _) =
+            SealedBlock::open_columns(&path, "b".into(), Some(summary.meta_crc), None, None)
+                .expect("open columns");
         assert!(BlockLookup::of_columns(body, c).is_none());
     }
 }

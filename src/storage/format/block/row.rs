@@ -131,6 +131,7 @@ impl RowBlock {
             Arc::new(map),
             self.frames.clone(),
             self.checks.clone(),
+            None,
         )
         .payload(frame, offset, size, decoded)
     }

@@ -1,0 +1,250 @@
+//! The remote side's cleanup, run by the collector thread the server starts (and by
+//! `halflife check --repair`): objects queued for deletion are deleted (and forgotten once
+//! the store says they are gone); uploads a previous run left in flight whose object no
+//! index names are deleted at once; and each remote's prefix is listed to delete
+//! *orphans* — objects no index names, no upload is writing, and older than the grace
+//! period (an object younger than that may belong to an upload whose intent was lost with
+//! the power, or to a commit under way). Nothing is collected while some bucket or entry
+//! could not be opened: its index may name any object.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::storage::remote::pending::{PendingOp, object_op_name};
+use crate::storage::store::Store;
+
+/// What one collection did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CollectStats {
+    /// Queued objects deleted.
+    pub deleted: u64,
+    /// Objects still queued (their deletion failed; tried again next round).
+    pub still_pending: u64,
+    /// Orphans found and deleted.
+    pub orphans: u64,
+    /// Orphans left for a later round (younger than the grace period).
+    pub young_orphans: u64,
+}
+
+impl Store {
+    /// Every object the indexes name, as (remote, key) with the remote's name in lower
+    /// case; `None` when some bucket or entry is not open (its index is unknown).
+    pub fn tiered_objects(&self) -> Option<HashSet<(String, String)>> {
+        if self.has_unavailable_parts() {
+            return None;
+        }
+        let mut keys = HashSet::new();
+        for bucket in self.buckets() {
+            if bucket.has_unavailable_entries() {
+                return None;
+            }
+            for entry in bucket.entries() {
+                for block in entry.sealed_blocks().ok()? {
+                    if let Some(r) = block.remote {
+                        keys.insert((r.remote.to_ascii_lowercase(), r.key));
+                    }
+                }
+            }
+        }
+        Some(keys)
+    }
+
+    /// Deletes the queued objects and the objects of uploads a previous run left in flight
+    /// that no index names (`at_start`: this process started none of them).
+    pub fn delete_pending_objects(&self, at_start: bool) -> CollectStats {
+        let mut stats = CollectStats::default();
+        let remotes = self.remotes();
+        let Some(pending) = remotes.pending() else {
+            return stats;
+        };
+        let named = if at_start {
+            self.tiered_objects()
+        } else {
+            None
+        };
+        for (name, op) in pending.all() {
+            let (remote_name, key) = match &op {
+                PendingOp::Delete { remote, key } => (remote, key),
+                PendingOp::Upload { remote, key } => match &named {
+                    Some(named) if !named.contains(&(remote.to_ascii_lowercase(), key.clone())) => {
+                        (remote, key)
+                    }
+                    Some(_) => {
+                        // Committed before the process ended: only the intent was left.
+                        if let Err(e) = pending.remove(&name) {
+                            log::warn!("forgetting the upload of '{key}': {e}");
+                        }
+                        continue;
+                    }
+                    // Still in flight, or unknown.
+                    None => continue,
+                },
+                PendingOp::Backoff { .. } => continue,
+            };
+            let Some(remote) = remotes.get(remote_name) else {
+                stats.still_pending += 1;
+                continue;
+            };
+            match remote.delete(key) {
+                Ok(()) => {
+                    stats.deleted += 1;
+                    if let Err(e) = pending.remove(&name) {
+                        log::warn!("forgetting the deletion of '{key}': {e}");
+                    }
+                    log::debug!("remote '{remote_name}': deleted '{key}'");
+                }
+                Err(f) => {
+                    stats.still_pending += 1;
+                    log::warn!("{}; tried again later", f.message);
+                }
+            }
+        }
+        stats
+    }
+
+    /// Lists every remote's prefix and deletes the objects no index names, no upload is
+    /// writing, and that are older than `grace`.
+    pub fn collect_orphans(&self, grace: Duration) -> Result<CollectStats> {
+        let mut stats = CollectStats::default();
+        let remotes = self.remotes();
+        let Some(named) = self.tiered_objects() else {
+            return Err(Error::conflict(
+                "some bucket or entry is not open; no orphan is collected while its index is unknown",
+            ));
+        };
+        let in_flight: HashSet<String> = remotes
+            .pending()
+            .map(|p| {
+                p.all()
+                    .into_iter()
+                    .filter_map(|(_, op)| match op {
+                        PendingOp::Upload { remote, key } => {
+                            Some(object_op_name("upload", &remote.to_ascii_lowercase(), &key))
+                        }
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let now = jiff::Timestamp::now();
+        for remote in remotes.all() {
+            let lower = remote.name.to_ascii_lowercase();
+            let listed = remote.list().map_err(Error::from)?;
+            for object in listed {
+                if !object.key.ends_with(".blk")
+                    || named.contains(&(lower.clone(), object.key.clone()))
+                    || in_flight.contains(&object_op_name("upload", &lower, &object.key))
+                {
+                    continue;
+                }
+                let age = object
+                    .last_modified
+                    .parse::<jiff::Timestamp>()
+                    .map(|t| now.duration_since(t))
+                    .ok()
+                    .and_then(|d| Duration::try_from(d).ok());
+                if age.is_none_or(|a| a < grace) {
+                    stats.young_orphans += 1;
+                    continue;
+                }
+                match remote.delete(&object.key) {
+                    Ok(()) => {
+                        stats.orphans += 1;
+                        log::info!(
+                            "remote '{}': deleted orphan '{}' ({} bytes; no index names it)",
+                            remote.name,
+                            object.key,
+                            object.size
+                        );
+                    }
+                    Err(f) => log::warn!("{}; tried again later", f.message),
+                }
+            }
+        }
+        Ok(stats)
+    }
+}
+
+/// The collector thread: queued deletions as they come (and every `period`), orphans at
+/// start and every `period`.
+pub struct Collector {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Collector {
+    /// Starts the thread for `store`, if it has remotes or pending operations.
+    pub fn start(store: &Arc<Store>, period: Duration, grace: Duration) -> Result<Collector> {
+        let stop = Arc::new(AtomicBool::new(false));
+        if store.remotes().pending().is_none() {
+            return Ok(Collector { stop, thread: None });
+        }
+        let weak: Weak<Store> = Arc::downgrade(store);
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("remote-collector".into())
+            .spawn(move || run(weak, flag, period, grace))
+            .map_err(|e| Error::io("starting the remote collector", e))?;
+        Ok(Collector {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the thread and waits for it.
+    pub fn stop(&mut self, store: &Store) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(p) = store.remotes().pending() {
+            p.wake.notify_all();
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run(store: Weak<Store>, stop: Arc<AtomicBool>, period: Duration, grace: Duration) {
+    let mut first = true;
+    let mut next_listing = std::time::Instant::now();
+    while !stop.load(Ordering::Acquire) {
+        let Some(s) = store.upgrade() else { return };
+        let deleted = s.delete_pending_objects(first);
+        if deleted.deleted > 0 {
+            log::info!(
+                "remote collector: deleted {} object(s) no index names",
+                deleted.deleted
+            );
+        }
+        if std::time::Instant::now() >= next_listing {
+            match s.collect_orphans(grace) {
+                Ok(c) if c.orphans > 0 => {
+                    log::info!("remote collector: deleted {} orphan object(s)", c.orphans)
+                }
+                Ok(_) => {}
+                Err(e) => log::warn!("remote collector: {e}"),
+            }
+            next_listing = std::time::Instant::now() + period;
+        }
+        first = false;
+        let Some(pending) = s.remotes().pending() else {
+            return;
+        };
+        let guard = pending.lock();
+        let has_deletes = guard
+            .iter()
+            .any(|(_, op)| matches!(op, PendingOp::Delete { .. }));
+        // A deletion that failed waits for the next period; a new one wakes the thread.
+        let wait = if has_deletes && deleted.still_pending == 0 {
+            Duration::ZERO
+        } else {
+            period.min(next_listing.saturating_duration_since(std::time::Instant::now()))
+        };
+        if !wait.is_zero() && !stop.load(Ordering::Acquire) {
+            let _ = pending.wake.wait_timeout(guard, wait);
+        }
+    }
+}

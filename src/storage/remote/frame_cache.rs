@@ -1,0 +1,259 @@
+//! The local cache of tiered blocks' frames (`<data>/.remote-cache/`): one sparse file per
+//! tiered block read, as long as the block file, holding its header and metadata from the
+//! start and each frame once fetched. A block is mapped from that file as if it were
+//! local; the mapping asks [`CachedObject`] for a frame before its first read, and a miss
+//! is one ranged GET of that frame (with read-ahead: the next few missing frames too).
+//!
+//! Bounded by bytes (`--remote-cache-size`): past the budget, whole files are dropped,
+//! least recently used first. A mapping of a dropped file keeps working (the file is only
+//! unlinked). The cache is emptied at every start: what it holds is a copy.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+use crate::storage::format::block::BLOCK_MAGIC;
+use crate::storage::format::block_meta::FrameInfo;
+use crate::storage::format::frames::FrameFetch;
+use crate::storage::format::index::RemoteLocation;
+use crate::storage::remote::Remote;
+use crate::storage::remote::stub::read_stub;
+
+/// At most this many frames are fetched by one read-ahead request.
+const READ_AHEAD_FRAMES: usize = 4;
+/// At most this many bytes are fetched by one read-ahead request.
+const READ_AHEAD_BYTES: u64 = 8 << 20;
+
+/// What the cache holds and how often it answered (`/metrics`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FrameCacheStats {
+    /// Bytes of frames held.
+    pub used: u64,
+    /// The budget.
+    pub budget: u64,
+    /// Frame reads the cache answered.
+    pub hits: u64,
+    /// Frame reads that fetched.
+    pub misses: u64,
+}
+
+struct Shared {
+    dir: PathBuf,
+    budget: u64,
+    state: Mutex<State>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+#[derive(Default)]
+struct State {
+    objects: HashMap<String, Arc<CachedObject>>,
+    used: u64,
+    clock: u64,
+}
+
+impl Shared {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        // Nothing a panic could leave half-done: keep serving after one.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts `added` bytes fetched into `current`, then drops the least recently used
+    /// other files while the cache is over its budget.
+    fn account(&self, current: &str, added: u64) {
+        let mut st = self.state();
+        st.clock += 1;
+        let now = st.clock;
+        if let Some(object) = st.objects.get(current) {
+            object.last_use.store(now, Ordering::Relaxed);
+        }
+        st.used += added;
+        while st.used > self.budget {
+            let victim = st
+                .objects
+                .iter()
+                .filter(|(id, _)| id.as_str() != current)
+                .min_by_key(|(_, o)| o.last_use.load(Ordering::Relaxed))
+                .map(|(id, _)| id.clone());
+            let Some(id) = victim else { break };
+            if let Some(object) = st.objects.remove(&id) {
+                st.used = st.used.saturating_sub(object.bytes.load(Ordering::Relaxed));
+                let _ = std::fs::remove_file(&object.path);
+            }
+        }
+    }
+}
+
+/// The frame cache of every tiered block.
+pub struct FrameCache {
+    shared: Arc<Shared>,
+}
+
+/// One tiered block's sparse copy, and which of its frames it holds.
+pub struct CachedObject {
+    id: String,
+    path: PathBuf,
+    file: File,
+    remote: Arc<Remote>,
+    key: String,
+    present: Mutex<Vec<bool>>,
+    bytes: AtomicU64,
+    last_use: AtomicU64,
+    shared: Weak<Shared>,
+}
+
+impl FrameCache {
+    /// A cache in `dir` (emptied now) of at most `budget` bytes of frames.
+    pub fn new(dir: &Path, budget: u64) -> Result<FrameCache> {
+        if dir.exists() {
+            std::fs::remove_dir_all(dir)
+                .map_err(|e| Error::io(format!("emptying {}", dir.display()), e))?;
+        }
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        Ok(FrameCache {
+            shared: Arc::new(Shared {
+                dir: dir.to_path_buf(),
+                budget,
+                state: Mutex::new(State::default()),
+                hits: AtomicU64::new(0),
+                misses: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// The sparse copy of the tiered block whose stub is `stub`, made now if the cache
+    /// has none: its path, to be mapped, and what fetches its frames.
+    pub fn open(
+        &self,
+        remote: &Arc<Remote>,
+        stub: &Path,
+        location: &RemoteLocation,
+    ) -> Result<(PathBuf, Arc<CachedObject>)> {
+        let id = object_id(location);
+        let mut st = self.shared.state();
+        st.clock += 1;
+        let now = st.clock;
+        if let Some(object) = st.objects.get(&id) {
+            object.last_use.store(now, Ordering::Relaxed);
+            return Ok((object.path.clone(), object.clone()));
+        }
+        let (header, tail) = read_stub(stub)?;
+        if header.location != *location {
+            return Err(Error::internal(format!(
+                "{} names object '{}', the index '{}'",
+                stub.display(),
+                header.location.key,
+                location.key
+            )));
+        }
+        let path = self.shared.dir.join(format!("{id}.blk"));
+        let io = |what: &str, e| Error::io(format!("{what} {}", path.display()), e);
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(|e| io("creating", e))?;
+        file.set_len(header.size).map_err(|e| io("sizing", e))?;
+        file.write_all_at(BLOCK_MAGIC, 0)
+            .and_then(|()| file.write_all_at(&tail, location.meta_offset))
+            .map_err(|e| io("writing", e))?;
+        let object = Arc::new(CachedObject {
+            id: id.clone(),
+            path: path.clone(),
+            file,
+            remote: remote.clone(),
+            key: location.key.clone(),
+            present: Mutex::new(Vec::new()),
+            bytes: AtomicU64::new(0),
+            last_use: AtomicU64::new(now),
+            shared: Arc::downgrade(&self.shared),
+        });
+        st.objects.insert(id, object.clone());
+        Ok((path, object))
+    }
+
+    /// Drops the copy of an object that was deleted.
+    pub fn forget(&self, location: &RemoteLocation) {
+        let mut st = self.shared.state();
+        if let Some(object) = st.objects.remove(&object_id(location)) {
+            st.used = st.used.saturating_sub(object.bytes.load(Ordering::Relaxed));
+            let _ = std::fs::remove_file(&object.path);
+        }
+    }
+
+    /// What the cache holds and how often it answered.
+    pub fn stats(&self) -> FrameCacheStats {
+        FrameCacheStats {
+            used: self.shared.state().used,
+            budget: self.shared.budget,
+            hits: self.shared.hits.load(Ordering::Relaxed),
+            misses: self.shared.misses.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The cache's name of an object: a digest of remote and key (keys may hold `/`).
+fn object_id(location: &RemoteLocation) -> String {
+    let digest = Sha256::new()
+        .chain_update(location.remote.as_bytes())
+        .chain_update([0])
+        .chain_update(location.key.as_bytes())
+        .finalize();
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl FrameFetch for CachedObject {
+    fn ensure(&self, frames: &[FrameInfo], index: usize, read_ahead: bool) -> Result<()> {
+        let Some(shared) = self.shared.upgrade() else {
+            return Err(Error::internal("the store is closing"));
+        };
+        // One fetch at a time per block: a second reader of the same frame waits for the
+        // first one's bytes instead of fetching them again.
+        let mut present = self.present.lock().unwrap_or_else(|p| p.into_inner());
+        if present.len() != frames.len() {
+            present.resize(frames.len(), false);
+        }
+        if present[index] {
+            shared.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        shared.misses.fetch_add(1, Ordering::Relaxed);
+        let start = frames[index].offset;
+        let mut end = start + frames[index].stored_len;
+        let mut last = index;
+        if read_ahead {
+            while last + 1 < frames.len()
+                && last + 1 - index < READ_AHEAD_FRAMES
+                && !present[last + 1]
+                && frames[last + 1].offset == end
+                && end - start + frames[last + 1].stored_len <= READ_AHEAD_BYTES
+            {
+                last += 1;
+                end += frames[last].stored_len;
+            }
+        }
+        let bytes = self.remote.fetch(&self.key, start, end)?;
+        self.file.write_all_at(&bytes, start).map_err(|e| {
+            Error::io(
+                format!("writing the frame cache {}", self.path.display()),
+                e,
+            )
+        })?;
+        for flag in &mut present[index..=last] {
+            *flag = true;
+        }
+        drop(present);
+        self.bytes.fetch_add(end - start, Ordering::Relaxed);
+        shared.account(&self.id, end - start);
+        Ok(())
+    }
+}

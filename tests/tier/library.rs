@@ -1,0 +1,174 @@
+//! The tier through the library API against Garage: blocks move whole, their records read
+//! back byte-exact (single reads and queries), labels and removals still work on them,
+//! removing them deletes their objects, compress leaves them alone.
+
+use halflife::storage::remote::settings::RemoteSettings;
+use halflife::storage::{BucketSettings, Labels, QueryOptions, RecordMeta, Store};
+use halflife::{Config, ErrorKind};
+
+use crate::common::garage::{Garage, garage_or_skip};
+
+/// A store in `dir` with remote `cold` (and whatever else `tune` sets).
+pub fn store_with(
+    dir: &std::path::Path,
+    remote: RemoteSettings,
+    tune: impl FnOnce(&mut Config),
+) -> Store {
+    let mut config = Config::new(dir);
+    config.remotes = vec![remote];
+    config.frame_size = 4096;
+    tune(&mut config);
+    Store::open(config).unwrap()
+}
+
+/// A payload that tells its record apart and spans a few hundred bytes.
+pub fn payload(ts: u64) -> Vec<u8> {
+    let mut p = format!("record {ts}:").into_bytes();
+    p.extend((0..(200 + ts % 300)).map(|i| ((i * 31 + ts) % 251) as u8));
+    p
+}
+
+/// Writes records `1..=count` to `b/e` in blocks of `per_block`.
+pub fn fill(store: &Store, count: u64, per_block: u64) {
+    let bucket = store
+        .create_bucket(
+            "b",
+            BucketSettings {
+                max_block_records: per_block,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    for ts in 1..=count {
+        let mut labels = Labels::new();
+        labels.insert("n".into(), (ts % 3).to_string());
+        let body = payload(ts);
+        let meta = RecordMeta {
+            timestamp: ts,
+            labels,
+            content_type: "application/octet-stream".into(),
+            size: body.len() as u64,
+        };
+        bucket.write("e", meta, &body).unwrap();
+    }
+}
+
+/// Tiers every sealed block of `b/e` older than `stop`.
+pub fn tier_all(store: &Store, stop: u64) -> halflife::storage::bucket::TierStats {
+    store
+        .bucket("b")
+        .unwrap()
+        .tier_blocks(&[], 0, stop, "cold", false, &|| false, &|_| {}, &mut |_| {})
+        .unwrap()
+}
+
+/// Every record of `b/e` read one by one and by a query, checked against [`payload`].
+pub fn check_all_readable(store: &Store, count: u64) {
+    let bucket = store.bucket("b").unwrap();
+    for ts in 1..=count {
+        let r = bucket.read("e", Some(ts)).unwrap();
+        assert_eq!(r.payload.unwrap().as_slice(), payload(ts), "record {ts}");
+    }
+    let mut seen = 0;
+    for r in bucket
+        .query(&QueryOptions {
+            entries: vec!["e".into()],
+            ..Default::default()
+        })
+        .unwrap()
+    {
+        let r = r.unwrap();
+        seen += 1;
+        assert_eq!(r.meta.timestamp, seen);
+        assert_eq!(r.payload.unwrap().as_slice(), payload(seen));
+    }
+    assert_eq!(seen, count);
+}
+
+fn local_files(store: &Store, ext: &str) -> usize {
+    std::fs::read_dir(store.data_path().join("b/e"))
+        .unwrap()
+        .filter(|f| {
+            f.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(ext)
+        })
+        .count()
+}
+
+#[test]
+fn tiered_blocks_read_back_exactly_and_removals_delete_their_objects() {
+    let Some(bin) =
+        garage_or_skip("tiered_blocks_read_back_exactly_and_removals_delete_their_objects")
+    else {
+        return;
+    };
+    let garage = Garage::single(&bin);
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(dir.path(), garage.settings("cold", "site"), |_| {});
+    fill(&store, 300, 50);
+    let stats = tier_all(&store, 251);
+    assert_eq!(
+        (stats.blocks, stats.records, stats.failed),
+        (5, 250, 0),
+        "{stats:?}"
+    );
+    assert_eq!(local_files(&store, ".tier"), 5);
+    assert_eq!(
+        local_files(&store, ".blk"),
+        0,
+        "the open block is still a log"
+    );
+    let remote = store.remotes().get("cold").unwrap().clone();
+    assert_eq!(remote.list().unwrap().len(), 5);
+    check_all_readable(&store, 300);
+
+    // A second run finds nothing left to move.
+    assert_eq!(tier_all(&store, 251).blocks, 0);
+
+    // Reopened, the index still knows where they are.
+    drop(store);
+    let store = store_with(dir.path(), garage.settings("cold", "site"), |_| {});
+    check_all_readable(&store, 300);
+
+    // Labels and removals of tiered records go to local edit logs.
+    let bucket = store.bucket("b").unwrap();
+    let mut change = Labels::new();
+    change.insert("n".into(), "changed".into());
+    bucket.update_labels("e", 10, &change).unwrap();
+    assert_eq!(
+        bucket.read("e", Some(10)).unwrap().meta.labels["n"],
+        "changed"
+    );
+    bucket.remove_record("e", 11).unwrap();
+    assert_eq!(
+        bucket.read("e", Some(11)).unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+
+    // Compress leaves tiered blocks alone.
+    let pool = halflife::storage::CompressPool::new(1).unwrap();
+    let stats = bucket
+        .compress_blocks(
+            &[],
+            0,
+            251,
+            halflife::storage::Codec::Zstd(3),
+            &pool,
+            &|| false,
+        )
+        .unwrap();
+    assert_eq!(stats.blocks, 0, "{stats:?}");
+
+    // Removing records of whole tiered blocks deletes their objects.
+    bucket.remove_records(&["e".into()], 0, 101, None).unwrap();
+    let deleted = store.delete_pending_objects(false);
+    assert_eq!(deleted.deleted, 2, "{deleted:?}");
+    assert_eq!(remote.list().unwrap().len(), 3);
+    // Removing the entry deletes the rest.
+    bucket.remove_entry("e").unwrap();
+    store.delete_pending_objects(false);
+    assert_eq!(remote.list().unwrap().len(), 0);
+}
