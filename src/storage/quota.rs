@@ -14,15 +14,25 @@ use crate::storage::entry::Entry;
 use crate::storage::settings::QuotaType;
 
 impl Bucket {
+    /// Bytes the bucket takes on the local disk: what quotas count (a tiered block counts
+    /// its stub, not its object).
+    pub fn local_size(&self) -> Result<u64> {
+        let mut size = 0;
+        for entry in self.entries() {
+            size += entry.local_size()?;
+        }
+        Ok(size)
+    }
+
     /// Checks the bucket's quota before a write of `incoming` bytes: a HARD quota refuses
-    /// it (400 `Quota of 'b' exceeded`); a FIFO quota drops the oldest sealed blocks until
-    /// the write fits or none is left to drop.
+    /// it (400 `Quota of 'b' exceeded`); a FIFO quota drops the oldest local sealed blocks
+    /// until the write fits or none is left to drop. Both count local bytes only.
     pub fn make_room(&self, incoming: u64) -> Result<()> {
         let settings = self.settings();
         match settings.quota_type {
             QuotaType::None => Ok(()),
             QuotaType::Hard => {
-                if self.info()?.size.saturating_add(incoming) > settings.quota_size {
+                if self.local_size()?.saturating_add(incoming) > settings.quota_size {
                     return Err(Error::bad_request(format!(
                         "Quota of '{}' exceeded",
                         self.name()
@@ -42,7 +52,7 @@ impl Bucket {
                     ));
                 }
                 let mut sealed = false;
-                while self.info()?.size.saturating_add(incoming) > settings.quota_size {
+                while self.local_size()?.saturating_add(incoming) > settings.quota_size {
                     if self.drop_oldest_block()? {
                         continue;
                     }
@@ -92,7 +102,9 @@ impl Bucket {
                 .lock()?
                 .index
                 .blocks
-                .first()
+                .iter()
+                // A tiered block frees no local space: the quota guards the local disk.
+                .find(|b| b.remote.is_none())
                 // A block holding a record pending replication is not evicted.
                 .filter(|b| keep.is_none_or(|keep| b.last_ts < keep))
                 .map(|b| (b.first_ts, b.seq));

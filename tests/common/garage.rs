@@ -231,13 +231,27 @@ impl Garage {
             "--key",
             "halflife-test-key",
         ]);
-        Garage {
+        let garage = Garage {
             nodes,
             bucket,
             key_id,
             secret,
             _dir: dir,
+        };
+        // The key's permission takes a moment to reach every node: ready once it writes.
+        let client =
+            halflife::storage::remote::s3::S3Client::new(&garage.settings("probe", "")).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while let Err(e) = client.put(".ready", b"ready") {
+            assert!(
+                Instant::now() < deadline,
+                "garage never took a write: {}",
+                e.message
+            );
+            std::thread::sleep(Duration::from_millis(100));
         }
+        client.delete(".ready").unwrap();
+        garage
     }
 
     /// The S3 endpoint of the first node.
@@ -273,19 +287,36 @@ impl Garage {
         name: &str,
         prefix: &str,
     ) -> halflife::storage::remote::settings::RemoteSettings {
-        halflife::storage::remote::settings::RemoteSettings {
-            name: name.to_string(),
-            endpoint: self.endpoint(),
-            bucket: self.bucket.clone(),
-            prefix: prefix.to_string(),
-            region: "garage".into(),
-            access_key_id: self.key_id.clone(),
-            secret_access_key: halflife::storage::remote::settings::Secret::new(
-                self.secret.clone(),
-            ),
-            path_style: true,
-            ca_file: None,
-        }
+        let mut s = remote_settings(
+            &self.endpoint(),
+            &self.bucket,
+            &self.key_id,
+            &self.secret,
+            prefix,
+        );
+        s.name = name.to_string();
+        s
+    }
+}
+
+/// The settings of a remote `cold` on a Garage at `endpoint`.
+pub fn remote_settings(
+    endpoint: &str,
+    bucket: &str,
+    key_id: &str,
+    secret: &str,
+    prefix: &str,
+) -> halflife::storage::remote::settings::RemoteSettings {
+    halflife::storage::remote::settings::RemoteSettings {
+        name: "cold".to_string(),
+        endpoint: endpoint.to_string(),
+        bucket: bucket.to_string(),
+        prefix: prefix.to_string(),
+        region: "garage".into(),
+        access_key_id: key_id.to_string(),
+        secret_access_key: halflife::storage::remote::settings::Secret::new(secret),
+        path_style: true,
+        ca_file: None,
     }
 }
 

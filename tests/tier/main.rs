@@ -8,5 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod crash;
 mod library;
 mod s3_client;
+mod server;

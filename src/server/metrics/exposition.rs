@@ -16,12 +16,12 @@ use crate::replication::repository::ReplicationMetrics;
 use crate::server::auth::{Access, Caller};
 use crate::server::state::App;
 
-fn labels(pairs: &[(&'static str, &str)]) -> Labels {
+pub(super) fn labels(pairs: &[(&'static str, &str)]) -> Labels {
     pairs.iter().map(|(k, v)| (*k, v.to_string())).collect()
 }
 
 /// A counter family registered under `name`, filled with one value per label set.
-fn counters(
+pub(super) fn counters(
     registry: &mut Registry,
     name: &str,
     help: &str,
@@ -35,7 +35,7 @@ fn counters(
 }
 
 /// A gauge family of integers.
-fn gauges(
+pub(super) fn gauges(
     registry: &mut Registry,
     name: &str,
     help: &str,
@@ -63,7 +63,7 @@ fn seconds(
 }
 
 /// Saturating conversion for gauges, which are signed.
-fn signed(value: u64) -> i64 {
+pub(super) fn signed(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
@@ -396,13 +396,13 @@ pub fn exposition(app: &App, caller: Option<&Caller>) -> Result<String> {
     gauges(
         &mut registry,
         "bucket_records",
-        "Records stored, by bucket and tier (open logs, or the codec of sealed blocks)",
+        "Records stored, by bucket and tier (open logs, the codec of sealed blocks, or the remote of tiered ones)",
         per_tier(|s| s.0),
     );
     gauges(
         &mut registry,
         "bucket_bytes",
-        "Bytes on disk, by bucket and tier (open logs, or the codec of sealed blocks)",
+        "Bytes stored, by bucket and tier (open logs, the codec of sealed blocks on disk, or the objects of tiered ones on their remote)",
         per_tier(|s| s.1),
     );
     gauges(
@@ -411,6 +411,8 @@ pub fn exposition(app: &App, caller: Option<&Caller>) -> Result<String> {
         "Blocks, by bucket and tier (each open log holding records counts as one)",
         per_tier(|s| s.2),
     );
+
+    super::remote::register(&mut registry, &app.store);
 
     let mut text = String::new();
     encode(&mut text, &registry)

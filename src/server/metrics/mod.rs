@@ -11,6 +11,7 @@
 
 mod exposition;
 mod http;
+mod remote;
 
 pub use exposition::exposition;
 pub use http::{HttpMetrics, route_class};

@@ -38,7 +38,7 @@ pub struct RecordSpan {
 /// they came) or the sealed blocks of one codec (`none`, `lz4`, `zstd-3`, ...).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TierInfo {
-    /// `open`, or the codec of the sealed blocks.
+    /// `open`, the codec of the sealed blocks, or `remote NAME` for tiered blocks.
     pub tier: String,
     /// Blocks (logs holding records count as one each).
     pub blocks: u64,
@@ -114,6 +114,22 @@ impl Entry {
         Ok(spans)
     }
 
+    /// Bytes the entry takes on the local disk (a tiered block: its stub).
+    pub fn local_size(&self) -> Result<u64> {
+        let st = self.lock()?;
+        Ok(st
+            .index
+            .blocks
+            .iter()
+            .map(|b| match b.remote {
+                None => b.live_size(),
+                Some(_) => b.local_size(),
+            })
+            .sum::<u64>()
+            + st.logs().map(|(_, l)| l.file_len()).sum::<u64>()
+            + st.edits.values().map(|e| e.file_len()).sum::<u64>())
+    }
+
     /// Size, counts and time range of the entry.
     pub fn info(&self) -> Result<EntryInfo> {
         let st = self.lock()?;
@@ -138,15 +154,21 @@ impl Entry {
     }
 
     /// Blocks, records and bytes by storage tier: the logs first (`open`), then each codec
-    /// in strength order (none < lz4 < zstd by level). Tiers with nothing are left out.
+    /// in strength order (none < lz4 < zstd by level), then each remote (`remote NAME`:
+    /// the bytes of its objects). Tiers with nothing are left out.
     pub fn tiers(&self) -> Result<Vec<TierInfo>> {
         let st = self.lock()?;
         let mut by_codec: std::collections::BTreeMap<(i32, String), TierInfo> = Default::default();
         for block in &st.index.blocks {
+            // Tiered blocks are one tier per remote, after every local one.
+            let (rank, name) = match &block.remote {
+                None => (block.codec.rank(), block.codec.to_string()),
+                Some(r) => (i32::MAX, format!("remote {}", r.remote)),
+            };
             let tier = by_codec
-                .entry((block.codec.rank(), block.codec.to_string()))
+                .entry((rank, name.clone()))
                 .or_insert_with(|| TierInfo {
-                    tier: block.codec.to_string(),
+                    tier: name,
                     blocks: 0,
                     records: 0,
                     bytes: 0,

@@ -91,20 +91,29 @@ impl Entry {
             },
         )?;
         step(TierStep::IntentRecorded);
-        let etag = remote.upload(&key, &bytes).map_err(Error::from)?;
-        match remote.head(&key).map_err(Error::from)? {
-            Some((size, stored)) if size == bytes.len() as u64 && stored == etag => {}
-            found => {
-                return Err(Error::new(
+        let uploaded = remote
+            .upload(&key, &bytes)
+            .map_err(Error::from)
+            .and_then(|etag| match remote.head(&key).map_err(Error::from)? {
+                Some((size, stored)) if size == bytes.len() as u64 && stored == etag => Ok(etag),
+                found => Err(Error::new(
                     crate::error::ErrorKind::Unavailable,
                     format!(
                         "remote '{}': '{key}' reads back as {found:?}, not the {} bytes with ETag '{etag}' sent",
                         remote.name,
                         bytes.len()
                     ),
-                ));
+                )),
+            });
+        let etag = match uploaded {
+            Ok(etag) => etag,
+            Err(e) => {
+                // Whatever part of it the store kept is not needed.
+                pending.delete_objects(&[(remote.name.clone(), key)])?;
+                pending.remove(&intent)?;
+                return Err(e);
             }
-        }
+        };
         step(TierStep::Uploaded);
         let location = RemoteLocation {
             remote: remote.name.clone(),

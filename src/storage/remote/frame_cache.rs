@@ -22,7 +22,7 @@ use crate::storage::format::block::BLOCK_MAGIC;
 use crate::storage::format::block_meta::FrameInfo;
 use crate::storage::format::frames::FrameFetch;
 use crate::storage::format::index::RemoteLocation;
-use crate::storage::remote::Remote;
+use crate::storage::remote::connection::Remote;
 use crate::storage::remote::stub::read_stub;
 
 /// At most this many frames are fetched by one read-ahead request.

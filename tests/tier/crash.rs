@@ -1,0 +1,178 @@
+//! A kill at each step of the hand-over (the instant taken from the child's own reports):
+//! every record still reads byte-exact from exactly one place, no object an index names is
+//! collected, the orphans are collected, and the next run finishes the move uploading each
+//! interrupted block once more at most.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use super::library::{check_all_readable, fill, store_with};
+use crate::common::garage::{Garage, garage_or_skip};
+
+const CHILD_DIR: &str = "HALFLIFE_TIER_CHILD_DIR";
+const CHILD_STEP: &str = "HALFLIFE_TIER_CHILD_STEP";
+const CHILD_REMOTE: &str = "HALFLIFE_TIER_CHILD_REMOTE";
+
+const RECORDS: u64 = 120;
+const STEPS: [&str; 5] = [
+    "IntentRecorded",
+    "Uploaded",
+    "StubWritten",
+    "Committed",
+    "Cleaned",
+];
+
+/// The full name of a test of this file in its binary, to run it alone in a child.
+fn own_test(name: &str) -> String {
+    match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::{name}"),
+        None => name.to_string(),
+    }
+}
+
+/// The child: tiers every sealed block, reporting each step on stdout, and stops dead
+/// (waiting to be killed) after the step it was given, in its second block.
+#[test]
+fn tier_crash_child() {
+    let (Ok(dir), Ok(stop_at), Ok(remote)) = (
+        std::env::var(CHILD_DIR),
+        std::env::var(CHILD_STEP),
+        std::env::var(CHILD_REMOTE),
+    ) else {
+        return; // run as a test of its own: nothing to do
+    };
+    let parts: Vec<&str> = remote.split('\n').collect();
+    let remote =
+        crate::common::garage::remote_settings(parts[0], parts[1], parts[2], parts[3], parts[4]);
+    let store = store_with(std::path::Path::new(&dir), remote, |_| {});
+    let mut blocks = 0;
+    let stats = store
+        .bucket("b")
+        .unwrap()
+        .tier_blocks(
+            &[],
+            0,
+            u64::MAX,
+            "cold",
+            false,
+            &|| false,
+            &|_| {},
+            &mut |step| {
+                let name = format!("{step:?}");
+                println!("STEP {name}");
+                if name == "Cleaned" {
+                    blocks += 1;
+                }
+                if blocks == 1 && name == stop_at {
+                    println!("STOPPED");
+                    loop {
+                        std::thread::sleep(Duration::from_secs(60));
+                    }
+                }
+            },
+        )
+        .unwrap();
+    println!("DONE {stats:?}");
+}
+
+#[test]
+fn a_kill_at_each_step_of_the_hand_over_loses_nothing() {
+    let Some(bin) = garage_or_skip("a_kill_at_each_step_of_the_hand_over_loses_nothing") else {
+        return;
+    };
+    let garage = Garage::single(&bin);
+    for (i, step) in STEPS.iter().enumerate() {
+        let prefix = format!("crash{i}");
+        let settings = garage.settings("cold", &prefix);
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = store_with(dir.path(), settings.clone(), |_| {});
+            fill(&store, RECORDS, 20);
+        }
+        let remote_json = [
+            garage.endpoint(),
+            garage.bucket.clone(),
+            garage.key_id.clone(),
+            garage.secret.clone(),
+            prefix.clone(),
+        ]
+        .join("\n");
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                &own_test("tier_crash_child"),
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_DIR, dir.path())
+            .env(CHILD_STEP, step)
+            .env(CHILD_REMOTE, remote_json)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut stopped = false;
+        let mut seen: Vec<String> = Vec::new();
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line == "STOPPED" {
+                stopped = true;
+                break;
+            }
+            seen.push(line.clone());
+            assert!(
+                !line.starts_with("DONE"),
+                "the child finished without stopping at {step}: {seen:?}"
+            );
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(stopped, "the child never reached {step}");
+
+        // Reopened: everything reads, from one place.
+        let store = store_with(dir.path(), settings.clone(), |_| {});
+        check_all_readable(&store, RECORDS);
+        let entry_dir = dir.path().join("b/e");
+        let named = store.tiered_objects().unwrap();
+        let files: Vec<String> = std::fs::read_dir(&entry_dir)
+            .unwrap()
+            .map(|f| f.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        let stubs = files.iter().filter(|f| f.ends_with(".tier")).count();
+        assert_eq!(
+            stubs,
+            named.len(),
+            "{step}: one stub per tiered block: {files:?}"
+        );
+        for f in files.iter().filter(|f| f.ends_with(".tier")) {
+            let blk = f.replace(".tier", ".blk");
+            assert!(
+                !files.contains(&blk),
+                "{step}: {blk} and its stub both present"
+            );
+        }
+
+        // Orphans go (the intent left names them, or the listing finds them); what an
+        // index names stays.
+        store.delete_pending_objects(true);
+        store.collect_orphans(Duration::ZERO).unwrap();
+        let remote = store.remotes().get("cold").unwrap().clone();
+        let mut listed: Vec<String> = remote.list().unwrap().into_iter().map(|o| o.key).collect();
+        listed.sort();
+        let mut expected: Vec<String> = named.iter().map(|(_, k)| k.clone()).collect();
+        expected.sort();
+        assert_eq!(
+            listed, expected,
+            "{step}: the remote holds exactly what the index names"
+        );
+        check_all_readable(&store, RECORDS);
+
+        // The next run finishes the move.
+        let stats = super::library::tier_all(&store, u64::MAX);
+        assert_eq!(stats.failed, 0, "{step}: {stats:?}");
+        assert_eq!(store.tiered_objects().unwrap().len(), 5, "{step}");
+        assert_eq!(remote.list().unwrap().len(), 5, "{step}");
+        check_all_readable(&store, RECORDS);
+    }
+}
