@@ -17,10 +17,15 @@ use crate::storage::entry::{EntryFiles, holds_entry, unnamed_files};
 use crate::storage::format::block::SealedBlock;
 use crate::storage::format::edits::BlockEdits;
 use crate::storage::format::fsutil::TMP_SUFFIX;
-use crate::storage::format::index::{EntryIndex, IndexLoad, block_path, edits_path, log_path};
+use crate::storage::format::index::{
+    EntryIndex, IndexLoad, RemoteLocation, block_path, edits_path, log_path, stub_path,
+};
 use crate::storage::format::log::OpenLog;
 use crate::storage::format::oplog::{Header, Scan, damaged_copy_path};
+use crate::storage::remote::Remote;
+use crate::storage::remote::stub::read_stub;
 use crate::storage::store::lock_data_dir;
+use std::sync::Arc;
 
 /// How much a finding matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -113,6 +118,12 @@ impl CheckReport {
 /// Checks the data directory `data` read-only, holding its lock (a running server holds
 /// it: stop the server first).
 pub fn check(data: &Path) -> Result<CheckReport> {
+    check_with_remotes(data, &[])
+}
+
+/// [`check`], also asking `remotes` whether each tiered block's object is there with the
+/// size and ETag the index committed.
+pub fn check_with_remotes(data: &Path, remotes: &[Arc<Remote>]) -> Result<CheckReport> {
     crate::storage::marker::require_data_dir(data)?;
     let _lock = lock_data_dir(data)?;
     let mut report = CheckReport::default();
@@ -127,13 +138,13 @@ pub fn check(data: &Path) -> Result<CheckReport> {
             );
         } else if dir.join(SETTINGS_FILE).exists() {
             report.buckets += 1;
-            check_bucket_dir(&dir, &mut report)?;
+            check_bucket_dir(&dir, &mut report, remotes)?;
         }
     }
     Ok(report)
 }
 
-fn check_bucket_dir(dir: &Path, report: &mut CheckReport) -> Result<()> {
+fn check_bucket_dir(dir: &Path, report: &mut CheckReport, remotes: &[Arc<Remote>]) -> Result<()> {
     if let Err(e) = std::fs::read(dir.join(SETTINGS_FILE))
         .map_err(|e| e.to_string())
         .and_then(|raw| {
@@ -150,10 +161,10 @@ fn check_bucket_dir(dir: &Path, report: &mut CheckReport) -> Result<()> {
             None,
         );
     }
-    walk_entries(dir, report)
+    walk_entries(dir, report, remotes)
 }
 
-fn walk_entries(dir: &Path, report: &mut CheckReport) -> Result<()> {
+fn walk_entries(dir: &Path, report: &mut CheckReport, remotes: &[Arc<Remote>]) -> Result<()> {
     for sub in sorted_dirs(dir)? {
         let name = file_name(&sub);
         if name.starts_with(TRASH_PREFIX) {
@@ -170,14 +181,14 @@ fn walk_entries(dir: &Path, report: &mut CheckReport) -> Result<()> {
         }
         if holds_entry(&sub) {
             report.entries += 1;
-            check_entry(&sub, report)?;
+            check_entry(&sub, report, remotes)?;
         }
-        walk_entries(&sub, report)?;
+        walk_entries(&sub, report, remotes)?;
     }
     Ok(())
 }
 
-fn check_entry(dir: &Path, report: &mut CheckReport) -> Result<()> {
+fn check_entry(dir: &Path, report: &mut CheckReport, remotes: &[Arc<Remote>]) -> Result<()> {
     let files = EntryFiles::list(dir)?;
     let index_path = dir.join(crate::storage::format::index::INDEX_FILE);
     let rebuild = format!(
@@ -252,6 +263,10 @@ fn check_entry(dir: &Path, report: &mut CheckReport) -> Result<()> {
     }
     for b in &index.blocks {
         report.blocks += 1;
+        if let Some(location) = &b.remote {
+            check_tiered(dir, b, location, remotes, report);
+            continue;
+        }
         let path = block_path(dir, b.seq);
         let what = format!("block file {}", path.display());
         match SealedBlock::open(&path, what, Some(b.meta_crc)) {
@@ -293,6 +308,83 @@ fn check_entry(dir: &Path, report: &mut CheckReport) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Checks a tiered block: its stub names the object the index does and holds the record
+/// table the index committed; its object is on its remote with the committed ETag.
+fn check_tiered(
+    dir: &Path,
+    b: &crate::storage::format::index::BlockEntry,
+    location: &RemoteLocation,
+    remotes: &[Arc<Remote>],
+    report: &mut CheckReport,
+) {
+    let stub = stub_path(dir, b.seq);
+    match read_stub(&stub) {
+        Err(e) => report.add(
+            Severity::Error,
+            &stub,
+            format!(
+                "{e}: the tiered block's {} record(s) from {} to {} cannot be read",
+                b.record_count, b.first_ts, b.last_ts
+            ),
+            None,
+        ),
+        Ok((header, _)) if header.location != *location => report.add(
+            Severity::Error,
+            &stub,
+            format!(
+                "the stub names object '{}', the index '{}'",
+                header.location.key, location.key
+            ),
+            None,
+        ),
+        Ok(_) => {}
+    }
+    let Some(remote) = remotes
+        .iter()
+        .find(|r| r.name.eq_ignore_ascii_case(&location.remote))
+    else {
+        report.add(
+            Severity::Note,
+            &stub,
+            format!(
+                "object '{}' on remote '{}' not checked: the remote is not configured here (RS_REMOTE_{}_*)",
+                location.key,
+                location.remote,
+                location.remote.to_ascii_uppercase()
+            ),
+            None,
+        );
+        return;
+    };
+    match remote.head(&location.key) {
+        Ok(Some((size, etag))) if size == b.size && etag == location.etag => {}
+        Ok(Some((size, etag))) => report.add(
+            Severity::Error,
+            &stub,
+            format!(
+                "object '{}' on remote '{}' is {size} bytes with ETag '{etag}'; the index committed {} bytes with ETag '{}'",
+                location.key, remote.name, b.size, location.etag
+            ),
+            None,
+        ),
+        Ok(None) => report.add(
+            Severity::Error,
+            &stub,
+            format!(
+                "object '{}' is missing on remote '{}': the block's {} record(s) from {} to {} cannot be read",
+                location.key, remote.name, b.record_count, b.first_ts, b.last_ts
+            ),
+            None,
+        ),
+        Err(f) => report.add(
+            Severity::Warning,
+            &stub,
+            format!("{}: the object could not be checked", f.message),
+            None,
+        ),
+    }
 }
 
 /// Turns what a scan of a log or an edit log found into findings.

@@ -313,7 +313,16 @@ pub(crate) fn print_report(buckets: Vec<report::BucketReport>, shown: &Shown) ->
 
 /// `halflife check`: prints the findings and a summary; true when nothing is wrong.
 fn check(data_path: PathBuf, repair: bool) -> Result<bool> {
-    let before = halflife::check::check(&data_path)?;
+    // Remotes defined by RS_REMOTE_<NAME>_* are asked for each tiered block's object.
+    let vars: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let mut remotes = Vec::new();
+    for settings in halflife::storage::remote::settings::remotes_from(&[], &vars)? {
+        let client = halflife::storage::remote::s3::S3Client::new(&settings)?;
+        remotes.push(std::sync::Arc::new(halflife::storage::remote::Remote::new(
+            &settings, client,
+        )));
+    }
+    let before = halflife::check::check_with_remotes(&data_path, &remotes)?;
     print_check(&before);
     if !repair || before.is_clean() {
         return Ok(before.is_clean());
@@ -325,7 +334,7 @@ fn check(data_path: PathBuf, repair: bool) -> Result<bool> {
     // What only an operator may decide: a missing edit log's changes are given up.
     config.accept_lost_edit_logs = true;
     drop(Store::open(config)?);
-    let after = halflife::check::check(&data_path)?;
+    let after = halflife::check::check_with_remotes(&data_path, &remotes)?;
     emit_line("after the repair:");
     print_check(&after);
     Ok(after.is_clean())

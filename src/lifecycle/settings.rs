@@ -321,7 +321,7 @@ impl LifecycleSettings {
         let kind = self.kind.as_str();
         if self.kind != LifecycleType::Delete && self.when.is_some() {
             return Err(Error::unprocessable(format!(
-                "Lifecycle type '{kind}' does not support 'when' condition (whole blocks are processed)"
+                "Lifecycle type '{kind}' does not support 'when' condition"
             )));
         }
         if self.kind != LifecycleType::Delete

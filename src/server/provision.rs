@@ -3,7 +3,7 @@
 //! - `RS_BUCKET_<ID>_NAME / _QUOTA_TYPE / _QUOTA_SIZE / _MAX_BLOCK_SIZE /
 //!   _MAX_BLOCK_RECORDS` (sizes in bytes or with a unit: `1GB`, `512 MiB`);
 //! - `RS_LIFECYCLE_<ID>_NAME / _TYPE / _BUCKET / _ENTRIES / _OLDER_THAN / _INTERVAL / _WHEN /
-//!   _PROCESSING_INTERVAL / _MODE`; the server's own `RS_LIFECYCLE_*` settings
+//!   _PROCESSING_INTERVAL / _MODE` (and ours, `_REMOTE` of a tier policy); the server's own `RS_LIFECYCLE_*` settings
 //!   (`WORKERS`, `MIN_INTERVAL`, `MIN_OLDER_THAN`, `CATCH_UP_SHARE`, `MAX_RECORDS_PER_RUN`)
 //!   are not IDs.
 //!
@@ -265,7 +265,7 @@ pub(crate) fn group_by_id(
 
 const PREFIX: &str = "RS_LIFECYCLE_";
 /// Field suffixes, longest first so `_PROCESSING_INTERVAL` is not read as `_INTERVAL`.
-const FIELDS: [&str; 9] = [
+const FIELDS: [&str; 10] = [
     "PROCESSING_INTERVAL",
     "OLDER_THAN",
     "INTERVAL",
@@ -275,6 +275,7 @@ const FIELDS: [&str; 9] = [
     "TYPE",
     "WHEN",
     "MODE",
+    "REMOTE",
 ];
 /// Server settings that share the prefix.
 const OWN_SETTINGS: [&str; 6] = [

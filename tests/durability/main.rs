@@ -12,3 +12,4 @@ mod disk_full;
 mod powercut;
 mod powercut_rename;
 mod powercut_replication;
+mod powercut_tier;

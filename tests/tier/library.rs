@@ -172,3 +172,29 @@ fn tiered_blocks_read_back_exactly_and_removals_delete_their_objects() {
     store.delete_pending_objects(false);
     assert_eq!(remote.list().unwrap().len(), 0);
 }
+
+#[test]
+fn check_finds_a_missing_object() {
+    let Some(bin) = garage_or_skip("check_finds_a_missing_object") else {
+        return;
+    };
+    let garage = Garage::single(&bin);
+    let dir = tempfile::tempdir().unwrap();
+    let remote = {
+        let store = store_with(dir.path(), garage.settings("cold", "check"), |_| {});
+        fill(&store, 60, 20);
+        assert_eq!(tier_all(&store, u64::MAX).blocks, 2);
+        store.remotes().get("cold").unwrap().clone()
+    };
+    let clean = halflife::check::check_with_remotes(dir.path(), &[remote.clone()]).unwrap();
+    assert!(clean.is_clean(), "{:?}", clean.findings);
+    let victim = remote.list().unwrap().remove(0).key;
+    remote.delete(&victim).unwrap();
+    let report = halflife::check::check_with_remotes(dir.path(), &[remote]).unwrap();
+    let text: Vec<String> = report.findings.iter().map(|f| f.to_string()).collect();
+    assert!(
+        text.iter()
+            .any(|f| f.contains(&victim) && f.contains("is missing on remote 'cold'")),
+        "{text:?}"
+    );
+}

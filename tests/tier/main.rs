@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod cluster;
 mod crash;
 mod library;
 mod s3_client;

@@ -1,0 +1,190 @@
+//! The tier against a real Garage on loopback, in one run, each figure beside its
+//! reference measured the same way:
+//!
+//! 1. tier throughput (MB/s of block files handed over: read, checked, uploaded, verified,
+//!    committed) against a plain PUT of the same block files' bytes with the same client
+//!    to the same Garage (goal ≥ 0.8);
+//! 2. random single-record reads of a tiered record, cold (a fresh store: one ranged GET
+//!    each) and cached, p50 / p99 and CPU per read, against the same reads of the local
+//!    compressed copy;
+//! 3. a full query over the tiered entry, cold and cached, against the same query over the
+//!    local copy (goals ≥ 0.5 cold, ≥ 0.9 cached).
+//!
+//! Data: the flights fixture (JSON records) compressed with zstd 3, in blocks of 1,024
+//! records. Without Garage it prints NOT RUN. Run: `cargo bench --bench tier`.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::garage::{Garage, garage_bin};
+use halflife::fixtures;
+use halflife::storage::remote::s3::S3Client;
+use halflife::storage::{BucketSettings, Codec, CompressPool, QueryOptions, Store};
+
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn open(dir: &Path, garage: &Garage) -> Store {
+    let mut config = halflife::Config::new(dir);
+    config.remotes = vec![garage.settings("cold", "bench")];
+    Store::open(config).expect("store")
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p) as usize]
+}
+
+/// Random reads of `stamps` from `b/e`: p50, p99 and CPU µs per read.
+fn reads(store: &Store, stamps: &[u64]) -> (Duration, Duration, f64) {
+    let bucket = store.bucket("b").unwrap();
+    let cpu = cpu_seconds();
+    let mut took = Vec::with_capacity(stamps.len());
+    for &ts in stamps {
+        let t = Instant::now();
+        let r = bucket.read("e", Some(ts)).expect("read");
+        assert!(r.payload.is_some());
+        took.push(t.elapsed());
+    }
+    let cpu = (cpu_seconds() - cpu) / stamps.len() as f64 * 1e6;
+    took.sort();
+    (percentile(&took, 0.5), percentile(&took, 0.99), cpu)
+}
+
+/// A full query of `b/e`: records/s.
+fn query(store: &Store) -> f64 {
+    let bucket = store.bucket("b").unwrap();
+    let t = Instant::now();
+    let mut n = 0u64;
+    for r in bucket
+        .query(&QueryOptions {
+            entries: vec!["e".into()],
+            ..Default::default()
+        })
+        .unwrap()
+    {
+        r.expect("record");
+        n += 1;
+    }
+    n as f64 / t.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let Some(bin) = garage_bin() else {
+        println!("tier bench: NOT RUN (no garage binary; cargo install garage --locked)");
+        return;
+    };
+    let garage = Garage::single(&bin);
+    let flights = fixtures::flights(&fixtures::fixtures_dir(), None).expect("flights");
+    let tiered_dir = tempfile::tempdir().unwrap();
+    let local_dir = tempfile::tempdir().unwrap();
+    let pool = CompressPool::new(2).unwrap();
+    let mut stamps: Vec<u64> = flights.iter().map(|r| r.timestamp).collect();
+    for dir in [tiered_dir.path(), local_dir.path()] {
+        let store = open(dir, &garage);
+        let bucket = store
+            .create_bucket(
+                "b",
+                BucketSettings {
+                    max_block_records: 1024,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        fixtures::write_into(&bucket, "e", &flights).unwrap();
+        bucket
+            .compress_blocks(&[], 0, u64::MAX, Codec::Zstd(3), &pool, &|| false)
+            .unwrap();
+    }
+    let block_files: Vec<Vec<u8>> = std::fs::read_dir(local_dir.path().join("b/e"))
+        .unwrap()
+        .map(|f| f.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "blk"))
+        .map(|p| std::fs::read(p).unwrap())
+        .collect();
+    let bytes: usize = block_files.iter().map(Vec::len).sum();
+    println!(
+        "tier bench: {} flight records, {} blocks, {:.1} MB of zstd-3 block files",
+        flights.len(),
+        block_files.len(),
+        bytes as f64 / 1e6
+    );
+
+    // 1. Throughput: plain PUTs, then the tier.
+    let client = S3Client::new(&garage.settings("cold", "plain")).unwrap();
+    let t = Instant::now();
+    for (i, body) in block_files.iter().enumerate() {
+        client.put(&format!("plain/{i}.blk"), body).unwrap();
+    }
+    let put_mbs = bytes as f64 / 1e6 / t.elapsed().as_secs_f64();
+    let store = open(tiered_dir.path(), &garage);
+    let t = Instant::now();
+    let stats = store
+        .bucket("b")
+        .unwrap()
+        .tier_blocks(
+            &[],
+            0,
+            u64::MAX,
+            "cold",
+            false,
+            &|| false,
+            &|_| {},
+            &mut |_| {},
+        )
+        .unwrap();
+    let tier_mbs = stats.bytes as f64 / 1e6 / t.elapsed().as_secs_f64();
+    assert_eq!(stats.failed, 0);
+    println!(
+        "  tier {tier_mbs:.1} MB/s ({} blocks) vs plain PUT {put_mbs:.1} MB/s: ratio {:.2} (goal >= 0.8)",
+        stats.blocks,
+        tier_mbs / put_mbs
+    );
+    drop(store);
+
+    // 2. Random reads, cold and cached, against the local copy.
+    let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+    let mut sample = Vec::new();
+    for _ in 0..2000 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        sample.push(stamps[(rng % stamps.len() as u64) as usize]);
+    }
+    stamps.clear();
+    let local = open(local_dir.path(), &garage);
+    reads(&local, &sample); // page cache and lookups warm
+    let (l50, l99, lcpu) = reads(&local, &sample);
+    let tiered = open(tiered_dir.path(), &garage);
+    let (c50, c99, ccpu) = reads(&tiered, &sample[..500]);
+    let (w50, w99, wcpu) = reads(&tiered, &sample);
+    println!("  random read, local zstd-3: p50 {l50:?} p99 {l99:?} cpu {lcpu:.0} us/read");
+    println!("  random read, tiered cold:  p50 {c50:?} p99 {c99:?} cpu {ccpu:.0} us/read");
+    println!("  random read, tiered cached: p50 {w50:?} p99 {w99:?} cpu {wcpu:.0} us/read");
+    drop(tiered);
+
+    // 3. Full queries.
+    let local_rate = query(&local);
+    let cold_store = open(tiered_dir.path(), &garage);
+    let cold_rate = query(&cold_store);
+    let cached_rate = query(&cold_store);
+    println!(
+        "  full query: local {local_rate:.0} rec/s, tiered cold {cold_rate:.0} rec/s (ratio {:.2}, goal >= 0.5), cached {cached_rate:.0} rec/s (ratio {:.2}, goal >= 0.9)",
+        cold_rate / local_rate,
+        cached_rate / local_rate
+    );
+}
