@@ -178,6 +178,7 @@ fn main() {
     drop(tiered);
 
     // 3. Full queries.
+    query(&local); // its blocks parsed and cached, as the tiered store's will be
     let local_rate = query(&local);
     let cold_store = open(tiered_dir.path(), &garage);
     let cold_rate = query(&cold_store);
