@@ -186,7 +186,8 @@ fn check_finds_a_missing_object() {
         assert_eq!(tier_all(&store, u64::MAX).blocks, 2);
         store.remotes().get("cold").unwrap().clone()
     };
-    let clean = halflife::check::check_with_remotes(dir.path(), &[remote.clone()]).unwrap();
+    let clean =
+        halflife::check::check_with_remotes(dir.path(), std::slice::from_ref(&remote)).unwrap();
     assert!(clean.is_clean(), "{:?}", clean.findings);
     let victim = remote.list().unwrap().remove(0).key;
     remote.delete(&victim).unwrap();
