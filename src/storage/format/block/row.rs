@@ -15,7 +15,8 @@ use std::sync::Arc;
 
 use memmap2::Mmap;
 
-use super::{BLOCK_MAGIC, FOOTER_LEN, Footer};
+use super::BLOCK_MAGIC;
+use super::footer::{FOOTER_LEN, Footer};
 use crate::error::{Error, Result};
 use crate::storage::format::block_meta::{self as meta, FrameInfo};
 use crate::storage::format::codec::Codec;
