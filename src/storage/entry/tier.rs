@@ -72,14 +72,14 @@ impl Entry {
             b.seq, self.bucket, self.name
         );
         let path = block_path(&self.dir, b.seq);
-        let bytes = std::fs::read(&path).map_err(|e| Error::io(format!("reading {what}"), e))?;
-        let meta_offset = crate::storage::format::block::meta_offset(&bytes, &what, b.meta_crc)?;
-        // Nothing damaged moves: every frame is checked before it leaves.
+        // Mapped once: its frames checked (nothing damaged moves), then uploaded from the
+        // mapping.
         let mapped = SealedBlock::open_frames(&path, what.clone(), Some(b.meta_crc))?;
         for i in 0..mapped.frames().len() {
             mapped.stored_frame(i)?;
         }
-        drop(mapped);
+        let bytes = mapped.body().file_bytes();
+        let meta_offset = crate::storage::format::block::meta_offset(bytes, &what, b.meta_crc)?;
 
         let key = remote.new_key(&self.bucket, &self.name, b.seq)?;
         let intent = object_op_name("upload", &remote.name, &key);
@@ -92,7 +92,7 @@ impl Entry {
         )?;
         step(TierStep::IntentRecorded);
         let uploaded = remote
-            .upload(&key, &bytes)
+            .upload(&key, bytes)
             .map_err(Error::from)
             .and_then(|etag| match remote.head(&key).map_err(Error::from)? {
                 Some((size, stored)) if size == bytes.len() as u64 && stored == etag => Ok(etag),
@@ -126,7 +126,7 @@ impl Entry {
             location: location.clone(),
             size: bytes.len() as u64,
         };
-        write_stub(&stub, &header, &bytes)?;
+        write_stub(&stub, &header, bytes)?;
         step(TierStep::StubWritten);
 
         let mut st = self.lock()?;

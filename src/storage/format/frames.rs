@@ -154,6 +154,11 @@ impl BlockFrames {
         &self.what
     }
 
+    /// The mapped file's bytes, whole (what the tier uploads).
+    pub fn file_bytes(&self) -> &[u8] {
+        &self.map
+    }
+
     /// The size of the mapped file.
     pub fn file_len(&self) -> u64 {
         self.map.len() as u64

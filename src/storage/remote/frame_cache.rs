@@ -136,7 +136,7 @@ impl FrameCache {
         stub: &Path,
         location: &RemoteLocation,
     ) -> Result<(PathBuf, Arc<CachedObject>)> {
-        let id = object_id(location);
+        let id = object_id(&location.remote, &location.key);
         let mut st = self.shared.state();
         st.clock += 1;
         let now = st.clock;
@@ -181,10 +181,10 @@ impl FrameCache {
         Ok((path, object))
     }
 
-    /// Drops the copy of an object that was deleted.
-    pub fn forget(&self, location: &RemoteLocation) {
+    /// Drops the copy of the object `key` on `remote`, which was deleted.
+    pub fn forget(&self, remote: &str, key: &str) {
         let mut st = self.shared.state();
-        if let Some(object) = st.objects.remove(&object_id(location)) {
+        if let Some(object) = st.objects.remove(&object_id(remote, key)) {
             st.used = st.used.saturating_sub(object.bytes.load(Ordering::Relaxed));
             let _ = std::fs::remove_file(&object.path);
         }
@@ -202,11 +202,11 @@ impl FrameCache {
 }
 
 /// The cache's name of an object: a digest of remote and key (keys may hold `/`).
-fn object_id(location: &RemoteLocation) -> String {
+fn object_id(remote: &str, key: &str) -> String {
     let digest = Sha256::new()
-        .chain_update(location.remote.as_bytes())
+        .chain_update(remote.as_bytes())
         .chain_update([0])
-        .chain_update(location.key.as_bytes())
+        .chain_update(key.as_bytes())
         .finalize();
     digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }

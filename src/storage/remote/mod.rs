@@ -110,12 +110,7 @@ impl Remotes {
         }
         if let Some(cache) = &self.cache {
             for (remote, key) in objects {
-                cache.forget(&crate::storage::format::index::RemoteLocation {
-                    remote: remote.clone(),
-                    key: key.clone(),
-                    etag: String::new(),
-                    meta_offset: 0,
-                });
+                cache.forget(remote, key);
             }
         }
         let queued = match &self.pending {

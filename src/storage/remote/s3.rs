@@ -263,9 +263,72 @@ impl S3Client {
             request = request.header(*name, value);
         }
         let request = request
-            .body(body.unwrap_or_default().to_vec())
+            .body(body.unwrap_or_default())
             .map_err(ureq::Error::from)?;
         self.agent.run(request)
+    }
+
+    /// [`S3Client::send`], answered with a success status: a call that got no answer or
+    /// an error status is the fault of doing `what` to `key`.
+    fn call(
+        &self,
+        method: &str,
+        url: &str,
+        headers: &[(&str, String)],
+        body: Option<&[u8]>,
+        what: &str,
+        key: &str,
+    ) -> std::result::Result<ureq::http::Response<ureq::Body>, RemoteFault> {
+        let mut response = self
+            .send(method, url, headers, body)
+            .map_err(|e| self.transport(what, key, &e))?;
+        if !response.status().is_success() {
+            return Err(self.refusal(what, key, &mut response));
+        }
+        Ok(response)
+    }
+
+    /// The text of a successful answer (an XML document of at most `limit` bytes).
+    fn text(
+        &self,
+        response: &mut ureq::http::Response<ureq::Body>,
+        limit: u64,
+        what: &str,
+        key: &str,
+    ) -> std::result::Result<String, RemoteFault> {
+        response
+            .body_mut()
+            .with_config()
+            .limit(limit)
+            .read_to_string()
+            .map_err(|e| self.transport(what, key, &e))
+    }
+
+    /// Sends `body` with its `Content-MD5` through `action` (a put or a part of one) and
+    /// returns its MD5, once the ETag the store answered matches it.
+    fn put_checked<'a>(
+        &self,
+        mut action: impl S3Action<'a>,
+        body: &[u8],
+        what: &str,
+        key: &str,
+    ) -> std::result::Result<[u8; 16], RemoteFault> {
+        let digest: [u8; 16] = Md5::digest(body).into();
+        let content_md5 = base64::engine::general_purpose::STANDARD.encode(digest);
+        action
+            .headers_mut()
+            .insert("content-md5", content_md5.clone());
+        let url = action.sign(SIGNATURE_LIFETIME);
+        let response = self.call(
+            "PUT",
+            url.as_str(),
+            &[("content-md5", content_md5)],
+            Some(body),
+            what,
+            key,
+        )?;
+        self.confirm_etag(key, &response, &hex(&digest))?;
+        Ok(digest)
     }
 
     /// Stores `body` under `key` (in parts when large) and returns the ETag the store
@@ -274,26 +337,9 @@ impl S3Client {
         if body.len() >= MULTIPART_THRESHOLD {
             return self.put_multipart(key, body);
         }
-        let digest = Md5::digest(body);
-        let content_md5 = base64::engine::general_purpose::STANDARD.encode(digest);
-        let mut action = PutObject::new(&self.bucket, Some(&self.credentials), key);
-        action
-            .headers_mut()
-            .insert("content-md5", content_md5.clone());
-        let url = action.sign(SIGNATURE_LIFETIME);
-        let mut response = self
-            .send(
-                "PUT",
-                url.as_str(),
-                &[("content-md5", content_md5)],
-                Some(body),
-            )
-            .map_err(|e| self.transport("uploading", key, &e))?;
-        if !response.status().is_success() {
-            return Err(self.refusal("uploading", key, &mut response));
-        }
-        let expected = hex(&digest);
-        self.confirm_etag(key, &response, &expected)
+        let action = PutObject::new(&self.bucket, Some(&self.credentials), key);
+        let digest = self.put_checked(action, body, "uploading", key)?;
+        Ok(hex(&digest))
     }
 
     fn confirm_etag(
@@ -321,21 +367,12 @@ impl S3Client {
 
     fn put_multipart(&self, key: &str, body: &[u8]) -> std::result::Result<String, RemoteFault> {
         let create = CreateMultipartUpload::new(&self.bucket, Some(&self.credentials), key);
+        let what = "starting the upload of";
         let url = create.sign(SIGNATURE_LIFETIME);
-        let mut response = self
-            .send("POST", url.as_str(), &[], None)
-            .map_err(|e| self.transport("starting the upload of", key, &e))?;
-        if !response.status().is_success() {
-            return Err(self.refusal("starting the upload of", key, &mut response));
-        }
-        let text = response
-            .body_mut()
-            .with_config()
-            .limit(64 * 1024)
-            .read_to_string()
-            .map_err(|e| self.transport("starting the upload of", key, &e))?;
+        let mut response = self.call("POST", url.as_str(), &[], None, what, key)?;
+        let text = self.text(&mut response, 64 * 1024, what, key)?;
         let created = CreateMultipartUpload::parse_response(&text)
-            .map_err(|e| self.fault(FaultKind::Other, "starting the upload of", key, e))?;
+            .map_err(|e| self.fault(FaultKind::Other, what, key, e))?;
         let upload_id = created.upload_id().to_string();
         let result = self.upload_parts(key, &upload_id, body);
         if result.is_err() {
@@ -358,39 +395,21 @@ impl S3Client {
         upload_id: &str,
         body: &[u8],
     ) -> std::result::Result<String, RemoteFault> {
-        let mut etags = Vec::new();
         let mut digests = Vec::new();
         for (i, part) in body.chunks(PART_SIZE).enumerate() {
             let number = u16::try_from(i + 1).map_err(|_| {
                 self.fault(FaultKind::Other, "uploading", key, "more than 65535 parts")
             })?;
-            let digest: [u8; 16] = Md5::digest(part).into();
-            let content_md5 = base64::engine::general_purpose::STANDARD.encode(digest);
-            let mut action = UploadPart::new(
+            let action = UploadPart::new(
                 &self.bucket,
                 Some(&self.credentials),
                 key,
                 number,
                 upload_id,
             );
-            action
-                .headers_mut()
-                .insert("content-md5", content_md5.clone());
-            let url = action.sign(SIGNATURE_LIFETIME);
-            let mut response = self
-                .send(
-                    "PUT",
-                    url.as_str(),
-                    &[("content-md5", content_md5)],
-                    Some(part),
-                )
-                .map_err(|e| self.transport("uploading a part of", key, &e))?;
-            if !response.status().is_success() {
-                return Err(self.refusal("uploading a part of", key, &mut response));
-            }
-            etags.push(self.confirm_etag(key, &response, &hex(&digest))?);
-            digests.push(digest);
+            digests.push(self.put_checked(action, part, "uploading a part of", key)?);
         }
+        let etags: Vec<String> = digests.iter().map(|d| hex(d)).collect();
         let complete = CompleteMultipartUpload::new(
             &self.bucket,
             Some(&self.credentials),
@@ -398,26 +417,17 @@ impl S3Client {
             upload_id,
             etags.iter().map(String::as_str),
         );
+        let what = "completing the upload of";
         let url = complete.sign(SIGNATURE_LIFETIME);
         let xml = complete.body();
-        let mut response = self
-            .send("POST", url.as_str(), &[], Some(xml.as_bytes()))
-            .map_err(|e| self.transport("completing the upload of", key, &e))?;
-        if !response.status().is_success() {
-            return Err(self.refusal("completing the upload of", key, &mut response));
-        }
+        let mut response = self.call("POST", url.as_str(), &[], Some(xml.as_bytes()), what, key)?;
         // The answer's body may still be an error (S3 answers 200 and reports a failed
         // completion in the body).
-        let text = response
-            .body_mut()
-            .with_config()
-            .limit(64 * 1024)
-            .read_to_string()
-            .unwrap_or_default();
+        let text = self.text(&mut response, 64 * 1024, what, key)?;
         if text.contains("<Error>") {
             return Err(self.fault(
                 FaultKind::Other,
-                "completing the upload of",
+                what,
                 key,
                 text.chars().take(300).collect::<String>(),
             ));
@@ -467,12 +477,14 @@ impl S3Client {
         let action = GetObject::new(&self.bucket, Some(&self.credentials), key);
         let url = action.sign(SIGNATURE_LIFETIME);
         let range = format!("bytes={start}-{}", end.saturating_sub(1));
-        let mut response = self
-            .send("GET", url.as_str(), &[("range", range)], None)
-            .map_err(|e| self.transport("reading", key, &e))?;
-        if !response.status().is_success() {
-            return Err(self.refusal("reading", key, &mut response));
-        }
+        let mut response = self.call(
+            "GET",
+            url.as_str(),
+            &[("range", range)],
+            None,
+            "reading",
+            key,
+        )?;
         let want = (end - start) as usize;
         let bytes = response
             .body_mut()
@@ -518,18 +530,8 @@ impl S3Client {
                 action.with_continuation_token(t.clone());
             }
             let url = action.sign(SIGNATURE_LIFETIME);
-            let mut response = self
-                .send("GET", url.as_str(), &[], None)
-                .map_err(|e| self.transport("listing", prefix, &e))?;
-            if !response.status().is_success() {
-                return Err(self.refusal("listing", prefix, &mut response));
-            }
-            let text = response
-                .body_mut()
-                .with_config()
-                .limit(16 << 20)
-                .read_to_string()
-                .map_err(|e| self.transport("listing", prefix, &e))?;
+            let mut response = self.call("GET", url.as_str(), &[], None, "listing", prefix)?;
+            let text = self.text(&mut response, 16 << 20, "listing", prefix)?;
             let page = ListObjectsV2::parse_response(&text)
                 .map_err(|e| self.fault(FaultKind::Other, "listing", prefix, e))?;
             // Keys are listed URL-encoded (rusty-s3 asks for `encoding-type=url`).
