@@ -23,6 +23,9 @@ use crate::storage::format::log::{LogRecord, OpenLog};
 use crate::storage::format::lookup::BlockLookup;
 use crate::storage::record::{Payload, Record, RecordMeta};
 
+/// How many tiered blocks after the one a query opens are fetched ahead.
+const PREFETCH_BLOCKS: usize = 2;
+
 /// A run of records, in timestamp order, that a reader takes without holding the entry lock.
 pub enum Chunk {
     /// Records `range` of a mapped sealed block.
@@ -128,6 +131,9 @@ impl Entry {
         known: Option<Arc<FrameChecks>>,
     ) -> Result<SealedBlock> {
         let (path, fetch) = self.block_source(b, true)?;
+        if fetch.is_some() {
+            self.prefetch_after(st, b);
+        }
         let mut block =
             SealedBlock::open_known(&path, self.describe(b), Some(b.meta_crc), known, fetch)?;
         if let Some(edits) = st.edits.get(&b.seq) {
@@ -202,6 +208,36 @@ impl Entry {
                 read_ahead,
             }),
         ))
+    }
+
+    /// Starts fetching, on the global thread pool, the tiered blocks that follow `b` in
+    /// the index ([`PREFETCH_BLOCKS`] of them), for a reader streaming the entry: a query
+    /// opens blocks in timestamp order, and the network then overlaps its reading.
+    fn prefetch_after(&self, st: &EntryState, b: &BlockEntry) {
+        let blocks = &st.index.blocks;
+        let Some(at) = blocks.iter().position(|x| x.seq == b.seq) else {
+            return;
+        };
+        let next: Vec<_> = blocks[at + 1..]
+            .iter()
+            .take(PREFETCH_BLOCKS)
+            .filter_map(|n| n.remote.clone().map(|r| (stub_path(&self.dir, n.seq), r)))
+            .collect();
+        if next.is_empty() {
+            return;
+        }
+        let remotes = self.ctx.remotes.clone();
+        rayon::spawn(move || {
+            let Some(cache) = remotes.cache() else { return };
+            for (stub, location) in next {
+                let Some(remote) = remotes.get(&location.remote) else {
+                    continue;
+                };
+                if let Ok((_, object)) = cache.open(remote, &stub, &location) {
+                    object.fetch_all();
+                }
+            }
+        });
     }
 
     /// Whether the block's records have edits (label changes, removals) to apply: then it

@@ -2,9 +2,10 @@
 //! clean protocol of ARCHITECTURE.md ("Tiering").
 //!
 //! 1. the upload's intent is recorded (fsynced, `remote/pending.rs`);
-//! 2. the block file is read, its metadata checked against the index's checksum and every
-//!    frame against its own, then uploaded under a fresh key with its `Content-MD5`;
-//! 3. the store's ETag and size are read back and compared with the bytes sent;
+//! 2. the block file is mapped, its metadata checked against the index's checksum and
+//!    every frame against its own, then uploaded under a fresh key with its `Content-MD5`;
+//! 3. the ETag the store answered (the MD5 of what it stored) is compared with the bytes'
+//!    own; a multipart upload's size and ETag are read back too;
 //! 4. the stub `<seq>.tier` (the block's metadata and the object's location) is written
 //!    and fsynced with its directory;
 //! 5. the index naming the block as tiered is committed (fsynced);
@@ -94,17 +95,7 @@ impl Entry {
         let uploaded = remote
             .upload(&key, bytes)
             .map_err(Error::from)
-            .and_then(|etag| match remote.head(&key).map_err(Error::from)? {
-                Some((size, stored)) if size == bytes.len() as u64 && stored == etag => Ok(etag),
-                found => Err(Error::new(
-                    crate::error::ErrorKind::Unavailable,
-                    format!(
-                        "remote '{}': '{key}' reads back as {found:?}, not the {} bytes with ETag '{etag}' sent",
-                        remote.name,
-                        bytes.len()
-                    ),
-                )),
-            });
+            .and_then(|etag| Self::confirm_upload(remote, &key, bytes.len() as u64, etag));
         let etag = match uploaded {
             Ok(etag) => etag,
             Err(e) => {
@@ -154,7 +145,7 @@ impl Entry {
         }
         drop(st);
         step(TierStep::Cleaned);
-        pending.remove(&intent)?;
+        pending.forget_committed_upload(&intent)?;
         Ok(HandOver::Moved(bytes.len() as u64))
     }
 
@@ -170,6 +161,26 @@ impl Entry {
             .filter_map(|b| b.remote.as_ref())
             .map(|r| (r.remote.clone(), r.key.clone()))
             .collect()
+    }
+
+    /// The ETag of an upload of `size` bytes, confirmed. A single PUT is confirmed by its
+    /// answer: the store checked the bytes against their `Content-MD5` and answered the MD5
+    /// of what it stored, which the client compared with its own. A multipart upload's
+    /// parts are confirmed so, and the whole object by reading its size and ETag back.
+    fn confirm_upload(remote: &Remote, key: &str, size: u64, etag: String) -> Result<String> {
+        if size < crate::storage::remote::s3::MULTIPART_THRESHOLD as u64 {
+            return Ok(etag);
+        }
+        match remote.head(key).map_err(Error::from)? {
+            Some((stored_size, stored)) if stored_size == size && stored == etag => Ok(etag),
+            found => Err(Error::new(
+                crate::error::ErrorKind::Unavailable,
+                format!(
+                    "remote '{}': '{key}' reads back as {found:?}, not the {size} bytes with ETag '{etag}' sent",
+                    remote.name
+                ),
+            )),
+        }
     }
 
     /// Whether block `seq` is in the index and local.

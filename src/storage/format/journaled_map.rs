@@ -167,9 +167,24 @@ impl<T: Serialize + DeserializeOwned> JournaledMap<T> {
         Ok(())
     }
 
+    /// Removes `name` without waiting for the disk: for a definition whose coming back
+    /// after a power cut its user recognises as stale (the next durable change, or a
+    /// compaction, makes the removal durable too).
+    pub fn remove_unsynced(&mut self, name: &str) -> Result<()> {
+        self.append_with(OP_REMOVE, name.as_bytes(), false)?;
+        self.map.remove(name);
+        self.compact_if_due();
+        Ok(())
+    }
+
     /// Appends one operation and makes it durable; on failure the journal is cut back and
     /// nothing changed.
     fn append(&mut self, kind: u8, payload: &[u8]) -> Result<()> {
+        self.append_with(kind, payload, true)
+    }
+
+    /// [`JournaledMap::append`], synced or not.
+    fn append_with(&mut self, kind: u8, payload: &[u8], sync: bool) -> Result<()> {
         let mut op = oplog::start_op(kind);
         oplog::finish_op(&mut op, payload)?;
         oplog::append_at(
@@ -180,7 +195,7 @@ impl<T: Serialize + DeserializeOwned> JournaledMap<T> {
             payload,
         )?;
         let len = op.buf.len() as u64 + payload.len() as u64;
-        if let Err(e) = self.journal.sync_data() {
+        if let Some(e) = sync.then(|| self.journal.sync_data().err()).flatten() {
             // Not acknowledged: cut it off so a restart does not apply it either.
             let _ = self.journal.set_len(self.journal_len);
             return Err(Error::io(

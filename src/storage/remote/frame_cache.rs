@@ -27,7 +27,8 @@ use crate::storage::remote::stub::read_stub;
 
 /// At most this many frames are fetched by one read-ahead request.
 const READ_AHEAD_FRAMES: usize = 4;
-/// At most this many bytes are fetched by one read-ahead request.
+/// At most this many bytes are fetched by one read-ahead request, and a block whose
+/// frames are no larger is prefetched whole.
 const READ_AHEAD_BYTES: u64 = 8 << 20;
 
 /// What the cache holds and how often it answered (`/metrics`).
@@ -41,6 +42,13 @@ pub struct FrameCacheStats {
     pub hits: u64,
     /// Frame reads that fetched.
     pub misses: u64,
+}
+
+/// Which frames of a copy are present: each one fetched, or all of them at once.
+#[derive(Default)]
+struct Presence {
+    frames: Vec<bool>,
+    all: bool,
 }
 
 struct Shared {
@@ -70,8 +78,10 @@ impl Shared {
         let mut st = self.state();
         st.clock += 1;
         let now = st.clock;
-        if let Some(object) = st.objects.get(current) {
-            object.last_use.store(now, Ordering::Relaxed);
+        match st.objects.get(current) {
+            Some(object) => object.last_use.store(now, Ordering::Relaxed),
+            // Dropped meanwhile: its bytes went with its file.
+            None => return,
         }
         st.used += added;
         while st.used > self.budget {
@@ -102,7 +112,9 @@ pub struct CachedObject {
     file: File,
     remote: Arc<Remote>,
     key: String,
-    present: Mutex<Vec<bool>>,
+    /// Where the frames end (the metadata's offset).
+    frames_end: u64,
+    present: Mutex<Presence>,
     bytes: AtomicU64,
     last_use: AtomicU64,
     shared: Weak<Shared>,
@@ -172,7 +184,8 @@ impl FrameCache {
             file,
             remote: remote.clone(),
             key: location.key.clone(),
-            present: Mutex::new(Vec::new()),
+            frames_end: location.meta_offset,
+            present: Mutex::new(Presence::default()),
             bytes: AtomicU64::new(0),
             last_use: AtomicU64::new(now),
             shared: Arc::downgrade(&self.shared),
@@ -218,7 +231,12 @@ impl FrameFetch for CachedObject {
         };
         // One fetch at a time per block: a second reader of the same frame waits for the
         // first one's bytes instead of fetching them again.
-        let mut present = self.present.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = self.present.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.all {
+            shared.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        let present = &mut guard.frames;
         if present.len() != frames.len() {
             present.resize(frames.len(), false);
         }
@@ -251,9 +269,39 @@ impl FrameFetch for CachedObject {
         for flag in &mut present[index..=last] {
             *flag = true;
         }
-        drop(present);
+        drop(guard);
         self.bytes.fetch_add(end - start, Ordering::Relaxed);
         shared.account(&self.id, end - start);
         Ok(())
+    }
+}
+
+impl CachedObject {
+    /// Fetches every frame of the block in one request when they are small enough
+    /// ([`READ_AHEAD_BYTES`]) and none is here yet: the prefetch of a block a query will
+    /// stream next. A failure is left for the read that needs the frames to report.
+    pub fn fetch_all(&self) {
+        let size = self.frames_end.saturating_sub(BLOCK_MAGIC.len() as u64);
+        let Some(shared) = self.shared.upgrade() else {
+            return;
+        };
+        if size == 0 || size > READ_AHEAD_BYTES {
+            return;
+        }
+        let mut guard = self.present.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.all || guard.frames.iter().any(|f| *f) {
+            return;
+        }
+        let start = BLOCK_MAGIC.len() as u64;
+        let Ok(bytes) = self.remote.fetch(&self.key, start, self.frames_end) else {
+            return;
+        };
+        if self.file.write_all_at(&bytes, start).is_err() {
+            return;
+        }
+        guard.all = true;
+        drop(guard);
+        self.bytes.fetch_add(size, Ordering::Relaxed);
+        shared.account(&self.id, size);
     }
 }

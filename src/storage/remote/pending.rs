@@ -100,6 +100,17 @@ impl Pending {
         Ok(())
     }
 
+    /// Forgets the intent of an upload its commit made moot, without waiting for the disk:
+    /// an intent a power cut brings back names an object an index names, and the start
+    /// forgets it then (`collector.rs`).
+    pub fn forget_committed_upload(&self, name: &str) -> Result<()> {
+        let mut map = self.lock();
+        if map.get(name).is_some() {
+            map.remove_unsynced(name)?;
+        }
+        Ok(())
+    }
+
     /// Queues the deletion of objects no index names any more and wakes the collector.
     pub fn delete_objects(&self, objects: &[(String, String)]) -> Result<()> {
         {

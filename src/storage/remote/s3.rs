@@ -157,6 +157,11 @@ impl S3Client {
         };
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
+            // A fresh connection per request. On a kept-alive one, a store that writes an
+            // answer's head and body apart without TCP_NODELAY (Garage) stalls every GET
+            // by the client's delayed ACK: 35-45 ms measured on loopback, against 0.6 ms
+            // fresh (a new connection starts in quick-ACK mode).
+            .max_idle_connections(0)
             .timeout_connect(Some(CONNECT_TIMEOUT))
             .timeout_recv_response(Some(REQUEST_TIMEOUT))
             .timeout_recv_body(Some(REQUEST_TIMEOUT))
@@ -262,10 +267,12 @@ impl S3Client {
         for (name, value) in headers {
             request = request.header(*name, value);
         }
-        let request = request
-            .body(body.unwrap_or_default())
-            .map_err(ureq::Error::from)?;
-        self.agent.run(request)
+        match body {
+            Some(body) => self
+                .agent
+                .run(request.body(body).map_err(ureq::Error::from)?),
+            None => self.agent.run(request.body(()).map_err(ureq::Error::from)?),
+        }
     }
 
     /// [`S3Client::send`], answered with a success status: a call that got no answer or
