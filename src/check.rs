@@ -23,6 +23,7 @@ use crate::storage::format::index::{
 use crate::storage::format::log::OpenLog;
 use crate::storage::format::oplog::{Header, Scan, damaged_copy_path};
 use crate::storage::remote::Remote;
+use crate::storage::remote::pending::{Pending, PendingOp};
 use crate::storage::remote::stub::read_stub;
 use crate::storage::store::lock_data_dir;
 use std::sync::Arc;
@@ -141,6 +142,7 @@ pub fn check_with_remotes(data: &Path, remotes: &[Arc<Remote>]) -> Result<CheckR
             check_bucket_dir(&dir, &mut report, remotes)?;
         }
     }
+    check_pending(data, &mut report)?;
     Ok(report)
 }
 
@@ -306,6 +308,28 @@ fn check_entry(dir: &Path, report: &mut CheckReport, remotes: &[Arc<Remote>]) ->
                 Some("with --repair only: the loss is accepted, the index no longer expects the edit log"),
             );
         }
+    }
+    Ok(())
+}
+
+/// Reports remote objects waiting to be deleted, and uploads a stopped run left behind.
+fn check_pending(data: &Path, report: &mut CheckReport) -> Result<()> {
+    if !Pending::exists_in(data) {
+        return Ok(());
+    }
+    let ops = Pending::read(data)?;
+    let count = |f: fn(&PendingOp) -> bool| ops.iter().filter(|(_, op)| f(op)).count();
+    let deletions = count(|op| matches!(op, PendingOp::Delete { .. }));
+    let uploads = count(|op| matches!(op, PendingOp::Upload { .. }));
+    if deletions + uploads > 0 {
+        report.add(
+            Severity::Warning,
+            &data.join(".remote-pending"),
+            format!(
+                "{deletions} remote object(s) no index names wait to be deleted, {uploads} upload(s) were left in flight"
+            ),
+            Some("with the remotes configured (RS_REMOTE_<NAME>_*): the objects no index names are deleted"),
+        );
     }
     Ok(())
 }

@@ -315,11 +315,12 @@ pub(crate) fn print_report(buckets: Vec<report::BucketReport>, shown: &Shown) ->
 fn check(data_path: PathBuf, repair: bool) -> Result<bool> {
     // Remotes defined by RS_REMOTE_<NAME>_* are asked for each tiered block's object.
     let vars: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let configured = halflife::storage::remote::settings::remotes_from(&[], &vars)?;
     let mut remotes = Vec::new();
-    for settings in halflife::storage::remote::settings::remotes_from(&[], &vars)? {
-        let client = halflife::storage::remote::s3::S3Client::new(&settings)?;
+    for settings in &configured {
+        let client = halflife::storage::remote::s3::S3Client::new(settings)?;
         remotes.push(std::sync::Arc::new(halflife::storage::remote::Remote::new(
-            &settings, client,
+            settings, client,
         )));
     }
     let before = halflife::check::check_with_remotes(&data_path, &remotes)?;
@@ -333,7 +334,18 @@ fn check(data_path: PathBuf, repair: bool) -> Result<bool> {
     config.max_block_overlap = usize::MAX;
     // What only an operator may decide: a missing edit log's changes are given up.
     config.accept_lost_edit_logs = true;
-    drop(Store::open(config)?);
+    config.remotes = configured;
+    let store = Store::open(config)?;
+    // The remote side's share: the deletions left pending and the uploads a stopped run
+    // left behind (what the server's collector does at its start).
+    let done = store.delete_pending_objects(true);
+    if done.deleted + done.still_pending > 0 {
+        emit_line(&format!(
+            "remote objects no index names: {} deleted, {} still pending",
+            done.deleted, done.still_pending
+        ));
+    }
+    drop(store);
     let after = halflife::check::check_with_remotes(&data_path, &remotes)?;
     emit_line("after the repair:");
     print_check(&after);

@@ -199,3 +199,42 @@ fn check_finds_a_missing_object() {
         "{text:?}"
     );
 }
+
+#[test]
+fn check_repair_deletes_the_objects_no_index_names() {
+    let Some(bin) = garage_or_skip("check_repair_deletes_the_objects_no_index_names") else {
+        return;
+    };
+    let garage = Garage::single(&bin);
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = tempfile::tempdir().unwrap();
+    let remote = {
+        let store = store_with(dir.path(), garage.settings("cold", "repair"), |_| {});
+        fill(&store, 60, 20);
+        assert_eq!(tier_all(&store, u64::MAX).blocks, 2);
+        // Removed, its objects queued; the store closes before any collector runs.
+        store.bucket("b").unwrap().remove_entry("e").unwrap();
+        store.remotes().get("cold").unwrap().clone()
+    };
+    assert_eq!(remote.list().unwrap().len(), 2);
+    let run = |repair: bool| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_halflife"));
+        cmd.arg("check").arg("--data-path").arg(dir.path());
+        if repair {
+            cmd.arg("--repair");
+        }
+        for (k, v) in garage.remote_env("cold", "repair", secrets.path()) {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let report = run(false);
+    assert!(
+        report.contains("2 remote object(s) no index names wait to be deleted"),
+        "{report}"
+    );
+    let repaired = run(true);
+    assert!(repaired.contains("2 deleted"), "{repaired}");
+    assert_eq!(remote.list().unwrap().len(), 0);
+}

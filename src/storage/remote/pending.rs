@@ -74,6 +74,13 @@ impl Pending {
         })
     }
 
+    /// The operations kept in `data`, read without changing anything (`halflife check`).
+    pub fn read(data: &Path) -> Result<Vec<(String, PendingOp)>> {
+        Ok(JournaledMap::<PendingOp>::read(data, FILES)?
+            .into_iter()
+            .collect())
+    }
+
     /// Whether a data directory holds pending operations (kept even when no remote is
     /// configured any more).
     pub fn exists_in(data: &Path) -> bool {
