@@ -238,3 +238,37 @@ fn check_repair_deletes_the_objects_no_index_names() {
     assert!(repaired.contains("2 deleted"), "{repaired}");
     assert_eq!(remote.list().unwrap().len(), 0);
 }
+
+#[test]
+fn a_lost_index_is_rebuilt_with_the_tiered_blocks() {
+    let Some(bin) = garage_or_skip("a_lost_index_is_rebuilt_with_the_tiered_blocks") else {
+        return;
+    };
+    let garage = Garage::single(&bin);
+    let dir = tempfile::tempdir().unwrap();
+    let settings = garage.settings("cold", "rebuild");
+    {
+        let store = store_with(dir.path(), settings.clone(), |_| {});
+        fill(&store, 100, 20);
+        assert_eq!(tier_all(&store, 61).blocks, 3);
+        // An edit of a tiered record, kept in its edit log.
+        store.bucket("b").unwrap().remove_record("e", 7).unwrap();
+    }
+    std::fs::remove_file(dir.path().join("b/e/.index")).unwrap();
+    let store = store_with(dir.path(), settings, |_| {});
+    let bucket = store.bucket("b").unwrap();
+    assert_eq!(
+        bucket.read("e", Some(7)).unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    for ts in (1..=100).filter(|&ts| ts != 7) {
+        let r = bucket.read("e", Some(ts)).unwrap();
+        assert_eq!(r.payload.unwrap().as_slice(), payload(ts), "record {ts}");
+    }
+    assert_eq!(
+        store.tiered_objects().unwrap().len(),
+        3,
+        "the rebuilt index names the objects"
+    );
+    assert_eq!(local_files(&store, ".tier"), 3);
+}

@@ -14,20 +14,22 @@
 //! removed just before the index was lost may come back (their old block was still there).
 
 use std::collections::HashSet;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::storage::format::block::SealedBlock;
+use crate::storage::format::block::{BLOCK_MAGIC, SealedBlock};
 use crate::storage::format::edits::{BlockChange, BlockEdits};
 use crate::storage::format::fsutil::{
     DAMAGED_MARK, SUPERSEDED_MARK, is_set_aside, remove_file_if_exists, set_aside,
 };
 use crate::storage::format::index::{
-    BlockEntry, EntryFileKind, EntryIndex, INDEX_FILE, block_path, edits_path, log_path,
-    parse_file_name,
+    BlockEntry, EntryFileKind, EntryIndex, INDEX_FILE, RemoteLocation, block_path, edits_path,
+    log_path, parse_file_name, stub_path,
 };
 use crate::storage::format::log::OpenLog;
 use crate::storage::format::rewrite::write_log_block;
+use crate::storage::remote::stub::read_stub;
 
 /// The data files of an entry directory by kind, each list sorted by sequence number.
 #[derive(Debug, Default)]
@@ -68,9 +70,10 @@ impl EntryFiles {
         Ok(files)
     }
 
-    /// Whether there are blocks or logs: records an index could be rebuilt from.
+    /// Whether there are blocks (local or tiered) or logs: records an index could be
+    /// rebuilt from.
     pub(crate) fn has_records(&self) -> bool {
-        !self.blocks.is_empty() || !self.logs.is_empty()
+        !self.blocks.is_empty() || !self.logs.is_empty() || !self.stubs.is_empty()
     }
 
     /// The largest sequence number in use.
@@ -116,6 +119,52 @@ pub(crate) fn unnamed_files(dir: &Path, index: &EntryIndex) -> Result<Unnamed> {
     Ok(unnamed)
 }
 
+/// The edit log of block `seq`, if it has one that can be read (one that cannot is set
+/// aside: the block then reads as its file has it).
+fn open_edits(
+    dir: &Path,
+    seq: u64,
+    what: &str,
+    set_aside_files: &mut Vec<(PathBuf, &str)>,
+) -> Option<BlockEdits> {
+    let edits_file = edits_path(dir, seq);
+    if !edits_file.exists() {
+        return None;
+    }
+    match BlockEdits::open(&edits_file) {
+        Ok(log) => Some(log),
+        Err(e) => {
+            log::error!(
+                "{what}: {} cannot be read ({e}); setting it aside, block {seq} reads as its file has it",
+                edits_file.display()
+            );
+            set_aside_files.push((edits_file, DAMAGED_MARK));
+            None
+        }
+    }
+}
+
+/// A tiered block's record table, read from its stub: the stub's bytes laid out as the
+/// block file has them in a sparse scratch file (its frames absent: none is read), parsed,
+/// and the file removed (the mapping outlives it).
+fn open_stub_table(path: &Path, what: String) -> Result<(RemoteLocation, SealedBlock)> {
+    let (header, tail) = read_stub(path)?;
+    let mut scratch = path.as_os_str().to_owned();
+    scratch.push(".rebuild");
+    let scratch = PathBuf::from(scratch);
+    let io = |e| Error::io(format!("writing {}", scratch.display()), e);
+    let file = std::fs::File::create(&scratch).map_err(io)?;
+    let laid_out = file
+        .set_len(header.size)
+        .and_then(|()| file.write_all_at(BLOCK_MAGIC, 0))
+        .and_then(|()| file.write_all_at(&tail, header.location.meta_offset));
+    let block = laid_out
+        .map_err(io)
+        .and_then(|()| SealedBlock::open(&scratch, what, None));
+    let _ = remove_file_if_exists(&scratch);
+    Ok((header.location, block?))
+}
+
 /// Whether `dir` holds an entry: its index, or data files an index can be rebuilt from.
 pub(crate) fn holds_entry(dir: &Path) -> bool {
     dir.join(INDEX_FILE).exists() || EntryFiles::list(dir).is_ok_and(|f| f.has_records())
@@ -123,7 +172,13 @@ pub(crate) fn holds_entry(dir: &Path) -> bool {
 
 /// A source of records found in the directory, newest first when rebuilding.
 enum Source {
-    Block(u64, Box<SealedBlock>, Option<BlockEdits>),
+    /// A block file, or a tiered block's table (with its object's location).
+    Block(
+        u64,
+        Box<SealedBlock>,
+        Option<BlockEdits>,
+        Option<RemoteLocation>,
+    ),
     Log(u64, OpenLog),
 }
 
@@ -156,23 +211,8 @@ pub(super) fn rebuild_index(
         let path = block_path(dir, seq);
         match SealedBlock::open(&path, format!("block file {}", path.display()), None) {
             Ok(block) => {
-                let edits_file = edits_path(dir, seq);
-                let edits = if edits_file.exists() {
-                    match BlockEdits::open(&edits_file) {
-                        Ok(log) => Some(log),
-                        Err(e) => {
-                            log::error!(
-                                "{what}: {} cannot be read ({e}); setting it aside, block {seq} reads as its file has it",
-                                edits_file.display()
-                            );
-                            set_aside_files.push((edits_file, DAMAGED_MARK));
-                            None
-                        }
-                    }
-                } else {
-                    None
-                };
-                sources.push(Source::Block(seq, Box::new(block), edits));
+                let edits = open_edits(dir, seq, &what, &mut set_aside_files);
+                sources.push(Source::Block(seq, Box::new(block), edits, None));
             }
             Err(e) => {
                 log::error!(
@@ -188,14 +228,30 @@ pub(super) fn rebuild_index(
         }
     }
     for &seq in &files.stubs {
-        // A rebuilt index does not take tiered blocks back: the stub (which names its
-        // object) is kept aside for `halflife check` and for a person, never removed.
-        let path = crate::storage::format::index::stub_path(dir, seq);
-        log::error!(
-            "{what}: {} is the stub of a tiered block; a rebuilt index leaves it out and sets it aside (its object stays on the remote)",
-            path.display()
-        );
-        set_aside_files.push((path, DAMAGED_MARK));
+        let path = stub_path(dir, seq);
+        if files.blocks.binary_search(&seq).is_ok() {
+            // A hand-over cut short before or after its commit left both: the block file
+            // is whole and local; the object, named by no index, is collected later.
+            log::warn!(
+                "{what}: {} and its block file are both here; the block file is kept",
+                path.display()
+            );
+            set_aside_files.push((path, SUPERSEDED_MARK));
+            continue;
+        }
+        match open_stub_table(&path, format!("tiered block {}", path.display())) {
+            Ok((location, block)) => {
+                let edits = open_edits(dir, seq, &what, &mut set_aside_files);
+                sources.push(Source::Block(seq, Box::new(block), edits, Some(location)));
+            }
+            Err(e) => {
+                log::error!(
+                    "{what}: {} cannot be read ({e}); setting it aside",
+                    path.display()
+                );
+                set_aside_files.push((path, DAMAGED_MARK));
+            }
+        }
     }
     for &seq in &files.logs {
         let path = log_path(dir, seq);
@@ -217,7 +273,7 @@ pub(super) fn rebuild_index(
     let mut records = 0u64;
     for source in sources {
         match source {
-            Source::Block(seq, block, mut edits) => {
+            Source::Block(seq, block, mut edits, remote) => {
                 let live: Vec<(u64, u64)> = block
                     .records()
                     .iter()
@@ -234,7 +290,11 @@ pub(super) fn rebuild_index(
                         "{what}: block {} holds no record a newer file does not (a rewrite's leftover); setting it aside",
                         seq
                     );
-                    set_aside_files.push((block_path(dir, seq), SUPERSEDED_MARK));
+                    let file = match remote {
+                        None => block_path(dir, seq),
+                        Some(_) => stub_path(dir, seq),
+                    };
+                    set_aside_files.push((file, SUPERSEDED_MARK));
                     if edits.is_some() {
                         set_aside_files.push((edits_path(dir, seq), SUPERSEDED_MARK));
                     }
@@ -255,6 +315,7 @@ pub(super) fn rebuild_index(
                 seen.extend(live.iter().map(|(ts, _)| *ts));
                 records += (live.len() - dups.len()) as u64;
                 let mut entry = BlockEntry::from_summary(seq, &block.summary());
+                entry.remote = remote;
                 if let Some(log) = &edits {
                     entry.edited = true;
                     entry.edits = super::edits::edit_state(log);
