@@ -2,8 +2,10 @@
 //! reference measured the same way:
 //!
 //! 1. tier throughput (MB/s of block files handed over: read, checked, uploaded, verified,
-//!    committed) against a plain PUT of the same block files' bytes with the same client
-//!    to the same Garage (goal ≥ 0.8);
+//!    committed) against plain PUTs of the same block files' bytes with the same client
+//!    to the same Garage, one at a time (goal ≥ 0.8) and as many at once as the tier
+//!    uploads; and raw blocks tiered with a zstd-3 target (recompressed on the way out)
+//!    against a compress run followed by a tier run;
 //! 2. random single-record reads of a tiered record, cold (a fresh store: one ranged GET
 //!    each) and cached, p50 / p99 and CPU per read, against the same reads of the local
 //!    compressed copy;
@@ -22,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use common::garage::{Garage, garage_bin};
 use halflife::fixtures;
+use halflife::storage::bucket::TierTarget;
 use halflife::storage::remote::s3::S3Client;
 use halflife::storage::{BucketSettings, Codec, CompressPool, QueryOptions, Store};
 
@@ -84,6 +87,35 @@ fn query(store: &Store) -> f64 {
     n as f64 / t.elapsed().as_secs_f64()
 }
 
+/// Uploads at once in a tier run (`storage/bucket/tier.rs`), for the parallel reference.
+const UPLOADERS: usize = 4;
+
+/// Tiers every sealed block of `b/e` to `cold`, recompressed to `compression` if given.
+fn tier(
+    store: &Store,
+    compression: Option<(Codec, &CompressPool)>,
+) -> halflife::storage::bucket::TierStats {
+    let stats = store
+        .bucket("b")
+        .unwrap()
+        .tier_blocks(
+            &[],
+            0,
+            u64::MAX,
+            TierTarget {
+                remote: "cold",
+                compression,
+            },
+            false,
+            &|| false,
+            &|_, _| {},
+            &|_| {},
+        )
+        .unwrap();
+    assert_eq!(stats.failed, 0, "{stats:?}");
+    stats
+}
+
 fn main() {
     let Some(bin) = garage_bin() else {
         println!("tier bench: NOT RUN (no garage binary; cargo install garage --locked)");
@@ -125,37 +157,74 @@ fn main() {
         bytes as f64 / 1e6
     );
 
-    // 1. Throughput: plain PUTs, then the tier.
+    // 1. Throughput: plain PUTs (one at a time, and as many at once as the tier
+    // uploads), then the tier.
     let client = S3Client::new(&garage.settings("cold", "plain")).unwrap();
     let t = Instant::now();
     for (i, body) in block_files.iter().enumerate() {
         client.put(&format!("plain/{i}.blk"), body).unwrap();
     }
     let put_mbs = bytes as f64 / 1e6 / t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    std::thread::scope(|scope| {
+        for lane in 0..UPLOADERS {
+            let client = &client;
+            let files = &block_files;
+            scope.spawn(move || {
+                for (i, body) in files.iter().enumerate().skip(lane).step_by(UPLOADERS) {
+                    client.put(&format!("parallel/{i}.blk"), body).unwrap();
+                }
+            });
+        }
+    });
+    let parallel_mbs = bytes as f64 / 1e6 / t.elapsed().as_secs_f64();
     let store = open(tiered_dir.path(), &garage);
     let t = Instant::now();
-    let stats = store
-        .bucket("b")
-        .unwrap()
-        .tier_blocks(
-            &[],
-            0,
-            u64::MAX,
-            "cold",
-            false,
-            &|| false,
-            &|_| {},
-            &mut |_| {},
-        )
-        .unwrap();
+    let stats = tier(&store, None);
     let tier_mbs = stats.bytes as f64 / 1e6 / t.elapsed().as_secs_f64();
-    assert_eq!(stats.failed, 0);
     println!(
-        "  tier {tier_mbs:.1} MB/s ({} blocks) vs plain PUT {put_mbs:.1} MB/s: ratio {:.2} (goal >= 0.8)",
+        "  tier {tier_mbs:.1} MB/s ({} blocks) vs plain PUT {put_mbs:.1} MB/s: ratio {:.2} (goal >= 0.8); vs {UPLOADERS} PUTs at once {parallel_mbs:.1} MB/s: ratio {:.2}",
         stats.blocks,
-        tier_mbs / put_mbs
+        tier_mbs / put_mbs,
+        tier_mbs / parallel_mbs
     );
     drop(store);
+
+    // 1b. A tier policy with a zstd-3 target over raw blocks: recompressed on the way out
+    // (one pass) against a compress run then a tier run (two passes).
+    let mut took = Vec::new();
+    for one_pass in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &garage);
+        let bucket = store
+            .create_bucket(
+                "b",
+                BucketSettings {
+                    max_block_records: 1024,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        fixtures::write_into(&bucket, "e", &flights).unwrap();
+        let t = Instant::now();
+        let stats = if one_pass {
+            tier(&store, Some((Codec::Zstd(3), &pool)))
+        } else {
+            bucket
+                .compress_blocks(&[], 0, u64::MAX, Codec::Zstd(3), &pool, &|| false)
+                .unwrap();
+            tier(&store, None)
+        };
+        took.push((t.elapsed().as_secs_f64(), stats.bytes));
+    }
+    println!(
+        "  raw blocks to zstd-3 on the remote: one pass {:.0} ms ({:.1} MB sent) vs compress then tier {:.0} ms ({:.1} MB): ratio {:.2}",
+        took[0].0 * 1e3,
+        took[0].1 as f64 / 1e6,
+        took[1].0 * 1e3,
+        took[1].1 as f64 / 1e6,
+        took[1].0 / took[0].0
+    );
 
     // 2. Random reads, cold and cached, against the local copy.
     let mut rng = 0x2545_f491_4f6c_dd1d_u64;

@@ -181,6 +181,11 @@ pub(crate) struct ServeArgs {
     /// Units: B, KB, MB, GB, KiB, MiB, GiB.
     #[arg(long, env = "RS_REMOTE_CACHE_SIZE", default_value = "256MiB", value_parser = halflife::server::provision::parse_byte_size)]
     remote_cache_size: u64,
+    /// Keep the fetched frames of tiered blocks in memory (anonymous files, counted in
+    /// the same budget) instead of on the local disk: for a disk too slow, too small or
+    /// too worn for a cache (true/false).
+    #[arg(long, env = "RS_REMOTE_CACHE_IN_MEMORY", default_value = "false", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::Set)]
+    remote_cache_in_memory: bool,
     /// How old an object under a remote's prefix that no index names must be before the
     /// collector deletes it (an upload a power cut interrupted may still be committing).
     #[arg(long, env = "RS_REMOTE_ORPHAN_GRACE", default_value = "1h", value_parser = positive_duration)]
@@ -309,6 +314,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     let vars: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     engine.remotes = halflife::storage::remote::settings::remotes_from(&args.remote, &vars)?;
     engine.remote_cache_bytes = args.remote_cache_size;
+    engine.remote_cache_in_memory = args.remote_cache_in_memory;
     engine.remote_orphan_grace = args.remote_orphan_grace;
     engine.remote_collect_interval = args.remote_collect_interval;
     engine.worker_threads = args.lifecycle_workers as usize;

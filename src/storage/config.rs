@@ -54,6 +54,8 @@ pub struct Config {
     /// Bytes of tiered blocks' frames kept on the local disk once fetched
     /// (`<data>/.remote-cache`).
     pub remote_cache_bytes: u64,
+    /// Whether those frames are kept in memory (anonymous files) instead.
+    pub remote_cache_in_memory: bool,
     /// How long an object no index names is left before the collector deletes it (an
     /// upload whose intent a power cut lost may still be committing).
     pub remote_orphan_grace: std::time::Duration,
@@ -134,6 +136,7 @@ impl Config {
             frame_cache_bytes: DEFAULT_FRAME_CACHE_BYTES,
             remotes: Vec::new(),
             remote_cache_bytes: DEFAULT_REMOTE_CACHE_BYTES,
+            remote_cache_in_memory: false,
             remote_orphan_grace: std::time::Duration::from_secs(3600),
             remote_collect_interval: std::time::Duration::from_secs(600),
             compress_threads: crate::storage::CompressPool::default_threads(),

@@ -145,6 +145,7 @@ impl Store {
             data,
             &config.remotes,
             config.remote_cache_bytes,
+            config.remote_cache_in_memory,
         )?);
         let mut unavailable_buckets = 0;
         let mut buckets = BTreeMap::new();

@@ -1,5 +1,6 @@
 //! Power cuts under the tier: the data directory on the power-cut file system, the server
-//! running a tier policy against Garage, the power cut inside one of the run's fsyncs
+//! running tier policies against Garage (one of them recompressing blocks on their way
+//! out), the power cut inside one of the run's fsyncs
 //! (the instant the run itself decides). After each cut the server starts again: every
 //! acknowledged record reads byte-exact, once; at the end the remote holds exactly the
 //! objects the indexes name (orphans collected after their grace, nothing named removed).
@@ -84,7 +85,19 @@ fn acknowledged_records_survive_power_cuts_during_tier_runs() {
     let mut written = 0;
     let mut cut_inside = 0;
     let mut server = serve(&data, &env);
+    // Odd cycles run a second policy that recompresses blocks on their way out.
+    let z = server.request(
+        "POST",
+        "/api/v1/lifecycles/z",
+        &[("content-type", "application/json")],
+        json!({"type": "tier", "bucket": "b", "older_than": "1h", "interval": "1h",
+               "remote": "cold", "compression": {"algorithm": "zstd", "level": 3}})
+        .to_string()
+        .as_bytes(),
+    );
+    assert_eq!(z.status, 200, "{}", z.error());
     for cycle in 0..CYCLES {
+        let policy = if cycle % 2 == 0 { "t" } else { "z" };
         for i in written..written + PER_CYCLE {
             let r = server.request(
                 "POST",
@@ -101,15 +114,22 @@ fn acknowledged_records_survive_power_cuts_during_tier_runs() {
             Cut::Torn(rng.next())
         };
         // Inside one of the run's fsyncs: the intent, the stub, its directory, the index.
-        let before =
-            server.get("/api/v1/lifecycles/t").json()["info"]["last_event"]["timestamp"].clone();
+        let last_event = |server: &ServerProcess| {
+            server.get(&format!("/api/v1/lifecycles/{policy}")).json()["info"]["last_event"]
+                ["timestamp"]
+                .clone()
+        };
+        let before = last_event(&server);
         fs.cut_after_syncs(1 + rng.below(10), how);
-        let run = server.request("POST", "/api/v1/lifecycles/t/run", &[], b"");
+        let run = server.request(
+            "POST",
+            &format!("/api/v1/lifecycles/{policy}/run"),
+            &[],
+            b"",
+        );
         assert_eq!(run.status, 200);
         wait_until("the cut, or the run's end", || {
-            fs.is_cut()
-                || server.get("/api/v1/lifecycles/t").json()["info"]["last_event"]["timestamp"]
-                    != before
+            fs.is_cut() || last_event(&server) != before
         });
         if fs.is_cut() {
             cut_inside += 1;

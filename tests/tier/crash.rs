@@ -5,6 +5,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::library::{check_all_readable, fill, store_with};
@@ -13,6 +14,8 @@ use crate::common::garage::{Garage, garage_or_skip};
 const CHILD_DIR: &str = "HALFLIFE_TIER_CHILD_DIR";
 const CHILD_STEP: &str = "HALFLIFE_TIER_CHILD_STEP";
 const CHILD_REMOTE: &str = "HALFLIFE_TIER_CHILD_REMOTE";
+/// Set: the child tiers with a zstd-3 target (blocks recompressed on their way out).
+const CHILD_COMPRESS: &str = "HALFLIFE_TIER_CHILD_COMPRESS";
 
 const RECORDS: u64 = 120;
 const STEPS: [&str; 5] = [
@@ -32,7 +35,7 @@ fn own_test(name: &str) -> String {
 }
 
 /// The child: tiers every sealed block, reporting each step on stdout, and stops dead
-/// (waiting to be killed) after the step it was given, in its second block.
+/// (waiting to be killed) after the step it was given, in the second block to reach it.
 #[test]
 fn tier_crash_child() {
     let (Ok(dir), Ok(stop_at), Ok(remote)) = (
@@ -46,7 +49,19 @@ fn tier_crash_child() {
     let remote =
         crate::common::garage::remote_settings(parts[0], parts[1], parts[2], parts[3], parts[4]);
     let store = store_with(std::path::Path::new(&dir), remote, |_| {});
-    let mut blocks = 0;
+    // Uploads run on several threads: once one stops, every thread that reports a step
+    // after it stops too, so the kill finds each block at a step boundary.
+    let reached = AtomicUsize::new(0);
+    let stopped = AtomicBool::new(false);
+    let freeze = || loop {
+        std::thread::sleep(Duration::from_secs(60));
+    };
+    let pool = halflife::storage::CompressPool::new(2).unwrap();
+    let target = halflife::storage::bucket::TierTarget {
+        compression: std::env::var_os(CHILD_COMPRESS)
+            .map(|_| (halflife::storage::Codec::Zstd(3), &pool)),
+        ..super::library::COLD
+    };
     let stats = store
         .bucket("b")
         .unwrap()
@@ -54,21 +69,23 @@ fn tier_crash_child() {
             &[],
             0,
             u64::MAX,
-            "cold",
+            target,
             false,
             &|| false,
-            &|_| {},
-            &mut |step| {
+            &|_, _| {},
+            &|step| {
+                if stopped.load(Ordering::SeqCst) {
+                    freeze();
+                }
                 let name = format!("{step:?}");
                 println!("STEP {name}");
-                if name == "Cleaned" {
-                    blocks += 1;
-                }
-                if blocks == 1 && name == stop_at {
+                // The second block to reach the step stops there.
+                if name == stop_at
+                    && reached.fetch_add(1, Ordering::SeqCst) == 1
+                    && !stopped.swap(true, Ordering::SeqCst)
+                {
                     println!("STOPPED");
-                    loop {
-                        std::thread::sleep(Duration::from_secs(60));
-                    }
+                    freeze();
                 }
             },
         )
@@ -82,7 +99,11 @@ fn a_kill_at_each_step_of_the_hand_over_loses_nothing() {
         return;
     };
     let garage = Garage::single(&bin);
-    for (i, step) in STEPS.iter().enumerate() {
+    let cases = STEPS
+        .iter()
+        .flat_map(|step| [(step, false), (step, true)])
+        .enumerate();
+    for (i, (step, compress)) in cases {
         let prefix = format!("crash{i}");
         let settings = garage.settings("cold", &prefix);
         let dir = tempfile::tempdir().unwrap();
@@ -98,7 +119,11 @@ fn a_kill_at_each_step_of_the_hand_over_loses_nothing() {
             prefix.clone(),
         ]
         .join("\n");
-        let mut child = Command::new(std::env::current_exe().unwrap())
+        let mut child = Command::new(std::env::current_exe().unwrap());
+        if compress {
+            child.env(CHILD_COMPRESS, "1");
+        }
+        let mut child = child
             .args([
                 "--exact",
                 &own_test("tier_crash_child"),
@@ -123,7 +148,7 @@ fn a_kill_at_each_step_of_the_hand_over_loses_nothing() {
             seen.push(line.clone());
             assert!(
                 !line.starts_with("DONE"),
-                "the child finished without stopping at {step}: {seen:?}"
+                "the child finished without stopping at {step} (compress {compress}): {seen:?}"
             );
         }
         child.kill().unwrap();
@@ -143,13 +168,13 @@ fn a_kill_at_each_step_of_the_hand_over_loses_nothing() {
         assert_eq!(
             stubs,
             named.len(),
-            "{step}: one stub per tiered block: {files:?}"
+            "{step} (compress {compress}): one stub per tiered block: {files:?}"
         );
         for f in files.iter().filter(|f| f.ends_with(".tier")) {
             let blk = f.replace(".tier", ".blk");
             assert!(
                 !files.contains(&blk),
-                "{step}: {blk} and its stub both present"
+                "{step} (compress {compress}): {blk} and its stub both present"
             );
         }
 
@@ -164,15 +189,25 @@ fn a_kill_at_each_step_of_the_hand_over_loses_nothing() {
         expected.sort();
         assert_eq!(
             listed, expected,
-            "{step}: the remote holds exactly what the index names"
+            "{step} (compress {compress}): the remote holds exactly what the index names"
         );
         check_all_readable(&store, RECORDS);
 
         // The next run finishes the move.
         let stats = super::library::tier_all(&store, u64::MAX);
-        assert_eq!(stats.failed, 0, "{step}: {stats:?}");
-        assert_eq!(store.tiered_objects().unwrap().len(), 5, "{step}");
-        assert_eq!(remote.list().unwrap().len(), 5, "{step}");
+        assert_eq!(stats.failed, 0, "{step} (compress {compress}): {stats:?}");
+        // With a target, the open log (every record in the window) is sealed and goes too.
+        let blocks = if compress { 6 } else { 5 };
+        assert_eq!(
+            store.tiered_objects().unwrap().len(),
+            blocks,
+            "{step} (compress {compress})"
+        );
+        assert_eq!(
+            remote.list().unwrap().len(),
+            blocks,
+            "{step} (compress {compress})"
+        );
         check_all_readable(&store, RECORDS);
     }
 }

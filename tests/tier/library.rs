@@ -2,6 +2,7 @@
 //! back byte-exact (single reads and queries), labels and removals still work on them,
 //! removing them deletes their objects, compress leaves them alone.
 
+use halflife::storage::bucket::TierTarget;
 use halflife::storage::remote::settings::RemoteSettings;
 use halflife::storage::{BucketSettings, Labels, QueryOptions, RecordMeta, Store};
 use halflife::{Config, ErrorKind};
@@ -53,12 +54,18 @@ pub fn fill(store: &Store, count: u64, per_block: u64) {
     }
 }
 
+/// The remote the tests tier to, as it is (no recompression).
+pub const COLD: TierTarget = TierTarget {
+    remote: "cold",
+    compression: None,
+};
+
 /// Tiers every sealed block of `b/e` older than `stop`.
 pub fn tier_all(store: &Store, stop: u64) -> halflife::storage::bucket::TierStats {
     store
         .bucket("b")
         .unwrap()
-        .tier_blocks(&[], 0, stop, "cold", false, &|| false, &|_| {}, &mut |_| {})
+        .tier_blocks(&[], 0, stop, COLD, false, &|| false, &|_, _| {}, &|_| {})
         .unwrap()
 }
 
@@ -271,4 +278,90 @@ fn a_lost_index_is_rebuilt_with_the_tiered_blocks() {
         "the rebuilt index names the objects"
     );
     assert_eq!(local_files(&store, ".tier"), 3);
+}
+
+#[test]
+fn a_compression_target_recompresses_blocks_on_their_way_out() {
+    let Some(bin) = garage_or_skip("a_compression_target_recompresses_blocks_on_their_way_out")
+    else {
+        return;
+    };
+    let garage = Garage::single(&bin);
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(dir.path(), garage.settings("cold", "packed"), |_| {});
+    fill(&store, 300, 50);
+    let bucket = store.bucket("b").unwrap();
+    // An edited block goes as it is: its edit log stays local.
+    let mut change = Labels::new();
+    change.insert("n".into(), "changed".into());
+    bucket.update_labels("e", 60, &change).unwrap();
+    let before: u64 = bucket
+        .entry("e")
+        .unwrap()
+        .tiers()
+        .unwrap()
+        .iter()
+        .filter(|t| t.tier != "open")
+        .map(|t| t.bytes)
+        .sum();
+
+    let pool = halflife::storage::CompressPool::new(2).unwrap();
+    let target = TierTarget {
+        remote: "cold",
+        compression: Some((halflife::storage::Codec::Zstd(3), &pool)),
+    };
+    let stats = bucket
+        .tier_blocks(&[], 0, 251, target, false, &|| false, &|_, _| {}, &|_| {})
+        .unwrap();
+    assert_eq!((stats.blocks, stats.failed), (5, 0), "{stats:?}");
+    assert!(
+        stats.bytes * 2 < stats.bytes_before,
+        "recompressed on the way: {stats:?}"
+    );
+    let remote = store.remotes().get("cold").unwrap().clone();
+    let stored: u64 = remote.list().unwrap().iter().map(|o| o.size).sum();
+    assert_eq!(stored, stats.bytes, "the remote holds what was uploaded");
+    assert!(stats.bytes_before <= before + 1, "{stats:?} vs {before}");
+    // Nothing recompressed was kept locally: only stubs (and the edited block's log).
+    assert_eq!(local_files(&store, ".tier"), 5);
+    assert_eq!(local_files(&store, ".blk"), 0);
+    check_all_readable(&store, 300);
+    assert_eq!(
+        bucket.read("e", Some(60)).unwrap().meta.labels["n"],
+        "changed"
+    );
+    drop(bucket);
+    drop(store);
+    let store = store_with(dir.path(), garage.settings("cold", "packed"), |_| {});
+    check_all_readable(&store, 300);
+}
+
+#[test]
+fn an_in_memory_frame_cache_serves_tiered_reads_without_the_disk() {
+    let Some(bin) = garage_or_skip("an_in_memory_frame_cache_serves_tiered_reads_without_the_disk")
+    else {
+        return;
+    };
+    let garage = Garage::single(&bin);
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = store_with(dir.path(), garage.settings("cold", "mem"), |_| {});
+        fill(&store, 300, 50);
+        assert_eq!(tier_all(&store, 251).blocks, 5);
+    }
+    let store = store_with(dir.path(), garage.settings("cold", "mem"), |c| {
+        c.remote_cache_in_memory = true;
+        c.remote_cache_bytes = 16 << 10; // less than the tiered frames: copies are dropped
+    });
+    check_all_readable(&store, 300);
+    check_all_readable(&store, 300);
+    assert!(
+        !dir.path().join(".remote-cache").exists(),
+        "nothing cached on the disk"
+    );
+    let cache = store.remotes().cache().unwrap().stats();
+    assert!(cache.misses > 0 && cache.hits > 0, "{cache:?}");
+    // Past the budget, copies other than the one being filled are dropped (a block here
+    // is about 22 KiB).
+    assert!(cache.used < cache.budget + (32 << 10), "{cache:?}");
 }

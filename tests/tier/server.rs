@@ -147,6 +147,40 @@ fn tier_policies_move_blocks_and_reads_survive_an_outage() {
     );
     assert!(metrics.contains("tier=\"remote cold\""), "{metrics}");
 
+    // With a compression target, blocks are recompressed on their way out: the event
+    // says what was saved, and what was uploaded is that much smaller.
+    for i in 0..100 {
+        let r = s.request(
+            "POST",
+            &format!("/api/v1/b/b/z?ts={}", ts(i)),
+            &[],
+            &payload(i),
+        );
+        assert_eq!(r.status, 200);
+    }
+    assert_eq!(
+        post_json(
+            &s,
+            "/api/v1/lifecycles/packed",
+            json!({"type":"tier","bucket":"b","entries":["z"],"older_than":"1h","interval":"1h",
+                   "remote":"cold","compression":{"algorithm":"zstd","level":3}}),
+        )
+        .status,
+        200
+    );
+    let event = run_and_wait(&s, "packed");
+    assert_eq!(event["status"], 200, "{event}");
+    let (saved, tiered) = (
+        event["bytes_saved"].as_u64().unwrap(),
+        event["bytes_tiered"].as_u64().unwrap(),
+    );
+    assert!(saved > tiered && tiered > 0, "{event}");
+    for i in 0..100 {
+        let r = s.get(&format!("/api/v1/b/b/z?ts={}", ts(i)));
+        assert_eq!(r.status, 200, "record {i}: {}", r.error());
+        assert_eq!(r.body, payload(i), "record {i}");
+    }
+
     // The remote goes away, and the server restarts (so nothing of it is cached; a
     // remote away at start is only a warning): tiered reads answer 503 naming it; writes
     // and reads of local records go on.

@@ -1,14 +1,15 @@
 //! The tier action: moves the local sealed blocks of the window to the policy's remote
-//! object store, whole blocks at a time (`storage/bucket/tier.rs`); with a `compression`
-//! target, the window is recompressed first, in the same run, so what moves is already
-//! at the target. A failed hand-over fails the run with the remote's own error in its
-//! event; the blocks already moved stay moved, and the block that failed waits out its
-//! backoff.
+//! object store, whole blocks at a time (`storage/bucket/tier.rs`). With a `compression`
+//! target, the window is recompressed on its way out, in the same pass as the upload:
+//! only groups of overlapping blocks (and blocks with edit logs) are merged locally
+//! first. A failed hand-over fails the run with the remote's own error in its event; the
+//! blocks already moved stay moved, and the block that failed waits out its backoff.
 
 use super::window::whole_blocks;
 use super::{Action, RunOutcome, RunScope};
 use crate::error::Result;
 use crate::lifecycle::progress::Window;
+use crate::storage::bucket::TierTarget;
 use crate::storage::entry::RecordSpan;
 
 /// A tier run.
@@ -24,49 +25,41 @@ impl Action for Tier {
         let (run, policy, bucket) = (scope.run, scope.policy, scope.bucket);
         let entries = &policy.settings.entries;
         let (start, stop) = (window.start, window.stop);
-        let remote = policy.settings.remote.as_deref().unwrap_or_default();
-        if policy.settings.compression.is_some() && !run.dry_run {
-            let plan = bucket.eligible_for_compress(entries, start, stop, policy.target)?;
-            run.meter
-                .plan(start, stop, plan.records, plan.blocks, plan.bytes_before);
-            let step = |_entry: &str, bytes: u64| run.meter.advance(0, 1, bytes);
-            let stats = bucket.compress_blocks_observed(
-                entries,
-                start,
-                stop,
-                policy.target,
-                run.pool,
-                run.cancel,
-                &step,
-            )?;
-            outcome.bytes_saved = stats.bytes_before.saturating_sub(stats.bytes_after);
-        }
+        let target = TierTarget {
+            remote: policy.settings.remote.as_deref().unwrap_or_default(),
+            compression: policy
+                .settings
+                .compression
+                .is_some()
+                .then_some((policy.target, run.pool)),
+        };
         let counted = bucket.tier_blocks(
             entries,
             start,
             stop,
-            remote,
+            target,
             true,
             run.cancel,
+            &|_, _| {},
             &|_| {},
-            &mut |_| {},
         )?;
         run.meter
             .plan(start, stop, counted.records, counted.blocks, counted.bytes);
-        let step = |bytes: u64| run.meter.advance(0, 1, bytes);
+        let step = |blocks: u64, bytes: u64| run.meter.advance(0, blocks, bytes);
         let stats = bucket.tier_blocks(
             entries,
             start,
             stop,
-            remote,
+            target,
             run.dry_run,
             run.cancel,
             &step,
-            &mut |_| {},
+            &|_| {},
         )?;
         outcome.records = stats.records;
         outcome.blocks = stats.blocks;
         outcome.bytes_tiered = stats.bytes;
+        outcome.bytes_saved = stats.bytes_saved;
         match stats.first_error {
             Some(e) => Err(e),
             None => Ok(()),

@@ -22,7 +22,7 @@ mod attachments;
 mod judge;
 mod moves;
 pub use judge::Judged;
-pub use tier::TierStats;
+pub use tier::{TierStats, TierTarget};
 mod open;
 mod tier;
 use crate::storage::pattern::EntryPatterns;

@@ -67,20 +67,22 @@ fn commit_recompressed(
 }
 
 /// A recompressed block waiting for its commit.
-pub(super) struct Finished {
+pub struct Finished {
     /// The block it replaces, or the run of blocks it joins.
-    pub(super) old: Vec<BlockEntry>,
-    pub(super) new: BlockEntry,
-    /// The new file; `None` when no frame changed (every frame was stored raw and stayed
-    /// raw): the block keeps its file and only its tier changes in the index.
-    pub(super) path: Option<PathBuf>,
+    pub old: Vec<BlockEntry>,
+    /// The block written.
+    pub new: BlockEntry,
+    /// The new file (flushed, not synced); `None` when no frame changed (every frame was
+    /// stored raw and stayed raw): the block keeps its file and only its tier changes in
+    /// the index.
+    pub path: Option<PathBuf>,
 }
 
 impl Finished {
     /// Removes the new file — under the entry's merge guard, and not at all once the
     /// entry's removal has begun (the file went with the renamed directory; its path may
     /// now name a file of an entry re-created under the same name).
-    pub(super) fn discard(&self, entry: &Entry) {
+    pub fn discard(&self, entry: &Entry) {
         if let Some(path) = &self.path
             && let Some(_writing) = entry.merge_guard()
         {
@@ -100,7 +102,15 @@ struct PendingCommits {
 
 /// A finished block on its way to the committer: its entry, what to commit, and the new
 /// file to fsync first (`None` when no file was written).
-pub(super) type FinishedBlock = (Arc<Entry>, Finished, Option<File>);
+pub type FinishedBlock = (Arc<Entry>, Finished, Option<File>);
+
+/// Commits one finished block locally, as the committer would (without syncing a file:
+/// for a block whose frames did not change, which has none); returns what it did.
+pub fn commit_in_place(entry: &Entry, finished: Finished) -> Result<CompressStats> {
+    let (stats, replaced) = commit_recompressed(entry, vec![finished])?;
+    replaced.remove();
+    Ok(stats)
+}
 
 /// The first error of the run, shared by the syncing threads and the committer; `failed`
 /// is raised with it so the stream stops.

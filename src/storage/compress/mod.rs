@@ -45,7 +45,17 @@ use crate::storage::format::index::BlockEntry;
 use crate::storage::merge::{merge_blocks, overlap_groups};
 use crate::storage::priority::BackgroundPriority;
 
-use commit::{FinishedBlock, commit_loop};
+use commit::commit_loop;
+pub use commit::{Finished, FinishedBlock, commit_in_place};
+
+/// Where a compress run's finished blocks go instead of the local committer: a consumer
+/// run on a thread of its own, fed in stream order until the stream ends, that raises
+/// the flag to stop the stream and returns what it committed (a tier run with a
+/// `compression` target uploads them).
+pub type BlockSink<'a> = &'a (
+        dyn Fn(crossbeam_channel::Receiver<FinishedBlock>, &AtomicBool) -> Result<CompressStats>
+            + Sync
+    );
 use predict::{Candidate, EntryPlan, predict_bytes_after};
 use stream::Run;
 
@@ -420,6 +430,51 @@ impl Bucket {
         cancel: &dyn Fn() -> bool,
         on_block: &(dyn Fn(&str, u64) + Sync),
     ) -> Result<CompressStats> {
+        self.compress_window(entries, start, stop, target, pool, cancel, on_block, None)
+    }
+
+    /// [`Bucket::compress_blocks_observed`] whose recompressed blocks go to `sink`
+    /// instead of being synced and committed here (a tier run with a `compression`
+    /// target: they are uploaded as they are written). Groups of overlapping blocks are
+    /// still merged and committed locally.
+    #[allow(clippy::too_many_arguments)]
+    pub fn compress_into(
+        &self,
+        entries: &[String],
+        start: u64,
+        stop: u64,
+        target: Codec,
+        pool: &CompressPool,
+        cancel: &dyn Fn() -> bool,
+        on_block: &(dyn Fn(&str, u64) + Sync),
+        sink: BlockSink,
+    ) -> Result<CompressStats> {
+        self.compress_window(
+            entries,
+            start,
+            stop,
+            target,
+            pool,
+            cancel,
+            on_block,
+            Some(sink),
+        )
+    }
+
+    /// [`Bucket::compress_blocks_observed`], its finished blocks committed locally or
+    /// handed to `sink`.
+    #[allow(clippy::too_many_arguments)]
+    fn compress_window(
+        &self,
+        entries: &[String],
+        start: u64,
+        stop: u64,
+        target: Codec,
+        pool: &CompressPool,
+        cancel: &dyn Fn() -> bool,
+        on_block: &(dyn Fn(&str, u64) + Sync),
+        sink: Option<BlockSink>,
+    ) -> Result<CompressStats> {
         validate_target(target)?;
         let limits = self.settings().block_limits();
         let mut jobs = Vec::new();
@@ -472,7 +527,10 @@ impl Bucket {
         let (commit_tx, commit_rx) = crossbeam_channel::unbounded::<FinishedBlock>();
         let committer_failed = AtomicBool::new(false);
         std::thread::scope(|scope| {
-            let committer = scope.spawn(|| commit_loop(commit_rx, &committer_failed, jobs.len()));
+            let committer = scope.spawn(|| match sink {
+                Some(sink) => sink(commit_rx, &committer_failed),
+                None => commit_loop(commit_rx, &committer_failed, jobs.len()),
+            });
             let mut run = Run {
                 jobs: &jobs,
                 target,

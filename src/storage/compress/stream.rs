@@ -119,13 +119,20 @@ fn run_task(task: &Task, target: Codec) -> Result<Encoded> {
         }
         (Part::Frame(frame), _) => frame,
     };
-    let block = match &task.source {
-        Source::Block(block) => block,
-        Source::Joined(joined) => {
-            let (codec, bytes, raw_len) = joined.encode(frame, target)?;
-            return Ok(Encoded::Frame(codec, bytes, raw_len));
-        }
+    let (codec, bytes, raw_len) = match &task.source {
+        Source::Block(block) => reencode_frame(block, frame, target)?,
+        Source::Joined(joined) => joined.encode(frame, target)?,
     };
+    Ok(Encoded::Frame(codec, bytes, raw_len))
+}
+
+/// Frame `frame` of `block` re-encoded with `target`: the codec used (a frame that does
+/// not shrink is stored raw), the stored bytes and the raw length.
+pub(super) fn reencode_frame(
+    block: &SealedBlock,
+    frame: usize,
+    target: Codec,
+) -> Result<(Codec, Vec<u8>, u64)> {
     let info = &block.frames()[frame];
     let stored = block.stored_frame(frame)?;
     let raw: Cow<[u8]> = if info.codec == Codec::None {
@@ -134,7 +141,7 @@ fn run_task(task: &Task, target: Codec) -> Result<Encoded> {
         Cow::Owned(info.codec.decode(stored, info.raw_len as usize)?)
     };
     let (codec, bytes) = encode_frame(target, &raw)?;
-    Ok(Encoded::Frame(codec, bytes, info.raw_len))
+    Ok((codec, bytes, info.raw_len))
 }
 
 /// State of one `compress_blocks` call.

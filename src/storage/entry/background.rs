@@ -2,10 +2,17 @@
 //! requests, the merge guard that every writer of files outside the lock holds, and the
 //! start of the entry's removal, which stops those writers first.
 
-use std::sync::MutexGuard;
 use std::sync::atomic::Ordering;
+use std::sync::{MutexGuard, RwLockReadGuard, RwLockWriteGuard};
 
 use super::Entry;
+
+/// Held by an entry's removal: no merge, recompression or tier upload writes the
+/// entry's files while it lives ([`Entry::begin_removal`]).
+pub(crate) struct WritersStopped<'a> {
+    _writers: MutexGuard<'a, ()>,
+    _uploads: RwLockWriteGuard<'a, ()>,
+}
 
 impl Entry {
     /// True when more sealed blocks than the overlap bound cover one instant and no merge
@@ -32,14 +39,22 @@ impl Entry {
         (!self.is_removing()).then_some(guard)
     }
 
+    /// Lets a tier run's upload or commit use the entry's files by path while the guard
+    /// lives, alongside other uploads and the recompression stream; `None` once the
+    /// entry's removal has begun.
+    pub(crate) fn upload_guard(&self) -> Option<RwLockReadGuard<'_, ()>> {
+        let guard = self.uploading.read().unwrap_or_else(|p| p.into_inner());
+        (!self.is_removing()).then_some(guard)
+    }
+
     /// Whether the entry's removal has begun: a writer holding the merge guard stops at
     /// its next step (discarding what it half wrote) so the removal can go on.
     pub(crate) fn is_removing(&self) -> bool {
         self.removing.load(Ordering::Acquire)
     }
 
-    /// Begins the entry's removal: asks running merges and recompressions to stop, and
-    /// waits until none holds the merge guard. While the returned guard lives no such
+    /// Begins the entry's removal: asks running merges, recompressions and tier uploads
+    /// to stop, and waits until none holds the merge guard or an upload guard. While the returned guard lives no such
     /// writer touches the entry's directory, so it can be renamed away and its name
     /// reused with nothing written into the new entry's files.
     ///
@@ -47,11 +62,15 @@ impl Entry {
     /// stopped too: this passes through the entry's state lock after raising the flag,
     /// so a commit already inside it finishes before the directory moves, and every
     /// later one sees the flag ([`Entry::replace_blocks`]).
-    pub(crate) fn begin_removal(&self) -> MutexGuard<'_, ()> {
+    pub(crate) fn begin_removal(&self) -> WritersStopped<'_> {
         self.removing.store(true, Ordering::Release);
         let writers = self.merging.lock().unwrap_or_else(|p| p.into_inner());
         drop(self.state.lock().unwrap_or_else(|p| p.into_inner()));
-        writers
+        let uploads = self.uploading.write().unwrap_or_else(|p| p.into_inner());
+        WritersStopped {
+            _writers: writers,
+            _uploads: uploads,
+        }
     }
 
     /// Syncs everything appended to the entry's logs and edit logs, so no write already

@@ -29,7 +29,7 @@ mod tier;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use crate::error::{Error, Result};
 use crate::storage::cache::BlockCache;
@@ -57,7 +57,7 @@ pub(crate) use stale::StaleLog;
 use state::index_log;
 pub(crate) use state::{EntryState, LogKind, Place};
 pub use summary::{EntryInfo, RecordSpan, TierInfo};
-pub use tier::{HandOver, TierStep};
+pub use tier::{Outgoing, TierStep, Uploaded};
 
 /// What every entry of a bucket shares: the block cache, the frame size, and the overlap
 /// bound past which a background merge is asked for.
@@ -135,6 +135,11 @@ pub struct Entry {
     /// removal takes it so that no such writer touches the directory's path once it may
     /// name a re-created entry.
     merging: Mutex<()>,
+    /// Held shared by a tier run's uploads and commits while they read and write the
+    /// entry's files by path (they exclude neither each other nor the recompression
+    /// stream, whose blocks they upload); the entry's removal takes it exclusively, as
+    /// `merging`.
+    uploading: RwLock<()>,
     /// Set when the entry's removal begins: writers holding `merging` stop at their next
     /// step and let the removal go on.
     removing: AtomicBool,
@@ -268,6 +273,7 @@ impl Entry {
             depth: AtomicUsize::new(max_overlap(&state.index.blocks).0),
             merge_failed: AtomicBool::new(false),
             merging: Mutex::new(()),
+            uploading: RwLock::new(()),
             removing: AtomicBool::new(false),
             state: Mutex::new(state),
         }

@@ -1,28 +1,40 @@
-//! Handing a sealed block over to a remote object store: the copy → verify → commit →
-//! clean protocol of ARCHITECTURE.md ("Tiering").
+//! Handing sealed blocks over to a remote object store: the copy → verify → commit →
+//! clean protocol of ARCHITECTURE.md ("Tiering"), in two halves so that several uploads
+//! run while earlier blocks commit (`storage/bucket/tier.rs` drives them).
 //!
+//! [`Entry::upload_block`], on an uploading thread, per block:
 //! 1. the upload's intent is recorded (fsynced, `remote/pending.rs`);
-//! 2. the block file is mapped, its metadata checked against the index's checksum and
-//!    every frame against its own, then uploaded under a fresh key with its `Content-MD5`;
+//! 2. the block file is mapped — or, in a tier run with a `compression` target, the file
+//!    the compress stream just wrote in its place, never synced nor named as a local
+//!    block ([`Entry::upload_recompressed`]) — its metadata checked against the index's
+//!    checksum and every frame against its own, and uploaded under a fresh key with its
+//!    `Content-MD5`;
 //! 3. the ETag the store answered (the MD5 of what it stored) is compared with the bytes'
 //!    own; a multipart upload's size and ETag are read back too;
 //! 4. the stub `<seq>.tier` (the block's metadata and the object's location) is written
-//!    and fsynced with its directory;
-//! 5. the index naming the block as tiered is committed (fsynced);
-//! 6. the local block file is removed, and the intent forgotten.
+//!    and fsynced.
 //!
-//! A kill or power cut before 5 leaves the block local and whole (the stub is a leftover
-//! the next open removes; the object is an orphan: deleted at start since its intent names
-//! it, or by the collector after its grace period); after 5 the block reads from the
-//! remote, and a block file left behind is a leftover the next open removes. So every
-//! record is read from exactly one place at any instant.
+//! [`Entry::commit_tiered`], for a batch of uploaded blocks of the entry:
+//! 5. the entry's directory is fsynced (the stubs' names), and the index naming the
+//!    blocks as tiered is committed (fsynced) — a block changed or removed meanwhile is
+//!    left out, its object deleted;
+//! 6. the local block files are removed, and the intents forgotten.
+//!
+//! A kill or power cut before 5 leaves each block local and whole (a stub, and a
+//! recompressed file, are leftovers the next open removes; the object is an orphan:
+//! deleted at start since its intent names it, or by the collector after its grace
+//! period); after 5 the block reads from the remote, and a block file left behind is a
+//! leftover the next open removes. So every record is read from exactly one place at any
+//! instant.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::Entry;
 use crate::error::{Error, Result};
+use crate::storage::compress::Finished;
 use crate::storage::format::block::SealedBlock;
-use crate::storage::format::fsutil::remove_file_if_exists;
+use crate::storage::format::fsutil::{fsync_dir, remove_file_if_exists};
 use crate::storage::format::index::{BlockEntry, RemoteLocation, block_path, stub_path};
 use crate::storage::remote::Remote;
 use crate::storage::remote::pending::{Pending, PendingOp, object_op_name};
@@ -35,7 +47,7 @@ pub enum TierStep {
     IntentRecorded,
     /// The object is stored and its ETag and size confirmed.
     Uploaded,
-    /// The stub is durable.
+    /// The stub is written and synced.
     StubWritten,
     /// The index names the block as tiered.
     Committed,
@@ -43,46 +55,132 @@ pub enum TierStep {
     Cleaned,
 }
 
-/// What a hand-over did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HandOver {
-    /// The block moved: the bytes uploaded.
-    Moved(u64),
-    /// The block changed or went away meanwhile (rewritten, removed): nothing moved.
-    Skipped,
+/// Where a tier run's blocks go and how.
+#[derive(Clone, Copy)]
+pub struct Outgoing<'a> {
+    /// The remote they go to.
+    pub remote: &'a Arc<Remote>,
+    /// The journal of upload intents and object deletions.
+    pub pending: &'a Pending,
+    /// Told of each step as it finishes (from several threads).
+    pub step: &'a (dyn Fn(TierStep) + Sync),
+}
+
+/// A block uploaded and its stub written: what its commit needs.
+pub struct Uploaded {
+    /// The local block as it was when the upload began, or the blocks a recompressed
+    /// one replaces.
+    pub old: Vec<BlockEntry>,
+    /// A recompressed block replacing them (naming its object) and its never-synced
+    /// local file.
+    new: Option<(BlockEntry, PathBuf)>,
+    location: RemoteLocation,
+    stub: PathBuf,
+    intent: String,
+    /// Bytes uploaded.
+    pub bytes: u64,
+}
+
+impl Uploaded {
+    /// The block's local file, removed once the commit names the object instead.
+    fn local_file(&self, dir: &std::path::Path) -> PathBuf {
+        match (&self.new, self.old.as_slice()) {
+            (Some((_, path)), _) => path.clone(),
+            (None, [old]) => block_path(dir, old.seq),
+            (None, _) => PathBuf::new(),
+        }
+    }
 }
 
 impl Entry {
-    /// Moves sealed block `b` to `remote` (see the module documentation), telling `step`
-    /// of each step done.
-    pub(crate) fn tier_block(
+    /// Uploads sealed block `b` and writes its stub (steps 1–4 of the module
+    /// documentation); `None` when the block changed or went away first.
+    pub(crate) fn upload_block(&self, b: &BlockEntry, out: &Outgoing) -> Result<Option<Uploaded>> {
+        // Opened under the upload guard, which a removal waits for: the path names this
+        // entry's file, not one of an entry re-created under the same name.
+        let mapped = {
+            let Some(_guard) = self.upload_guard() else {
+                return Ok(None);
+            };
+            if !self.holds_local(b)? {
+                return Ok(None);
+            }
+            let what = format!(
+                "block {:016x}.blk of entry {}/{}",
+                b.seq, self.bucket, self.name
+            );
+            SealedBlock::open_frames(&block_path(&self.dir, b.seq), what, Some(b.meta_crc))?
+        };
+        self.upload_mapped(vec![b.clone()], &mapped, None, out)
+    }
+
+    /// Uploads a block the compress stream just wrote in place of `finished.old` and
+    /// writes its stub (steps 1–4); `None` when the entry went away first. Its file is
+    /// removed unless the upload goes on to its commit.
+    pub(crate) fn upload_recompressed(
         &self,
-        b: &BlockEntry,
-        remote: &Arc<Remote>,
-        pending: &Pending,
-        step: &mut dyn FnMut(TierStep),
-    ) -> Result<HandOver> {
-        // Held over the hand-over, as by every other writer of the entry's files: a
-        // removal of the entry waits for it, a merge does not start meanwhile.
-        let _guard = self.merging.lock().unwrap_or_else(|p| p.into_inner());
-        if self.is_removing() || !self.holds_local(b.seq)? {
-            return Ok(HandOver::Skipped);
+        finished: &Finished,
+        out: &Outgoing,
+    ) -> Result<Option<Uploaded>> {
+        let Some(path) = finished.path.clone() else {
+            return Err(crate::error::Error::internal(
+                "a recompressed block without its file",
+            ));
+        };
+        let new = &finished.new;
+        let mapped = {
+            let Some(_guard) = self.upload_guard() else {
+                return Ok(None);
+            };
+            let what = format!(
+                "block {:016x}.blk of entry {}/{}",
+                new.seq, self.bucket, self.name
+            );
+            SealedBlock::open_frames(&path, what, Some(new.meta_crc))
+        };
+        let uploaded = mapped.and_then(|mapped| {
+            self.upload_mapped(
+                finished.old.clone(),
+                &mapped,
+                Some((new.clone(), path.clone())),
+                out,
+            )
+        });
+        if !matches!(uploaded, Ok(Some(_)))
+            && let Some(_guard) = self.upload_guard()
+        {
+            let _ = remove_file_if_exists(&path);
         }
-        let what = format!(
-            "block {:016x}.blk of entry {}/{}",
-            b.seq, self.bucket, self.name
-        );
-        let path = block_path(&self.dir, b.seq);
-        // Mapped once: its frames checked (nothing damaged moves), then uploaded from the
-        // mapping.
-        let mapped = SealedBlock::open_frames(&path, what.clone(), Some(b.meta_crc))?;
+        uploaded
+    }
+
+    /// Steps 1–4 for the mapped file that goes out in place of `old` (`new` when it is a
+    /// recompressed copy).
+    fn upload_mapped(
+        &self,
+        old: Vec<BlockEntry>,
+        mapped: &SealedBlock,
+        new: Option<(BlockEntry, PathBuf)>,
+        out: &Outgoing,
+    ) -> Result<Option<Uploaded>> {
+        let (remote, pending) = (out.remote, out.pending);
+        // Nothing damaged moves.
         for i in 0..mapped.frames().len() {
             mapped.stored_frame(i)?;
         }
+        let (seq, meta_crc) = match (&new, old.as_slice()) {
+            (Some((n, _)), _) => (n.seq, n.meta_crc),
+            (None, [b]) => (b.seq, b.meta_crc),
+            (None, _) => return Err(Error::internal("a tiered block replaces one block")),
+        };
         let bytes = mapped.body().file_bytes();
-        let meta_offset = crate::storage::format::block::meta_offset(bytes, &what, b.meta_crc)?;
+        let what = format!(
+            "block {seq:016x}.blk of entry {}/{}",
+            self.bucket, self.name
+        );
+        let meta_offset = crate::storage::format::block::meta_offset(bytes, &what, meta_crc)?;
 
-        let key = remote.new_key(&self.bucket, &self.name, b.seq)?;
+        let key = remote.new_key(&self.bucket, &self.name, seq)?;
         let intent = object_op_name("upload", &remote.name, &key);
         pending.put(
             &intent,
@@ -91,62 +189,158 @@ impl Entry {
                 key: key.clone(),
             },
         )?;
-        step(TierStep::IntentRecorded);
+        (out.step)(TierStep::IntentRecorded);
+        let abandon = |e: Option<Error>| -> Result<Option<Uploaded>> {
+            // Whatever part of it the store kept is not needed.
+            pending.delete_objects(&[(remote.name.clone(), key.clone())])?;
+            pending.remove(&intent)?;
+            e.map_or(Ok(None), Err)
+        };
         let uploaded = remote
             .upload(&key, bytes)
             .map_err(Error::from)
             .and_then(|etag| Self::confirm_upload(remote, &key, bytes.len() as u64, etag));
         let etag = match uploaded {
             Ok(etag) => etag,
-            Err(e) => {
-                // Whatever part of it the store kept is not needed.
-                pending.delete_objects(&[(remote.name.clone(), key)])?;
-                pending.remove(&intent)?;
-                return Err(e);
-            }
+            Err(e) => return abandon(Some(e)),
         };
-        step(TierStep::Uploaded);
+        (out.step)(TierStep::Uploaded);
         let location = RemoteLocation {
             remote: remote.name.clone(),
             key: key.clone(),
             etag,
             meta_offset,
         };
-        let stub = stub_path(&self.dir, b.seq);
+        let stub = stub_path(&self.dir, seq);
         let header = StubHeader {
             location: location.clone(),
             size: bytes.len() as u64,
         };
-        write_stub(&stub, &header, bytes)?;
-        step(TierStep::StubWritten);
-
-        let mut st = self.lock()?;
-        let pos = st
-            .index
-            .blocks
-            .iter()
-            .position(|x| x.seq == b.seq && x.remote.is_none());
-        let Some(pos) = pos.filter(|_| !self.is_removing()) else {
-            drop(st);
-            // Rewritten or removed meanwhile: the object is not needed.
-            let _ = remove_file_if_exists(&stub);
-            pending.delete_objects(&[(remote.name.clone(), key)])?;
-            pending.remove(&intent)?;
-            return Ok(HandOver::Skipped);
-        };
-        let mut next = st.index.clone();
-        next.blocks[pos].remote = Some(location);
-        self.commit(&mut st, next, &[stub], &[])?;
-        self.ctx.cache.evict((self.uid, b.seq));
-        step(TierStep::Committed);
-        if let Err(e) = remove_file_if_exists(&path) {
-            // The index no longer names it: the next open removes it.
-            log::warn!("{e}");
+        {
+            let Some(_guard) = self.upload_guard() else {
+                return abandon(None);
+            };
+            if let Err(e) = write_stub(&stub, &header, bytes) {
+                let _ = remove_file_if_exists(&stub);
+                return abandon(Some(e));
+            }
         }
-        drop(st);
-        step(TierStep::Cleaned);
-        pending.forget_committed_upload(&intent)?;
-        Ok(HandOver::Moved(bytes.len() as u64))
+        (out.step)(TierStep::StubWritten);
+        let new = new.map(|(mut entry, path)| {
+            entry.remote = Some(location.clone());
+            (entry, path)
+        });
+        Ok(Some(Uploaded {
+            old,
+            new,
+            location,
+            stub,
+            intent,
+            bytes: bytes.len() as u64,
+        }))
+    }
+
+    /// Commits a batch of this entry's uploaded blocks as tiered and removes their local
+    /// files (steps 5–6); says for each whether it moved. A block changed or removed
+    /// meanwhile is left as it is, its stub, its copy and its object dropped; so is the
+    /// whole batch when the commit fails (its error returned).
+    pub(crate) fn commit_tiered(&self, done: &[Uploaded], out: &Outgoing) -> Result<Vec<bool>> {
+        let Some(_guard) = self.upload_guard() else {
+            // Removed meanwhile: its directory (with the stubs) went with it.
+            for u in done {
+                self.abandon(u, out, false)?;
+            }
+            return Ok(vec![false; done.len()]);
+        };
+        let committed = self.commit_uploaded(done, out);
+        let moved = match committed {
+            Ok(moved) => moved,
+            Err(e) => {
+                for u in done {
+                    self.abandon(u, out, true)?;
+                }
+                return Err(e);
+            }
+        };
+        for (u, moved) in done.iter().zip(&moved) {
+            if *moved {
+                (out.step)(TierStep::Cleaned);
+                out.pending.forget_committed_upload(&u.intent)?;
+            } else {
+                self.abandon(u, out, true)?;
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Step 5 and the local files' removal, under the entry lock (the caller holds the
+    /// upload guard).
+    fn commit_uploaded(&self, done: &[Uploaded], out: &Outgoing) -> Result<Vec<bool>> {
+        fsync_dir(&self.dir)?;
+        let mut st = self.lock()?;
+        let mut next = st.index.clone();
+        let (mut moved, mut stubs, mut replaced) = (Vec::new(), Vec::new(), Vec::new());
+        for u in done {
+            // Still local and, for a recompressed copy, unedited since it was read (an
+            // edit of a block that moves as it is stays in its local log).
+            let here = |b: &BlockEntry| {
+                next.blocks.iter().position(|x| {
+                    x.seq == b.seq
+                        && x.remote.is_none()
+                        && (u.new.is_none() || x.version() == b.version())
+                })
+            };
+            let found: Option<Vec<usize>> = u.old.iter().map(here).collect();
+            moved.push(found.is_some());
+            let Some(found) = found else { continue };
+            match &u.new {
+                None => {
+                    for pos in found {
+                        next.blocks[pos].remote = Some(u.location.clone());
+                    }
+                }
+                Some((entry, _)) => {
+                    let seqs: Vec<u64> = u.old.iter().map(|b| b.seq).collect();
+                    next.blocks.retain(|x| !seqs.contains(&x.seq));
+                    next.blocks.push(entry.clone());
+                    replaced.extend(seqs);
+                }
+            }
+            stubs.push(u.stub.clone());
+        }
+        if stubs.is_empty() {
+            return Ok(moved);
+        }
+        self.commit(&mut st, next, &stubs, &replaced)?;
+        for (u, moved) in done.iter().zip(&moved) {
+            if !*moved {
+                continue;
+            }
+            for b in &u.old {
+                self.ctx.cache.evict((self.uid, b.seq));
+            }
+            (out.step)(TierStep::Committed);
+            if let Err(e) = remove_file_if_exists(&u.local_file(&self.dir)) {
+                // The index no longer names it: the next open removes it.
+                log::warn!("{e}");
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Drops an uploaded block that will not be committed: its object queued for
+    /// deletion, its intent forgotten, and (`files`, under the upload guard the caller
+    /// holds) its stub and recompressed copy removed.
+    fn abandon(&self, u: &Uploaded, out: &Outgoing, files: bool) -> Result<()> {
+        if files {
+            let _ = remove_file_if_exists(&u.stub);
+            if let Some((_, path)) = &u.new {
+                let _ = remove_file_if_exists(path);
+            }
+        }
+        out.pending
+            .delete_objects(&[(u.location.remote.clone(), u.location.key.clone())])?;
+        out.pending.remove(&u.intent)
     }
 
     /// The objects of the entry's tiered blocks, as (remote, key): what its removal
@@ -183,13 +377,13 @@ impl Entry {
         }
     }
 
-    /// Whether block `seq` is in the index and local.
-    fn holds_local(&self, seq: u64) -> Result<bool> {
+    /// Whether block `b` is in the index and local.
+    fn holds_local(&self, b: &BlockEntry) -> Result<bool> {
         Ok(self
             .lock()?
             .index
             .blocks
             .iter()
-            .any(|b| b.seq == seq && b.remote.is_none()))
+            .any(|x| x.seq == b.seq && x.remote.is_none()))
     }
 }

@@ -7,6 +7,11 @@
 //! Bounded by bytes (`--remote-cache-size`): past the budget, whole files are dropped,
 //! least recently used first. A mapping of a dropped file keeps working (the file is only
 //! unlinked). The cache is emptied at every start: what it holds is a copy.
+//!
+//! In memory (`--remote-cache-in-memory`), each copy is an anonymous file
+//! (`memfd_create`) instead, mapped through `/proc/self/fd`: the same sparse layout and
+//! budget, no local disk written, and its memory freed once it is dropped and no mapping
+//! is left.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -53,6 +58,8 @@ struct Presence {
 
 struct Shared {
     dir: PathBuf,
+    /// Copies are anonymous files in memory, not files in `dir`.
+    in_memory: bool,
     budget: u64,
     state: Mutex<State>,
     hits: AtomicU64,
@@ -70,6 +77,13 @@ impl Shared {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         // Nothing a panic could leave half-done: keep serving after one.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Removes a dropped copy's file (an anonymous one goes with its last descriptor).
+    fn unlink(&self, object: &CachedObject) {
+        if !self.in_memory {
+            let _ = std::fs::remove_file(&object.path);
+        }
     }
 
     /// Counts `added` bytes fetched into `current`, then drops the least recently used
@@ -94,7 +108,7 @@ impl Shared {
             let Some(id) = victim else { break };
             if let Some(object) = st.objects.remove(&id) {
                 st.used = st.used.saturating_sub(object.bytes.load(Ordering::Relaxed));
-                let _ = std::fs::remove_file(&object.path);
+                self.unlink(&object);
             }
         }
     }
@@ -121,17 +135,21 @@ pub struct CachedObject {
 }
 
 impl FrameCache {
-    /// A cache in `dir` (emptied now) of at most `budget` bytes of frames.
-    pub fn new(dir: &Path, budget: u64) -> Result<FrameCache> {
+    /// A cache in `dir` (emptied now), or `in_memory`, of at most `budget` bytes of
+    /// frames.
+    pub fn new(dir: &Path, budget: u64, in_memory: bool) -> Result<FrameCache> {
         if dir.exists() {
             std::fs::remove_dir_all(dir)
                 .map_err(|e| Error::io(format!("emptying {}", dir.display()), e))?;
         }
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        if !in_memory {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        }
         Ok(FrameCache {
             shared: Arc::new(Shared {
                 dir: dir.to_path_buf(),
+                in_memory,
                 budget,
                 state: Mutex::new(State::default()),
                 hits: AtomicU64::new(0),
@@ -165,15 +183,20 @@ impl FrameCache {
                 location.key
             )));
         }
-        let path = self.shared.dir.join(format!("{id}.blk"));
+        let (path, file) = if self.shared.in_memory {
+            anonymous_file(&id)?
+        } else {
+            let path = self.shared.dir.join(format!("{id}.blk"));
+            let file = File::options()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)
+                .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+            (path, file)
+        };
         let io = |what: &str, e| Error::io(format!("{what} {}", path.display()), e);
-        let file = File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .map_err(|e| io("creating", e))?;
         file.set_len(header.size).map_err(|e| io("sizing", e))?;
         file.write_all_at(BLOCK_MAGIC, 0)
             .and_then(|()| file.write_all_at(&tail, location.meta_offset))
@@ -199,7 +222,7 @@ impl FrameCache {
         let mut st = self.shared.state();
         if let Some(object) = st.objects.remove(&object_id(remote, key)) {
             st.used = st.used.saturating_sub(object.bytes.load(Ordering::Relaxed));
-            let _ = std::fs::remove_file(&object.path);
+            self.shared.unlink(&object);
         }
     }
 
@@ -212,6 +235,26 @@ impl FrameCache {
             misses: self.shared.misses.load(Ordering::Relaxed),
         }
     }
+}
+
+/// An anonymous file in memory named after `id`, and the path that opens it (for as long
+/// as the returned file is open).
+fn anonymous_file(id: &str) -> Result<(PathBuf, File)> {
+    use std::os::fd::FromRawFd;
+    let name = std::ffi::CString::new(format!("halflife-cache-{id}"))
+        .map_err(|e| Error::internal(format!("naming a cache file: {e}")))?;
+    // SAFETY: `name` is a valid NUL-terminated string; the descriptor returned is new and
+    // owned by nothing else, so the `File` takes sole ownership of it.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(Error::io(
+            "creating an in-memory frame cache file",
+            std::io::Error::last_os_error(),
+        ));
+    }
+    // SAFETY: see above.
+    let file = unsafe { File::from_raw_fd(fd) };
+    Ok((PathBuf::from(format!("/proc/self/fd/{fd}")), file))
 }
 
 /// The cache's name of an object: a digest of remote and key (keys may hold `/`).

@@ -37,9 +37,14 @@ pub struct Remotes {
 
 impl Remotes {
     /// The remotes `settings` configure for the store in `data`, with a frame cache of
-    /// `cache_bytes`. Nothing is sent: a remote that cannot be reached is found by its
-    /// first use (and the server's start check, which only warns).
-    pub fn open(data: &Path, settings: &[RemoteSettings], cache_bytes: u64) -> Result<Remotes> {
+    /// `cache_bytes` (on disk, or `in_memory`). Nothing is sent: a remote that cannot be
+    /// reached is found by its first use (and the server's start check, which only warns).
+    pub fn open(
+        data: &Path,
+        settings: &[RemoteSettings],
+        cache_bytes: u64,
+        in_memory: bool,
+    ) -> Result<Remotes> {
         let mut remotes = BTreeMap::new();
         for s in settings {
             let remote = Remote::new(s, S3Client::new(s)?);
@@ -47,7 +52,11 @@ impl Remotes {
         }
         let used = !remotes.is_empty();
         let cache = if used {
-            Some(FrameCache::new(&data.join(FRAME_CACHE_DIR), cache_bytes)?)
+            Some(FrameCache::new(
+                &data.join(FRAME_CACHE_DIR),
+                cache_bytes,
+                in_memory,
+            )?)
         } else {
             None
         };

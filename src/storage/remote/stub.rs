@@ -8,16 +8,17 @@
 //! "HLTIER01" | header length u32 | header (JSON: location, size) | metadata … footer
 //! ```
 //!
-//! Written and fsynced (with its directory) before the upload, so the index commit that
-//! names it relies on durable bytes; the metadata's own checksum, which the index holds,
-//! proves the copy whole when the block is opened.
+//! Written and fsynced after the upload, and its directory synced before the index commit
+//! that names it (once for a batch of stubs), so that commit relies on durable bytes; the
+//! metadata's own checksum, which the index holds, proves the copy whole when the block
+//! is opened.
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::storage::format::fsutil::{fsync_dir, parent_of, write_new_file};
+use crate::storage::format::fsutil::write_new_file;
 use crate::storage::format::index::RemoteLocation;
 
 const STUB_MAGIC: &[u8; 8] = b"HLTIER01";
@@ -31,8 +32,8 @@ pub struct StubHeader {
     pub size: u64,
 }
 
-/// Writes the stub of a block file `block` (its bytes) at `path`, synced with its
-/// directory.
+/// Writes the stub of a block file `block` (its bytes) at `path`, synced; its name is
+/// durable once the caller syncs the directory.
 pub fn write_stub(path: &Path, header: &StubHeader, block: &[u8]) -> Result<()> {
     let json = serde_json::to_vec(header)
         .map_err(|e| Error::internal(format!("encoding the stub {}: {e}", path.display())))?;
@@ -42,8 +43,7 @@ pub fn write_stub(path: &Path, header: &StubHeader, block: &[u8]) -> Result<()> 
     bytes.extend_from_slice(&(json.len() as u32).to_le_bytes());
     bytes.extend_from_slice(&json);
     bytes.extend_from_slice(tail);
-    write_new_file(path, &bytes)?;
-    fsync_dir(parent_of(path))
+    write_new_file(path, &bytes)
 }
 
 /// Reads the stub at `path`: its header and the block's bytes from its metadata on.
