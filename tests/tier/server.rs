@@ -2,11 +2,13 @@
 //! moves blocks and says so in its event, records read back byte-exact, `/storage` and
 //! `/metrics` showing the remote tier, a remote outage answered with 503 naming the
 //! remote (writes and local reads unaffected) and reads back once it returns; no secret
-//! in logs, events or answers.
+//! in logs, events or answers; a read-only replica reading tiered records; replication
+//! sending records from tiered blocks.
 
 use serde_json::json;
 
 use crate::common::garage::{Garage, garage_or_skip};
+use crate::common::replication::{json_of, pending_task, repoint};
 use crate::common::{ServerProcess, start_server, wait_until};
 
 /// A payload telling record `i` apart.
@@ -22,7 +24,18 @@ fn ts(i: u64) -> u64 {
 
 /// A server on `data` with remote `cold` on `garage`.
 fn serve(data: &std::path::Path, secrets: &std::path::Path, garage: &Garage) -> ServerProcess {
+    serve_as(data, secrets, garage, "STANDALONE")
+}
+
+/// [`serve`] in instance role `role`.
+fn serve_as(
+    data: &std::path::Path,
+    secrets: &std::path::Path,
+    garage: &Garage,
+    role: &str,
+) -> ServerProcess {
     let mut env = garage.remote_env("cold", "srv", secrets);
+    env.push(("RS_INSTANCE_ROLE".into(), role.into()));
     env.push(("RS_LIFECYCLE_MIN_INTERVAL".into(), "1s".into()));
     env.push(("RS_REMOTE_CACHE_SIZE".into(), "64KiB".into()));
     let refs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
@@ -250,4 +263,62 @@ fn tier_policies_move_blocks_and_reads_survive_an_outage() {
         !everything.contains("X-Amz-Signature"),
         "a signature leaked"
     );
+
+    // A read-only replica of the data, configured with the same remote, reads the tiered
+    // records (and changes nothing).
+    let replica = serve_as(dir.path(), secrets.path(), &garage, "REPLICA");
+    for (entry, i) in [("e", 5), ("e", 79), ("z", 3), ("z", 60)] {
+        let r = replica.get(&format!("/api/v1/b/b/{entry}?ts={}", ts(i)));
+        assert_eq!(r.status, 200, "{entry} {i}: {}", r.error());
+        assert_eq!(r.body, payload(i), "{entry} {i}");
+    }
+    let write = replica.request("POST", &format!("/api/v1/b/b/e?ts={}", ts(900)), &[], b"x");
+    assert_eq!(write.status, 403, "{}", write.error());
+}
+
+/// Records waiting to be replicated when their blocks move to the remote are sent from
+/// there, byte-exact.
+#[test]
+fn replication_sends_records_from_tiered_blocks() {
+    let Some(bin) = garage_or_skip("replication_sends_records_from_tiered_blocks") else {
+        return;
+    };
+    let garage = Garage::single(&bin);
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = tempfile::tempdir().unwrap();
+    let mut env = garage.remote_env("cold", "repl", secrets.path());
+    env.push(("RS_LIFECYCLE_MIN_INTERVAL".into(), "1s".into()));
+    env.push(("RS_REPLICATION_TIMEOUT".into(), "1".into()));
+    let refs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let src = start_server(dir.path(), &refs);
+    let mut task = pending_task(&src, br#"{"max_block_records": 20}"#);
+    for i in 0..100 {
+        let r = src.request(
+            "POST",
+            &format!("/api/v1/b/src/e?ts={}", ts(i)),
+            &[],
+            &payload(i),
+        );
+        assert_eq!(r.status, 200);
+    }
+    wait_until("a hundred pending", || {
+        json_of(&src, "/api/v1/replications/r")["info"]["pending_records"] == 100
+    });
+    let policy =
+        json!({"type":"tier","bucket":"src","older_than":"1h","interval":"1h","remote":"cold"});
+    assert_eq!(post_json(&src, "/api/v1/lifecycles/t", policy).status, 200);
+    let event = run_and_wait(&src, "t");
+    assert_eq!(event["processed_blocks"], 4, "{event}");
+
+    let dst_dir = tempfile::tempdir().unwrap();
+    let dst = start_server(dst_dir.path(), &[]);
+    repoint(&src, "r", &mut task, &dst);
+    wait_until("the hundred arrive", || {
+        json_of(&src, "/api/v1/replications/r")["info"]["pending_records"] == 0
+    });
+    for i in 0..100 {
+        let r = dst.get(&format!("/api/v1/b/dst/e?ts={}", ts(i)));
+        assert_eq!(r.status, 200, "record {i}: {}", r.error());
+        assert_eq!(r.body, payload(i), "record {i}");
+    }
 }
