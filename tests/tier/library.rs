@@ -365,3 +365,63 @@ fn an_in_memory_frame_cache_serves_tiered_reads_without_the_disk() {
     // is about 22 KiB).
     assert!(cache.used < cache.budget + (32 << 10), "{cache:?}");
 }
+
+#[test]
+fn a_block_over_the_multipart_threshold_moves_in_parts() {
+    let Some(bin) = garage_or_skip("a_block_over_the_multipart_threshold_moves_in_parts") else {
+        return;
+    };
+    let garage = Garage::single(&bin);
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(dir.path(), garage.settings("cold", "big"), |c| {
+        c.frame_size = 1 << 20;
+    });
+    let bucket = store
+        .create_bucket(
+            "b",
+            BucketSettings {
+                max_block_records: 18,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    // 18 records of 1 MiB that do not compress: one sealed block of about 18 MiB.
+    let big = |ts: u64| -> Vec<u8> {
+        let mut x = ts.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..1 << 20)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    };
+    for ts in 1..=19u64 {
+        let body = big(ts);
+        let meta = RecordMeta {
+            timestamp: ts,
+            labels: Labels::new(),
+            content_type: "application/octet-stream".into(),
+            size: body.len() as u64,
+        };
+        bucket.write("e", meta, &body).unwrap();
+    }
+    let stats = tier_all(&store, 19);
+    assert_eq!((stats.blocks, stats.failed), (1, 0), "{stats:?}");
+    assert!(stats.bytes > 16 << 20, "{stats:?}");
+    let remote = store.remotes().get("cold").unwrap().clone();
+    let objects = remote.list().unwrap();
+    assert_eq!(objects.len(), 1);
+    assert_eq!(objects[0].size, stats.bytes);
+    let (size, etag) = remote.head(&objects[0].key).unwrap().unwrap();
+    assert_eq!(size, stats.bytes);
+    assert!(etag.contains('-'), "a multipart ETag: {etag}");
+    for ts in [1u64, 9, 18] {
+        let r = bucket.read("e", Some(ts)).unwrap();
+        assert!(
+            r.payload.unwrap().as_slice() == big(ts).as_slice(),
+            "record {ts}"
+        );
+    }
+}
