@@ -87,22 +87,25 @@ impl Shared {
     }
 
     /// Counts `added` bytes fetched into `current`, then drops the least recently used
-    /// other files while the cache is over its budget.
-    fn account(&self, current: &str, added: u64) {
+    /// other files while the cache is over its budget. Bytes fetched into a copy the
+    /// cache dropped meanwhile (a reader still holds it) are not counted: they went with
+    /// it, and a newer copy of the same object holds only its own.
+    fn account(&self, current: &CachedObject, added: u64) {
         let mut st = self.state();
         st.clock += 1;
         let now = st.clock;
-        match st.objects.get(current) {
-            Some(object) => object.last_use.store(now, Ordering::Relaxed),
-            // Dropped meanwhile: its bytes went with its file.
-            None => return,
+        match st.objects.get(&current.id) {
+            Some(object) if std::ptr::eq(object.as_ref(), current) => {
+                object.last_use.store(now, Ordering::Relaxed)
+            }
+            _ => return,
         }
         st.used += added;
         while st.used > self.budget {
             let victim = st
                 .objects
                 .iter()
-                .filter(|(id, _)| id.as_str() != current)
+                .filter(|(id, _)| **id != current.id)
                 .min_by_key(|(_, o)| o.last_use.load(Ordering::Relaxed))
                 .map(|(id, _)| id.clone());
             let Some(id) = victim else { break };
@@ -314,7 +317,7 @@ impl FrameFetch for CachedObject {
         }
         drop(guard);
         self.bytes.fetch_add(end - start, Ordering::Relaxed);
-        shared.account(&self.id, end - start);
+        shared.account(self, end - start);
         Ok(())
     }
 }
@@ -345,6 +348,6 @@ impl CachedObject {
         guard.all = true;
         drop(guard);
         self.bytes.fetch_add(size, Ordering::Relaxed);
-        shared.account(&self.id, size);
+        shared.account(self, size);
     }
 }
