@@ -46,6 +46,7 @@ fn start(data: &Path) -> Server {
             api_token: None,
             role: InstanceRole::Standalone,
             metrics_public: false,
+            web_console: false,
             trusted_proxies: Default::default(),
             cors: Default::default(),
             public_url: None,

@@ -431,6 +431,7 @@ fn start_with(
             api_token: token.map(str::to_string),
             role: InstanceRole::Standalone,
             metrics_public: false,
+            web_console: false,
             trusted_proxies: Default::default(),
             cors: Default::default(),
             public_url: None,

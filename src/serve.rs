@@ -36,6 +36,10 @@ pub(crate) struct ServeArgs {
     /// (true/false, yes/no, 1/0); otherwise any valid token may read it.
     #[arg(long, env = "RS_METRICS_PUBLIC", default_value = "false", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::Set)]
     metrics_public: bool,
+    /// Serve the web console at /ui/ (and redirect / there) on the API's port
+    /// (true/false).
+    #[arg(long, env = "RS_WEB_CONSOLE", default_value = "true", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::Set)]
+    web_console: bool,
     /// Proxies whose `Forwarded` / `X-Forwarded-For` headers name the client (for a
     /// token's `ip_allowlist`): comma-separated addresses or CIDR blocks. The client is
     /// the nearest untrusted hop, read from the right. Empty (the default): forwarding
@@ -369,6 +373,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         init_api_token: args.init_api_token,
         role: args.instance_role,
         metrics_public: args.metrics_public,
+        web_console: args.web_console,
         trusted_proxies: args.trusted_proxies,
         cors: halflife::server::cors::Cors::parse(&args.cors_allow_origin),
         public_url: args.public_url,

@@ -13,6 +13,7 @@
 pub mod api;
 pub mod auth;
 pub mod bucket_rename;
+pub mod console;
 pub mod cors;
 pub mod http;
 pub mod links;
@@ -68,6 +69,8 @@ pub struct ServerConfig {
     pub role: InstanceRole,
     /// `GET /metrics` answers without a token even with authentication on.
     pub metrics_public: bool,
+    /// The web console is served at `/ui/` (and `/` leads there).
+    pub web_console: bool,
     /// Proxies whose forwarding headers are believed (none by default).
     pub trusted_proxies: auth::TrustedProxies,
     /// Origins a browser may call the API from (`RS_CORS_ALLOW_ORIGIN`).
@@ -369,6 +372,7 @@ impl Server {
             provisioned_buckets,
             http_metrics: metrics::HttpMetrics::default(),
             metrics_public: config.metrics_public,
+            web_console: config.web_console,
             trusted_proxies: config.trusted_proxies.clone(),
             cors: config.cors.clone(),
             bucket_defaults,

@@ -73,6 +73,8 @@ pub struct App {
     pub http_metrics: HttpMetrics,
     /// `/metrics` needs no token.
     pub metrics_public: bool,
+    /// The web console is served at `/ui/`.
+    pub web_console: bool,
     /// Proxies whose `Forwarded` / `X-Forwarded-For` headers name the client.
     pub trusted_proxies: TrustedProxies,
     /// Origins a browser may call the API from.

@@ -281,8 +281,18 @@ impl Route for App {
             // No route: as ReductStore's router, before any token.
             return Err(no_route(&method, &path));
         }
-        if bare_path == "/" && reads {
+        if bare_path == "/" && reads && self.web_console {
             // Where ReductStore serves its web console.
+            let console = format!("{}ui/", self.base_path);
+            return Ok(Response::status(302).header("location", console));
+        }
+        if let Some(rest) = bare_path.strip_prefix("/ui/")
+            && reads
+            && self.web_console
+        {
+            return Ok(crate::server::console::answer(rest, &self.base_path));
+        }
+        if bare_path == "/ui" && reads && self.web_console {
             let console = format!("{}ui/", self.base_path);
             return Ok(Response::status(302).header("location", console));
         }

@@ -1,0 +1,61 @@
+// Charts drawn in SVG by the console itself: a linear scale and a bar chart over time.
+// The scale functions are pure and unit-tested with Node.
+
+/** A linear map from [d0, d1] to [r0, r1] (a flat domain maps to r0). */
+export function linear([d0, d1], [r0, r1]) {
+  const span = d1 - d0;
+  return (x) => (span === 0 ? r0 : r0 + ((x - d0) / span) * (r1 - r0));
+}
+
+/** About `n` round tick values covering [lo, hi]. */
+export function ticks(lo, hi, n = 4) {
+  if (!(hi > lo)) return [lo];
+  const raw = (hi - lo) / n;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= raw) || raw;
+  const out = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(v);
+  return out;
+}
+
+/** The values of `points` ([x, value] pairs) summed per one of `buckets` equal spans of [start, stop). */
+export function histogram(points, start, stop, buckets) {
+  const sums = new Array(buckets).fill(0);
+  const width = (stop - start) / buckets;
+  for (const [x, value] of points) {
+    if (x < start || x >= stop || width <= 0) continue;
+    sums[Math.min(buckets - 1, Math.floor((x - start) / width))] += value;
+  }
+  return sums;
+}
+
+const SVG = 'http://www.w3.org/2000/svg';
+
+function node(tag, attrs, text) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  if (text !== undefined) el.textContent = text;
+  return el;
+}
+
+/** An SVG bar chart of `values` with a title for each bar from `label(i)`. */
+export function bars(values, label, { width = 600, height = 180, format = String } = {}) {
+  const svg = node('svg', { viewBox: `0 0 ${width} ${height}`, role: 'img' });
+  const top = Math.max(1, ...values);
+  const left = 48;
+  const bottom = height - 18;
+  const y = linear([0, top], [bottom, 8]);
+  const step = (width - left - 4) / Math.max(1, values.length);
+  for (const t of ticks(0, top, 3)) {
+    svg.append(node('line', { class: 'axis', x1: left, x2: width, y1: y(t), y2: y(t) }));
+    svg.append(node('text', { x: left - 4, y: y(t) + 3, 'text-anchor': 'end' }, format(t)));
+  }
+  values.forEach((v, i) => {
+    const bar = node('rect', {
+      class: 'bar', x: left + i * step + 1, y: y(v), width: Math.max(1, step - 2), height: bottom - y(v),
+    });
+    bar.append(node('title', {}, `${label(i)}: ${format(v)}`));
+    svg.append(bar);
+  });
+  return svg;
+}

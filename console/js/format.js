@@ -1,0 +1,101 @@
+// Formatting of what the API returns: sizes, timestamps (microseconds), durations, and
+// the record headers of batched reads. Pure functions, unit-tested with Node.
+
+const UNITS = ['B', 'KB', 'MB', 'GB', 'TB', 'PB'];
+
+/** Bytes as a short decimal size: 1234567 → "1.2 MB". */
+export function bytes(n) {
+  let value = Number(n) || 0;
+  let unit = 0;
+  while (Math.abs(value) >= 1000 && unit < UNITS.length - 1) {
+    value /= 1000;
+    unit += 1;
+  }
+  const digits = unit === 0 || value >= 100 ? 0 : 1;
+  return `${value.toFixed(digits)} ${UNITS[unit]}`;
+}
+
+/** A count with thousands separators: 1234567 → "1,234,567". */
+export function count(n) {
+  return (Number(n) || 0).toLocaleString('en-US');
+}
+
+/** A timestamp in microseconds since the epoch as UTC "YYYY-MM-DD HH:MM:SS.ffffff". */
+export function timestamp(us) {
+  if (us === undefined || us === null || us === '') return '—';
+  const big = BigInt(us);
+  const ms = Number(big / 1000n);
+  // An empty store or bucket answers a placeholder no date can show.
+  if (!(ms >= 0 && ms <= 8.64e15)) return '—';
+  const micros = Number(big % 1000000n).toString().padStart(6, '0');
+  const iso = new Date(ms).toISOString();
+  return `${iso.slice(0, 10)} ${iso.slice(11, 19)}.${micros}`;
+}
+
+/** Seconds as a short duration: 93784 → "1d 2h 3m". */
+export function duration(seconds) {
+  let s = Math.max(0, Math.floor(Number(seconds) || 0));
+  const parts = [];
+  for (const [unit, size] of [['d', 86400], ['h', 3600], ['m', 60]]) {
+    if (s >= size) {
+      parts.push(`${Math.floor(s / size)}${unit}`);
+      s %= size;
+    }
+  }
+  if (parts.length === 0) parts.push(`${s}s`);
+  return parts.slice(0, 3).join(' ');
+}
+
+/**
+ * Parses the value of an `x-reduct-time-<ts>` header of a batched read,
+ * `<len>,<content-type>[,<k>=<v>…]` (a value holding a comma is quoted), into
+ * `{size, contentType, labels}`.
+ */
+export function recordHeader(value) {
+  const fields = [];
+  let current = '';
+  let quoted = false;
+  for (const ch of value) {
+    if (ch === '"') {
+      quoted = !quoted;
+    } else if (ch === ',' && !quoted) {
+      fields.push(current);
+      current = '';
+    } else {
+      current += ch;
+    }
+  }
+  fields.push(current);
+  const [size, contentType, ...rest] = fields;
+  const labels = {};
+  for (const pair of rest) {
+    const at = pair.indexOf('=');
+    if (at > 0) labels[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  return { size: Number(size) || 0, contentType: contentType || '', labels };
+}
+
+/** How a record's payload is shown: 'image', 'json', 'text' or 'binary'. */
+export function previewKind(contentType) {
+  const type = (contentType || '').toLowerCase().split(';')[0].trim();
+  if (type.startsWith('image/')) return 'image';
+  if (type === 'application/json' || type.endsWith('+json')) return 'json';
+  if (type.startsWith('text/') || type === 'application/xml' || type === 'application/x-ndjson') {
+    return 'text';
+  }
+  return 'binary';
+}
+
+/** The first `limit` bytes of `data` (a Uint8Array) as a hex dump, 16 bytes a line. */
+export function hexDump(data, limit = 512) {
+  const lines = [];
+  const end = Math.min(data.length, limit);
+  for (let offset = 0; offset < end; offset += 16) {
+    const row = Array.from(data.slice(offset, Math.min(offset + 16, end)));
+    const hex = row.map((b) => b.toString(16).padStart(2, '0')).join(' ');
+    const text = row.map((b) => (b >= 32 && b < 127 ? String.fromCharCode(b) : '.')).join('');
+    lines.push(`${offset.toString(16).padStart(8, '0')}  ${hex.padEnd(47)}  ${text}`);
+  }
+  if (data.length > end) lines.push(`… ${data.length - end} more bytes`);
+  return lines.join('\n');
+}

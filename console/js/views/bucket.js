@@ -1,0 +1,83 @@
+// A bucket: its size and entries (parents listed as a tree of names), its settings
+// (quota, block limits) saved in place, and its removal after confirmation.
+
+import { call, segment } from '../api.js';
+import { errorBox, fill, h } from '../dom.js';
+import { bytes, count, timestamp } from '../format.js';
+import { link } from '../route.js';
+
+const SETTINGS = [
+  ['quota_type', 'Quota type', ['NONE', 'FIFO', 'HARD']],
+  ['quota_size', 'Quota size (bytes)'],
+  ['max_block_size', 'Max block size (bytes)'],
+  ['max_block_records', 'Max block records'],
+];
+
+export async function show({ view, route, go }) {
+  const name = route.bucket;
+  const bucket = await call(`b/${segment(name)}`);
+  const problem = h('div');
+  const fields = SETTINGS.map(([key, label, options]) => {
+    const value = bucket.settings[key] ?? '';
+    const input = options
+      ? h('select', { id: `s-${key}`, name: key }, options.map((o) => h('option', { value: o, selected: o === value }, o)))
+      : h('input', { id: `s-${key}`, name: key, type: 'number', min: 0, value });
+    return [key, h('label', { for: `s-${key}` }, label, input), input, Boolean(options)];
+  });
+  const settings = h('form', {
+    class: 'inline',
+    onsubmit: async (event) => {
+      event.preventDefault();
+      const body = {};
+      for (const [key, , input, isText] of fields) body[key] = isText ? input.value : Number(input.value);
+      try {
+        await call(`b/${segment(name)}`, { method: 'PUT', body });
+        go(link(name));
+      } catch (error) {
+        fill(problem, errorBox(error));
+      }
+    },
+  }, fields.map(([, label]) => label), h('button', { type: 'submit' }, 'Save settings'));
+  const remove = h('button', {
+    class: 'danger',
+    type: 'button',
+    onclick: async () => {
+      // eslint-disable-next-line no-alert
+      if (window.prompt(`Remove bucket '${name}' and all its data? Type its name to confirm.`) !== name) return;
+      try {
+        await call(`b/${segment(name)}`, { method: 'DELETE' });
+        go('./');
+      } catch (error) {
+        fill(problem, errorBox(error));
+      }
+    },
+  }, 'Remove bucket');
+  const entries = [...(bucket.entries || [])].sort((a, b) => a.name.localeCompare(b.name));
+  const rows = entries.map((e) => {
+    const depth = e.name.split('/').length - 1;
+    return h('tr', {},
+      h('td', {}, h('span', { class: 'muted' }, '· '.repeat(depth)), h('a', { href: link(name, e.name), 'data-link': true }, e.name)),
+      h('td', { class: 'num' }, count(e.record_count)),
+      h('td', { class: 'num' }, count(e.block_count)),
+      h('td', { class: 'num' }, bytes(e.size)),
+      h('td', {}, timestamp(e.oldest_record)),
+      h('td', {}, timestamp(e.latest_record)));
+  });
+  fill(view,
+    h('p', {}, h('a', { href: './', 'data-link': true }, 'Dashboard'), ' / ', name),
+    h('h1', {}, `Bucket ${name}`),
+    h('div', { class: 'cards' },
+      h('div', { class: 'card' }, h('div', { class: 'label' }, 'Size'), h('div', { class: 'value' }, bytes(bucket.info.size))),
+      h('div', { class: 'card' }, h('div', { class: 'label' }, 'Entries'), h('div', { class: 'value' }, count(bucket.info.entry_count)))),
+    h('h2', {}, 'Entries'),
+    rows.length === 0
+      ? h('p', { class: 'muted' }, 'No entry yet: write a record, or upload one from an entry page.')
+      : h('table', { 'aria-label': 'Entries' },
+        h('thead', {}, h('tr', {}, h('th', {}, 'Entry'), h('th', { class: 'num' }, 'Records'), h('th', { class: 'num' }, 'Blocks'), h('th', { class: 'num' }, 'Size'), h('th', {}, 'Oldest'), h('th', {}, 'Latest'))),
+        h('tbody', {}, rows)),
+    h('h2', {}, 'Settings'),
+    settings,
+    problem,
+    h('h2', {}, 'Danger zone'),
+    remove);
+}

@@ -1,0 +1,53 @@
+// The dashboard: the server (version, uptime, usage, role) and its buckets, with a form
+// to create one.
+
+import { call, segment } from '../api.js';
+import { errorBox, fill, h } from '../dom.js';
+import { bytes, count, duration, timestamp } from '../format.js';
+import { link } from '../route.js';
+
+function card(label, value) {
+  return h('div', { class: 'card' }, h('div', { class: 'label' }, label), h('div', { class: 'value' }, value));
+}
+
+export async function show({ view, go }) {
+  const [info, list] = await Promise.all([call('info'), call('list')]);
+  const problem = h('div');
+  const name = h('input', { id: 'new-bucket', name: 'bucket', required: true, pattern: '[A-Za-z0-9_\\-]+' });
+  const create = h('form', {
+    id: 'create-bucket',
+    class: 'inline',
+    onsubmit: async (event) => {
+      event.preventDefault();
+      try {
+        await call(`b/${segment(name.value.trim())}`, { method: 'POST', body: {} });
+        go(link(name.value.trim()));
+      } catch (error) {
+        fill(problem, errorBox(error));
+      }
+    },
+  }, h('label', { for: 'new-bucket' }, 'New bucket', name), h('button', { type: 'submit' }, 'Create bucket'));
+  const rows = (list.buckets || []).map((b) => h('tr', {},
+    h('td', {}, h('a', { href: link(b.name), 'data-link': true }, b.name)),
+    h('td', { class: 'num' }, count(b.entry_count)),
+    h('td', { class: 'num' }, bytes(b.size)),
+    h('td', {}, timestamp(b.oldest_record)),
+    h('td', {}, timestamp(b.latest_record))));
+  fill(view,
+    h('h1', {}, 'Dashboard'),
+    h('div', { class: 'cards' },
+      card('Version', info.version),
+      card('Uptime', duration(info.uptime)),
+      card('Usage', bytes(info.usage)),
+      card('Buckets', count(info.bucket_count)),
+      card('Oldest record', timestamp(info.oldest_record)),
+      card('Latest record', timestamp(info.latest_record))),
+    h('h2', {}, 'Buckets'),
+    create,
+    problem,
+    rows.length === 0
+      ? h('p', { class: 'muted' }, 'No bucket yet.')
+      : h('table', { 'aria-label': 'Buckets' },
+        h('thead', {}, h('tr', {}, h('th', {}, 'Name'), h('th', { class: 'num' }, 'Entries'), h('th', { class: 'num' }, 'Size'), h('th', {}, 'Oldest'), h('th', {}, 'Latest'))),
+        h('tbody', {}, rows)));
+}

@@ -1,0 +1,217 @@
+// An entry: a data-volume chart of the chosen range (records and bytes over time, from
+// the records' metadata), its records page by page (a metadata query per page, never
+// the whole entry), a `when` condition applied to the list (the server's message shown
+// when it is refused), a record's preview (images inline, JSON and text pretty-printed,
+// anything else as hex with a download link), its labels edited in place, its removal,
+// and a file uploaded as a new record.
+
+import { call, segment } from '../api.js';
+import { bars, histogram } from '../chart.js';
+import { errorBox, fill, h } from '../dom.js';
+import { bytes, count, hexDump, previewKind, recordHeader, timestamp } from '../format.js';
+import { link } from '../route.js';
+
+const PAGE = 20;
+/** Records whose metadata the chart reads at most. */
+const CHART_RECORDS = 5000;
+const CHART_BARS = 40;
+
+/** The metadata of up to `limit` records of the entry from `start` (with `when`). */
+async function metadata(base, { start, stop, limit, when }) {
+  const query = { query_type: 'QUERY', limit, only_metadata: true };
+  if (start !== undefined) query.start = Number(start);
+  if (stop !== undefined) query.stop = Number(stop);
+  if (when) query.when = when;
+  const { id } = await call(`${base}/q`, { method: 'POST', body: query });
+  const records = [];
+  for (;;) {
+    const response = await call(`${base}/batch?q=${id}`, { method: 'HEAD' });
+    if (response.status === 204) break;
+    for (const [name, value] of response.headers) {
+      if (name.startsWith('x-reduct-time-')) {
+        records.push({ ts: name.slice('x-reduct-time-'.length), ...recordHeader(value) });
+      }
+    }
+    if (response.headers.get('x-reduct-last') === 'true' || records.length >= limit) break;
+  }
+  records.sort((a, b) => (BigInt(a.ts) < BigInt(b.ts) ? -1 : 1));
+  return records.slice(0, limit);
+}
+
+function chart(records, limited) {
+  if (records.length === 0) return h('p', { class: 'muted' }, 'No records in this range.');
+  const first = Number(records[0].ts);
+  const last = Number(records[records.length - 1].ts) + 1;
+  const sizes = histogram(records.map((r) => [Number(r.ts), r.size]), first, last, CHART_BARS);
+  const counts = histogram(records.map((r) => [Number(r.ts), 1]), first, last, CHART_BARS);
+  const span = (last - first) / CHART_BARS;
+  const label = (i) => `${timestamp(Math.floor(first + i * span))}, ${count(counts[i])} records`;
+  return h('figure', { class: 'chart' },
+    bars(sizes, label, { format: bytes }),
+    h('figcaption', { class: 'muted' },
+      `Bytes per ${CHART_BARS}th of the range, ${timestamp(first)} to ${timestamp(last - 1)}`,
+      limited ? ` (the first ${count(CHART_RECORDS)} records)` : ''));
+}
+
+async function preview(base, record, refresh) {
+  const response = await call(`${base}?ts=${record.ts}`, { raw: true });
+  const blob = await response.blob();
+  const type = response.headers.get('content-type') || '';
+  const labels = {};
+  for (const [name, value] of response.headers) {
+    if (name.startsWith('x-reduct-label-')) labels[name.slice('x-reduct-label-'.length)] = value;
+  }
+  const url = URL.createObjectURL(blob);
+  let body;
+  switch (previewKind(type)) {
+    case 'image': body = h('img', { src: url, alt: `record ${record.ts}` }); break;
+    case 'json': {
+      const text = await blob.text();
+      let shown = text;
+      try { shown = JSON.stringify(JSON.parse(text), null, 2); } catch { /* shown as it is */ }
+      body = h('pre', {}, shown);
+      break;
+    }
+    case 'text': body = h('pre', {}, await blob.text()); break;
+    default: body = h('pre', {}, hexDump(new Uint8Array(await blob.arrayBuffer())));
+  }
+  const problem = h('div');
+  const rows = Object.entries(labels).map(([k, v]) => [k, h('input', { 'aria-label': `label ${k}`, value: v })]);
+  const newKey = h('input', { 'aria-label': 'new label name', placeholder: 'name' });
+  const newValue = h('input', { 'aria-label': 'new label value', placeholder: 'value' });
+  const save = async (event) => {
+    event.preventDefault();
+    const headers = {};
+    for (const [k, input] of rows) headers[`x-reduct-label-${k}`] = input.value;
+    if (newKey.value.trim()) headers[`x-reduct-label-${newKey.value.trim()}`] = newValue.value;
+    try {
+      await call(`${base}?ts=${record.ts}`, { method: 'PATCH', headers });
+      await refresh(record);
+    } catch (error) {
+      fill(problem, errorBox(error));
+    }
+  };
+  const remove = async () => {
+    // eslint-disable-next-line no-alert
+    if (!window.confirm(`Remove record ${record.ts}?`)) return;
+    try {
+      await call(`${base}?ts=${record.ts}`, { method: 'DELETE' });
+      await refresh(null);
+    } catch (error) {
+      fill(problem, errorBox(error));
+    }
+  };
+  return h('section', { class: 'preview', 'aria-label': 'Record' },
+    h('h2', {}, `Record ${timestamp(record.ts)}`),
+    h('p', { class: 'muted' }, `${type}, ${bytes(blob.size)} `, h('a', { href: url, download: `${record.ts}` }, 'Download')),
+    body,
+    h('form', { id: 'labels-form', class: 'inline', onsubmit: save },
+      rows.map(([k, input]) => h('label', {}, k, input)),
+      h('label', {}, 'Add label', newKey), h('label', {}, 'Value', newValue),
+      h('button', { type: 'submit' }, 'Save labels')),
+    h('button', { id: 'remove-record', class: 'danger', type: 'button', onclick: remove }, 'Remove record'),
+    problem);
+}
+
+export async function show({ view, route, go }) {
+  const { bucket, entry, params } = route;
+  const base = `b/${segment(bucket)}/${segment(entry)}`;
+  const starts = [params.start];
+  let when = params.when ? JSON.parse(params.when) : undefined;
+  const listing = h('div');
+  const detail = h('div', { class: 'preview' }, h('p', { class: 'muted' }, 'Choose a record to see it.'));
+  const volume = h('div');
+  const problem = h('div');
+
+  const showRecord = async (record) => {
+    try {
+      fill(detail, record ? await preview(base, record, async (r) => { await page(); await showRecord(r); }) : h('p', { class: 'muted' }, 'Removed.'));
+    } catch (error) {
+      fill(detail, errorBox(error));
+    }
+  };
+
+  async function page() {
+    const start = starts[starts.length - 1];
+    try {
+      const records = await metadata(base, { start, stop: params.stop, limit: PAGE + 1, when });
+      fill(problem);
+      const more = records.length > PAGE;
+      const shown = records.slice(0, PAGE);
+      const rows = shown.map((r) => h('tr', {},
+        h('td', {}, h('button', { class: 'secondary', type: 'button', onclick: () => showRecord(r) }, timestamp(r.ts))),
+        h('td', { class: 'num' }, bytes(r.size)),
+        h('td', {}, r.contentType),
+        h('td', {}, h('span', { class: 'labels' }, Object.entries(r.labels).map(([k, v]) => h('span', { class: 'tag' }, `${k}=${v}`))))));
+      const pager = h('div', { class: 'pager' },
+        h('button', { class: 'secondary', type: 'button', disabled: starts.length === 1, onclick: () => { starts.pop(); page(); } }, 'Previous'),
+        h('button', {
+          class: 'secondary', type: 'button', disabled: !more,
+          onclick: () => { starts.push(String(BigInt(records[PAGE].ts))); page(); },
+        }, 'Next'),
+        h('span', { class: 'muted' }, `page ${starts.length}`));
+      fill(listing, shown.length === 0 ? h('p', { class: 'muted' }, 'No records.') : h('table', { 'aria-label': 'Records' },
+        h('thead', {}, h('tr', {}, h('th', {}, 'Time'), h('th', { class: 'num' }, 'Size'), h('th', {}, 'Type'), h('th', {}, 'Labels'))),
+        h('tbody', {}, rows)), pager);
+    } catch (error) {
+      fill(problem, errorBox(error));
+    }
+  }
+
+  async function drawChart() {
+    try {
+      const records = await metadata(base, { start: params.start, stop: params.stop, limit: CHART_RECORDS, when });
+      fill(volume, chart(records, records.length >= CHART_RECORDS));
+    } catch (error) {
+      fill(volume, errorBox(error));
+    }
+  }
+
+  const condition = h('textarea', { id: 'when', rows: 3, cols: 50, spellcheck: 'false' }, params.when || '');
+  const query = h('form', {
+    id: 'query-form',
+    class: 'inline',
+    onsubmit: async (event) => {
+      event.preventDefault();
+      const text = condition.value.trim();
+      try {
+        when = text ? JSON.parse(text) : undefined;
+      } catch (error) {
+        fill(problem, errorBox(`The condition is not JSON: ${error.message}`));
+        return;
+      }
+      history.replaceState(null, '', new URL(link(bucket, entry, { ...params, when: text }), document.baseURI));
+      starts.splice(1);
+      await Promise.all([page(), drawChart()]);
+    },
+  }, h('label', { for: 'when' }, 'Condition (when)', condition), h('button', { type: 'submit' }, 'Run query'));
+
+  const file = h('input', { id: 'upload', type: 'file' });
+  const upload = h('form', {
+    id: 'upload-form',
+    class: 'inline',
+    onsubmit: async (event) => {
+      event.preventDefault();
+      const chosen = file.files[0];
+      if (!chosen) return;
+      try {
+        const ts = BigInt(Date.now()) * 1000n;
+        await call(`${base}?ts=${ts}`, {
+          method: 'POST', body: chosen, headers: { 'content-type': chosen.type || 'application/octet-stream' },
+        });
+        go(link(bucket, entry, params));
+      } catch (error) {
+        fill(problem, errorBox(error));
+      }
+    },
+  }, h('label', { for: 'upload' }, 'Upload a file as a record', file), h('button', { type: 'submit' }, 'Upload'));
+
+  fill(view,
+    h('p', {}, h('a', { href: './', 'data-link': true }, 'Dashboard'), ' / ', h('a', { href: link(bucket), 'data-link': true }, bucket), ' / ', entry),
+    h('h1', {}, `Entry ${entry}`),
+    h('h2', {}, 'Data volume'), volume,
+    h('h2', {}, 'Records'), query, problem,
+    h('div', { class: 'split' }, listing, detail),
+    h('h2', {}, 'Upload'), upload);
+  await Promise.all([page(), drawChart()]);
+}

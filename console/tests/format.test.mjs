@@ -1,0 +1,59 @@
+// Unit tests of the console's pure modules, with Node's built-in test runner:
+// `node --test console/tests/` (run by `cargo test --test console` where Node is present).
+import assert from 'node:assert/strict';
+import test from 'node:test';
+
+import { bytes, count, duration, hexDump, previewKind, recordHeader, timestamp } from '../js/format.js';
+import { histogram, linear, ticks } from '../js/chart.js';
+import { link, parse } from '../js/route.js';
+
+test('sizes, counts and durations read as people write them', () => {
+  assert.equal(bytes(0), '0 B');
+  assert.equal(bytes(999), '999 B');
+  assert.equal(bytes(1234567), '1.2 MB');
+  assert.equal(bytes(250e9), '250 GB');
+  assert.equal(count(1234567), '1,234,567');
+  assert.equal(duration(93784), '1d 2h 3m');
+  assert.equal(duration(42), '42s');
+});
+
+test('timestamps keep their microseconds', () => {
+  assert.equal(timestamp('1700000000123456'), '2023-11-14 22:13:20.123456');
+  assert.equal(timestamp(undefined), '—');
+  assert.equal(timestamp('18446744073709551615'), '—');
+});
+
+test('record headers of batched reads split at unquoted commas', () => {
+  assert.deepEqual(recordHeader('10,text/plain,Lab=b,c="d,f"'), {
+    size: 10, contentType: 'text/plain', labels: { Lab: 'b', c: 'd,f' },
+  });
+  assert.deepEqual(recordHeader('18,text/csv'), { size: 18, contentType: 'text/csv', labels: {} });
+});
+
+test('previews follow the content type', () => {
+  assert.equal(previewKind('image/png'), 'image');
+  assert.equal(previewKind('application/json; charset=utf-8'), 'json');
+  assert.equal(previewKind('text/plain'), 'text');
+  assert.equal(previewKind('application/octet-stream'), 'binary');
+  const dump = hexDump(new Uint8Array([0x48, 0x69, 0, 255]));
+  assert.equal(dump, `00000000  ${'48 69 00 ff'.padEnd(47)}  Hi..`);
+});
+
+test('chart scales map domains and choose round ticks', () => {
+  const y = linear([0, 100], [200, 0]);
+  assert.equal(y(0), 200);
+  assert.equal(y(50), 100);
+  assert.equal(linear([5, 5], [1, 9])(5), 1);
+  assert.deepEqual(ticks(0, 100, 4), [0, 50, 100]);
+  assert.deepEqual(histogram([[0, 1], [5, 2], [9, 3], [10, 9]], 0, 10, 2), [1, 5]);
+});
+
+test('routes round-trip through links', () => {
+  assert.deepEqual(parse(''), { view: 'dashboard', params: {} });
+  assert.deepEqual(parse('b/frames'), { view: 'bucket', bucket: 'frames', params: {} });
+  const entry = parse('b/frames/cam/left', '?start=5');
+  assert.deepEqual(entry, { view: 'entry', bucket: 'frames', entry: 'cam/left', params: { start: '5' } });
+  assert.equal(link('frames', 'cam/left', { start: 5, when: '' }), 'b/frames/cam/left?start=5');
+  assert.equal(link('a b'), 'b/a%20b');
+  assert.equal(parse('nope/x').view, 'notFound');
+});

@@ -1,0 +1,199 @@
+//! A walk through the console in headless Chromium against a real `halflife serve` with
+//! authentication on: log in, create a bucket, open an entry, upload an image and see it
+//! previewed, edit a label, run a query with a `when` condition and see an invalid one's
+//! message from the server. A screenshot of each view goes under the test's output
+//! folder; any console error but the ones the walk provokes fails the test. Without
+//! Chromium and ChromeDriver it prints NOT RUN (`HALFLIFE_REQUIRE_BROWSER=1` makes that a
+//! failure).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use crate::common::start_server;
+use crate::webdriver::{Browser, browser_binaries};
+
+const TOKEN: &str = "console-walk-token";
+
+/// A `width`×`height` RGB PNG of a gradient (what a camera frame stands in for).
+fn png(width: u32, height: u32) -> Vec<u8> {
+    let mut raw = Vec::new();
+    for y in 0..height {
+        raw.push(0); // no filter
+        for x in 0..width {
+            raw.extend([(x * 255 / width) as u8, (y * 255 / height) as u8, 160]);
+        }
+    }
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    z.write_all(&raw).unwrap();
+    let idat = z.finish().unwrap();
+    let mut ihdr = Vec::new();
+    ihdr.extend(width.to_be_bytes());
+    ihdr.extend(height.to_be_bytes());
+    ihdr.extend([8, 2, 0, 0, 0]);
+    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+    for (kind, data) in [(&b"IHDR"[..], ihdr), (b"IDAT", idat), (b"IEND", Vec::new())] {
+        out.extend((data.len() as u32).to_be_bytes());
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(kind);
+        crc.update(&data);
+        out.extend(kind);
+        out.extend(&data);
+        out.extend(crc.finalize().to_be_bytes());
+    }
+    out
+}
+
+fn shots() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn a_user_walks_through_the_console_in_a_real_browser() {
+    let Some((chromium, driver)) = browser_binaries() else {
+        assert!(
+            std::env::var_os("HALFLIFE_REQUIRE_BROWSER").is_none(),
+            "Chromium and ChromeDriver are required here (apt-get install chromium chromium-driver)"
+        );
+        eprintln!(
+            "*** console browser test NOT RUN: no /usr/bin/chromium or /usr/bin/chromedriver ***"
+        );
+        return;
+    };
+    let data = tempfile::tempdir().unwrap();
+    let server = start_server(data.path(), &[("RS_API_TOKEN", TOKEN)]);
+    let site = format!("http://{}", server.addr);
+    let shots = shots();
+    let browser = Browser::start(&chromium, &driver);
+
+    // `/` leads to the console, which asks for a token.
+    browser.open(&format!("{site}/"));
+    browser.wait_for("#token");
+    assert!(browser.url().contains("/ui/login"), "{}", browser.url());
+    browser.screenshot(&shots.join("01-login.png"));
+    // Before the login, the console's first call was refused: that 401 is expected.
+    let before_login = browser.console();
+
+    browser.type_into("#token", "not-the-token");
+    browser.click("form button[type=submit]");
+    browser.wait_for_text(".error", "401");
+    browser.type_into("#token", TOKEN);
+    browser.click("form button[type=submit]");
+    browser.wait_for_text("h1", "Dashboard");
+    let rejected_login = browser.console();
+    browser.screenshot(&shots.join("02-dashboard.png"));
+    // The token is in sessionStorage, never in the URL or a cookie.
+    let stored = browser.script("return sessionStorage.getItem('halflife.token')", json!([]));
+    assert_eq!(stored, json!(TOKEN));
+    assert!(!browser.url().contains(TOKEN));
+    assert_eq!(
+        browser.script("return document.cookie", json!([])),
+        json!("")
+    );
+
+    // A bucket created from the dashboard.
+    browser.type_into("#new-bucket", "frames");
+    browser.click("#create-bucket button");
+    browser.wait_for_text("h1", "Bucket frames");
+    // A record written by a client shows up in the bucket's entries.
+    let r = server.request(
+        "POST",
+        "/api/v1/b/frames/cam?ts=1700000000000000",
+        &[
+            ("authorization", &format!("Bearer {TOKEN}")),
+            ("content-type", "application/json"),
+            ("x-reduct-label-kind", "json"),
+        ],
+        br#"{"exposure": 12, "gain": 1.5}"#,
+    );
+    assert_eq!(r.status, 200);
+    browser.open(&format!("{site}/ui/b/frames"));
+    browser.wait_for_text("table", "cam");
+    browser.screenshot(&shots.join("03-bucket.png"));
+    browser.click("table a");
+    browser.wait_for_text("h1", "Entry cam");
+    browser.wait_for("table[aria-label=Records]");
+    browser.wait_for(".chart svg rect");
+
+    // An image uploaded from the entry page, listed, previewed inline.
+    let image = data.path().join("frame.png");
+    std::fs::write(&image, png(64, 48)).unwrap();
+    browser.type_into("#upload", image.to_str().unwrap());
+    browser.click("#upload-form button");
+    browser.wait_for_text("table[aria-label=Records]", "image/png");
+    browser.click("table[aria-label=Records] tbody tr:last-child button");
+    browser.wait_for(".preview img");
+    let started = std::time::Instant::now();
+    while browser.script(
+        "return document.querySelector('.preview img').naturalWidth",
+        json!([]),
+    ) != json!(64)
+    {
+        assert!(started.elapsed().as_secs() < 10, "the image never decoded");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+
+    // A label added in place.
+    browser.type_into("input[aria-label='new label name']", "kind");
+    browser.type_into("input[aria-label='new label value']", "png");
+    browser.click("#labels-form button");
+    browser.wait_for_text("table[aria-label=Records]", "kind=png");
+    browser.screenshot(&shots.join("04-entry.png"));
+
+    // The JSON record previewed pretty-printed, then removed after confirmation.
+    browser.click("table[aria-label=Records] tbody tr:first-child button");
+    browser.wait_for_text(".preview pre", "\"exposure\": 12");
+    browser.click("#remove-record");
+    browser.accept_prompt(None);
+    browser.wait_for_text(".preview", "Removed.");
+    assert_eq!(
+        server
+            .request(
+                "GET",
+                "/api/v1/b/frames/cam?ts=1700000000000000",
+                &[("authorization", &format!("Bearer {TOKEN}"))],
+                b""
+            )
+            .status,
+        404
+    );
+
+    // A query with a condition, then an invalid one: the server's message is shown.
+    browser.type_into("#when", r#"{"&kind": {"$eq": "png"}}"#);
+    browser.click("#query-form button");
+    browser.wait_for_text("table[aria-label=Records]", "image/png");
+    let rows = browser.script(
+        "return document.querySelectorAll('table[aria-label=Records] tbody tr').length",
+        json!([]),
+    );
+    assert_eq!(rows, json!(1), "the condition keeps the png only");
+    browser.type_into("#when", r#"{"&kind": {"$nope": 1}}"#);
+    browser.click("#query-form button");
+    browser.wait_for_text(".error", "422");
+    browser.screenshot(&shots.join("05-query-error.png"));
+    let after = browser.console();
+
+    // Console errors: only the refusals the walk provoked.
+    let unexpected: Vec<_> = before_login
+        .iter()
+        .filter(|(level, m)| level == "SEVERE" && !m.contains("401"))
+        .chain(
+            rejected_login
+                .iter()
+                .filter(|(level, m)| level == "SEVERE" && !m.contains("401")),
+        )
+        .chain(
+            after
+                .iter()
+                .filter(|(level, m)| level == "SEVERE" && !m.contains("422")),
+        )
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "browser console errors: {unexpected:?}"
+    );
+    eprintln!("console screenshots in {}", shots.display());
+}
