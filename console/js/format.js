@@ -32,6 +32,13 @@ export function timestamp(us) {
   return `${iso.slice(0, 10)} ${iso.slice(11, 19)}.${micros}`;
 }
 
+/** An RFC 3339 time as "YYYY-MM-DD HH:MM:SS UTC" ('—' when absent). */
+export function isoTime(text) {
+  if (!text) return '—';
+  const m = /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})/.exec(text);
+  return m ? `${m[1]} ${m[2]} UTC` : String(text);
+}
+
 /** Seconds as a short duration: 93784 → "1d 2h 3m". */
 export function duration(seconds) {
   let s = Math.max(0, Math.floor(Number(seconds) || 0));

@@ -8,7 +8,9 @@ import { parse } from './route.js';
 import * as bucket from './views/bucket.js';
 import * as dashboard from './views/dashboard.js';
 import * as entry from './views/entry.js';
+import * as lifecycles from './views/lifecycles.js';
 import * as login from './views/login.js';
+import * as tokens from './views/tokens.js';
 
 const view = document.getElementById('view');
 const views = {
@@ -16,6 +18,9 @@ const views = {
   bucket: bucket.show,
   entry: entry.show,
   login: login.show,
+  tokens: tokens.show,
+  lifecycles: lifecycles.list,
+  lifecycle: lifecycles.detail,
   notFound: (ctx) => fill(ctx.view, h('h1', {}, 'Not found'), h('p', {}, h('a', { href: './', 'data-link': true }, 'Back to the dashboard'))),
 };
 

@@ -3,13 +3,17 @@
 
 /**
  * The view a path names: `''` → dashboard, `b/<bucket>` → bucket, `b/<bucket>/<entry…>`
- * → entry (an entry name may hold slashes), `login` → login; anything else → notFound.
+ * → entry (an entry name may hold slashes), `login`, `tokens`, `lifecycles`,
+ * `lifecycles/<name>`; anything else → notFound.
  */
 export function parse(path, search = '') {
   const params = Object.fromEntries(new URLSearchParams(search));
   const parts = path.split('/').filter((p) => p !== '').map(decodeURIComponent);
   if (parts.length === 0) return { view: 'dashboard', params };
   if (parts[0] === 'login' && parts.length === 1) return { view: 'login', params };
+  if (parts[0] === 'tokens' && parts.length === 1) return { view: 'tokens', params };
+  if (parts[0] === 'lifecycles' && parts.length === 1) return { view: 'lifecycles', params };
+  if (parts[0] === 'lifecycles' && parts.length === 2) return { view: 'lifecycle', name: parts[1], params };
   if (parts[0] === 'b' && parts.length === 2) return { view: 'bucket', bucket: parts[1], params };
   if (parts[0] === 'b' && parts.length > 2) {
     return { view: 'entry', bucket: parts[1], entry: parts.slice(2).join('/'), params };

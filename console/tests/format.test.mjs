@@ -3,7 +3,9 @@
 import assert from 'node:assert/strict';
 import test from 'node:test';
 
-import { bytes, count, duration, hexDump, previewKind, recordHeader, timestamp } from '../js/format.js';
+import {
+  bytes, count, duration, hexDump, isoTime, previewKind, recordHeader, timestamp,
+} from '../js/format.js';
 import { histogram, linear, ticks } from '../js/chart.js';
 import { link, parse } from '../js/route.js';
 
@@ -21,6 +23,8 @@ test('timestamps keep their microseconds', () => {
   assert.equal(timestamp('1700000000123456'), '2023-11-14 22:13:20.123456');
   assert.equal(timestamp(undefined), '—');
   assert.equal(timestamp('18446744073709551615'), '—');
+  assert.equal(isoTime('2026-12-04T08:38:21.405Z'), '2026-12-04 08:38:21 UTC');
+  assert.equal(isoTime(null), '—');
 });
 
 test('record headers of batched reads split at unquoted commas', () => {

@@ -37,6 +37,8 @@ const ASSETS: &[(&str, &str, &[u8])] = &[
     asset!("js/views/dashboard.js", "text/javascript; charset=utf-8"),
     asset!("js/views/bucket.js", "text/javascript; charset=utf-8"),
     asset!("js/views/entry.js", "text/javascript; charset=utf-8"),
+    asset!("js/views/lifecycles.js", "text/javascript; charset=utf-8"),
+    asset!("js/views/tokens.js", "text/javascript; charset=utf-8"),
 ];
 
 /// The answer to `GET`/`HEAD` of `/ui/<rest>` (`rest` without the query string) on a

@@ -1,7 +1,8 @@
 //! A walk through the console in headless Chromium against a real `halflife serve` with
 //! authentication on: log in, create a bucket, open an entry, upload an image and see it
 //! previewed, edit a label, run a query with a `when` condition and see an invalid one's
-//! message from the server. A screenshot of each view goes under the test's output
+//! message from the server, create a compress policy, run it and open its run on the
+//! timeline, create a token (its value shown once) and remove it. A screenshot of each view goes under the test's output
 //! folder; any console error but the ones the walk provokes fails the test. Without
 //! Chromium and ChromeDriver it prints NOT RUN (`HALFLIFE_REQUIRE_BROWSER=1` makes that a
 //! failure).
@@ -176,6 +177,51 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     browser.screenshot(&shots.join("05-query-error.png"));
     let after = browser.console();
 
+    // A compress policy created from its form, run now; its run appears on the timeline
+    // and a click shows its event.
+    browser.click("nav a[href=lifecycles]");
+    browser.wait_for_text("h1", "Lifecycle policies");
+    browser.type_into("#p-name", "squeeze");
+    browser.type_into("#p-bucket", "frames");
+    browser.type_into("#p-older", "1h");
+    browser.script(
+        "const s = document.getElementById('p-algorithm'); s.value = 'zstd'; return s.value",
+        json!([]),
+    );
+    browser.click("#policy-form button[type=submit]");
+    browser.wait_for_text("h1", "Policy squeeze");
+    browser.click("#run-now");
+    browser.wait_for(".timeline circle.run.ok");
+    browser.click(".timeline circle");
+    browser.wait_for_text(".preview pre", "\"policy_name\": \"squeeze\"");
+    browser.screenshot(&shots.join("06-lifecycle.png"));
+
+    // A token created with its permissions, its value shown once, then removed.
+    browser.click("nav a[href=tokens]");
+    browser.wait_for_text("h1", "Tokens");
+    browser.type_into("#token-name", "viewer");
+    browser.type_into("#token-read", "frames");
+    browser.click("#create-token button");
+    browser.wait_for("#token-value");
+    let value = browser.script(
+        "return document.getElementById('token-value').value",
+        json!([]),
+    );
+    assert!(
+        value.as_str().unwrap_or_default().starts_with("viewer-"),
+        "{value}"
+    );
+    browser.wait_for_text("table[aria-label=Tokens]", "viewer");
+    browser.screenshot(&shots.join("07-tokens.png"));
+    browser.click("table[aria-label=Tokens] tbody tr:last-child button.danger");
+    browser.accept_prompt(None);
+    let started = std::time::Instant::now();
+    while browser.text("table[aria-label=Tokens]").contains("viewer") {
+        assert!(started.elapsed().as_secs() < 10, "the token stayed listed");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let after_policies = browser.console();
+
     // Console errors: only the refusals the walk provoked.
     let unexpected: Vec<_> = before_login
         .iter()
@@ -190,6 +236,7 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
                 .iter()
                 .filter(|(level, m)| level == "SEVERE" && !m.contains("422")),
         )
+        .chain(after_policies.iter().filter(|(level, _)| level == "SEVERE"))
         .collect();
     assert!(
         unexpected.is_empty(),
