@@ -59,3 +59,28 @@ export function bars(values, label, { width = 600, height = 180, format = String
   });
   return svg;
 }
+
+/** The CSS class of a storage tier's colour: open/none raw, lz4, zstd-N, remote NAME. */
+export function tierClass(tier) {
+  if (tier.startsWith('remote')) return 'tier-remote';
+  if (tier.startsWith('zstd')) return 'tier-zstd';
+  if (tier === 'lz4') return 'tier-lz4';
+  return 'tier-raw';
+}
+
+/** A horizontal bar of `parts` ([{label, value}]) side by side, each its share wide. */
+export function stacked(parts, { width = 800, height = 28, format = String } = {}) {
+  const svg = node('svg', { viewBox: `0 0 ${width} ${height}`, role: 'img', class: 'stacked' });
+  const total = parts.reduce((sum, p) => sum + p.value, 0);
+  const x = linear([0, Math.max(1, total)], [0, width]);
+  let at = 0;
+  for (const part of parts) {
+    const rect = node('rect', {
+      x: x(at), y: 0, width: Math.max(0, x(at + part.value) - x(at)), height, class: tierClass(part.label),
+    });
+    rect.append(node('title', {}, `${part.label}: ${format(part.value)}`));
+    svg.append(rect);
+    at += part.value;
+  }
+  return svg;
+}

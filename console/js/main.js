@@ -10,6 +10,7 @@ import * as dashboard from './views/dashboard.js';
 import * as entry from './views/entry.js';
 import * as lifecycles from './views/lifecycles.js';
 import * as login from './views/login.js';
+import * as replications from './views/replications.js';
 import * as tokens from './views/tokens.js';
 
 const view = document.getElementById('view');
@@ -21,6 +22,8 @@ const views = {
   tokens: tokens.show,
   lifecycles: lifecycles.list,
   lifecycle: lifecycles.detail,
+  replications: replications.list,
+  replication: replications.detail,
   notFound: (ctx) => fill(ctx.view, h('h1', {}, 'Not found'), h('p', {}, h('a', { href: './', 'data-link': true }, 'Back to the dashboard'))),
 };
 

@@ -4,7 +4,7 @@
 /**
  * The view a path names: `''` → dashboard, `b/<bucket>` → bucket, `b/<bucket>/<entry…>`
  * → entry (an entry name may hold slashes), `login`, `tokens`, `lifecycles`,
- * `lifecycles/<name>`; anything else → notFound.
+ * `lifecycles/<name>`, `replications`, `replications/<name>`; anything else → notFound.
  */
 export function parse(path, search = '') {
   const params = Object.fromEntries(new URLSearchParams(search));
@@ -14,6 +14,8 @@ export function parse(path, search = '') {
   if (parts[0] === 'tokens' && parts.length === 1) return { view: 'tokens', params };
   if (parts[0] === 'lifecycles' && parts.length === 1) return { view: 'lifecycles', params };
   if (parts[0] === 'lifecycles' && parts.length === 2) return { view: 'lifecycle', name: parts[1], params };
+  if (parts[0] === 'replications' && parts.length === 1) return { view: 'replications', params };
+  if (parts[0] === 'replications' && parts.length === 2) return { view: 'replication', name: parts[1], params };
   if (parts[0] === 'b' && parts.length === 2) return { view: 'bucket', bucket: parts[1], params };
   if (parts[0] === 'b' && parts.length > 2) {
     return { view: 'entry', bucket: parts[1], entry: parts.slice(2).join('/'), params };

@@ -6,7 +6,7 @@ import test from 'node:test';
 import {
   bytes, count, duration, hexDump, isoTime, previewKind, recordHeader, timestamp,
 } from '../js/format.js';
-import { histogram, linear, ticks } from '../js/chart.js';
+import { histogram, linear, tierClass, ticks } from '../js/chart.js';
 import { link, parse } from '../js/route.js';
 
 test('sizes, counts and durations read as people write them', () => {
@@ -49,6 +49,9 @@ test('chart scales map domains and choose round ticks', () => {
   assert.equal(y(50), 100);
   assert.equal(linear([5, 5], [1, 9])(5), 1);
   assert.deepEqual(ticks(0, 100, 4), [0, 50, 100]);
+  assert.equal(tierClass('remote cold'), 'tier-remote');
+  assert.equal(tierClass('zstd-3'), 'tier-zstd');
+  assert.equal(tierClass('open'), 'tier-raw');
   assert.deepEqual(histogram([[0, 1], [5, 2], [9, 3], [10, 9]], 0, 10, 2), [1, 5]);
 });
 
@@ -60,4 +63,5 @@ test('routes round-trip through links', () => {
   assert.equal(link('frames', 'cam/left', { start: 5, when: '' }), 'b/frames/cam/left?start=5');
   assert.equal(link('a b'), 'b/a%20b');
   assert.equal(parse('nope/x').view, 'notFound');
+  assert.deepEqual(parse('replications/r1'), { view: 'replication', name: 'r1', params: {} });
 });

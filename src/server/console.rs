@@ -38,6 +38,7 @@ const ASSETS: &[(&str, &str, &[u8])] = &[
     asset!("js/views/bucket.js", "text/javascript; charset=utf-8"),
     asset!("js/views/entry.js", "text/javascript; charset=utf-8"),
     asset!("js/views/lifecycles.js", "text/javascript; charset=utf-8"),
+    asset!("js/views/replications.js", "text/javascript; charset=utf-8"),
     asset!("js/views/tokens.js", "text/javascript; charset=utf-8"),
 ];
 

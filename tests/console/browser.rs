@@ -2,7 +2,8 @@
 //! authentication on: log in, create a bucket, open an entry, upload an image and see it
 //! previewed, edit a label, run a query with a `when` condition and see an invalid one's
 //! message from the server, create a compress policy, run it and open its run on the
-//! timeline, create a token (its value shown once) and remove it. A screenshot of each view goes under the test's output
+//! timeline, create a token (its value shown once) and remove it, create a replication
+//! task and switch its mode. A screenshot of each view goes under the test's output
 //! folder; any console error but the ones the walk provokes fails the test. Without
 //! Chromium and ChromeDriver it prints NOT RUN (`HALFLIFE_REQUIRE_BROWSER=1` makes that a
 //! failure).
@@ -113,6 +114,7 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     assert_eq!(r.status, 200);
     browser.open(&format!("{site}/ui/b/frames"));
     browser.wait_for_text("table", "cam");
+    browser.wait_for_text(".legend", "open");
     browser.screenshot(&shots.join("03-bucket.png"));
     browser.click("table a");
     browser.wait_for_text("h1", "Entry cam");
@@ -220,6 +222,33 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
         assert!(started.elapsed().as_secs() < 10, "the token stayed listed");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+
+    // A replication task to a destination that is away: created, its mode switched.
+    browser.click("nav a[href=replications]");
+    browser.wait_for_text("h1", "Replications");
+    browser.type_into("#r-name", "offsite");
+    browser.type_into("#r-src", "frames");
+    browser.type_into("#r-dst", "frames-copy");
+    browser.type_into("#r-host", "http://127.0.0.1:9");
+    browser.click("#replication-form button[type=submit]");
+    browser.wait_for_text("h1", "Replication offsite");
+    browser.script(
+        "const s = document.getElementById('r-mode'); s.value = 'paused'; return s.value",
+        json!([]),
+    );
+    browser.click("#r-mode ~ button, form.inline button[type=submit]");
+    browser.wait_for_text("h1", "Replication offsite");
+    let started = std::time::Instant::now();
+    while browser.script("return document.getElementById('r-mode').value", json!([]))
+        != json!("paused")
+    {
+        assert!(
+            started.elapsed().as_secs() < 10,
+            "the mode never became paused"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    browser.screenshot(&shots.join("08-replication.png"));
     let after_policies = browser.console();
 
     // Console errors: only the refusals the walk provoked.

@@ -3,6 +3,7 @@
 
 import { call, segment } from '../api.js';
 import { errorBox, fill, h } from '../dom.js';
+import { stacked, tierClass } from '../chart.js';
 import { bytes, count, timestamp } from '../format.js';
 import { link } from '../route.js';
 
@@ -15,7 +16,16 @@ const SETTINGS = [
 
 export async function show({ view, route, go }) {
   const name = route.bucket;
-  const bucket = await call(`b/${segment(name)}`);
+  const [bucket, storage] = await Promise.all([
+    call(`b/${segment(name)}`),
+    call(`b/${segment(name)}/storage`).catch(() => null),
+  ]);
+  const tiers = storage ? storage.totals.tiers : [];
+  const byTier = tiers.length === 0 ? h('p', { class: 'muted' }, 'Nothing stored yet.') : h('figure', { class: 'chart' },
+    stacked(tiers.map((t) => ({ label: t.tier, value: t.bytes })), { format: bytes }),
+    h('figcaption', { class: 'legend' }, tiers.map((t) => h('span', {},
+      h('span', { class: `swatch ${tierClass(t.tier)}` }),
+      `${t.tier}: ${bytes(t.bytes)}, ${count(t.records)} records, ${count(t.blocks)} blocks`))));
   const problem = h('div');
   const fields = SETTINGS.map(([key, label, options]) => {
     const value = bucket.settings[key] ?? '';
@@ -69,6 +79,8 @@ export async function show({ view, route, go }) {
     h('div', { class: 'cards' },
       h('div', { class: 'card' }, h('div', { class: 'label' }, 'Size'), h('div', { class: 'value' }, bytes(bucket.info.size))),
       h('div', { class: 'card' }, h('div', { class: 'label' }, 'Entries'), h('div', { class: 'value' }, count(bucket.info.entry_count)))),
+    h('h2', {}, 'Bytes by tier'),
+    byTier,
     h('h2', {}, 'Entries'),
     rows.length === 0
       ? h('p', { class: 'muted' }, 'No entry yet: write a record, or upload one from an entry page.')

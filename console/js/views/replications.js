@@ -1,0 +1,124 @@
+// Replication tasks: listed with their state and pending records, created and edited
+// with their settings, their mode switched, their diagnostics shown, removed after
+// confirmation.
+
+import { call, segment } from '../api.js';
+import { errorBox, fill, h } from '../dom.js';
+import { count } from '../format.js';
+
+function taskForm(onSubmit, settings = {}, name = '') {
+  const inputs = {
+    name: h('input', { id: 'r-name', required: true, value: name, readonly: Boolean(name) }),
+    src_bucket: h('input', { id: 'r-src', required: true, value: settings.src_bucket || '' }),
+    dst_bucket: h('input', { id: 'r-dst', required: true, value: settings.dst_bucket || '' }),
+    dst_host: h('input', { id: 'r-host', required: true, placeholder: 'http://host:8383', value: settings.dst_host || '' }),
+    dst_token: h('input', { id: 'r-token', type: 'password', placeholder: name ? '(unchanged)' : '' }),
+    entries: h('input', { id: 'r-entries', placeholder: 'all', value: (settings.entries || []).join(', ') }),
+    when: h('textarea', { id: 'r-when', rows: 2, cols: 40, spellcheck: 'false' }, settings.when ? JSON.stringify(settings.when) : ''),
+  };
+  const labels = {
+    name: 'Name', src_bucket: 'Source bucket', dst_bucket: 'Destination bucket', dst_host: 'Destination',
+    dst_token: 'Destination token', entries: 'Entries', when: 'Condition (when)',
+  };
+  return h('form', {
+    id: 'replication-form',
+    class: 'inline',
+    onsubmit: (event) => {
+      event.preventDefault();
+      const body = {
+        src_bucket: inputs.src_bucket.value.trim(),
+        dst_bucket: inputs.dst_bucket.value.trim(),
+        dst_host: inputs.dst_host.value.trim(),
+        entries: inputs.entries.value.split(',').map((s) => s.trim()).filter(Boolean),
+      };
+      if (inputs.dst_token.value) body.dst_token = inputs.dst_token.value;
+      try {
+        if (inputs.when.value.trim()) body.when = JSON.parse(inputs.when.value);
+      } catch (error) {
+        onSubmit(null, null, new Error(`The condition is not JSON: ${error.message}`));
+        return;
+      }
+      onSubmit(inputs.name.value.trim(), body);
+    },
+  }, Object.entries(inputs).map(([key, input]) => h('label', { for: input.id }, labels[key], input)),
+  h('button', { type: 'submit' }, name ? 'Save task' : 'Create task'));
+}
+
+export async function list({ view, go }) {
+  const { replications } = await call('replications');
+  const problem = h('div');
+  const rows = replications.map((r) => h('tr', {},
+    h('td', {}, h('a', { href: `replications/${encodeURIComponent(r.name)}`, 'data-link': true }, r.name)),
+    h('td', {}, r.mode || ''),
+    h('td', {}, r.is_active ? 'active' : 'destination away'),
+    h('td', { class: 'num' }, count(r.pending_records))));
+  fill(view,
+    h('h1', {}, 'Replications'),
+    rows.length === 0 ? h('p', { class: 'muted' }, 'No replication task.') : h('table', { 'aria-label': 'Replications' },
+      h('thead', {}, h('tr', {}, h('th', {}, 'Name'), h('th', {}, 'Mode'), h('th', {}, 'State'), h('th', { class: 'num' }, 'Pending records'))),
+      h('tbody', {}, rows)),
+    h('h2', {}, 'New task'),
+    taskForm(async (name, body, invalid) => {
+      try {
+        if (invalid) throw invalid;
+        await call(`replications/${segment(name)}`, { method: 'POST', body });
+        go(`replications/${encodeURIComponent(name)}`);
+      } catch (error) {
+        fill(problem, errorBox(error));
+      }
+    }),
+    problem);
+}
+
+export async function detail({ view, route, go }) {
+  const name = route.name;
+  const task = await call(`replications/${segment(name)}`);
+  const problem = h('div');
+  const mode = h('select', { id: 'r-mode' }, ['enabled', 'paused', 'disabled'].map((m) => h('option', { value: m, selected: m === (task.settings.mode || task.info.mode) }, m)));
+  fill(view,
+    h('p', {}, h('a', { href: 'replications', 'data-link': true }, 'Replications'), ' / ', name),
+    h('h1', {}, `Replication ${name}`),
+    h('div', { class: 'cards' },
+      h('div', { class: 'card' }, h('div', { class: 'label' }, 'State'), h('div', { class: 'value' }, task.info.is_active ? 'active' : 'destination away')),
+      h('div', { class: 'card' }, h('div', { class: 'label' }, 'Pending records'), h('div', { class: 'value' }, count(task.info.pending_records)))),
+    h('form', {
+      class: 'inline',
+      onsubmit: async (event) => {
+        event.preventDefault();
+        try {
+          await call(`replications/${segment(name)}/mode`, { method: 'PATCH', body: { mode: mode.value } });
+          go(`replications/${encodeURIComponent(name)}`);
+        } catch (error) {
+          fill(problem, errorBox(error));
+        }
+      },
+    }, h('label', { for: 'r-mode' }, 'Mode', mode), h('button', { type: 'submit' }, 'Set mode')),
+    problem,
+    h('h2', {}, 'Diagnostics'),
+    h('pre', { class: 'preview' }, JSON.stringify(task.diagnostics || {}, null, 2)),
+    h('h2', {}, 'Settings'),
+    taskForm(async (_, body, invalid) => {
+      try {
+        if (invalid) throw invalid;
+        await call(`replications/${segment(name)}`, { method: 'PUT', body });
+        go(`replications/${encodeURIComponent(name)}`);
+      } catch (error) {
+        fill(problem, errorBox(error));
+      }
+    }, task.settings, name),
+    h('h2', {}, 'Danger zone'),
+    h('button', {
+      class: 'danger',
+      type: 'button',
+      onclick: async () => {
+        // eslint-disable-next-line no-alert
+        if (!window.confirm(`Remove replication '${name}'?`)) return;
+        try {
+          await call(`replications/${segment(name)}`, { method: 'DELETE' });
+          go('replications');
+        } catch (error) {
+          fill(problem, errorBox(error));
+        }
+      },
+    }, 'Remove task'));
+}
