@@ -84,3 +84,44 @@ export function stacked(parts, { width = 800, height = 28, format = String } = {
   }
   return svg;
 }
+
+/**
+ * `series` ([{x, parts: {label: value}}], in x order) thinned to at most `points`
+ * evenly spaced items (the last one kept): a chart's bounded number of points.
+ */
+export function thin(series, points) {
+  if (series.length <= points) return series;
+  const step = series.length / points;
+  const out = [];
+  for (let i = 0; i < points - 1; i += 1) out.push(series[Math.floor(i * step)]);
+  out.push(series[series.length - 1]);
+  return out;
+}
+
+/** Columns of stacked `parts` per item of `series` ([{x, parts: {label: value}}]). */
+export function stackedColumns(series, label, { width = 800, height = 180, format = String } = {}) {
+  const svg = node('svg', { viewBox: `0 0 ${width} ${height}`, role: 'img' });
+  const totals = series.map((s) => Object.values(s.parts).reduce((a, b) => a + b, 0));
+  const top = Math.max(1, ...totals);
+  const left = 56;
+  const bottom = height - 18;
+  const y = linear([0, top], [bottom, 8]);
+  const step = (width - left - 4) / Math.max(1, series.length);
+  for (const t of ticks(0, top, 3)) {
+    svg.append(node('line', { class: 'axis', x1: left, x2: width, y1: y(t), y2: y(t) }));
+    svg.append(node('text', { x: left - 4, y: y(t) + 3, 'text-anchor': 'end' }, format(t)));
+  }
+  series.forEach((item, i) => {
+    let base = 0;
+    for (const [tier, value] of Object.entries(item.parts)) {
+      const rect = node('rect', {
+        x: left + i * step + 1, y: y(base + value), width: Math.max(1, step - 2),
+        height: y(base) - y(base + value), class: tierClass(tier),
+      });
+      rect.append(node('title', {}, `${label(item)} ${tier}: ${format(value)}`));
+      svg.append(rect);
+      base += value;
+    }
+  });
+  return svg;
+}

@@ -6,7 +6,9 @@ import test from 'node:test';
 import {
   bytes, count, duration, hexDump, isoTime, previewKind, recordHeader, timestamp,
 } from '../js/format.js';
-import { histogram, linear, tierClass, ticks } from '../js/chart.js';
+import {
+  histogram, linear, thin, tierClass, ticks,
+} from '../js/chart.js';
 import { link, parse } from '../js/route.js';
 
 test('sizes, counts and durations read as people write them', () => {
@@ -49,6 +51,9 @@ test('chart scales map domains and choose round ticks', () => {
   assert.equal(y(50), 100);
   assert.equal(linear([5, 5], [1, 9])(5), 1);
   assert.deepEqual(ticks(0, 100, 4), [0, 50, 100]);
+  const series = Array.from({ length: 10 }, (_, i) => ({ x: i }));
+  assert.deepEqual(thin(series, 4).map((p) => p.x), [0, 2, 5, 9]);
+  assert.equal(thin(series, 20).length, 10);
   assert.equal(tierClass('remote cold'), 'tier-remote');
   assert.equal(tierClass('zstd-3'), 'tier-zstd');
   assert.equal(tierClass('open'), 'tier-raw');

@@ -66,6 +66,25 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
         return;
     };
     let data = tempfile::tempdir().unwrap();
+    let bearer = format!("Bearer {TOKEN}");
+    {
+        // A first run of the server leaves usage events (written at shutdown): the
+        // history the bucket page charts.
+        let first = start_server(data.path(), &[("RS_API_TOKEN", TOKEN)]);
+        let auth = [("authorization", bearer.as_str())];
+        assert_eq!(
+            first
+                .request("POST", "/api/v1/b/history", &auth, b"")
+                .status,
+            200
+        );
+        for ts in 1..=3 {
+            let path = format!("/api/v1/b/history/log?ts={ts}");
+            assert_eq!(first.request("POST", &path, &auth, b"a line").status, 200);
+        }
+        let (status, _) = first.terminate();
+        assert!(status.success());
+    }
     let server = start_server(data.path(), &[("RS_API_TOKEN", TOKEN)]);
     let site = format!("http://{}", server.addr);
     let shots = shots();
@@ -116,6 +135,12 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     browser.wait_for_text("table", "cam");
     browser.wait_for_text(".legend", "open");
     browser.screenshot(&shots.join("03-bucket.png"));
+    browser.open(&format!("{site}/ui/b/history"));
+    browser.wait_for(".history svg rect");
+    browser.wait_for_text(".history", "snapshots");
+    browser.screenshot(&shots.join("03b-bucket-history.png"));
+    browser.open(&format!("{site}/ui/b/frames"));
+    browser.wait_for_text("table", "cam");
     browser.click("table a");
     browser.wait_for_text("h1", "Entry cam");
     browser.wait_for("table[aria-label=Records]");

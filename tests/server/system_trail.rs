@@ -147,6 +147,15 @@ fn calls_usage_and_logs_reach_system_by_shutdown_and_last_access_survives() {
     assert_eq!(first["record_count"], 5);
     assert_eq!(first["entry_count"], 2);
     assert!(first["storage_bytes"].as_u64().unwrap() > 0);
+    // Ours: the bytes per storage tier (all five records still in open logs).
+    let tiers = first["tiers"].as_array().expect("tiers");
+    let records: u64 = tiers.iter().map(|t| t["records"].as_u64().unwrap()).sum();
+    assert_eq!(records, 5, "{first}");
+    assert!(
+        tiers
+            .iter()
+            .all(|t| t["tier"].is_string() && t["bytes"].as_u64().is_some())
+    );
     let total = events(&s, "usage/node_A/total");
     assert_eq!(total.first().expect("a total")["records_written"], 5);
     assert_eq!(total[0]["bucket_count"], 1);

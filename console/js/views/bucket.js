@@ -3,9 +3,56 @@
 
 import { call, segment } from '../api.js';
 import { errorBox, fill, h } from '../dom.js';
-import { stacked, tierClass } from '../chart.js';
-import { bytes, count, timestamp } from '../format.js';
+import { stacked, stackedColumns, thin, tierClass } from '../chart.js';
+import { bytes, count, recordHeader, timestamp } from '../format.js';
 import { link } from '../route.js';
+
+/** Points of the bytes-by-tier history at most. */
+const HISTORY_POINTS = 120;
+/** Usage events read for it at most (the latest). */
+const HISTORY_EVENTS = 2000;
+
+/**
+ * The bucket's bytes by tier over time, from the usage events the server writes every
+ * minute to `$system` (`usage/<instance>/<bucket>`, with their `tiers`).
+ */
+async function history(name) {
+  const system = await call(`b/${segment('$system')}`).catch(() => null);
+  const entry = system && (system.entries || [])
+    .map((e) => e.name)
+    .find((e) => e.startsWith('usage/') && e.split('/').length === 3 && e.endsWith(`/${name}`));
+  if (!entry) return h('p', { class: 'muted' }, 'No usage recorded yet (the server writes it every minute).');
+  const base = `b/${segment('$system')}/${segment(entry)}`;
+  const { id } = await call(`${base}/q`, { method: 'POST', body: { query_type: 'QUERY', limit: HISTORY_EVENTS } });
+  const events = [];
+  for (;;) {
+    const response = await call(`${base}/batch?q=${id}`, { raw: true });
+    if (response.status === 204) break;
+    const body = new Uint8Array(await response.arrayBuffer());
+    const records = [];
+    for (const [header, value] of response.headers) {
+      if (header.startsWith('x-reduct-time-')) records.push({ ts: BigInt(header.slice(14)), ...recordHeader(value) });
+    }
+    records.sort((a, b) => (a.ts < b.ts ? -1 : 1));
+    let at = 0;
+    const text = new TextDecoder();
+    for (const r of records) {
+      try {
+        events.push(JSON.parse(text.decode(body.subarray(at, at + r.size))));
+      } catch { /* not an event */ }
+      at += r.size;
+    }
+    if (response.headers.get('x-reduct-last') === 'true') break;
+  }
+  const series = thin(events.filter((e) => Array.isArray(e.tiers)).map((e) => ({
+    x: e.timestamp,
+    parts: Object.fromEntries(e.tiers.map((t) => [t.tier, t.bytes])),
+  })), HISTORY_POINTS);
+  if (series.length === 0) return h('p', { class: 'muted' }, 'No usage with tiers recorded yet.');
+  return h('figure', { class: 'chart history' },
+    stackedColumns(series, (item) => timestamp(item.x), { format: bytes }),
+    h('figcaption', { class: 'muted' }, `${series.length} snapshots from ${timestamp(series[0].x)} to ${timestamp(series[series.length - 1].x)}`));
+}
 
 const SETTINGS = [
   ['quota_type', 'Quota type', ['NONE', 'FIFO', 'HARD']],
@@ -81,6 +128,8 @@ export async function show({ view, route, go }) {
       h('div', { class: 'card' }, h('div', { class: 'label' }, 'Entries'), h('div', { class: 'value' }, count(bucket.info.entry_count)))),
     h('h2', {}, 'Bytes by tier'),
     byTier,
+    h('h2', {}, 'Bytes by tier over time'),
+    await history(name).catch((e) => errorBox(e)),
     h('h2', {}, 'Entries'),
     rows.length === 0
       ? h('p', { class: 'muted' }, 'No entry yet: write a record, or upload one from an entry page.')

@@ -219,6 +219,9 @@ impl Trail {
                         event.block_count += info.block_count;
                         event.record_count += info.record_count;
                     }
+                    if let Ok(tiers) = entry.tiers() {
+                        usage::add_tiers(&mut event.tiers, tiers);
+                    }
                 }
             }
             let figures = [

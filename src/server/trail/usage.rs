@@ -1,7 +1,8 @@
 //! Usage: records and bytes written and read per bucket through the API, counted from
 //! each successful request and response, and written every minute (and at shutdown) as
 //! `usage/<instance>/<bucket>` and `usage/<instance>/total` events with the storage
-//! figures of that moment, as ReductStore 1.21.5 does.
+//! figures of that moment, as ReductStore 1.21.5 does — and, ours, the bytes per storage
+//! tier.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
@@ -80,6 +81,24 @@ pub struct UsageEvent<'a> {
     pub block_count: u64,
     /// Records stored.
     pub record_count: u64,
+    /// halflife's own: blocks, records and bytes per storage tier now (`open`, a codec,
+    /// `remote NAME`), what the console charts bytes by tier over time from.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tiers: Vec<crate::storage::TierInfo>,
+}
+
+/// Adds an entry's `tiers` to a bucket's, tier by tier.
+pub fn add_tiers(into: &mut Vec<crate::storage::TierInfo>, tiers: Vec<crate::storage::TierInfo>) {
+    for tier in tiers {
+        match into.iter_mut().find(|t| t.tier == tier.tier) {
+            Some(sum) => {
+                sum.blocks += tier.blocks;
+                sum.records += tier.records;
+                sum.bytes += tier.bytes;
+            }
+            None => into.push(tier),
+        }
+    }
 }
 
 impl<'a> UsageEvent<'a> {
@@ -102,6 +121,7 @@ impl<'a> UsageEvent<'a> {
             entry_count: 0,
             block_count: 0,
             record_count: 0,
+            tiers: Vec::new(),
         }
     }
 }
