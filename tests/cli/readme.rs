@@ -77,7 +77,10 @@ fn documents() -> Vec<String> {
     let mut docs = vec!["README.md".to_string(), "ARCHITECTURE.md".to_string()];
     for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/docs")).unwrap() {
         let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-        docs.push(format!("docs/{name}"));
+        // Pictures beside the documents (a screenshot the README shows) are not text.
+        if name.ends_with(".md") {
+            docs.push(format!("docs/{name}"));
+        }
     }
     docs
 }

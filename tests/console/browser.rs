@@ -221,6 +221,7 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     browser.wait_for(".timeline circle.run.ok");
     browser.click(".timeline circle");
     browser.wait_for_text(".preview pre", "\"policy_name\": \"squeeze\"");
+    browser.wait_for(".saved svg rect");
     browser.screenshot(&shots.join("06-lifecycle.png"));
 
     // A token created with its permissions, its value shown once, then removed.
@@ -274,6 +275,20 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     browser.screenshot(&shots.join("08-replication.png"));
+
+    // The `$system` trail: its entries, and the policy's events filtered by status.
+    browser.click("nav a[href='b/%24system']");
+    browser.wait_for_text("h1", "Bucket $system");
+    browser.wait_for_text("table[aria-label=Entries]", "squeeze");
+    browser.script(
+        "Array.from(document.querySelectorAll('table a')).find(a => a.textContent.endsWith('/squeeze')).click()",
+        json!([]),
+    );
+    browser.wait_for_text("h1", "squeeze");
+    browser.type_into("#when", r#"{"&status": {"$eq": 200}}"#);
+    browser.click("#query-form button");
+    browser.wait_for_text("table[aria-label=Records]", "status=200");
+    browser.screenshot(&shots.join("09-system-trail.png"));
     let after_policies = browser.console();
 
     // Console errors: only the refusals the walk provoked.

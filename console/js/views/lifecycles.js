@@ -7,7 +7,7 @@
 import { call, segment } from '../api.js';
 import { errorBox, fill, h } from '../dom.js';
 import { bytes, count, isoTime, recordHeader, timestamp } from '../format.js';
-import { linear } from '../chart.js';
+import { bars, linear } from '../chart.js';
 
 /** Runs shown on a timeline at most (the latest). */
 const TIMELINE_RUNS = 200;
@@ -127,21 +127,35 @@ export async function list(ctx) {
     form);
 }
 
-/** The timeline of a policy's runs: its `$system` events as marks over time. */
-async function timeline(instance, name, shown) {
+/** The latest `TIMELINE_RUNS` events a policy wrote to `$system`, oldest first. */
+async function runEvents(instance, name) {
   const base = `b/${segment('$system')}/${segment(`lifecycle/${instance}/${name}`)}`;
-  const { id } = await call(`${base}/q`, { method: 'POST', body: { query_type: 'QUERY', only_metadata: true } });
+  const { id } = await call(`${base}/q`, { method: 'POST', body: { query_type: 'QUERY' } });
   let runs = [];
   for (;;) {
-    const response = await call(`${base}/batch?q=${id}`, { method: 'HEAD' });
+    const response = await call(`${base}/batch?q=${id}`, { raw: true });
     if (response.status === 204) break;
+    const body = new Uint8Array(await response.arrayBuffer());
+    const records = [];
     for (const [header, value] of response.headers) {
-      if (header.startsWith('x-reduct-time-')) runs.push({ ts: header.slice(14), ...recordHeader(value) });
+      if (header.startsWith('x-reduct-time-')) records.push({ ts: header.slice(14), ...recordHeader(value) });
+    }
+    records.sort((a, b) => (BigInt(a.ts) < BigInt(b.ts) ? -1 : 1));
+    let at = 0;
+    for (const r of records) {
+      let event = {};
+      try { event = JSON.parse(new TextDecoder().decode(body.subarray(at, at + r.size))); } catch { /* kept empty */ }
+      runs.push({ ...r, event });
+      at += r.size;
     }
     if (response.headers.get('x-reduct-last') === 'true') break;
   }
-  runs.sort((a, b) => (BigInt(a.ts) < BigInt(b.ts) ? -1 : 1));
   runs = runs.slice(-TIMELINE_RUNS);
+  return runs;
+}
+
+/** The timeline of a policy's runs: its events as marks over time; a click shows one. */
+function timeline(runs, shown) {
   if (runs.length === 0) return h('p', { class: 'muted' }, 'No run recorded yet.');
   const width = 800;
   const first = Number(runs[0].ts);
@@ -160,22 +174,27 @@ async function timeline(instance, name, shown) {
     const mark = document.createElementNS(NS, 'circle');
     for (const [k, v] of Object.entries({ cx: runs.length === 1 ? width / 2 : x(Number(run.ts)), cy: 30, r: 6, class: ok ? 'run ok' : 'run failed', tabindex: 0 })) mark.setAttribute(k, v);
     const title = document.createElementNS(NS, 'title');
-    title.textContent = `${timestamp(run.ts)}: status ${run.labels.status || '?'}`;
+    const e = run.event;
+    title.textContent = `${timestamp(run.ts)}: status ${run.labels.status || '?'}, ${count(e.processed_records || 0)} records, ${(e.duration || 0).toFixed(2)} s${e.caught_up ? ', caught up' : ''}`;
     mark.append(title);
-    const open = async () => {
-      try {
-        const event = await call(`${base}?ts=${run.ts}`);
-        fill(shown, h('pre', {}, JSON.stringify(event, null, 2)));
-      } catch (error) {
-        fill(shown, errorBox(error));
-      }
-    };
+    const open = () => fill(shown, h('pre', {}, JSON.stringify(run.event, null, 2)));
     mark.addEventListener('click', open);
-    mark.addEventListener('keydown', (e) => { if (e.key === 'Enter') open(); });
+    mark.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') open(); });
     svg.append(mark);
   }
   return h('figure', { class: 'chart timeline' }, svg,
     h('figcaption', { class: 'muted' }, `${runs.length} runs from ${timestamp(first)} to ${timestamp(last)}; a click shows the run's event`));
+}
+
+/** Bytes each run saved, and their running total, as columns over the runs. */
+function savings(runs) {
+  const saved = runs.filter((r) => Number(r.event.bytes_saved || 0) > 0 || r.event.action_type === 'compress');
+  if (saved.length === 0) return h('p', { class: 'muted' }, 'No bytes saved yet.');
+  let total = 0;
+  const cumulative = saved.map((r) => { total += Number(r.event.bytes_saved || 0); return total; });
+  return h('figure', { class: 'chart saved' },
+    bars(cumulative, (i) => `after the run of ${timestamp(saved[i].ts)}`, { format: bytes }),
+    h('figcaption', { class: 'muted' }, `Bytes saved in all, run after run: ${bytes(total)}`));
 }
 
 export async function detail(ctx) {
@@ -186,9 +205,11 @@ export async function detail(ctx) {
   const problem = h('div');
   const status = h('span', { class: 'muted', role: 'status' });
   const shown = h('div', { class: 'preview' }, h('p', { class: 'muted' }, 'Choose a run on the timeline.'));
-  const runs = info.last_event && info.last_event.instance
-    ? await timeline(info.last_event.instance, name, shown).catch((e) => errorBox(e))
-    : h('p', { class: 'muted' }, 'No run recorded yet.');
+  let runs = [];
+  let runsProblem = null;
+  if (info.last_event && info.last_event.instance) {
+    runs = await runEvents(info.last_event.instance, name).catch((e) => { runsProblem = errorBox(e); return []; });
+  }
   const form = policyForm(async (_, body, invalid) => {
     try {
       if (invalid) throw invalid;
@@ -205,7 +226,8 @@ export async function detail(ctx) {
       ...[['Type', info.type], ['Mode', info.mode], ['Last result', info.last_status || '—'],
         ['Runs', count(info.total_runs)], ['Records', count(info.processed_records_total)],
         ['Saved', bytes(info.bytes_saved_total)], ['Next run', isoTime(info.next_run)],
-        ['State', info.caught_up ? 'caught up' : 'catching up']]
+        ['State', info.caught_up ? 'caught up' : 'catching up'],
+        ['Processed up to', info.last_processed_ts ? timestamp(info.last_processed_ts) : '—']]
         .map(([label, value]) => h('div', { class: 'card' }, h('div', { class: 'label' }, label), h('div', { class: 'value' }, value)))),
     h('p', {}, h('button', {
       id: 'run-now',
@@ -220,7 +242,8 @@ export async function detail(ctx) {
       },
     }, 'Run now'), ' ', status),
     problem,
-    h('h2', {}, 'Runs'), runs, shown,
+    h('h2', {}, 'Runs'), runsProblem || timeline(runs, shown), shown,
+    h('h2', {}, 'Bytes saved over time'), savings(runs),
     h('h2', {}, 'Settings'), form,
     h('h2', {}, 'Danger zone'),
     h('button', {
