@@ -82,6 +82,15 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
             let path = format!("/api/v1/b/history/log?ts={ts}");
             assert_eq!(first.request("POST", &path, &auth, b"a line").status, 200);
         }
+        // A bucket of many entries, listed a page at a time.
+        assert_eq!(
+            first.request("POST", "/api/v1/b/many", &auth, b"").status,
+            200
+        );
+        for n in 0..150 {
+            let path = format!("/api/v1/b/many/e-{n:03}?ts=1");
+            assert_eq!(first.request("POST", &path, &auth, b"x").status, 200);
+        }
         let (status, _) = first.terminate();
         assert!(status.success());
     }
@@ -139,6 +148,17 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     browser.wait_for(".history svg rect");
     browser.wait_for_text(".history", "snapshots");
     browser.screenshot(&shots.join("03b-bucket-history.png"));
+    browser.open(&format!("{site}/ui/b/many"));
+    browser.wait_for_text(".pager", "1–100 of 150");
+    browser.click(".pager button:nth-of-type(2)");
+    browser.wait_for_text(".pager", "101–150 of 150");
+    browser.type_into("#entry-filter", "e-14");
+    browser.wait_for_text("table[aria-label=Entries]", "e-149");
+    let rows = browser.script(
+        "return document.querySelectorAll('table[aria-label=Entries] tbody tr').length",
+        json!([]),
+    );
+    assert_eq!(rows, json!(10), "e-140 to e-149");
     browser.open(&format!("{site}/ui/b/frames"));
     browser.wait_for_text("table", "cam");
     browser.click("table a");

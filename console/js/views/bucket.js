@@ -7,6 +7,8 @@ import { stacked, stackedColumns, thin, tierClass } from '../chart.js';
 import { bytes, count, recordHeader, timestamp } from '../format.js';
 import { link } from '../route.js';
 
+/** Entries listed at once. */
+const ENTRIES_PAGE = 100;
 /** Points of the bytes-by-tier history at most. */
 const HISTORY_POINTS = 120;
 /** Usage events read for it at most (the latest). */
@@ -110,7 +112,7 @@ export async function show({ view, route, go }) {
     },
   }, 'Remove bucket');
   const entries = [...(bucket.entries || [])].sort((a, b) => a.name.localeCompare(b.name));
-  const rows = entries.map((e) => {
+  const row = (e) => {
     const depth = e.name.split('/').length - 1;
     return h('tr', {},
       h('td', {}, h('span', { class: 'muted' }, '· '.repeat(depth)), h('a', { href: link(name, e.name), 'data-link': true }, e.name)),
@@ -119,7 +121,29 @@ export async function show({ view, route, go }) {
       h('td', { class: 'num' }, bytes(e.size)),
       h('td', {}, timestamp(e.oldest_record)),
       h('td', {}, timestamp(e.latest_record)));
-  });
+  };
+  // A bucket may hold thousands of entries: a page of them at a time, filtered by name.
+  const list = h('div');
+  const filter = h('input', { id: 'entry-filter', type: 'search', placeholder: 'name contains…' });
+  let first = 0;
+  const show = () => {
+    const wanted = filter.value.trim().toLowerCase();
+    const matching = wanted ? entries.filter((e) => e.name.toLowerCase().includes(wanted)) : entries;
+    first = Math.min(first, Math.max(0, matching.length - 1));
+    const page = matching.slice(first, first + ENTRIES_PAGE);
+    fill(list,
+      page.length === 0
+        ? h('p', { class: 'muted' }, entries.length === 0 ? 'No entry yet: write a record, or upload one from an entry page.' : 'No entry matches.')
+        : h('table', { 'aria-label': 'Entries' },
+          h('thead', {}, h('tr', {}, h('th', {}, 'Entry'), h('th', { class: 'num' }, 'Records'), h('th', { class: 'num' }, 'Blocks'), h('th', { class: 'num' }, 'Size'), h('th', {}, 'Oldest'), h('th', {}, 'Latest'))),
+          h('tbody', {}, page.map(row))),
+      matching.length > ENTRIES_PAGE && h('div', { class: 'pager' },
+        h('button', { class: 'secondary', type: 'button', disabled: first === 0, onclick: () => { first = Math.max(0, first - ENTRIES_PAGE); show(); } }, 'Previous'),
+        h('button', { class: 'secondary', type: 'button', disabled: first + ENTRIES_PAGE >= matching.length, onclick: () => { first += ENTRIES_PAGE; show(); } }, 'Next'),
+        h('span', { class: 'muted' }, `${count(first + 1)}–${count(Math.min(first + ENTRIES_PAGE, matching.length))} of ${count(matching.length)}`)));
+  };
+  filter.addEventListener('input', () => { first = 0; show(); });
+  show();
   fill(view,
     h('p', {}, h('a', { href: './', 'data-link': true }, 'Dashboard'), ' / ', name),
     h('h1', {}, `Bucket ${name}`),
@@ -131,11 +155,8 @@ export async function show({ view, route, go }) {
     h('h2', {}, 'Bytes by tier over time'),
     await history(name).catch((e) => errorBox(e)),
     h('h2', {}, 'Entries'),
-    rows.length === 0
-      ? h('p', { class: 'muted' }, 'No entry yet: write a record, or upload one from an entry page.')
-      : h('table', { 'aria-label': 'Entries' },
-        h('thead', {}, h('tr', {}, h('th', {}, 'Entry'), h('th', { class: 'num' }, 'Records'), h('th', { class: 'num' }, 'Blocks'), h('th', { class: 'num' }, 'Size'), h('th', {}, 'Oldest'), h('th', {}, 'Latest'))),
-        h('tbody', {}, rows)),
+    entries.length > ENTRIES_PAGE && h('label', { for: 'entry-filter' }, 'Filter', filter),
+    list,
     h('h2', {}, 'Settings'),
     settings,
     problem,
