@@ -2,17 +2,20 @@
 // (quota, block limits) saved in place, and its removal after confirmation.
 
 import { call, segment } from '../api.js';
+import { json, readRecords } from '../batch.js';
 import { errorBox, fill, h } from '../dom.js';
 import { stacked, stackedColumns, thin, tierClass } from '../chart.js';
-import { bytes, count, recordHeader, timestamp } from '../format.js';
+import { bytes, count, timestamp } from '../format.js';
 import { link } from '../route.js';
 
 /** Entries listed at once. */
 const ENTRIES_PAGE = 100;
 /** Points of the bytes-by-tier history at most. */
 const HISTORY_POINTS = 120;
-/** Usage events read for it at most (the latest). */
+/** Usage events read for it at most. */
 const HISTORY_EVENTS = 2000;
+/** How far back it goes (µs): a day. */
+const HISTORY_SPAN_US = 86400e6;
 
 /**
  * The bucket's bytes by tier over time, from the usage events the server writes every
@@ -25,27 +28,9 @@ async function history(name) {
     .find((e) => e.startsWith('usage/') && e.split('/').length === 3 && e.endsWith(`/${name}`));
   if (!entry) return h('p', { class: 'muted' }, 'No usage recorded yet (the server writes it every minute).');
   const base = `b/${segment('$system')}/${segment(entry)}`;
-  const { id } = await call(`${base}/q`, { method: 'POST', body: { query_type: 'QUERY', limit: HISTORY_EVENTS } });
-  const events = [];
-  for (;;) {
-    const response = await call(`${base}/batch?q=${id}`, { raw: true });
-    if (response.status === 204) break;
-    const body = new Uint8Array(await response.arrayBuffer());
-    const records = [];
-    for (const [header, value] of response.headers) {
-      if (header.startsWith('x-reduct-time-')) records.push({ ts: BigInt(header.slice(14)), ...recordHeader(value) });
-    }
-    records.sort((a, b) => (a.ts < b.ts ? -1 : 1));
-    let at = 0;
-    const text = new TextDecoder();
-    for (const r of records) {
-      try {
-        events.push(JSON.parse(text.decode(body.subarray(at, at + r.size))));
-      } catch { /* not an event */ }
-      at += r.size;
-    }
-    if (response.headers.get('x-reduct-last') === 'true') break;
-  }
+  // The last day: one event a minute, within the events read at most.
+  const start = Date.now() * 1000 - HISTORY_SPAN_US;
+  const events = (await readRecords(base, { start, limit: HISTORY_EVENTS }, { payloads: true })).map(json);
   const series = thin(events.filter((e) => Array.isArray(e.tiers)).map((e) => ({
     x: e.timestamp,
     parts: Object.fromEntries(e.tiers.map((t) => [t.tier, t.bytes])),

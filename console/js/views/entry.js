@@ -6,9 +6,10 @@
 // and a file uploaded as a new record.
 
 import { call, segment } from '../api.js';
+import { readRecords } from '../batch.js';
 import { bars, histogram } from '../chart.js';
 import { errorBox, fill, h } from '../dom.js';
-import { bytes, count, hexDump, previewKind, recordHeader, timestamp } from '../format.js';
+import { bytes, count, hexDump, previewKind, timestamp } from '../format.js';
 import { link } from '../route.js';
 
 const PAGE = 20;
@@ -17,25 +18,12 @@ const CHART_RECORDS = 5000;
 const CHART_BARS = 40;
 
 /** The metadata of up to `limit` records of the entry from `start` (with `when`). */
-async function metadata(base, { start, stop, limit, when }) {
-  const query = { query_type: 'QUERY', limit, only_metadata: true };
+function metadata(base, { start, stop, limit, when }) {
+  const query = { limit };
   if (start !== undefined) query.start = Number(start);
   if (stop !== undefined) query.stop = Number(stop);
   if (when) query.when = when;
-  const { id } = await call(`${base}/q`, { method: 'POST', body: query });
-  const records = [];
-  for (;;) {
-    const response = await call(`${base}/batch?q=${id}`, { method: 'HEAD' });
-    if (response.status === 204) break;
-    for (const [name, value] of response.headers) {
-      if (name.startsWith('x-reduct-time-')) {
-        records.push({ ts: name.slice('x-reduct-time-'.length), ...recordHeader(value) });
-      }
-    }
-    if (response.headers.get('x-reduct-last') === 'true' || records.length >= limit) break;
-  }
-  records.sort((a, b) => (BigInt(a.ts) < BigInt(b.ts) ? -1 : 1));
-  return records.slice(0, limit);
+  return readRecords(base, query);
 }
 
 function chart(records, limited) {

@@ -5,8 +5,9 @@
 // a click shows the event).
 
 import { call, segment } from '../api.js';
+import { json, readRecords } from '../batch.js';
 import { errorBox, fill, h } from '../dom.js';
-import { bytes, count, isoTime, recordHeader, timestamp } from '../format.js';
+import { bytes, count, isoTime, timestamp } from '../format.js';
 import { bars, linear } from '../chart.js';
 
 /** Runs shown on a timeline at most (the latest). */
@@ -130,28 +131,8 @@ export async function list(ctx) {
 /** The latest `TIMELINE_RUNS` events a policy wrote to `$system`, oldest first. */
 async function runEvents(instance, name) {
   const base = `b/${segment('$system')}/${segment(`lifecycle/${instance}/${name}`)}`;
-  const { id } = await call(`${base}/q`, { method: 'POST', body: { query_type: 'QUERY' } });
-  let runs = [];
-  for (;;) {
-    const response = await call(`${base}/batch?q=${id}`, { raw: true });
-    if (response.status === 204) break;
-    const body = new Uint8Array(await response.arrayBuffer());
-    const records = [];
-    for (const [header, value] of response.headers) {
-      if (header.startsWith('x-reduct-time-')) records.push({ ts: header.slice(14), ...recordHeader(value) });
-    }
-    records.sort((a, b) => (BigInt(a.ts) < BigInt(b.ts) ? -1 : 1));
-    let at = 0;
-    for (const r of records) {
-      let event = {};
-      try { event = JSON.parse(new TextDecoder().decode(body.subarray(at, at + r.size))); } catch { /* kept empty */ }
-      runs.push({ ...r, event });
-      at += r.size;
-    }
-    if (response.headers.get('x-reduct-last') === 'true') break;
-  }
-  runs = runs.slice(-TIMELINE_RUNS);
-  return runs;
+  const records = await readRecords(base, {}, { payloads: true });
+  return records.slice(-TIMELINE_RUNS).map((r) => ({ ...r, event: json(r) }));
 }
 
 /** The timeline of a policy's runs: its events as marks over time; a click shows one. */
