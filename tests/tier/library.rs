@@ -425,3 +425,39 @@ fn a_block_over_the_multipart_threshold_moves_in_parts() {
         );
     }
 }
+
+#[test]
+fn a_recompressing_run_stops_at_an_unreachable_remote_and_keeps_everything_local() {
+    let Some(bin) = garage_or_skip(
+        "a_recompressing_run_stops_at_an_unreachable_remote_and_keeps_everything_local",
+    ) else {
+        return;
+    };
+    let mut garage = Garage::single(&bin);
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(dir.path(), garage.settings("cold", "away"), |_| {});
+    fill(&store, 300, 50);
+    garage.nodes[0].stop();
+    let pool = halflife::storage::CompressPool::new(2).unwrap();
+    let target = TierTarget {
+        remote: "cold",
+        compression: Some((halflife::storage::Codec::Zstd(3), &pool)),
+    };
+    let stats = store
+        .bucket("b")
+        .unwrap()
+        .tier_blocks(&[], 0, 251, target, false, &|| false, &|_, _| {}, &|_| {})
+        .unwrap();
+    assert_eq!(stats.blocks, 0, "{stats:?}");
+    // Only the uploads already under way when the first failed are tried.
+    assert!((1..=4).contains(&stats.failed), "{stats:?}");
+    assert_eq!(
+        stats.first_error.as_ref().map(|e| e.kind()),
+        Some(ErrorKind::Unavailable),
+        "{stats:?}"
+    );
+    // The blocks stay local and whole; no recompressed copy is left behind.
+    assert_eq!(local_files(&store, ".blk"), 5);
+    assert_eq!(local_files(&store, ".tier"), 0);
+    check_all_readable(&store, 300);
+}

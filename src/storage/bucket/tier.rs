@@ -230,7 +230,13 @@ impl Bucket {
             .as_ref()
             .map_or(0, |c| c.bytes_before.saturating_sub(c.bytes_after));
         compressed?;
-        if stopped.load(Ordering::Relaxed) || cancel() {
+        // A remote that could not be reached stopped the stream's uploads: the blocks
+        // left local would fail the same way.
+        let unreachable = stats
+            .first_error
+            .as_ref()
+            .is_some_and(|e| e.kind() == ErrorKind::Unavailable);
+        if unreachable || stopped.load(Ordering::Relaxed) || cancel() {
             return Ok(stats);
         }
         // What is still local goes as it is.
