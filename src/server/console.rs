@@ -36,6 +36,7 @@ const ASSETS: &[(&str, &str, &[u8])] = &[
     asset!("js/dom.js", "text/javascript; charset=utf-8"),
     asset!("js/views/login.js", "text/javascript; charset=utf-8"),
     asset!("js/views/dashboard.js", "text/javascript; charset=utf-8"),
+    asset!("js/views/attachments.js", "text/javascript; charset=utf-8"),
     asset!("js/views/bucket.js", "text/javascript; charset=utf-8"),
     asset!("js/views/entry.js", "text/javascript; charset=utf-8"),
     asset!("js/views/lifecycles.js", "text/javascript; charset=utf-8"),

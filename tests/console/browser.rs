@@ -1,6 +1,6 @@
 //! A walk through the console in headless Chromium against a real `halflife serve` with
 //! authentication on: log in, create a bucket, open an entry, upload an image and see it
-//! previewed, edit a label, run a query with a `when` condition and see an invalid one's
+//! previewed, edit a label, edit its attachments, run a query with a `when` condition and see an invalid one's
 //! message from the server, create a compress policy, run it and open its run on the
 //! timeline, create a token (its value shown once) and remove it, create a replication
 //! task and switch its mode. A screenshot of each view goes under the test's output
@@ -208,6 +208,56 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
             .status,
         404
     );
+
+    // Attachments: one a client wrote, shown, edited, another added, one removed.
+    let r = server.request(
+        "POST",
+        "/api/v1/b/frames/cam/$meta?ts=1700000000000001",
+        &[
+            ("authorization", &bearer),
+            ("content-type", "application/json"),
+            ("x-reduct-label-key", "calibration"),
+        ],
+        br#"{"gain": 1}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.error());
+    browser.click("#show-attachments");
+    browser.wait_for_text("table[aria-label=Attachments]", "calibration");
+    browser.type_into(
+        "textarea[aria-label='attachment calibration']",
+        r#"{"gain": 2}"#,
+    );
+    browser.click("table[aria-label=Attachments] tbody tr:first-child button.secondary");
+    // Saved and listed again: the value comes back as the server stored it.
+    let calibration = || {
+        browser.script(
+            "const t = document.querySelector(\"textarea[aria-label='attachment calibration']\"); return t && t.value",
+            json!([]),
+        )
+    };
+    let started = std::time::Instant::now();
+    while calibration() != json!(r#"{"gain":2}"#) {
+        assert!(
+            started.elapsed().as_secs() < 10,
+            "the edit never came back: {}",
+            calibration()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    browser.type_into("#attachment-key", "owner");
+    browser.type_into("#attachment-value", r#"{"team": "vision"}"#);
+    browser.click("#attachment-form button");
+    browser.wait_for_text("table[aria-label=Attachments]", "owner");
+    browser.click("table[aria-label=Attachments] tbody tr:first-child button.danger");
+    let started = std::time::Instant::now();
+    while browser
+        .text("table[aria-label=Attachments]")
+        .contains("calibration")
+    {
+        assert!(started.elapsed().as_secs() < 10, "the attachment stayed");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    browser.screenshot(&shots.join("04b-attachments.png"));
 
     // A query with a condition, then an invalid one: the server's message is shown.
     browser.type_into("#when", r#"{"&kind": {"$eq": "png"}}"#);

@@ -3,10 +3,11 @@
 // the whole entry), a `when` condition applied to the list (the server's message shown
 // when it is refused), a record's preview (images inline, JSON and text pretty-printed,
 // anything else as hex with a download link), its labels edited in place, its removal,
-// and a file uploaded as a new record.
+// a file uploaded as a new record, and its attachments (`attachments.js`).
 
 import { call, segment } from '../api.js';
 import { readRecords } from '../batch.js';
+import { panel as attachments } from './attachments.js';
 import { bars, histogram } from '../chart.js';
 import { errorBox, fill, h } from '../dom.js';
 import { bytes, count, hexDump, previewKind, timestamp } from '../format.js';
@@ -200,6 +201,7 @@ export async function show({ view, route, go }) {
     h('h2', {}, 'Data volume'), volume,
     h('h2', {}, 'Records'), query, problem,
     h('div', { class: 'split' }, listing, detail),
+    h('h2', {}, 'Attachments'), attachments(base),
     h('h2', {}, 'Upload'), upload);
   await Promise.all([page(), drawChart()]);
 }
