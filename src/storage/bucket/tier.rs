@@ -325,12 +325,26 @@ impl Bucket {
             for _ in 0..UPLOADERS {
                 let (job_rx, done_tx) = (job_rx.clone(), done_tx.clone());
                 let out = &run.out;
+                let stop = run.stop;
                 scope.spawn(move || {
                     for job in job_rx {
                         let result = match &job.work {
+                            // Stopped meanwhile: no new upload starts.
+                            Work::Recompressed(f) if stop.load(Ordering::Relaxed) => {
+                                job.entry.drop_recompressed(f);
+                                Ok(None)
+                            }
+                            _ if stop.load(Ordering::Relaxed) => Ok(None),
                             Work::Local(b) => job.entry.upload_block(b, out),
                             Work::Recompressed(f) => job.entry.upload_recompressed(f, out),
                         };
+                        if result
+                            .as_ref()
+                            .is_err_and(|e| e.kind() == ErrorKind::Unavailable)
+                        {
+                            // The others would fail the same way: none starts another.
+                            stop.store(true, Ordering::Relaxed);
+                        }
                         if done_tx.send((job, result)).is_err() {
                             break;
                         }

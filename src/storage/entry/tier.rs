@@ -146,12 +146,21 @@ impl Entry {
                 out,
             )
         });
-        if !matches!(uploaded, Ok(Some(_)))
-            && let Some(_guard) = self.upload_guard()
-        {
-            let _ = remove_file_if_exists(&path);
+        if !matches!(uploaded, Ok(Some(_))) {
+            self.drop_recompressed(finished);
         }
         uploaded
+    }
+
+    /// Removes the file the compress stream wrote for `finished`, which will not be
+    /// uploaded (not at all once the entry's removal has begun: it went with the
+    /// directory).
+    pub(crate) fn drop_recompressed(&self, finished: &Finished) {
+        if let Some(path) = &finished.path
+            && let Some(_guard) = self.upload_guard()
+        {
+            let _ = remove_file_if_exists(path);
+        }
     }
 
     /// Steps 1–4 for the mapped file that goes out in place of `old` (`new` when it is a
