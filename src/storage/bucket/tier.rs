@@ -225,7 +225,9 @@ impl Bucket {
             &|_, _| {},
             &sink,
         );
+        let backed_off = stats.backed_off;
         stats = shared.into_inner().unwrap_or_else(|p| p.into_inner());
+        stats.backed_off += backed_off;
         stats.bytes_saved = compressed
             .as_ref()
             .map_or(0, |c| c.bytes_before.saturating_sub(c.bytes_after));
