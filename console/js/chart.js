@@ -38,21 +38,29 @@ function node(tag, attrs, text) {
   return el;
 }
 
-/** An SVG bar chart of `values` with a title for each bar from `label(i)`. */
-export function bars(values, label, { width = 600, height = 180, format = String } = {}) {
+/**
+ * An SVG of `count` columns under values up to `top`, with its value axis: the svg, the
+ * value scale `y`, the left edge `x(i)` and `width` of column i, and the `bottom` line.
+ */
+function columns(count, top, { width, height, format }) {
   const svg = node('svg', { viewBox: `0 0 ${width} ${height}`, role: 'img' });
-  const top = Math.max(1, ...values);
-  const left = 48;
+  const left = 56;
   const bottom = height - 18;
-  const y = linear([0, top], [bottom, 8]);
-  const step = (width - left - 4) / Math.max(1, values.length);
-  for (const t of ticks(0, top, 3)) {
+  const y = linear([0, Math.max(1, top)], [bottom, 8]);
+  const step = (width - left - 4) / Math.max(1, count);
+  for (const t of ticks(0, Math.max(1, top), 3)) {
     svg.append(node('line', { class: 'axis', x1: left, x2: width, y1: y(t), y2: y(t) }));
     svg.append(node('text', { x: left - 4, y: y(t) + 3, 'text-anchor': 'end' }, format(t)));
   }
+  return { svg, y, bottom, x: (i) => left + i * step + 1, width: Math.max(1, step - 2) };
+}
+
+/** An SVG bar chart of `values` with a title for each bar from `label(i)`. */
+export function bars(values, label, { width = 600, height = 180, format = String } = {}) {
+  const { svg, y, bottom, x, width: barWidth } = columns(values.length, Math.max(...values, 1), { width, height, format });
   values.forEach((v, i) => {
     const bar = node('rect', {
-      class: 'bar', x: left + i * step + 1, y: y(v), width: Math.max(1, step - 2), height: bottom - y(v),
+      class: 'bar', x: x(i), y: y(v), width: barWidth, height: bottom - y(v),
     });
     bar.append(node('title', {}, `${label(i)}: ${format(v)}`));
     svg.append(bar);
@@ -100,22 +108,13 @@ export function thin(series, points) {
 
 /** Columns of stacked `parts` per item of `series` ([{x, parts: {label: value}}]). */
 export function stackedColumns(series, label, { width = 800, height = 180, format = String } = {}) {
-  const svg = node('svg', { viewBox: `0 0 ${width} ${height}`, role: 'img' });
   const totals = series.map((s) => Object.values(s.parts).reduce((a, b) => a + b, 0));
-  const top = Math.max(1, ...totals);
-  const left = 56;
-  const bottom = height - 18;
-  const y = linear([0, top], [bottom, 8]);
-  const step = (width - left - 4) / Math.max(1, series.length);
-  for (const t of ticks(0, top, 3)) {
-    svg.append(node('line', { class: 'axis', x1: left, x2: width, y1: y(t), y2: y(t) }));
-    svg.append(node('text', { x: left - 4, y: y(t) + 3, 'text-anchor': 'end' }, format(t)));
-  }
+  const { svg, y, x, width: barWidth } = columns(series.length, Math.max(1, ...totals), { width, height, format });
   series.forEach((item, i) => {
     let base = 0;
     for (const [tier, value] of Object.entries(item.parts)) {
       const rect = node('rect', {
-        x: left + i * step + 1, y: y(base + value), width: Math.max(1, step - 2),
+        x: x(i), y: y(base + value), width: barWidth,
         height: y(base) - y(base + value), class: tierClass(tier),
       });
       rect.append(node('title', {}, `${label(item)} ${tier}: ${format(value)}`));

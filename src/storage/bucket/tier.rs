@@ -66,6 +66,23 @@ pub struct TierStats {
     pub first_error: Option<Error>,
 }
 
+impl TierStats {
+    /// Adds another pass's statistics (the first error stays the first).
+    pub fn add(&mut self, other: TierStats) {
+        self.blocks += other.blocks;
+        self.records += other.records;
+        self.bytes += other.bytes;
+        self.bytes_before += other.bytes_before;
+        self.bytes_saved += other.bytes_saved;
+        self.skipped += other.skipped;
+        self.backed_off += other.backed_off;
+        self.failed += other.failed;
+        if self.first_error.is_none() {
+            self.first_error = other.first_error;
+        }
+    }
+}
+
 /// Where a tier run sends blocks.
 #[derive(Clone, Copy)]
 pub struct TierTarget<'a> {
@@ -250,16 +267,7 @@ impl Bucket {
         }
         drop(tx);
         self.hand_over(rx, Some, &run, cancel, &mut rest);
-        stats.blocks += rest.blocks;
-        stats.records += rest.records;
-        stats.bytes += rest.bytes;
-        stats.bytes_before += rest.bytes_before;
-        stats.skipped += rest.skipped;
-        stats.backed_off += rest.backed_off;
-        stats.failed += rest.failed;
-        if stats.first_error.is_none() {
-            stats.first_error = rest.first_error;
-        }
+        stats.add(rest);
         Ok(stats)
     }
 
