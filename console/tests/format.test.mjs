@@ -10,6 +10,7 @@ import {
   histogram, linear, thin, tierClass, ticks,
 } from '../js/chart.js';
 import { link, parse } from '../js/route.js';
+import { decodeReadBatch, systemSegment } from '../js/protocol.js';
 
 test('sizes, counts and durations read as people write them', () => {
   assert.equal(bytes(0), '0 B');
@@ -69,4 +70,33 @@ test('routes round-trip through links', () => {
   assert.equal(link('a b'), 'b/a%20b');
   assert.equal(parse('nope/x').view, 'notFound');
   assert.deepEqual(parse('replications/r1'), { view: 'replication', name: 'r1', params: {} });
+});
+
+test('a multi-entry read batch decodes to records, deltas applied per entry', () => {
+  // As a browser's Headers gives them: sorted by name, not in body order.
+  const headers = [
+    ['content-type', 'application/octet-stream'],
+    ['x-reduct-0-10', '3,,1=b'],
+    ['x-reduct-0-2', '5,text/plain,0="x,y",1=a'],
+    ['x-reduct-0-30', '4,,0='],
+    ['x-reduct-1-0', '7,application/json'],
+    ['x-reduct-entries', 'cam%2F%24meta,other'],
+    ['x-reduct-labels', 'key,n'],
+    ['x-reduct-last', 'true'],
+    ['x-reduct-start-ts', '1700000000000000'],
+  ];
+  assert.deepEqual(decodeReadBatch(headers), [
+    { entry: 'cam/$meta', ts: '1700000000000002', size: 5, contentType: 'text/plain', labels: { key: 'x,y', n: 'a' } },
+    { entry: 'cam/$meta', ts: '1700000000000010', size: 3, contentType: 'text/plain', labels: { key: 'x,y', n: 'b' } },
+    { entry: 'cam/$meta', ts: '1700000000000030', size: 4, contentType: 'text/plain', labels: { n: 'b' } },
+    { entry: 'other', ts: '1700000000000000', size: 7, contentType: 'application/json', labels: {} },
+  ]);
+  assert.deepEqual(decodeReadBatch([['x-reduct-entries', 'a'], ['x-reduct-start-ts', '5']]), []);
+});
+
+test('names become $system entry segments as the server writes them', () => {
+  assert.equal(systemSegment('edge 1'), 'edge_1');
+  assert.equal(systemSegment('cam-2_x'), 'cam-2_x');
+  assert.equal(systemSegment('é/x'), '__x');
+  assert.equal(systemSegment(''), 'unknown');
 });

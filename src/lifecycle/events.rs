@@ -72,6 +72,10 @@ pub struct RunEvent {
     /// them yet (policy setting `pending_replication`, default `keep`): the oldest kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kept_pending_replication_from: Option<u64>,
+    /// Ours, on runs that did not catch up: the records still to look at, up to the end of
+    /// the eligible data (from the index: a block reaching past the window counts whole).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub backlog_records: u64,
     /// Ours, on errors only (where `last_processed_ts` is omitted, as ReductStore does):
     /// the progress saved before the failure, so the next run resumes from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -247,6 +251,7 @@ mod tests {
             predicted_bytes_after: None,
             resume_ts: None,
             kept_pending_replication_from: None,
+            backlog_records: 0,
             thinning: None,
         }
     }

@@ -61,6 +61,10 @@ pub struct LifecycleInfo {
     /// Ours: where the last run's window ended (µs), the progress the next run starts
     /// from.
     pub last_processed_ts: Option<u64>,
+    /// Ours: the records the last run left to look at, up to the end of the eligible data
+    /// (0 once caught up; from the index, so a block reaching past its window counts
+    /// whole).
+    pub backlog_records: u64,
     /// Ours: a run is in progress now.
     pub running_now: bool,
     /// Ours: the run in progress, how far through its window.
@@ -491,6 +495,7 @@ fn info(name: &str, def: &Definition, runtime: Option<&RuntimeInfo>) -> Lifecycl
             .last_event
             .as_ref()
             .and_then(|e| e.last_processed_ts.or(e.resume_ts)),
+        backlog_records: runtime.last_event.as_ref().map_or(0, |e| e.backlog_records),
         running_now: runtime.running_now,
         progress: runtime.progress,
         judged_once: None,

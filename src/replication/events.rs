@@ -3,6 +3,10 @@
 //! one, labelled with its `status`. A summary is written when the status changes, when no
 //! pass has run for 5 s, when it has been open for 60 s, and when the task stops; so a
 //! steady stream makes one event a minute and an outage one every few seconds at most.
+//! A task that sends nothing while records wait for it (paused, disabled) writes a
+//! snapshot of its backlog a minute (no passes, the pending count and lag), and one more
+//! once the backlog is gone: the history of a task's backlog has no holes. An idle task
+//! with nothing pending writes nothing.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,6 +48,9 @@ pub struct ReplicationEvent {
     pub replicated_data_size: u64,
     /// Time the passes took, in seconds.
     pub duration: f64,
+    /// Ours: how long the oldest record not delivered yet had waited, in seconds (0 when
+    /// none waited).
+    pub lag_seconds: f64,
 }
 
 /// Where the events of a server's tasks go.
@@ -99,12 +106,20 @@ struct Open {
 pub struct EventSummary {
     events: Option<Arc<ReplicationEvents>>,
     open: Option<Open>,
+    /// When the last event was written, and the pending records it reported.
+    last_written: Option<(Instant, u64)>,
 }
 
 impl EventSummary {
     /// A summary written to `events` (`None`: system events are off).
     pub fn new(events: Option<Arc<ReplicationEvents>>) -> EventSummary {
-        EventSummary { events, open: None }
+        EventSummary {
+            events,
+            open: None,
+            // As if one was just written: a backlog found at start is summed by the first
+            // pass, or snapshot a minute on.
+            last_written: Some((Instant::now(), 0)),
+        }
     }
 
     /// Adds a pass that took `took` and counted `counts`; `failure` is why it could not
@@ -149,15 +164,44 @@ impl EventSummary {
         }
     }
 
-    /// Writes the summary if no pass has run for a while (called by the idle sender).
+    /// Writes the summary if no pass has run for a while, or a snapshot of the backlog
+    /// when no pass has summed it for a minute (called by the sender on every turn).
     pub fn tick(&mut self, task: &Task) {
-        if self
-            .open
-            .as_ref()
-            .is_some_and(|o| o.last_pass.elapsed() >= QUIET_AFTER)
-        {
-            self.flush(task);
+        match &self.open {
+            Some(open) if open.last_pass.elapsed() >= QUIET_AFTER => self.flush(task),
+            Some(_) => {}
+            None => {
+                if self
+                    .last_written
+                    .is_none_or(|(at, _)| at.elapsed() >= LONGEST)
+                {
+                    self.snapshot(task);
+                }
+            }
         }
+    }
+
+    /// Writes the backlog as it is now, when no summary is open and records wait (or the
+    /// last event said some did): called a minute after the last event, when the task's
+    /// settings change (paused, say) and when it stops.
+    pub fn snapshot(&mut self, task: &Task) {
+        if self.events.is_none() || self.open.is_some() {
+            return;
+        }
+        let reported = self.last_written.map_or(0, |(_, pending)| pending);
+        if task.pending_records() == 0 && reported == 0 {
+            return;
+        }
+        let now = Instant::now();
+        self.open = Some(Open {
+            status: STATUS_OK,
+            message: String::new(),
+            counts: PassCounts::default(),
+            took: Duration::ZERO,
+            opened: now,
+            last_pass: now,
+        });
+        self.flush(task);
     }
 
     /// Writes the summary now (the status changed, or the task stops).
@@ -176,7 +220,9 @@ impl EventSummary {
             failed_records: open.counts.failed,
             replicated_data_size: open.counts.bytes,
             duration: open.took.as_secs_f64(),
+            lag_seconds: task.lag().as_secs_f64(),
         };
+        self.last_written = Some((Instant::now(), event.pending_records));
         if let Err(e) = events.write(task.name(), event) {
             log::warn!(
                 "replication '{}': its $system event was not written: {e}",
@@ -202,10 +248,11 @@ mod tests {
             failed_records: 30,
             replicated_data_size: 0,
             duration: 0.5,
+            lag_seconds: 2.5,
         };
         assert_eq!(
             serde_json::to_string(&event).expect("serialises"),
-            r#"{"timestamp":5,"instance":"nodeA","status":65533,"message":"refused","pending_records":10,"written_records":0,"failed_records":30,"replicated_data_size":0,"duration":0.5}"#
+            r#"{"timestamp":5,"instance":"nodeA","status":65533,"message":"refused","pending_records":10,"written_records":0,"failed_records":30,"replicated_data_size":0,"duration":0.5,"lag_seconds":2.5}"#
         );
     }
 }

@@ -80,6 +80,8 @@ pub fn run(task: Arc<Task>, store: Weak<Store>, link: Link) {
             // New settings (another host or bucket, perhaps): ask the destination again.
             destination = None;
             known_for = config.clone();
+            // The backlog's history gets a point where the settings (a mode) changed.
+            summary.snapshot(&task);
         }
         let settings = &config.settings;
         match settings.mode {
@@ -192,6 +194,7 @@ pub fn run(task: Arc<Task>, store: Weak<Store>, link: Link) {
         }
     }
     summary.flush(&task);
+    summary.snapshot(&task);
 }
 
 /// One pass over the entries with pending records.

@@ -31,6 +31,7 @@ const ASSETS: &[(&str, &str, &[u8])] = &[
     asset!("js/api.js", "text/javascript; charset=utf-8"),
     asset!("js/batch.js", "text/javascript; charset=utf-8"),
     asset!("js/format.js", "text/javascript; charset=utf-8"),
+    asset!("js/protocol.js", "text/javascript; charset=utf-8"),
     asset!("js/route.js", "text/javascript; charset=utf-8"),
     asset!("js/chart.js", "text/javascript; charset=utf-8"),
     asset!("js/dom.js", "text/javascript; charset=utf-8"),

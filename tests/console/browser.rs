@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use crate::common::start_server;
+use crate::common::{start_server, wait_until};
 use crate::webdriver::{Browser, browser_binaries};
 
 const TOKEN: &str = "console-walk-token";
@@ -209,7 +209,10 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
         404
     );
 
-    // Attachments: one a client wrote, shown, edited, another added, one removed.
+    // Attachments: none at first (listed without any failed call), then one a client
+    // wrote, shown, edited, another added, one removed.
+    browser.click("#show-attachments");
+    browser.wait_for_text(".attachments", "No attachments.");
     let r = server.request(
         "POST",
         "/api/v1/b/frames/cam/$meta?ts=1700000000000001",
@@ -221,7 +224,7 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
         br#"{"gain": 1}"#,
     );
     assert_eq!(r.status, 200, "{}", r.error());
-    browser.click("#show-attachments");
+    browser.click("#refresh-attachments");
     browser.wait_for_text("table[aria-label=Attachments]", "calibration");
     browser.type_into(
         "textarea[aria-label='attachment calibration']",
@@ -292,6 +295,7 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     browser.click(".timeline circle");
     browser.wait_for_text(".preview pre", "\"policy_name\": \"squeeze\"");
     browser.wait_for(".saved svg rect");
+    browser.wait_for_text("main", "No backlog: every recorded run caught up.");
     browser.screenshot(&shots.join("06-lifecycle.png"));
 
     // A token created with its permissions, its value shown once, then removed.
@@ -344,6 +348,42 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    // Records written while it is paused wait; the mode changed by a client writes a
+    // snapshot of that backlog, which the task's page charts.
+    for ts in [1700000000000100u64, 1700000000000200] {
+        let r = server.request(
+            "POST",
+            &format!("/api/v1/b/frames/cam?ts={ts}"),
+            &[("authorization", &bearer)],
+            b"queued",
+        );
+        assert_eq!(r.status, 200, "{}", r.error());
+    }
+    wait_until("two records pending", || {
+        server
+            .get_with("/api/v1/replications/offsite", &bearer)
+            .json()["info"]["pending_records"]
+            == 2
+    });
+    let r = server.request(
+        "PATCH",
+        "/api/v1/replications/offsite/mode",
+        &[("authorization", &bearer)],
+        br#"{"mode":"disabled"}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.error());
+    let info = server.get_with("/api/v1/info", &bearer).json();
+    let instance = info["instance_name"].as_str().unwrap_or_default();
+    let events = format!(
+        "replications/{}/offsite",
+        halflife::storage::system::sanitize(instance)
+    );
+    wait_until("the backlog's snapshot", || {
+        !server.json_records("$system", &events, &bearer).is_empty()
+    });
+    browser.open(&format!("{site}/ui/replications/offsite"));
+    browser.wait_for(".pending svg rect");
+    browser.wait_for(".lag svg rect");
     browser.screenshot(&shots.join("08-replication.png"));
 
     // The `$system` trail: its entries, and the policy's events filtered by status.

@@ -257,7 +257,8 @@ fn records_reach_the_destination_and_survive_its_outage() {
             "written_records",
             "failed_records",
             "replicated_data_size",
-            "duration"
+            "duration",
+            "lag_seconds"
         ]
     );
     let metrics = String::from_utf8(src.get("/metrics").body).expect("UTF-8");
@@ -323,6 +324,50 @@ fn records_reach_the_destination_and_survive_its_outage() {
     assert_eq!(
         json_of(&src, "/api/v1/replications")["replications"],
         json!([])
+    );
+}
+
+#[test]
+fn a_paused_task_leaves_its_backlog_in_the_trail() {
+    let src_dir = tempfile::tempdir().expect("tempdir");
+    let src = start_server(src_dir.path(), &[]);
+    assert_eq!(src.request("POST", "/api/v1/b/src", &[], b"").status, 200);
+    let settings = json!({
+        "src_bucket": "src", "dst_bucket": "dst", "mode": "paused",
+        "dst_host": format!("http://127.0.0.1:{}", common::closed_port()),
+    });
+    assert_eq!(create(&src, "r", &settings).status, 200);
+    for ts in 1..=3u64 {
+        let r = src.request("POST", &format!("/api/v1/b/src/e?ts={ts}"), &[], b"x");
+        assert_eq!(r.status, 200);
+    }
+    wait_until("three pending", || {
+        json_of(&src, "/api/v1/replications/r")["info"]["pending_records"] == 3
+    });
+    // No pass sums anything up while paused: the mode change writes where the backlog
+    // stood (and so would a minute, or the task's stop).
+    let r = src.request(
+        "PATCH",
+        "/api/v1/replications/r/mode",
+        &[],
+        br#"{"mode":"disabled"}"#,
+    );
+    assert_eq!(r.status, 200);
+    wait_until("a snapshot of the backlog", || {
+        common::system_events(&src, "replications", "r")
+            .iter()
+            .any(|e| e["pending_records"] == 3)
+    });
+    let events = common::system_events(&src, "replications", "r");
+    let snapshot = events
+        .iter()
+        .find(|e| e["pending_records"] == 3)
+        .expect("found");
+    assert_eq!(snapshot["status"], 200, "{snapshot}");
+    assert_eq!(snapshot["written_records"], 0, "{snapshot}");
+    assert!(
+        snapshot["lag_seconds"].as_f64().unwrap_or(0.0) > 0.0,
+        "{snapshot}"
     );
 }
 

@@ -183,6 +183,7 @@ fn run_once(
         predicted_bytes_after: None,
         kept_pending_replication_from: None,
         resume_ts: None,
+        backlog_records: outcome.backlog_records,
         thinning: outcome.thinning.clone(),
     };
     // As the worker does: the notes settle once an event holds the progress.

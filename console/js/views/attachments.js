@@ -1,15 +1,16 @@
 // An entry's attachments: the records of its hidden `<entry>/$meta` entry, one per `key`
-// label, JSON payloads. Listed when asked (an entry without any answers 404, shown as
-// "none"), each edited in place (a write is an upsert by key), a new one added, one
+// label, JSON payloads. Listed when asked, through the bucket's multi-entry query (where
+// an entry without attachments selects nothing instead of answering 404), each edited in
+// place (a write is an upsert by key), a new one added, one
 // removed (a `remove=true` label: attachments are not deleted, they are tombstoned).
 
-import { ApiError, call, segment } from '../api.js';
-import { json, readRecords } from '../batch.js';
+import { call, segment } from '../api.js';
+import { json, readBucketRecords } from '../batch.js';
 import { errorBox, fill, h } from '../dom.js';
 
-/** A panel listing the attachments of entry path `base` (`b/<bucket>/<entry>`). */
-export function panel(base) {
-  const meta = `${base}/${segment('$meta')}`;
+/** A panel listing the attachments of entry `entry` of bucket `bucket`. */
+export function panel(bucket, entry) {
+  const meta = `b/${segment(bucket)}/${segment(entry)}/${segment('$meta')}`;
   const box = h('div', { class: 'attachments' });
   const problem = h('div');
 
@@ -24,12 +25,7 @@ export function panel(base) {
   };
 
   async function load() {
-    let records = [];
-    try {
-      records = await readRecords(meta, {}, { payloads: true });
-    } catch (error) {
-      if (!(error instanceof ApiError && error.status === 404)) throw error;
-    }
+    const records = await readBucketRecords(bucket, [`${entry}/$meta`], {}, { payloads: true });
     const rows = records.map((r) => {
       const key = r.labels.key || '';
       const value = h('textarea', { 'aria-label': `attachment ${key}`, rows: 2, cols: 50, spellcheck: 'false' }, JSON.stringify(json(r)));
@@ -55,10 +51,15 @@ export function panel(base) {
     });
     const newKey = h('input', { id: 'attachment-key', required: true });
     const newValue = h('textarea', { id: 'attachment-value', rows: 2, cols: 40, spellcheck: 'false' }, '{}');
+    const refresh = h('button', {
+      id: 'refresh-attachments', class: 'secondary', type: 'button',
+      onclick: () => load().catch((error) => fill(problem, errorBox(error))),
+    }, 'Refresh');
     fill(box,
-      rows.length === 0 ? h('p', { class: 'muted' }, 'No attachments.') : h('table', { 'aria-label': 'Attachments' },
+      rows.length === 0 ? h('p', { class: 'muted' }, 'No attachments. ', refresh) : h('table', { 'aria-label': 'Attachments' },
         h('thead', {}, h('tr', {}, h('th', {}, 'Key'), h('th', {}, 'Value (JSON)'), h('th', {}, ''))),
         h('tbody', {}, rows)),
+      rows.length === 0 ? '' : h('p', {}, refresh),
       h('form', {
         id: 'attachment-form',
         class: 'inline',

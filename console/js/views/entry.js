@@ -201,7 +201,7 @@ export async function show({ view, route, go }) {
     h('h2', {}, 'Data volume'), volume,
     h('h2', {}, 'Records'), query, problem,
     h('div', { class: 'split' }, listing, detail),
-    h('h2', {}, 'Attachments'), attachments(base),
+    h('h2', {}, 'Attachments'), attachments(bucket, entry),
     h('h2', {}, 'Upload'), upload);
   await Promise.all([page(), drawChart()]);
 }

@@ -9,6 +9,7 @@ import { json, readRecords } from '../batch.js';
 import { errorBox, fill, h } from '../dom.js';
 import { bytes, count, isoTime, timestamp } from '../format.js';
 import { bars, linear } from '../chart.js';
+import { systemSegment } from '../protocol.js';
 
 /** Runs shown on a timeline at most (the latest). */
 const TIMELINE_RUNS = 200;
@@ -29,6 +30,7 @@ function policyForm(onSubmit, settings = {}) {
   const algorithm = h('select', {}, ['', 'zstd', 'lz4'].map((a) => h('option', { value: a, selected: a === (settings.compression || {}).algorithm }, a || '(none)')));
   const level = h('input', { type: 'number', min: 1, max: 22, value: (settings.compression || {}).level || 3 });
   const remote = h('input', { value: settings.remote || '' });
+  const pending = h('select', {}, ['', 'keep', 'delete'].map((p) => h('option', { value: p, selected: p === (settings.pending_replication || '') }, p || '(default: keep)')));
   const when = h('textarea', { rows: 2, cols: 40, spellcheck: 'false' }, settings.when ? JSON.stringify(settings.when) : '');
   const mode = h('select', {}, ['enabled', 'disabled', 'dry_run'].map((m) => h('option', { value: m, selected: m === (settings.mode || 'enabled') }, m)));
   const form = h('form', {
@@ -43,6 +45,7 @@ function policyForm(onSubmit, settings = {}) {
       };
       if (algorithm.value) body.compression = { algorithm: algorithm.value, level: Number(level.value) };
       if (remote.value.trim()) body.remote = remote.value.trim();
+      if (pending.value) body.pending_replication = pending.value;
       if (when.value.trim()) {
         try {
           body.when = JSON.parse(when.value);
@@ -58,6 +61,7 @@ function policyForm(onSubmit, settings = {}) {
   field('p-entries', 'Entries', entries), field('p-older', 'Older than', olderThan),
   field('p-interval', 'Interval', interval), field('p-algorithm', 'Compression', algorithm),
   field('p-level', 'Level', level), field('p-remote', 'Remote (tier)', remote),
+  field('p-pending', 'Unreplicated records (delete)', pending),
   field('p-when', 'Condition (when)', when), field('p-mode', 'Mode', mode),
   h('button', { type: 'submit' }, settings.name ? 'Save policy' : 'Create policy'));
   if (settings.name) name.readOnly = true;
@@ -72,7 +76,7 @@ async function runNow(name, status) {
     const { info } = await call(`lifecycles/${segment(name)}`);
     if (info.progress) {
       const p = info.progress;
-      status.textContent = `running: ${count(p.records_done || 0)} records done`;
+      status.textContent = `running: ${count(p.records_done || 0)} of ${count(p.records_total || 0)} records`;
     }
     if (info.last_run !== before && !info.running_now) {
       status.textContent = `done: ${info.last_status}${info.last_error ? ` (${info.last_error})` : ''}`;
@@ -128,10 +132,20 @@ export async function list(ctx) {
     form);
 }
 
-/** The latest `TIMELINE_RUNS` events a policy wrote to `$system`, oldest first. */
-async function runEvents(instance, name) {
-  const base = `b/${segment('$system')}/${segment(`lifecycle/${instance}/${name}`)}`;
-  const records = await readRecords(base, {}, { payloads: true });
+/**
+ * The latest `TIMELINE_RUNS` events a policy wrote to `$system` before `latest` (µs),
+ * oldest first: read over a day back, then a week, a month, then all, so a policy that
+ * has written events for years costs no more than its recent ones.
+ */
+async function runEvents(instance, name, latest) {
+  const base = `b/${segment('$system')}/${segment(`lifecycle/${systemSegment(instance)}/${systemSegment(name)}`)}`;
+  const DAY = 86_400_000_000n;
+  let records = [];
+  for (const back of [DAY, 7n * DAY, 31n * DAY, null]) {
+    const start = back === null ? undefined : Number(BigInt(latest) - back);
+    records = await readRecords(base, start === undefined || start < 0 ? {} : { start }, { payloads: true });
+    if (records.length >= TIMELINE_RUNS) break;
+  }
   return records.slice(-TIMELINE_RUNS).map((r) => ({ ...r, event: json(r) }));
 }
 
@@ -156,7 +170,8 @@ function timeline(runs, shown) {
     for (const [k, v] of Object.entries({ cx: runs.length === 1 ? width / 2 : x(Number(run.ts)), cy: 30, r: 6, class: ok ? 'run ok' : 'run failed', tabindex: 0 })) mark.setAttribute(k, v);
     const title = document.createElementNS(NS, 'title');
     const e = run.event;
-    title.textContent = `${timestamp(run.ts)}: status ${run.labels.status || '?'}, ${count(e.processed_records || 0)} records, ${(e.duration || 0).toFixed(2)} s${e.caught_up ? ', caught up' : ''}`;
+    const state = e.caught_up ? ', caught up' : `, ${count(e.backlog_records || 0)} records left`;
+    title.textContent = `${timestamp(run.ts)}: status ${run.labels.status || '?'}, ${count(e.processed_records || 0)} records, ${(e.duration || 0).toFixed(2)} s${state}`;
     mark.append(title);
     const open = () => fill(shown, h('pre', {}, JSON.stringify(run.event, null, 2)));
     mark.addEventListener('click', open);
@@ -178,6 +193,17 @@ function savings(runs) {
     h('figcaption', { class: 'muted' }, `Bytes saved in all, run after run: ${bytes(total)}`));
 }
 
+/** The records each run left to the next ones, while the policy catches up. */
+function backlog(runs) {
+  if (!runs.some((r) => Number(r.event.backlog_records || 0) > 0)) {
+    return h('p', { class: 'muted' }, 'No backlog: every recorded run caught up.');
+  }
+  const left = runs.map((r) => Number(r.event.backlog_records || 0));
+  return h('figure', { class: 'chart backlog' },
+    bars(left, (i) => `left after the run of ${timestamp(runs[i].ts)}`, { format: count }),
+    h('figcaption', { class: 'muted' }, `Records left to process after each run (whole blocks counted); now ${count(left[left.length - 1])}`));
+}
+
 export async function detail(ctx) {
   const { view, route, go } = ctx;
   const name = route.name;
@@ -189,7 +215,7 @@ export async function detail(ctx) {
   let runs = [];
   let runsProblem = null;
   if (info.last_event && info.last_event.instance) {
-    runs = await runEvents(info.last_event.instance, name).catch((e) => { runsProblem = errorBox(e); return []; });
+    runs = await runEvents(info.last_event.instance, name, info.last_event.timestamp).catch((e) => { runsProblem = errorBox(e); return []; });
   }
   const form = policyForm(async (_, body, invalid) => {
     try {
@@ -208,6 +234,7 @@ export async function detail(ctx) {
         ['Runs', count(info.total_runs)], ['Records', count(info.processed_records_total)],
         ['Saved', bytes(info.bytes_saved_total)], ['Next run', isoTime(info.next_run)],
         ['State', info.caught_up ? 'caught up' : 'catching up'],
+        ['Backlog', info.caught_up ? '—' : `${count(info.backlog_records || 0)} records`],
         ['Processed up to', info.last_processed_ts ? timestamp(info.last_processed_ts) : '—']]
         .map(([label, value]) => h('div', { class: 'card' }, h('div', { class: 'label' }, label), h('div', { class: 'value' }, value)))),
     h('p', {}, h('button', {
@@ -224,6 +251,7 @@ export async function detail(ctx) {
     }, 'Run now'), ' ', status),
     problem,
     h('h2', {}, 'Runs'), runsProblem || timeline(runs, shown), shown,
+    h('h2', {}, 'Backlog while catching up'), backlog(runs),
     h('h2', {}, 'Bytes saved over time'), savings(runs),
     h('h2', {}, 'Settings'), form,
     h('h2', {}, 'Danger zone'),

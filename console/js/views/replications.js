@@ -1,10 +1,13 @@
 // Replication tasks: listed with their state and pending records, created and edited
-// with their settings, their mode switched, their diagnostics shown, removed after
-// confirmation.
+// with their settings, their mode switched, their backlog over time charted, their
+// diagnostics shown, removed after confirmation.
 
 import { call, segment } from '../api.js';
+import { json, readBucketRecords } from '../batch.js';
+import { bars, thin } from '../chart.js';
 import { errorBox, fill, h } from '../dom.js';
-import { count } from '../format.js';
+import { count, duration, timestamp } from '../format.js';
+import { systemSegment } from '../protocol.js';
 
 function taskForm(onSubmit, settings = {}, name = '') {
   const inputs = {
@@ -70,9 +73,33 @@ export async function list({ view, go }) {
     problem);
 }
 
+/** Points of the backlog history at most. */
+const HISTORY_POINTS = 120;
+
+/**
+ * The task's backlog over the last day, from the events its sender writes to `$system`
+ * (`replications/<instance>/<task>`): one per summary of passes, and a snapshot a minute
+ * while records wait unsent (paused, disabled). Pending records and the lag of the oldest.
+ */
+async function history(instance, name) {
+  const entry = `replications/${systemSegment(instance)}/${systemSegment(name)}`;
+  const start = Date.now() * 1000 - 86400e6;
+  const events = (await readBucketRecords('$system', [entry], { start }, { payloads: true })).map(json);
+  if (events.length === 0) return h('p', { class: 'muted' }, 'No pass or backlog recorded in the last day.');
+  const points = thin(events, HISTORY_POINTS);
+  const when = (i) => timestamp(points[i].timestamp);
+  return h('div', { class: 'history' },
+    h('figure', { class: 'chart pending' },
+      bars(points.map((e) => e.pending_records || 0), (i) => `pending at ${when(i)}`, { format: count }),
+      h('figcaption', { class: 'muted' }, `Pending records, ${count(points.length)} snapshot${points.length === 1 ? '' : 's'} from ${when(0)} to ${when(points.length - 1)}`)),
+    h('figure', { class: 'chart lag' },
+      bars(points.map((e) => e.lag_seconds || 0), (i) => `lag at ${when(i)}`, { format: (s) => duration(Math.round(s)) }),
+      h('figcaption', { class: 'muted' }, 'Lag: how long the oldest pending record had waited')));
+}
+
 export async function detail({ view, route, go }) {
   const name = route.name;
-  const task = await call(`replications/${segment(name)}`);
+  const [task, server] = await Promise.all([call(`replications/${segment(name)}`), call('info')]);
   const problem = h('div');
   const mode = h('select', { id: 'r-mode' }, ['enabled', 'paused', 'disabled'].map((m) => h('option', { value: m, selected: m === (task.settings.mode || task.info.mode) }, m)));
   fill(view,
@@ -94,6 +121,8 @@ export async function detail({ view, route, go }) {
       },
     }, h('label', { for: 'r-mode' }, 'Mode', mode), h('button', { type: 'submit' }, 'Set mode')),
     problem,
+    h('h2', {}, 'Backlog over time'),
+    await history(server.instance_name || '', name).catch((e) => errorBox(e)),
     h('h2', {}, 'Diagnostics'),
     h('pre', { class: 'preview' }, JSON.stringify(task.diagnostics || {}, null, 2)),
     h('h2', {}, 'Settings'),

@@ -50,6 +50,10 @@ pub struct RunOutcome {
     pub kept_pending_replication_from: Option<u64>,
     /// A thinning delete run: how far each entry has been judged (`thinning.rs`).
     pub thinning: Option<ThinningProgress>,
+    /// Records still to look at after this run's window, up to the end of the eligible
+    /// data, from the index (a block reaching past the window counts whole): 0 when the
+    /// run caught up.
+    pub backlog_records: u64,
 }
 
 /// How one run is asked for: what [`run_policy`] needs besides the store and policy.
@@ -187,10 +191,19 @@ pub fn run_policy(store: &Store, policy: &Policy, run: &RunRequest) -> Result<Ru
         window.stop = cap;
         window.caught_up = false;
     }
+    let backlog_records = match range {
+        Some((_, latest)) if !window.caught_up => backlog(
+            &spans,
+            window.stop,
+            effective_stop(latest, now, policy.older_than),
+        ),
+        _ => 0,
+    };
     let mut outcome = RunOutcome {
         caught_up: window.caught_up,
         last_processed_ts: Some(window.stop),
         thinning: thinning_progress,
+        backlog_records,
         ..Default::default()
     };
     if window.start >= window.stop {
@@ -214,4 +227,15 @@ pub fn run_policy(store: &Store, policy: &Policy, run: &RunRequest) -> Result<Ru
         run.meter.complete();
     }
     Ok(outcome)
+}
+
+/// The records of `spans` a window ending at `stop` leaves for later runs, up to `eligible`
+/// (the end of the eligible data): every span that reaches `stop` and begins before
+/// `eligible`, counted whole (the index knows no finer).
+fn backlog(spans: &[RecordSpan], stop: u64, eligible: u64) -> u64 {
+    spans
+        .iter()
+        .filter(|s| s.last >= stop && s.first < eligible)
+        .map(|s| s.records)
+        .sum()
 }

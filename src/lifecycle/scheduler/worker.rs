@@ -129,6 +129,7 @@ fn run_event(
         predicted_bytes_after: None,
         resume_ts: None,
         kept_pending_replication_from: None,
+        backlog_records: 0,
         thinning: None,
     };
     match result {
@@ -140,6 +141,7 @@ fn run_event(
             event.bytes_saved = o.bytes_saved;
             event.bytes_tiered = o.bytes_tiered;
             event.kept_pending_replication_from = o.kept_pending_replication_from;
+            event.backlog_records = o.backlog_records;
             event.thinning = o.thinning.clone();
             if let Some((before, after)) = o.predicted {
                 event.bytes_before = Some(before);
