@@ -106,3 +106,18 @@ export function hexDump(data, limit = 512) {
   if (data.length > end) lines.push(`… ${data.length - end} more bytes`);
   return lines.join('\n');
 }
+
+/** Microseconds since the epoch as a `datetime-local` input's value, in UTC ('' when none). */
+export function inputTime(us) {
+  if (us === undefined || us === null || us === '') return '';
+  const ms = Number(BigInt(us) / 1000n);
+  if (!Number.isFinite(ms) || ms > 8.64e15) return '';
+  return new Date(ms).toISOString().slice(0, 19);
+}
+
+/** A `datetime-local` input's value, read as UTC, in microseconds (a string; '' when empty or invalid). */
+export function fromInputTime(text) {
+  if (!text) return '';
+  const ms = Date.parse(`${text.length === 16 ? `${text}:00` : text}Z`);
+  return Number.isFinite(ms) && ms >= 0 ? (BigInt(ms) * 1000n).toString() : '';
+}

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import test from 'node:test';
 
 import {
-  bytes, count, duration, hexDump, isoTime, previewKind, recordHeader, timestamp,
+  bytes, count, duration, fromInputTime, hexDump, inputTime, isoTime, previewKind, recordHeader, timestamp,
 } from '../js/format.js';
 import {
   histogram, linear, thin, tierClass, ticks,
@@ -99,4 +99,12 @@ test('names become $system entry segments as the server writes them', () => {
   assert.equal(systemSegment('cam-2_x'), 'cam-2_x');
   assert.equal(systemSegment('é/x'), '__x');
   assert.equal(systemSegment(''), 'unknown');
+});
+
+test('a range typed in UTC round-trips through microseconds', () => {
+  assert.equal(inputTime('1700000000123456'), '2023-11-14T22:13:20');
+  assert.equal(fromInputTime('2023-11-14T22:13:20'), '1700000000000000');
+  assert.equal(fromInputTime('2023-11-14T22:13'), '1699999980000000');
+  assert.equal(fromInputTime('not a time'), '');
+  assert.equal(inputTime(undefined), '');
 });

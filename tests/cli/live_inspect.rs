@@ -245,3 +245,80 @@ fn a_read_token_sees_storage_without_policies_and_an_entry_named_storage_stays_a
     let report = call(&s, "GET", "/api/v1/storage/b", b"");
     assert_eq!(report.json()["totals"]["entries"], 3);
 }
+
+#[test]
+fn an_entrys_histogram_counts_its_records_in_bounded_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = loaded_server(dir.path());
+    // The whole entry by default (one record an hour), in the points asked for.
+    let r = call(
+        &s,
+        "GET",
+        "/api/v1/storage/b/histogram?entry=cam&points=50",
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.error());
+    let h = r.json();
+    let oldest = h["start"].as_u64().unwrap();
+    assert_eq!(h["stop"].as_u64(), Some(oldest + 1499 * HOUR + 1));
+    let records: Vec<u64> = serde_json::from_value(h["records"].clone()).unwrap();
+    let bytes: Vec<u64> = serde_json::from_value(h["bytes"].clone()).unwrap();
+    assert_eq!(records.len(), 50);
+    assert_eq!(records.iter().sum::<u64>(), 1500);
+    assert_eq!(bytes.iter().sum::<u64>(), 1500 * 700);
+    // One record an hour: a stretch of 30 hours holds 30 of them (the last, the rest).
+    assert!(records[..49].iter().all(|&n| n == 30), "{records:?}");
+    // A range of its own: the 10 hours from the oldest record.
+    let r = call(
+        &s,
+        "GET",
+        &format!(
+            "/api/v1/storage/b/histogram?entry=cam&start={oldest}&stop={}&points=5",
+            oldest + 10 * HOUR
+        ),
+        b"",
+    );
+    assert_eq!(r.json()["records"], serde_json::json!([2, 2, 2, 2, 2]));
+
+    // A reader of the bucket may ask; one of another bucket may not.
+    for (name, read) in [("reader", "b"), ("stranger", "other")] {
+        let body = format!(r#"{{"full_access":false,"read":["{read}"],"write":[]}}"#);
+        let r = call(
+            &s,
+            "POST",
+            &format!("/api/v1/tokens/{name}"),
+            body.as_bytes(),
+        );
+        assert_eq!(r.status, 200, "{}", r.error());
+        let token = format!("Bearer {}", r.json()["value"].as_str().unwrap());
+        let seen = s.get_with("/api/v1/storage/b/histogram?entry=logs", &token);
+        let expected = if read == "b" { 200 } else { 403 };
+        assert_eq!(seen.status, expected, "{name}: {}", seen.error());
+    }
+    // Bad requests name what is wrong.
+    for (query, status, says) in [
+        ("", 422, "'entry' is required"),
+        ("entry=cam&points=0", 422, "1 to 1000 points, not 0"),
+        ("entry=cam&points=5000", 422, "not 5000"),
+        (
+            "entry=cam&start=x%0A",
+            422,
+            "'start' must be an unsigned integer, not 'x\\n'",
+        ),
+        ("entry=cam&start=9&stop=9", 422, "must be before its stop"),
+        ("entry=nope", 404, "nope"),
+    ] {
+        let r = call(
+            &s,
+            "GET",
+            &format!("/api/v1/storage/b/histogram?{query}"),
+            b"",
+        );
+        assert_eq!(r.status, status, "{query}: {}", r.error());
+        assert!(r.error().contains(says), "{query}: {}", r.error());
+    }
+    assert_eq!(
+        call(&s, "GET", "/api/v1/storage/b/elsewhere", b"").status,
+        404
+    );
+}

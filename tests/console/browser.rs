@@ -191,6 +191,33 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     browser.wait_for_text("table[aria-label=Records]", "kind=png");
     browser.screenshot(&shots.join("04-entry.png"));
 
+    // A range chosen: the chart and the list keep to it, and its deep link survives a
+    // reload; then back to the whole entry.
+    browser.script(
+        "document.getElementById('range-start').value = '2023-11-14T22:13:20'; \
+         document.getElementById('range-stop').value = '2023-11-14T22:13:21'; return 1",
+        json!([]),
+    );
+    browser.click("#range-form button[type=submit]");
+    browser.wait_for_text(".chart figcaption", "1 record,");
+    let url = browser.url();
+    assert!(
+        url.contains("start=1700000000000000") && url.contains("stop=1700000001000000"),
+        "{url}"
+    );
+    browser.open(&url);
+    browser.wait_for_text(".chart figcaption", "1 record,");
+    browser.wait_for_text("table[aria-label=Records]", "application/json");
+    assert_eq!(
+        browser.script(
+            "return document.querySelectorAll('table[aria-label=Records] tbody tr').length",
+            json!([]),
+        ),
+        json!(1)
+    );
+    browser.click("#range-form button.secondary");
+    browser.wait_for_text(".chart figcaption", "2 records,");
+
     // The JSON record previewed pretty-printed, then removed after confirmation.
     browser.click("table[aria-label=Records] tbody tr:first-child button");
     browser.wait_for_text(".preview pre", "\"exposure\": 12");

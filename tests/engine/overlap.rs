@@ -408,3 +408,58 @@ fn a_damaged_block_stops_its_merge_but_nothing_else() {
 fn index_at(dir: &std::path::Path) -> EntryIndex {
     EntryIndex::load(&dir.join("b").join("e")).unwrap()
 }
+
+/// The histogram the console charts an entry with agrees with a one-pass count over every
+/// record, whatever the range and the number of points: overlapping blocks, blocks
+/// edited by removals, records still in the logs.
+#[test]
+fn histograms_count_exactly_what_a_pass_over_the_records_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_store, bucket) = store(dir.path(), 64, 20);
+    write_interleaved(&bucket);
+    let entry = bucket.entry("e").unwrap();
+    for ts in [1003, 1004, 1250, 1499] {
+        entry.remove_record(ts).unwrap().wait().unwrap();
+    }
+    // Some records left in the open log.
+    for ts in 1_000_001..1_000_005 {
+        bucket.write("e", meta(ts, 7), &payload(ts)).unwrap();
+    }
+    let records: Vec<(u64, u64)> = bucket
+        .query(&QueryOptions {
+            entries: vec!["e".into()],
+            only_metadata: true,
+            ..Default::default()
+        })
+        .unwrap()
+        .map(|r| {
+            let r = r.unwrap();
+            (r.meta.timestamp, r.meta.size)
+        })
+        .collect();
+    for (start, stop, points) in [
+        (0, u64::MAX, 1),
+        (1000, 1500, 7),
+        (1000, 1500, 500),
+        (1001, 1497, 13),
+        (999, 1_000_010, 120),
+        (1200, 1201, 5),
+        (2000, 3000, 10),
+    ] {
+        let h = entry.histogram(start, stop, points).unwrap();
+        assert!(h.records.len() <= points, "{start}..{stop}/{points}");
+        assert!(h.step * h.records.len() as u64 >= stop - start);
+        let mut records_model = vec![0u64; h.records.len()];
+        let mut bytes_model = vec![0u64; h.records.len()];
+        for &(ts, size) in records.iter().filter(|(ts, _)| (start..stop).contains(ts)) {
+            let at = ((ts - start) / h.step) as usize;
+            records_model[at] += 1;
+            bytes_model[at] += size;
+        }
+        assert_eq!(h.records, records_model, "{start}..{stop}/{points}");
+        assert_eq!(h.bytes, bytes_model, "{start}..{stop}/{points}");
+    }
+    assert!(entry.histogram(5, 5, 10).is_err());
+    assert!(entry.histogram(0, 5, 0).is_err());
+    assert!(entry.histogram(0, 5, 1001).is_err());
+}

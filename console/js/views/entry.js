@@ -1,5 +1,5 @@
-// An entry: a data-volume chart of the chosen range (records and bytes over time, from
-// the records' metadata), its records page by page (a metadata query per page, never
+// An entry: a data-volume chart of the chosen range (records and bytes over time, counted
+// by the server in a bounded number of points), its records page by page (a metadata query per page, never
 // the whole entry), a `when` condition applied to the list (the server's message shown
 // when it is refused), a record's preview (images inline, JSON and text pretty-printed,
 // anything else as hex with a download link), its labels edited in place, its removal,
@@ -10,13 +10,16 @@ import { readRecords } from '../batch.js';
 import { panel as attachments } from './attachments.js';
 import { bars, histogram } from '../chart.js';
 import { errorBox, fill, h } from '../dom.js';
-import { bytes, count, hexDump, previewKind, timestamp } from '../format.js';
+import {
+  bytes, count, fromInputTime, hexDump, inputTime, previewKind, timestamp,
+} from '../format.js';
 import { link } from '../route.js';
 
 const PAGE = 20;
-/** Records whose metadata the chart reads at most. */
-const CHART_RECORDS = 5000;
-const CHART_BARS = 40;
+/** Points of the data-volume chart. */
+const CHART_BARS = 60;
+/** Records whose metadata the chart reads at most when a condition filters them. */
+const FILTERED_RECORDS = 5000;
 
 /** The metadata of up to `limit` records of the entry from `start` (with `when`). */
 function metadata(base, { start, stop, limit, when }) {
@@ -27,19 +30,43 @@ function metadata(base, { start, stop, limit, when }) {
   return readRecords(base, query);
 }
 
-function chart(records, limited) {
-  if (records.length === 0) return h('p', { class: 'muted' }, 'No records in this range.');
-  const first = Number(records[0].ts);
-  const last = Number(records[records.length - 1].ts) + 1;
-  const sizes = histogram(records.map((r) => [Number(r.ts), r.size]), first, last, CHART_BARS);
-  const counts = histogram(records.map((r) => [Number(r.ts), 1]), first, last, CHART_BARS);
-  const span = (last - first) / CHART_BARS;
-  const label = (i) => `${timestamp(Math.floor(first + i * span))}, ${count(counts[i])} records`;
+/**
+ * The entry's records and bytes per stretch of the range: counted by the server from its
+ * index (`/storage/{bucket}/histogram`, exact at any size of entry), or, when a condition
+ * filters them, from the metadata of the first records it selects.
+ */
+async function volume(bucket, entry, base, { start, stop, when }) {
+  if (when) {
+    const records = await metadata(base, { start, stop, limit: FILTERED_RECORDS, when });
+    if (records.length === 0) return null;
+    const first = Number(records[0].ts);
+    const last = Number(records[records.length - 1].ts) + 1;
+    return {
+      first,
+      step: (last - first) / CHART_BARS,
+      bytes: histogram(records.map((r) => [Number(r.ts), r.size]), first, last, CHART_BARS),
+      records: histogram(records.map((r) => [Number(r.ts), 1]), first, last, CHART_BARS),
+      note: records.length >= FILTERED_RECORDS ? ` (the first ${count(FILTERED_RECORDS)} records the condition selects)` : ' (the records the condition selects)',
+    };
+  }
+  const query = new URLSearchParams({ entry, points: String(CHART_BARS) });
+  if (start) query.set('start', start);
+  if (stop) query.set('stop', stop);
+  const counted = await call(`storage/${segment(bucket)}/histogram?${query}`);
+  if (counted.records.every((n) => n === 0)) return null;
+  return { first: counted.start, step: counted.step, bytes: counted.bytes, records: counted.records, note: "" };
+}
+
+function chart(data) {
+  if (!data) return h('p', { class: 'muted' }, 'No records in this range.');
+  const at = (i) => timestamp(Math.floor(data.first + i * data.step));
+  const label = (i) => `${at(i)}: ${count(data.records[i])} records, ${bytes(data.bytes[i])}`;
+  const total = data.records.reduce((a, b) => a + b, 0);
   return h('figure', { class: 'chart' },
-    bars(sizes, label, { format: bytes }),
+    bars(data.bytes, label, { format: bytes }),
     h('figcaption', { class: 'muted' },
-      `Bytes per ${CHART_BARS}th of the range, ${timestamp(first)} to ${timestamp(last - 1)}`,
-      limited ? ` (the first ${count(CHART_RECORDS)} records)` : ''));
+      `${count(total)} record${total === 1 ? '' : 's'}, bytes per ${data.bytes.length}th of the range from ${at(0)} to ${at(data.bytes.length)}`,
+      data.note));
 }
 
 async function preview(base, record, refresh) {
@@ -109,7 +136,7 @@ export async function show({ view, route, go }) {
   let when = params.when ? JSON.parse(params.when) : undefined;
   const listing = h('div');
   const detail = h('div', { class: 'preview' }, h('p', { class: 'muted' }, 'Choose a record to see it.'));
-  const volume = h('div');
+  const volumeBox = h('div');
   const problem = h('div');
 
   const showRecord = async (record) => {
@@ -149,12 +176,24 @@ export async function show({ view, route, go }) {
 
   async function drawChart() {
     try {
-      const records = await metadata(base, { start: params.start, stop: params.stop, limit: CHART_RECORDS, when });
-      fill(volume, chart(records, records.length >= CHART_RECORDS));
+      fill(volumeBox, chart(await volume(bucket, entry, base, { start: params.start, stop: params.stop, when })));
     } catch (error) {
-      fill(volume, errorBox(error));
+      fill(volumeBox, errorBox(error));
     }
   }
+
+  const from = h('input', { id: 'range-start', type: 'datetime-local', step: 1, value: inputTime(params.start) });
+  const to = h('input', { id: 'range-stop', type: 'datetime-local', step: 1, value: inputTime(params.stop) });
+  const range = h('form', {
+    id: 'range-form',
+    class: 'inline',
+    onsubmit: (event) => {
+      event.preventDefault();
+      go(link(bucket, entry, { ...params, start: fromInputTime(from.value), stop: fromInputTime(to.value) }));
+    },
+  }, h('label', { for: 'range-start' }, 'From (UTC)', from), h('label', { for: 'range-stop' }, 'To (UTC)', to),
+  h('button', { type: 'submit' }, 'Show range'),
+  h('button', { class: 'secondary', type: 'button', onclick: () => go(link(bucket, entry, { ...params, start: '', stop: '' })) }, 'Whole entry'));
 
   const condition = h('textarea', { id: 'when', rows: 3, cols: 50, spellcheck: 'false' }, params.when || '');
   const query = h('form', {
@@ -198,7 +237,7 @@ export async function show({ view, route, go }) {
   fill(view,
     h('p', {}, h('a', { href: './', 'data-link': true }, 'Dashboard'), ' / ', h('a', { href: link(bucket), 'data-link': true }, bucket), ' / ', entry),
     h('h1', {}, `Entry ${entry}`),
-    h('h2', {}, 'Data volume'), volume,
+    h('h2', {}, 'Data volume'), range, volumeBox,
     h('h2', {}, 'Records'), query, problem,
     h('div', { class: 'split' }, listing, detail),
     h('h2', {}, 'Attachments'), attachments(bucket, entry),

@@ -162,7 +162,10 @@ fn route_need(method: &str, rest: &str) -> Need {
     let (first, tail) = rest.split_once('/').unwrap_or((rest, ""));
     match (first, tail) {
         ("tokens", _) | ("lifecycles", _) | ("replications", _) => Need::Full,
-        ("storage", bucket) => Need::Read(percent::decode(bucket)),
+        ("storage", tail) => {
+            let bucket = tail.split_once('/').map_or(tail, |(b, _)| b);
+            Need::Read(percent::decode(bucket))
+        }
         // `/b/{bucket}/` names an entry (an empty one, refused as such), never the bucket.
         ("b", tail) if !tail.is_empty() => match tail.split_once('/') {
             // Whether a bucket exists is for those who may read it.
@@ -348,9 +351,13 @@ impl Route for App {
             ("GET" | "HEAD", "info", "") => buckets::server_info(self),
             ("GET" | "HEAD", "list", "") => buckets::list(self, caller.as_ref()),
             ("GET" | "HEAD", "me", "") => tokens::me(self, caller.as_ref()),
-            ("GET" | "HEAD", "storage", bucket) if !bucket.is_empty() => {
-                storage::storage(self, &percent::decode(bucket), caller.as_ref())
-            }
+            ("GET" | "HEAD", "storage", tail) if !tail.is_empty() => match tail.split_once('/') {
+                None => storage::storage(self, &percent::decode(tail), caller.as_ref()),
+                Some((bucket, "histogram")) => {
+                    storage::histogram(self, &percent::decode(bucket), req)
+                }
+                Some(_) => Err(no_route(&method, &req.head.path)),
+            },
             ("POST", "links", file) if !file.is_empty() => {
                 links::create(self, &percent::decode(file), req)
             }

@@ -66,6 +66,7 @@ pub fn allowed_methods(rest: &str) -> Option<&'static str> {
             "GET,HEAD,POST"
         }
         ["storage", bucket] if named(bucket) => "GET,HEAD",
+        ["storage", bucket, "histogram"] if named(bucket) => "GET,HEAD",
         _ => return None,
     })
 }

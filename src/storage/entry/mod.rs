@@ -17,6 +17,7 @@
 mod background;
 mod commit;
 mod edits;
+mod histogram;
 mod obsolete;
 mod read;
 mod rebuild;
@@ -46,6 +47,7 @@ use crate::storage::record::{Labels, RecordMeta};
 use crate::storage::sync::{Durability, Pending};
 
 use edits::edit_state;
+pub use histogram::{Histogram, MAX_COLUMNS as HISTOGRAM_MAX_COLUMNS};
 pub(crate) use obsolete::{ObsoleteFiles, remove_in};
 pub use read::Chunk;
 pub(crate) use read::{
