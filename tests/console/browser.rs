@@ -103,7 +103,7 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     browser.open(&format!("{site}/"));
     browser.wait_for("#token");
     assert!(browser.url().contains("/ui/login"), "{}", browser.url());
-    browser.screenshot(&shots.join("01-login.png"));
+    look(&browser, &shots, "01-login.png");
     // Before the login, the console's first call was refused: that 401 is expected.
     let before_login = browser.console();
 
@@ -114,7 +114,7 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     browser.click("form button[type=submit]");
     browser.wait_for_text("h1", "Dashboard");
     let rejected_login = browser.console();
-    browser.screenshot(&shots.join("02-dashboard.png"));
+    look(&browser, &shots, "02-dashboard.png");
     // The token is in sessionStorage, never in the URL or a cookie.
     let stored = browser.script("return sessionStorage.getItem('halflife.token')", json!([]));
     assert_eq!(stored, json!(TOKEN));
@@ -143,11 +143,11 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     browser.open(&format!("{site}/ui/b/frames"));
     browser.wait_for_text("table", "cam");
     browser.wait_for_text(".legend", "open");
-    browser.screenshot(&shots.join("03-bucket.png"));
+    look(&browser, &shots, "03-bucket.png");
     browser.open(&format!("{site}/ui/b/history"));
     browser.wait_for(".history svg rect");
     browser.wait_for_text(".history", "snapshots");
-    browser.screenshot(&shots.join("03b-bucket-history.png"));
+    look(&browser, &shots, "03b-bucket-history.png");
     browser.open(&format!("{site}/ui/b/many"));
     browser.wait_for_text(".pager", "1–100 of 150");
     browser.click(".pager button:nth-of-type(2)");
@@ -189,7 +189,7 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     browser.type_into("input[aria-label='new label value']", "png");
     browser.click("#labels-form button");
     browser.wait_for_text("table[aria-label=Records]", "kind=png");
-    browser.screenshot(&shots.join("04-entry.png"));
+    look(&browser, &shots, "04-entry.png");
 
     // A range chosen: the chart and the list keep to it, and its deep link survives a
     // reload; then back to the whole entry.
@@ -287,7 +287,7 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
         assert!(started.elapsed().as_secs() < 10, "the attachment stayed");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    browser.screenshot(&shots.join("04b-attachments.png"));
+    look(&browser, &shots, "04b-attachments.png");
 
     // A query with a condition, then an invalid one: the server's message is shown.
     browser.type_into("#when", r#"{"&kind": {"$eq": "png"}}"#);
@@ -301,7 +301,7 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     browser.type_into("#when", r#"{"&kind": {"$nope": 1}}"#);
     browser.click("#query-form button");
     browser.wait_for_text(".error", "422");
-    browser.screenshot(&shots.join("05-query-error.png"));
+    look(&browser, &shots, "05-query-error.png");
     let after = browser.console();
 
     // A compress policy created from its form, run now; its run appears on the timeline
@@ -323,7 +323,24 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     browser.wait_for_text(".preview pre", "\"policy_name\": \"squeeze\"");
     browser.wait_for(".saved svg rect");
     browser.wait_for_text("main", "No backlog: every recorded run caught up.");
-    browser.screenshot(&shots.join("06-lifecycle.png"));
+    look(&browser, &shots, "06-lifecycle.png");
+    // Keyboard only: a run's mark opened with Enter, the navigation reached with Tab.
+    let policy_page = browser.url();
+    browser.open(&policy_page);
+    browser.wait_for(".timeline circle");
+    browser.script("document.querySelector('.timeline circle').focus(); return 1", json!([]));
+    browser.press(&["\u{E007}"]);
+    browser.wait_for_text(".preview pre", "\"policy_name\": \"squeeze\"");
+    browser.script("document.querySelector('a.brand').focus(); return 1", json!([]));
+    browser.press(&["\u{E004}"]);
+    assert_eq!(
+        browser.script("return document.activeElement.textContent", json!([])),
+        json!("Dashboard")
+    );
+    browser.press(&["\u{E007}"]);
+    browser.wait_for_text("h1", "Dashboard");
+    browser.open(&policy_page);
+    browser.wait_for(".timeline circle");
 
     // A token created with its permissions, its value shown once, then removed.
     browser.click("nav a[href=tokens]");
@@ -341,7 +358,7 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
         "{value}"
     );
     browser.wait_for_text("table[aria-label=Tokens]", "viewer");
-    browser.screenshot(&shots.join("07-tokens.png"));
+    look(&browser, &shots, "07-tokens.png");
     browser.click("table[aria-label=Tokens] tbody tr:last-child button.danger");
     browser.accept_prompt(None);
     let started = std::time::Instant::now();
@@ -411,7 +428,7 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     browser.open(&format!("{site}/ui/replications/offsite"));
     browser.wait_for(".pending svg rect");
     browser.wait_for(".lag svg rect");
-    browser.screenshot(&shots.join("08-replication.png"));
+    look(&browser, &shots, "08-replication.png");
 
     // The `$system` trail: its entries, and the policy's events filtered by status.
     browser.click("nav a[href='b/%24system']");
@@ -425,7 +442,7 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     browser.type_into("#when", r#"{"&status": {"$eq": 200}}"#);
     browser.click("#query-form button");
     browser.wait_for_text("table[aria-label=Records]", "status=200");
-    browser.screenshot(&shots.join("09-system-trail.png"));
+    look(&browser, &shots, "09-system-trail.png");
     let after_policies = browser.console();
 
     // Console errors: only the refusals the walk provoked.
@@ -449,4 +466,18 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
         "browser console errors: {unexpected:?}"
     );
     eprintln!("console screenshots in {}", shots.display());
+}
+
+/// Saves a screenshot of the view on screen as `name`, after checking that every control
+/// in it has a label (its own `<label>` or an `aria-label`): what a screen reader, and a
+/// keyboard user, needs to know what a field is for.
+fn look(browser: &Browser, shots: &std::path::Path, name: &str) {
+    let unlabelled = browser.script(
+        "return [...document.querySelectorAll('input, select, textarea')]\
+         .filter((e) => e.type !== 'hidden' && e.labels.length === 0 && !e.getAttribute('aria-label'))\
+         .map((e) => e.outerHTML.slice(0, 120))",
+        json!([]),
+    );
+    assert_eq!(unlabelled, json!([]), "controls without a label in {name}");
+    browser.screenshot(&shots.join(name));
 }

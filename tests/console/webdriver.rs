@@ -219,6 +219,25 @@ impl Browser {
             == Some(expected)
     }
 
+    /// Presses `keys` one after the other on whatever has the focus, as a keyboard-only
+    /// user would (WebDriver key codes: `\u{E004}` Tab, `\u{E007}` Enter).
+    pub fn press(&self, keys: &[&str]) {
+        let actions: Vec<Value> = keys
+            .iter()
+            .flat_map(|k| {
+                [
+                    json!({"type": "keyDown", "value": k}),
+                    json!({"type": "keyUp", "value": k}),
+                ]
+            })
+            .collect();
+        let v = self.post(
+            "/actions",
+            &json!({"actions": [{"type": "key", "id": "keyboard", "actions": actions}]}),
+        );
+        assert!(v.is_null(), "pressing {keys:?}: {v}");
+    }
+
     /// Runs `script` (a function body) with `args`; returns its value.
     pub fn script(&self, script: &str, args: Value) -> Value {
         self.post("/execute/sync", &json!({ "script": script, "args": args }))

@@ -11,7 +11,7 @@ function names(text) {
 
 /** The value of a token just made, shown once. */
 function secret(value) {
-  const field = h('input', { id: 'token-value', readonly: true, value, size: Math.max(20, value.length) });
+  const field = h('input', { id: 'token-value', 'aria-label': 'new token value', readonly: true, value, size: Math.max(20, value.length) });
   const copied = h('span', { class: 'muted', role: 'status' });
   return h('div', { class: 'card' },
     h('p', {}, 'The token\'s value, shown this once:'),
