@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use crate::common::{start_server, wait_until};
+use crate::common::{ServerProcess, borrowed, now_us, start_server, wait_until};
 use crate::webdriver::{Browser, browser_binaries};
 
 const TOKEN: &str = "console-walk-token";
@@ -94,7 +94,14 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
         let (status, _) = first.terminate();
         assert!(status.success());
     }
-    let server = start_server(data.path(), &[("RS_API_TOKEN", TOKEN)]);
+    // Runs bounded by work, so a policy over a backlog catches up run after run.
+    let server = start_server(
+        data.path(),
+        &[
+            ("RS_API_TOKEN", TOKEN),
+            ("RS_LIFECYCLE_MAX_RECORDS_PER_RUN", "400"),
+        ],
+    );
     let site = format!("http://{}", server.addr);
     let shots = shots();
     let browser = Browser::start(&chromium, &driver);
@@ -328,10 +335,16 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     let policy_page = browser.url();
     browser.open(&policy_page);
     browser.wait_for(".timeline circle");
-    browser.script("document.querySelector('.timeline circle').focus(); return 1", json!([]));
+    browser.script(
+        "document.querySelector('.timeline circle').focus(); return 1",
+        json!([]),
+    );
     browser.press(&["\u{E007}"]);
     browser.wait_for_text(".preview pre", "\"policy_name\": \"squeeze\"");
-    browser.script("document.querySelector('a.brand').focus(); return 1", json!([]));
+    browser.script(
+        "document.querySelector('a.brand').focus(); return 1",
+        json!([]),
+    );
     browser.press(&["\u{E004}"]);
     assert_eq!(
         browser.script("return document.activeElement.textContent", json!([])),
@@ -443,6 +456,7 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     browser.click("#query-form button");
     browser.wait_for_text("table[aria-label=Records]", "status=200");
     look(&browser, &shots, "09-system-trail.png");
+    catching_up(&server, &browser, &site, &shots);
     let after_policies = browser.console();
 
     // Console errors: only the refusals the walk provoked.
@@ -480,4 +494,84 @@ fn look(browser: &Browser, shots: &std::path::Path, name: &str) {
     );
     assert_eq!(unlabelled, json!([]), "controls without a label in {name}");
     browser.screenshot(&shots.join(name));
+}
+
+/// A compress policy over a backlog of 4,000 telemetry records two days old: it catches
+/// up run after run (400 records a run), and its page shows the runs, the backlog going
+/// down and the bytes saved — the picture the README shows
+/// (`docs/console-lifecycle.png`, refreshed from here when `HALFLIFE_UPDATE_DOCS=1`).
+fn catching_up(server: &ServerProcess, browser: &Browser, site: &str, shots: &std::path::Path) {
+    let bearer = format!("Bearer {TOKEN}");
+    let auth = [("authorization", bearer.as_str())];
+    let r = server.request(
+        "POST",
+        "/api/v1/b/fleet",
+        &auth,
+        br#"{"max_block_records":100}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.error());
+    let start = now_us() - 2 * 86_400_000_000;
+    for batch in 0..20u64 {
+        let mut body = Vec::new();
+        let mut headers = vec![("authorization".to_string(), bearer.clone())];
+        for i in 0..200u64 {
+            let n = batch * 200 + i;
+            let line = format!(
+                r#"{{"vehicle":"truck-{}","speed_kmh":{:.1},"lat":{:.5},"lon":{:.5},"fuel":{}}}"#,
+                n % 7,
+                40.0 + (n % 37) as f64 * 1.3,
+                52.52 + n as f64 * 1e-5,
+                13.40 + n as f64 * 2e-5,
+                90 - n % 60
+            )
+            .repeat(8);
+            headers.push((
+                format!("x-reduct-time-{}", start + n * 1_000_000),
+                format!("{},application/json", line.len()),
+            ));
+            body.extend_from_slice(line.as_bytes());
+        }
+        let r = server.request(
+            "POST",
+            "/api/v1/b/fleet/telemetry/batch",
+            &borrowed(&headers),
+            &body,
+        );
+        assert_eq!(r.status, 200, "{}", r.error());
+    }
+    let r = server.request(
+        "POST",
+        "/api/v1/lifecycles/fleet-zstd",
+        &auth,
+        br#"{"type":"compress","bucket":"fleet","older_than":"1d","interval":"1h","compression":{"algorithm":"zstd","level":9}}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.error());
+    let r = server.request("POST", "/api/v1/lifecycles/fleet-zstd/run", &auth, b"");
+    assert_eq!(r.status, 200, "{}", r.error());
+    wait_until("the policy catches up", || {
+        let info = server
+            .get_with("/api/v1/lifecycles/fleet-zstd", &bearer)
+            .json();
+        info["info"]["caught_up"] == true && info["info"]["running_now"] == false
+    });
+    browser.open(&format!("{site}/ui/lifecycles/fleet-zstd"));
+    browser.wait_for(".backlog svg rect");
+    browser.wait_for(".saved svg rect");
+    let marks = browser.script(
+        "return document.querySelectorAll('.timeline circle').length",
+        json!([]),
+    );
+    assert!(
+        marks.as_u64().unwrap_or(0) >= 10,
+        "{marks} runs on the timeline"
+    );
+    browser.resize(1280, 1080);
+    look(browser, shots, "10-policy-catching-up.png");
+    browser.resize(1280, 800);
+    if std::env::var_os("HALFLIFE_UPDATE_DOCS").is_some() {
+        let docs =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/console-lifecycle.png");
+        std::fs::copy(shots.join("10-policy-catching-up.png"), docs)
+            .expect("README picture refreshed");
+    }
 }

@@ -256,6 +256,12 @@ impl Browser {
         self.post("/alert/accept", &json!({}));
     }
 
+    /// Sets the window's outer size (a taller window shows a whole page in one shot).
+    pub fn resize(&self, width: u32, height: u32) {
+        let v = self.post("/window/rect", &json!({"width": width, "height": height}));
+        assert!(v.is_object(), "resizing: {v}");
+    }
+
     /// Saves a screenshot of the window as `path` (PNG).
     pub fn screenshot(&self, path: &Path) {
         let data = self.get("/screenshot");

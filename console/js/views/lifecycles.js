@@ -179,7 +179,7 @@ function timeline(runs, shown) {
     svg.append(mark);
   }
   return h('figure', { class: 'chart timeline' }, svg,
-    h('figcaption', { class: 'muted' }, `${runs.length} runs from ${timestamp(first)} to ${timestamp(last)}; a click shows the run's event`));
+    h('figcaption', { class: 'muted' }, `${count(runs.length)} run${runs.length === 1 ? '' : 's'} from ${timestamp(first)} to ${timestamp(last)}; a click shows the run's event`));
 }
 
 /** Bytes each run saved, and their running total, as columns over the runs. */
@@ -250,9 +250,11 @@ export async function detail(ctx) {
       },
     }, 'Run now'), ' ', status),
     problem,
-    h('h2', {}, 'Runs'), runsProblem || timeline(runs, shown), shown,
-    h('h2', {}, 'Backlog while catching up'), backlog(runs),
-    h('h2', {}, 'Bytes saved over time'), savings(runs),
+    h('h2', {}, 'Runs'), runsProblem || timeline(runs, shown),
+    h('div', { class: 'pair' },
+      h('section', {}, h('h2', {}, 'Backlog while catching up'), backlog(runs)),
+      h('section', {}, h('h2', {}, 'Bytes saved over time'), savings(runs))),
+    shown,
     h('h2', {}, 'Settings'), form,
     h('h2', {}, 'Danger zone'),
     h('button', {
