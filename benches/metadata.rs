@@ -1,8 +1,11 @@
 //! Metadata-only changes, measured on real data in one run:
-//! - through the HTTP API (in process, one keep-alive connection): the in-order write rate
-//!   of 10,000 1 KB records, then relabels (`PATCH`) and single removals (`DELETE`) of
-//!   random records in sealed blocks — rates, their ratio to the write rate, and the bytes
-//!   each writes to the data directory;
+//! - through the HTTP API (in process, one keep-alive connection), in each sync mode
+//!   (`never`, `interval:10ms`, `always`): the in-order write rate of 10,000 1 KB records,
+//!   then relabels (`PATCH`) and single removals (`DELETE`) of random records in sealed
+//!   blocks — rates, their ratio to the write rate, and the bytes each writes to the data
+//!   directory;
+//! - relabels on 8 connections, each of its own entry, in `never` and `always` (the share
+//!   `always` keeps is what cross-file group commit buys);
 //! - random single-record GETs (300) in raw blocks and, after `compress` to zstd 3, in
 //!   compressed ones: p50 / p99;
 //! - a `when` delete of about 10 % of the flights (one carrier): bytes written ÷ bytes
@@ -26,6 +29,7 @@ use halflife::Config;
 use halflife::fixtures::{self, FixtureRecord};
 use halflife::server::{InstanceRole, Server, ServerConfig};
 use halflife::storage::condition::Condition;
+use halflife::storage::sync::SyncMode;
 use halflife::storage::{BucketSettings, Codec, CompressPool, Store};
 
 /// A call that must succeed (status below 300).
@@ -34,10 +38,12 @@ fn ok(conn: &mut Connection, method: &str, path: &str, headers: &[(&str, &str)],
     assert!(resp.status < 300, "{method} {path}: {}", resp.error());
 }
 
-fn start(data: &Path) -> Server {
+fn start(data: &Path, mode: SyncMode) -> Server {
+    let mut engine = Config::new(data);
+    engine.sync_mode = mode;
     Server::start(
         ServerConfig {
-            engine: Config::new(data),
+            engine,
             host: "127.0.0.1".into(),
             port: 0,
             http_threads: 4,
@@ -128,18 +134,15 @@ fn one_kb_records(flights: &[FixtureRecord]) -> Vec<FixtureRecord> {
         .collect()
 }
 
-fn http_changes(summary: &mut Vec<String>, flights: &[FixtureRecord]) {
-    let data = tempfile::tempdir().expect("tempdir");
-    let records = one_kb_records(flights);
-    let server = start(data.path());
-    let mut conn = Connection::open(server.local_addr());
-    ok(&mut conn, "POST", "/api/v1/b/m", &[], b"");
+/// Writes `records` to entry `entry` of bucket `m` over `conn`, one request each;
+/// returns the rate.
+fn write_all(conn: &mut Connection, entry: &str, records: &[FixtureRecord]) -> f64 {
     let t = Instant::now();
-    for r in &records {
-        let path = format!("/api/v1/b/m/r?ts={}", r.timestamp);
+    for r in records {
+        let path = format!("/api/v1/b/m/{entry}?ts={}", r.timestamp);
         let carrier = &r.labels["carrier"];
         ok(
-            &mut conn,
+            conn,
             "POST",
             &path,
             &[
@@ -149,30 +152,57 @@ fn http_changes(summary: &mut Vec<String>, flights: &[FixtureRecord]) {
             &r.payload,
         );
     }
-    let write_rate = records.len() as f64 / t.elapsed().as_secs_f64();
+    records.len() as f64 / t.elapsed().as_secs_f64()
+}
 
-    // Random records of the sealed blocks (the last 10 % may sit in the open block).
-    let mut rng = Xorshift(0x9e37_79b9_7f4a_7c15);
+/// `n` distinct random timestamps of `records` in sealed blocks (the last 10 % may sit in
+/// the open block).
+fn picks(records: &[FixtureRecord], n: usize, seed: u64) -> Vec<u64> {
+    let mut rng = Xorshift(seed);
+    let sealed = records.len() * 9 / 10;
     let mut picks: Vec<u64> = Vec::new();
-    while picks.len() < 1000 {
-        let ts = records[(rng.next() % 9000) as usize].timestamp;
+    while picks.len() < n {
+        let ts = records[(rng.next() % sealed as u64) as usize].timestamp;
         if !picks.contains(&ts) {
             picks.push(ts);
         }
     }
-    let before = files(data.path());
+    picks
+}
+
+/// Relabels of `picks` of entry `entry` over `conn`: the rate.
+fn relabel_all(conn: &mut Connection, entry: &str, picks: &[u64]) -> f64 {
     let t = Instant::now();
-    for ts in &picks[..500] {
-        let path = format!("/api/v1/b/m/r?ts={ts}");
+    for ts in picks {
+        let path = format!("/api/v1/b/m/{entry}?ts={ts}");
         ok(
-            &mut conn,
+            conn,
             "PATCH",
             &path,
             &[("x-reduct-label-checked", "yes")],
             b"",
         );
     }
-    let relabel_rate = 500.0 / t.elapsed().as_secs_f64();
+    picks.len() as f64 / t.elapsed().as_secs_f64()
+}
+
+/// One connection in sync mode `mode`: writes, relabels and removals of a 10,000-record
+/// entry. Returns the data directory and the server (still running), the records, and
+/// the removed timestamps.
+fn edits_in_mode(
+    summary: &mut Vec<String>,
+    flights: &[FixtureRecord],
+    mode: SyncMode,
+) -> (tempfile::TempDir, Server, Vec<FixtureRecord>, Vec<u64>) {
+    let data = tempfile::tempdir().expect("tempdir");
+    let records = one_kb_records(flights);
+    let server = start(data.path(), mode);
+    let mut conn = Connection::open(server.local_addr());
+    ok(&mut conn, "POST", "/api/v1/b/m", &[], b"");
+    let write_rate = write_all(&mut conn, "r", &records);
+    let picks = picks(&records, 1000, 0x9e37_79b9_7f4a_7c15);
+    let before = files(data.path());
+    let relabel_rate = relabel_all(&mut conn, "r", &picks[..500]);
     let relabel_bytes = written(&before, data.path()) as f64 / 500.0;
     let before = files(data.path());
     let t = Instant::now();
@@ -188,16 +218,68 @@ fn http_changes(summary: &mut Vec<String>, flights: &[FixtureRecord]) {
     let remove_rate = 500.0 / t.elapsed().as_secs_f64();
     let remove_bytes = written(&before, data.path()) as f64 / 500.0;
     summary.push(format!(
-        "HTTP, one connection, 10,000 x 1 KB: write {write_rate:.0} rec/s; relabel in sealed blocks {relabel_rate:.0} rec/s ({:.2} of write), {relabel_bytes:.0} B written each; single removal {remove_rate:.0} rec/s ({:.2} of write), {remove_bytes:.0} B written each",
+        "HTTP, one connection, 10,000 x 1 KB, sync {mode}: write {write_rate:.0} rec/s; relabel in sealed blocks {relabel_rate:.0} rec/s ({:.2} of write), {relabel_bytes:.0} B written each; single removal {remove_rate:.0} rec/s ({:.2} of write), {remove_bytes:.0} B written each",
         relabel_rate / write_rate,
         remove_rate / write_rate,
     ));
+    (data, server, records, picks[500..].to_vec())
+}
+
+/// Relabels on 8 connections at once, each in its own entry of 2,000 records, in `never`
+/// and in `always`: the rates, and the share `always` keeps.
+fn parallel_edits(summary: &mut Vec<String>, flights: &[FixtureRecord]) {
+    let records: Vec<FixtureRecord> = one_kb_records(flights).into_iter().take(2000).collect();
+    let mut rates = Vec::new();
+    for mode in [SyncMode::Never, SyncMode::Always] {
+        let data = tempfile::tempdir().expect("tempdir");
+        let server = start(data.path(), mode);
+        let addr = server.local_addr();
+        ok(&mut Connection::open(addr), "POST", "/api/v1/b/m", &[], b"");
+        std::thread::scope(|scope| {
+            for c in 0..8 {
+                let records = &records;
+                scope.spawn(move || {
+                    write_all(&mut Connection::open(addr), &format!("e{c}"), records)
+                });
+            }
+        });
+        let picks: Vec<Vec<u64>> = (0..8).map(|c| picks(&records, 500, 11 + c)).collect();
+        let t = Instant::now();
+        std::thread::scope(|scope| {
+            for (c, picks) in picks.iter().enumerate() {
+                scope.spawn(move || {
+                    relabel_all(&mut Connection::open(addr), &format!("e{c}"), picks)
+                });
+            }
+        });
+        rates.push(8.0 * 500.0 / t.elapsed().as_secs_f64());
+        server.shutdown();
+    }
+    summary.push(format!(
+        "HTTP, 8 connections each relabelling its own entry (500 each): never {:.0} rec/s, always {:.0} rec/s ({:.2} of never)",
+        rates[0],
+        rates[1],
+        rates[1] / rates[0]
+    ));
+}
+
+fn http_changes(summary: &mut Vec<String>, flights: &[FixtureRecord]) {
+    for mode in [
+        SyncMode::Never,
+        SyncMode::Interval(Duration::from_millis(10)),
+    ] {
+        let (_data, server, _, _) = edits_in_mode(summary, flights, mode);
+        server.shutdown();
+    }
+    let (data, server, records, removed) = edits_in_mode(summary, flights, SyncMode::Always);
+    let mut conn = Connection::open(server.local_addr());
+    let mut rng = Xorshift(0x2545_f491_4f6c_dd1d);
 
     // Random single GETs, raw then compressed.
     let live: Vec<u64> = records
         .iter()
         .map(|r| r.timestamp)
-        .filter(|ts| !picks[500..].contains(ts))
+        .filter(|ts| !removed.contains(ts))
         .collect();
     let gets = |conn: &mut Connection, rng: &mut Xorshift| {
         (0..300)
@@ -221,7 +303,7 @@ fn http_changes(summary: &mut Vec<String>, flights: &[FixtureRecord]) {
             .compress_blocks(&["r".into()], 0, u64::MAX, Codec::Zstd(3), &pool, &|| false)
             .expect("compress");
     }
-    let server = start(data.path());
+    let server = start(data.path(), SyncMode::Always);
     let mut conn = Connection::open(server.local_addr());
     let compressed = gets(&mut conn, &mut rng);
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
@@ -326,10 +408,28 @@ fn on_disk(summary: &mut Vec<String>) {
     ));
 }
 
+/// Whether `HALFLIFE_BENCH` (a comma-separated list of `edits`, `parallel`, `rest`;
+/// unset: everything) asks for `part`.
+fn wanted(part: &str) -> bool {
+    std::env::var("HALFLIFE_BENCH").map_or(true, |list| list.split(',').any(|p| p.trim() == part))
+}
+
 fn benches(c: &mut Criterion) {
     let flights = fixtures::flights(&fixtures::fixtures_dir(), None).expect("flights");
     let mut summary = Vec::new();
-    http_changes(&mut summary, &flights);
+    if wanted("edits") {
+        http_changes(&mut summary, &flights);
+    }
+    if wanted("parallel") {
+        parallel_edits(&mut summary, &flights);
+    }
+    if !wanted("rest") {
+        eprintln!("\nmetadata-only changes:");
+        for line in summary {
+            eprintln!("  {line}");
+        }
+        return;
+    }
     when_delete(&mut summary, &flights);
     on_disk(&mut summary);
     // One criterion measurement so the numbers land in its reports too: a relabel and its

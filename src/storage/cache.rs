@@ -15,15 +15,14 @@
 //!   more blocks than the rest (a fixed budget of [`FRAME_CHECK_BYTES`], about 140 bytes
 //!   a block), so a block opened again does not check its frame again.
 
-use std::collections::HashMap;
-use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
-use crate::storage::format::block::SealedBlock;
 use crate::storage::format::block::row::RowBlock;
+use crate::storage::format::block::{SealedBlock, record_heap_bytes};
 use crate::storage::format::codec::Codec;
+use crate::storage::format::edits::{BlockChange, apply_change};
 use crate::storage::format::frames::{DecodedFrame, FrameChecks};
 use crate::storage::format::lookup::BlockLookup;
 use crate::storage::format::table_row::TableRow;
@@ -34,91 +33,8 @@ use crate::storage::record::{Payload, RecordMeta};
 /// a process, so a key never names two different files.
 pub type BlockKey = (u64, u64);
 
-/// A least-recently-used map bounded by a total cost (a count when every item costs 1,
-/// bytes otherwise) and a number of items; eviction drops the oldest eighth at once, so an
-/// insert into a full map costs O(1) amortized instead of a scan per insert.
-struct Lru<K, V> {
-    budget: usize,
-    max_items: usize,
-    used: usize,
-    tick: u64,
-    items: HashMap<K, (V, u64, usize)>,
-    /// The cost of the last item offered, kept or not.
-    last_offered: usize,
-}
-
-impl<K: Hash + Eq + Copy, V: Clone> Lru<K, V> {
-    fn new(budget: usize) -> Self {
-        Self::with_max_items(budget, usize::MAX)
-    }
-
-    fn with_max_items(budget: usize, max_items: usize) -> Self {
-        Lru {
-            budget,
-            max_items: max_items.max(1),
-            used: 0,
-            tick: 0,
-            items: HashMap::new(),
-            last_offered: 0,
-        }
-    }
-
-    fn get(&mut self, key: &K) -> Option<V> {
-        self.tick += 1;
-        let tick = self.tick;
-        self.items.get_mut(key).map(|(v, used, _)| {
-            *used = tick;
-            v.clone()
-        })
-    }
-
-    /// Keeps `value` at `cost`; an item that alone exceeds the budget is not kept.
-    fn insert(&mut self, key: K, value: V, cost: usize) {
-        self.last_offered = cost;
-        self.remove(&key);
-        if cost > self.budget {
-            return;
-        }
-        while (self.used + cost > self.budget || self.items.len() >= self.max_items)
-            && !self.items.is_empty()
-        {
-            let mut ticks: Vec<u64> = self.items.values().map(|(_, t, _)| *t).collect();
-            let drop = (ticks.len() / 8).min(ticks.len() - 1);
-            let (_, cutoff, _) = ticks.select_nth_unstable(drop);
-            let cutoff = *cutoff;
-            let mut freed = 0;
-            self.items.retain(|_, (_, t, c)| {
-                let keep = *t > cutoff;
-                if !keep {
-                    freed += *c;
-                }
-                keep
-            });
-            self.used -= freed;
-        }
-        self.tick += 1;
-        self.used += cost;
-        self.items.insert(key, (value, self.tick, cost));
-    }
-
-    /// Whether keeping one more item of the usual cost (the average of those held, or
-    /// else the last one offered) would not be kept at all, or would evict others: that is
-    /// reaching within an eighth of the budget, since an eviction frees an eighth at once
-    /// and the map is as full as it gets just after one.
-    fn is_full(&self) -> bool {
-        let usual = match self.items.len() {
-            0 => self.last_offered,
-            n => self.used / n,
-        };
-        usual > 0 && self.used + usual > self.budget - self.budget / 8
-    }
-
-    fn remove(&mut self, key: &K) -> Option<V> {
-        let (value, _, cost) = self.items.remove(key)?;
-        self.used -= cost;
-        Some(value)
-    }
-}
+mod lru;
+use lru::Lru;
 
 /// What reads a block by timestamp: its compact lookup, its parsed view, or the one row
 /// asked for.
@@ -411,29 +327,51 @@ impl BlockCache {
         payload
     }
 
-    /// Applies `change` to the cached view of a block whose edit log just grew, so the
-    /// next read need not re-parse it: in place when no reader holds the view, else on a
-    /// copy (readers keep the view they had). An uncached block needs nothing: it is
-    /// opened with its edits applied. The block's lookup is rebuilt from the changed view,
-    /// or dropped when there is none.
-    pub fn edit(&self, key: BlockKey, change: impl FnOnce(&mut SealedBlock)) {
+    /// Applies an edit of block `key`'s records to its cached view and lookup, in place:
+    /// what it costs is the change of the records it names, not a parse or a rebuild of
+    /// the block (a lookup that cannot take it in place is rebuilt from the edited view,
+    /// or dropped). A view or lookup a reader still holds is copied first, so a reader
+    /// never sees a record change under it.
+    pub fn edit(&self, key: BlockKey, change: &BlockChange) {
         let mut inner = self.lock();
-        let had_lookup = inner.lookups.remove(&key).is_some();
-        // Taken out and kept again: the change alters what the view weighs.
-        let Some(mut view) = inner.blocks.remove(&key) else {
-            return;
-        };
-        if Arc::get_mut(&mut view).is_none() {
-            view = Arc::new(view.fork());
-        }
-        change(Arc::get_mut(&mut view).expect("a view just forked has no other holder"));
-        if had_lookup && let Some(lookup) = BlockLookup::of(&view) {
-            let lookup = Arc::new(lookup);
-            let cost = lookup.heap_bytes();
-            inner.lookups.insert(key, lookup, cost);
-        }
-        let cost = view.heap_bytes();
-        inner.blocks.insert(key, view, cost);
+        let mut edited: Option<Arc<SealedBlock>> = None;
+        inner.blocks.update(&key, |view, cost| {
+            if Arc::get_mut(view).is_none() {
+                *view = Arc::new(view.fork());
+            }
+            let block = Arc::get_mut(view).expect("a view just forked has no other holder");
+            let weigh = |block: &SealedBlock, ts: &u64| {
+                block
+                    .find(*ts)
+                    .map_or(0, |i| record_heap_bytes(&block.records()[i].meta))
+            };
+            let before: usize = match change {
+                BlockChange::Relabel(ts, _) => weigh(block, ts),
+                BlockChange::Remove(gone) => gone.iter().map(|(ts, _)| weigh(block, ts)).sum(),
+            };
+            apply_change(block.records_mut(), change);
+            let after = match change {
+                BlockChange::Relabel(ts, _) => weigh(block, ts),
+                BlockChange::Remove(_) => 0,
+            };
+            edited = Some(view.clone());
+            Some((cost + after).saturating_sub(before))
+        });
+        inner.lookups.update(&key, |lookup, _| {
+            let fitted = match Arc::get_mut(lookup) {
+                Some(own) => edit_lookup(own, change),
+                None => {
+                    let mut copy = BlockLookup::clone(lookup);
+                    let fitted = edit_lookup(&mut copy, change);
+                    *lookup = Arc::new(copy);
+                    fitted
+                }
+            };
+            if !fitted {
+                *lookup = Arc::new(BlockLookup::of(edited.as_deref()?)?);
+            }
+            Some(lookup.heap_bytes())
+        });
     }
 
     /// Forgets a block whose file was replaced or removed.
@@ -471,90 +409,16 @@ impl BlockCache {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lru_evicts_the_least_recently_used_in_batches() {
-        let mut lru: Lru<u64, u64> = Lru::new(16);
-        for k in 0..16 {
-            lru.insert(k, k, 1);
+/// Applies `change` to `lookup`; false when it must be rebuilt instead.
+fn edit_lookup(lookup: &mut BlockLookup, change: &BlockChange) -> bool {
+    match change {
+        BlockChange::Relabel(ts, labels) => lookup.relabel(*ts, labels),
+        // A timestamp it does not hold is already gone from it.
+        BlockChange::Remove(gone) => {
+            for (ts, _) in gone {
+                lookup.remove(*ts);
+            }
+            true
         }
-        // Touch the first half: the second half is now the oldest.
-        for k in 0..8 {
-            assert_eq!(lru.get(&k), Some(k));
-        }
-        lru.insert(100, 100, 1);
-        assert!(lru.items.len() <= 16);
-        assert_eq!(lru.get(&100), Some(100));
-        for k in 0..8 {
-            assert_eq!(lru.get(&k), Some(k), "recently used {k} was kept");
-        }
-        assert!(lru.get(&8).is_none(), "the oldest went first");
-        lru.remove(&100);
-        assert!(lru.get(&100).is_none());
-    }
-
-    #[test]
-    fn lru_keeps_within_its_item_count_and_bytes_both() {
-        let mut lru: Lru<u64, u64> = Lru::with_max_items(1000, 4);
-        for k in 0..10 {
-            lru.insert(k, k, 10);
-            assert!(lru.items.len() <= 4, "{} items", lru.items.len());
-        }
-        assert!(lru.get(&9).is_some(), "the newest is kept");
-        for k in 10..20 {
-            lru.insert(k, k, 400);
-            assert!(lru.used <= 1000 && lru.items.len() <= 4);
-        }
-        assert!(lru.get(&19).is_some());
-    }
-
-    #[test]
-    fn lru_is_full_when_one_more_usual_item_would_evict() {
-        let mut lru: Lru<u64, u64> = Lru::new(1000);
-        assert!(!lru.is_full(), "empty, nothing offered yet");
-        for k in 0..7 {
-            lru.insert(k, k, 100);
-            assert!(!lru.is_full(), "{} of 1000 held", lru.used);
-        }
-        lru.insert(7, 7, 100);
-        assert!(
-            lru.is_full(),
-            "800 of 1000 held: one more passes seven eighths"
-        );
-        // Just after an eviction it is still full.
-        for k in 8..20 {
-            lru.insert(k, k, 100);
-            assert!(lru.is_full(), "{} of 1000 held", lru.used);
-        }
-        // A budget no item fits into is full though empty.
-        let mut tiny: Lru<u64, u64> = Lru::new(10);
-        tiny.insert(1, 1, 100);
-        assert!(tiny.items.is_empty() && tiny.is_full());
-    }
-
-    #[test]
-    fn lru_keeps_within_its_byte_budget() {
-        let mut lru: Lru<u64, u64> = Lru::new(1000);
-        for k in 0..100 {
-            lru.insert(k, k, 90);
-            assert!(lru.used <= 1000, "{} bytes held", lru.used);
-        }
-        assert_eq!(
-            lru.used,
-            lru.items.values().map(|(_, _, c)| c).sum::<usize>()
-        );
-        assert!(lru.get(&99).is_some(), "the newest is kept");
-        // Replacing an item counts it once; one larger than the budget is not kept.
-        lru.insert(99, 0, 10);
-        assert_eq!(
-            lru.used,
-            lru.items.values().map(|(_, _, c)| c).sum::<usize>()
-        );
-        lru.insert(7, 7, 1001);
-        assert!(lru.get(&7).is_none());
-        assert!(lru.used <= 1000);
     }
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use super::{Entry, EntryState};
 use crate::error::Result;
-use crate::storage::format::edits::{BlockChange, BlockEdits, apply_change};
+use crate::storage::format::edits::{BlockChange, BlockEdits};
 use crate::storage::format::index::max_overlap;
 use crate::storage::format::index::{BlockEntry, EditState, block_path, edits_path};
 use crate::storage::format::rewrite::write_records;
@@ -62,9 +62,7 @@ impl Entry {
         // So that a lost edit log is noticed at open rather than its changes silently
         // undone; the next commit (which syncs the log first) persists it.
         b.edited = true;
-        self.ctx.cache.edit((self.uid, seq), |view| {
-            apply_change(view.records_mut(), &change)
-        });
+        self.ctx.cache.edit((self.uid, seq), &change);
         if !matches!(change, BlockChange::Remove(_)) {
             return Ok((pending, created));
         }

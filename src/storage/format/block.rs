@@ -475,19 +475,10 @@ impl SealedBlock {
     /// labels and content types), the table's raw bytes and the frame list. What the
     /// store's cache of parsed blocks is budgeted in.
     pub fn heap_bytes(&self) -> usize {
-        // A label costs its two strings and about a B-tree slot's share of a node.
-        const LABEL_OVERHEAD: usize = 2 * std::mem::size_of::<String>() + 16;
         let records: usize = self
             .records
             .iter()
-            .map(|r| {
-                r.meta.content_type.capacity()
-                    + r.meta
-                        .labels
-                        .iter()
-                        .map(|(k, v)| k.capacity() + v.capacity() + LABEL_OVERHEAD)
-                        .sum::<usize>()
-            })
+            .map(|r| record_heap_bytes(&r.meta))
             .sum();
         std::mem::size_of::<Self>()
             + self.records.capacity() * std::mem::size_of::<BlockRecord>()
@@ -549,6 +540,19 @@ impl SealedBlock {
         self.body
             .payload(record.frame, record.offset, record.meta.size, cache)
     }
+}
+
+/// Bytes of memory one parsed record's metadata takes besides its table slot: its content
+/// type and labels (a label costs its two strings and about a B-tree slot's share of a
+/// node). What [`SealedBlock::heap_bytes`] sums, and what an edit changes it by.
+pub fn record_heap_bytes(meta: &RecordMeta) -> usize {
+    const LABEL_OVERHEAD: usize = 2 * std::mem::size_of::<String>() + 16;
+    meta.content_type.capacity()
+        + meta
+            .labels
+            .iter()
+            .map(|(k, v)| k.capacity() + v.capacity() + LABEL_OVERHEAD)
+            .sum::<usize>()
 }
 
 #[cfg(test)]

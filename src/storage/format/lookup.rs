@@ -23,8 +23,10 @@ use crate::storage::format::columns::TableColumns;
 use crate::storage::format::frames::{BlockFrames, DecodedFrame, FrameChecks};
 use crate::storage::record::{Payload, RecordMeta};
 
+mod edit;
+
 /// Distinct strings packed into one buffer: string `i` ends at `ends[i]`.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Strings {
     text: String,
     ends: Vec<u32>,
@@ -89,6 +91,7 @@ impl<'a> Interner<'a> {
 
 /// A block's timestamps, sorted: as offsets from the first when the block spans less
 /// than 2³² µs (71 minutes; most blocks), 4 bytes a record, else whole.
+#[derive(Clone)]
 enum Stamps {
     Near { base: u64, deltas: Vec<u32> },
     Far(Vec<u64>),
@@ -134,6 +137,7 @@ impl Stamps {
 }
 
 /// Where a record's payload lies (in its decoded frame), and its metadata set.
+#[derive(Clone)]
 struct Slot {
     offset: u32,
     size: u32,
@@ -143,6 +147,7 @@ struct Slot {
 
 /// A content type and a set of labels that records share: most records of a block
 /// repeat a few, so each is kept once.
+#[derive(Clone)]
 struct MetaSet {
     content_type: u32,
     /// Where its labels start in `pairs`, and how many it has.
@@ -235,7 +240,9 @@ impl SetTable {
     }
 }
 
-/// A sealed block's lookup: see the module documentation.
+/// A sealed block's lookup: see the module documentation. Cloned only when an edit finds
+/// it shared with a reader (a copy of its vectors, no hashing).
+#[derive(Clone)]
 pub struct BlockLookup {
     body: Arc<BlockFrames>,
     stamps: Stamps,
@@ -246,6 +253,9 @@ pub struct BlockLookup {
     values: Strings,
     /// The labels of every set, as (name, value) ids, set after set.
     pairs: Vec<Pair>,
+    /// Bytes added by relabels in place (`edit.rs`), strings and sets left unused among
+    /// them: past half the lookup, it is rebuilt instead.
+    grown: usize,
 }
 
 impl BlockLookup {
@@ -286,6 +296,7 @@ impl BlockLookup {
             names: names.finish(),
             values: values.finish(),
             pairs,
+            grown: 0,
         })
     }
 
@@ -324,6 +335,7 @@ impl BlockLookup {
             names: Strings::packed(&c.keys)?,
             values: Strings::packed(&c.values)?,
             pairs,
+            grown: 0,
         })
     }
 
@@ -411,7 +423,7 @@ mod tests {
 
     /// Records with labels repeated (three sets), unique (a sequence number on every
     /// fifth) and absent, two content types, payloads of varied size; `step` apart.
-    fn record(i: u64, step: u64) -> (RecordMeta, Vec<u8>) {
+    pub(super) fn record(i: u64, step: u64) -> (RecordMeta, Vec<u8>) {
         let mut labels = Labels::new();
         if !i.is_multiple_of(7) {
             labels.insert("camera".into(), format!("cam-{}", i % 3));
