@@ -15,7 +15,9 @@
 //! Goal: the cost per record does not grow with the store (compare the columns).
 //!
 //! Run: `cargo bench --bench scale` (several minutes; `SCALE_GB=1` runs the small store
-//! only; `HALFLIFE_BENCH_DIR` puts the stores elsewhere).
+//! only; `HALFLIFE_BENCH_DIR` puts the stores elsewhere; `SCALE_SERVER_ENV=K=V,K=V` adds
+//! to the server's environment, e.g. `RS_MEMORY_BUDGET=416MiB` for the budgets of an
+//! earlier default).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -350,7 +352,15 @@ fn main() {
         put("payload", format!("{:.2} GB", bytes as f64 / 1e9));
 
         let opening = Instant::now();
-        let s = start_server(dir.path(), &[("RS_LIFECYCLE_MIN_INTERVAL", "1s")]);
+        // `SCALE_SERVER_ENV` (K=V,K=V) sets the server's environment too: the reference
+        // budgets of an earlier default, say.
+        let extra = std::env::var("SCALE_SERVER_ENV").unwrap_or_default();
+        let mut env: Vec<(&str, &str)> = extra
+            .split(',')
+            .filter_map(|kv| kv.split_once('='))
+            .collect();
+        env.push(("RS_LIFECYCLE_MIN_INTERVAL", "1s"));
+        let s = start_server(dir.path(), &env);
         put(
             "open: start to listening",
             format!("{:.2} s", opening.elapsed().as_secs_f64()),

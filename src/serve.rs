@@ -156,23 +156,31 @@ pub(crate) struct ServeArgs {
     /// --block-cache-size.
     #[arg(long, env = "RS_BLOCK_CACHE", default_value_t = halflife::config::DEFAULT_BLOCK_CACHE as u64, value_parser = clap::value_parser!(u64).range(1..))]
     block_cache: u64,
+    /// Memory the caches take together, split over them: half to the blocks' lookups,
+    /// three eighths to parsed blocks, an eighth to decoded frames (each of
+    /// --lookup-cache, --block-cache-size and --frame-cache, when given, sets its own share
+    /// instead). The rest of the server (the open store, requests, compression) comes on
+    /// top. Units: B, KB, MB, GB, KiB, MiB, GiB.
+    #[arg(long, env = "RS_MEMORY_BUDGET", default_value = "128MiB", value_parser = halflife::server::provision::parse_byte_size)]
+    memory_budget: u64,
     /// Memory for the parsed record tables of those blocks, store-wide (a block of 1,000
     /// records with a handful of labels each takes 200-250 KB): whichever of this and
-    /// --block-cache is reached first evicts. Units: B, KB, MB, GB, KiB, MiB, GiB.
-    #[arg(long, env = "RS_BLOCK_CACHE_SIZE", default_value = "128MiB", value_parser = halflife::server::provision::parse_byte_size)]
-    block_cache_size: u64,
+    /// --block-cache is reached first evicts [default: 3/8 of --memory-budget]. Units: B,
+    /// KB, MB, GB, KiB, MiB, GiB.
+    #[arg(long, env = "RS_BLOCK_CACHE_SIZE", value_parser = halflife::server::provision::parse_byte_size)]
+    block_cache_size: Option<u64>,
     /// Memory for the blocks' compact lookups (about 20 bytes per record, plus each
     /// distinct set of labels once a block), store-wide: reads by timestamp and the
     /// duplicate checks of writes go through them, so random reads stay as cheap as cached
-    /// ones over this many records' worth of blocks (256MiB: some 12 million records whose
-    /// labels repeat, 4.6 million with a label unique to each). Units: B, KB, MB, GB, KiB,
-    /// MiB, GiB.
-    #[arg(long, env = "RS_LOOKUP_CACHE_SIZE", default_value = "256MiB", value_parser = halflife::server::provision::parse_byte_size)]
-    lookup_cache: u64,
+    /// ones over this many records' worth of blocks (64MiB: some 3 million records whose
+    /// labels repeat, 1.1 million with a label unique to each) [default: 1/2 of
+    /// --memory-budget]. Units: B, KB, MB, GB, KiB, MiB, GiB.
+    #[arg(long, env = "RS_LOOKUP_CACHE_SIZE", value_parser = halflife::server::provision::parse_byte_size)]
+    lookup_cache: Option<u64>,
     /// Memory for decoded frames of compressed blocks kept for the next read of their
-    /// block (a frame is about 1 MiB), store-wide.
-    #[arg(long, env = "RS_FRAME_CACHE_SIZE", default_value = "32MiB", value_parser = halflife::server::provision::parse_byte_size)]
-    frame_cache: u64,
+    /// block (a frame is about 1 MiB), store-wide [default: 1/8 of --memory-budget].
+    #[arg(long, env = "RS_FRAME_CACHE_SIZE", value_parser = halflife::server::provision::parse_byte_size)]
+    frame_cache: Option<u64>,
     /// A remote object store tier policies may move old blocks to, as NAME=URL with the
     /// URL http(s)://host:port/bucket[/prefix]; its credentials come from
     /// RS_REMOTE_<NAME>_ACCESS_KEY_ID and RS_REMOTE_<NAME>_SECRET_ACCESS_KEY_FILE, its
@@ -298,6 +306,7 @@ fn fold_share(text: &str) -> std::result::Result<f64, String> {
 
 /// `halflife serve`: runs the server until SIGINT or SIGTERM, then shuts it down.
 pub(crate) fn serve(args: ServeArgs) -> Result<()> {
+    limit_allocator_arenas();
     for name in halflife::server::unsupported::unsupported_settings(std::env::vars()) {
         log::warn!("{name} is a ReductStore setting halflife does not implement: it is ignored");
     }
@@ -311,9 +320,24 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     let mut engine = Config::new(&args.data_path);
     engine.max_open_log_files = usize::try_from(args.max_open_log_files).unwrap_or(usize::MAX);
     engine.block_cache = usize::try_from(args.block_cache).unwrap_or(usize::MAX);
-    engine.block_cache_bytes = usize::try_from(args.block_cache_size).unwrap_or(usize::MAX);
-    engine.lookup_cache_bytes = usize::try_from(args.lookup_cache).unwrap_or(usize::MAX);
-    engine.frame_cache_bytes = usize::try_from(args.frame_cache).unwrap_or(usize::MAX);
+    engine.set_memory_budget(args.memory_budget);
+    let bytes = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+    if let Some(v) = args.block_cache_size {
+        engine.block_cache_bytes = bytes(v);
+    }
+    if let Some(v) = args.lookup_cache {
+        engine.lookup_cache_bytes = bytes(v);
+    }
+    if let Some(v) = args.frame_cache {
+        engine.frame_cache_bytes = bytes(v);
+    }
+    log::info!(
+        "memory budget {} MiB: lookups {} MiB, parsed blocks {} MiB, decoded frames {} MiB",
+        args.memory_budget >> 20,
+        engine.lookup_cache_bytes >> 20,
+        engine.block_cache_bytes >> 20,
+        engine.frame_cache_bytes >> 20
+    );
     engine.instance_name = halflife::config::instance_name(args.instance_name.as_deref());
     let vars: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     engine.remotes = halflife::storage::remote::settings::remotes_from(&args.remote, &vars)?;
@@ -400,4 +424,24 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
 /// Parses `--lifecycle-priority` for clap (a bad one exits 2 naming it).
 fn lifecycle_priority(text: &str) -> std::result::Result<BackgroundPriority, String> {
     text.parse().map_err(|e: Error| e.message().to_string())
+}
+
+/// Keeps the allocator from holding memory the caches' budget does not account for: at
+/// most one heap arena per core (glibc's default is eight per core, each keeping what its
+/// threads freed), and buffers of 256 KiB and more (batches, decoded frames, compression
+/// buffers) mapped on their own and returned when freed (glibc's default threshold grows
+/// to 32 MiB after the first such buffer is freed, and then keeps them in the heap). Must
+/// run before the server's threads allocate.
+fn limit_allocator_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let arenas = libc::c_int::try_from(cores.max(2)).unwrap_or(libc::c_int::MAX);
+        // SAFETY: mallopt only sets allocator parameters; called before other threads
+        // exist. A refusal (0) leaves glibc's defaults, which are only looser.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, arenas);
+            libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10);
+        }
+    }
 }

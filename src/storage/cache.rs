@@ -1,5 +1,6 @@
 //! The caches of a store, shared by every entry of every bucket, each bounded by a
-//! setting rather than by the data:
+//! setting rather than by the data (their shares of `--memory-budget` unless set on their
+//! own, `storage::config::CacheBudgets`):
 //! - mapped blocks with their record tables parsed (a count, `--block-cache`, and their
 //!   parsed tables' memory, `--block-cache-size`), what queries stream from and edits
 //!   change;

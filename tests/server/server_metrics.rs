@@ -514,3 +514,37 @@ fn every_series_the_grafana_dashboard_queries_exists() {
     }
     s.terminate();
 }
+
+/// One memory budget splits itself over the caches (half to lookups, three eighths to
+/// parsed blocks, an eighth to decoded frames); a cache's own setting wins over its share;
+/// `/metrics` shows the budget and each share.
+#[test]
+fn the_memory_budget_is_split_over_the_caches() {
+    let mib = |n: f64| n * 1024.0 * 1024.0;
+    for (env, budget, lookups, parsed, frames) in [
+        (vec![], mib(128.0), mib(64.0), mib(48.0), mib(16.0)),
+        (
+            vec![
+                ("RS_MEMORY_BUDGET", "80MiB"),
+                ("RS_FRAME_CACHE_SIZE", "1MB"),
+            ],
+            mib(80.0),
+            mib(40.0),
+            mib(30.0),
+            1e6,
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let s = start_server(dir.path(), &env);
+        let samples = scrape(&s, &[]);
+        let of = |cache: &str| value(&samples, "halflife_cache_bytes_budget", &[("cache", cache)]);
+        assert_eq!(
+            value(&samples, "halflife_memory_budget_bytes", &[]),
+            Some(budget),
+            "{env:?}"
+        );
+        assert_eq!(of("lookups"), Some(lookups), "{env:?}");
+        assert_eq!(of("parsed_blocks"), Some(parsed), "{env:?}");
+        assert_eq!(of("decoded_frames"), Some(frames), "{env:?}");
+    }
+}

@@ -92,6 +92,12 @@ pub fn exposition(app: &App, caller: Option<&Caller>) -> Result<String> {
     );
 
     // The caches: use against their budgets, and how often they answered.
+    gauges(
+        &mut registry,
+        "memory_budget_bytes",
+        "The memory the caches share (--memory-budget), split over parsed blocks, lookups and decoded frames (their shares: halflife_cache_bytes_budget)",
+        [(Vec::new(), signed(app.store.config().memory_budget))],
+    );
     let cache = app.store.cache_stats();
     let files = crate::storage::sync::open_files::open_file_stats();
     // Values per cache, in the order of `CACHES` (`None`: not measured for that one).
@@ -161,7 +167,7 @@ pub fn exposition(app: &App, caller: Option<&Caller>) -> Result<String> {
     gauges(
         &mut registry,
         "cache_bytes_budget",
-        "A cache's memory budget in bytes (--block-cache-size, --lookup-cache, --frame-cache; frame checks: fixed)",
+        "A cache's memory budget in bytes, its share of --memory-budget unless set on its own (--block-cache-size, --lookup-cache, --frame-cache; frame checks: fixed)",
         signed_all(kinds([
             Some(cache.block_bytes.1),
             Some(cache.lookups.2),

@@ -543,15 +543,24 @@ impl SealedBlock {
 }
 
 /// Bytes of memory one parsed record's metadata takes besides its table slot: its content
-/// type and labels (a label costs its two strings and about a B-tree slot's share of a
-/// node). What [`SealedBlock::heap_bytes`] sums, and what an edit changes it by.
+/// type and labels, as the allocator hands them out — each string its own allocation
+/// (rounded up, with the allocator's header), the label map one B-tree node for every
+/// eleven labels (a node has room for eleven whatever it holds). What
+/// [`SealedBlock::heap_bytes`] sums, and what an edit changes it by.
 pub fn record_heap_bytes(meta: &RecordMeta) -> usize {
-    const LABEL_OVERHEAD: usize = 2 * std::mem::size_of::<String>() + 16;
-    meta.content_type.capacity()
+    /// A B-tree leaf of `String` keys and values: eleven of each, its parent link and
+    /// lengths, and the allocator's header.
+    const NODE: usize = 11 * 2 * std::mem::size_of::<String>() + 16 + 16;
+    let string = |s: &String| match s.capacity() {
+        0 => 0,
+        n => n.max(16).next_multiple_of(16) + 16,
+    };
+    string(&meta.content_type)
+        + meta.labels.len().div_ceil(11) * NODE
         + meta
             .labels
             .iter()
-            .map(|(k, v)| k.capacity() + v.capacity() + LABEL_OVERHEAD)
+            .map(|(k, v)| string(k) + string(v))
             .sum::<usize>()
 }
 
