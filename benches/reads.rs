@@ -5,7 +5,7 @@
 //! 1. reads among the records of the first 24 blocks (the cache holds 32 parsed blocks):
 //!    the cached case;
 //! 2. reads among all the entry's records (356 blocks by default, 11 × the cache), through the
-//!    blocks' compact lookups (`--lookup-cache`, default 256 MiB): the first 4 s, while
+//!    blocks' compact lookups (`--lookup-cache` 256 MiB, so they all fit): the first 4 s, while
 //!    the blocks' first reads build their lookups, then warm;
 //! 3. the same with `--lookup-cache 4MiB`, a sixth of the default entry's lookups: most
 //!    reads miss and read just their row from the block's table (`format/table_row.rs`);
