@@ -16,10 +16,10 @@ use serde_json::json;
 use crate::common::{ServerProcess, borrowed, now_us, start_server, wait_until};
 use crate::webdriver::{Browser, browser_binaries};
 
-const TOKEN: &str = "console-walk-token";
+pub(crate) const TOKEN: &str = "console-walk-token";
 
 /// A `width`×`height` RGB PNG of a gradient (what a camera frame stands in for).
-fn png(width: u32, height: u32) -> Vec<u8> {
+pub(crate) fn png(width: u32, height: u32) -> Vec<u8> {
     let mut raw = Vec::new();
     for y in 0..height {
         raw.push(0); // no filter
@@ -485,7 +485,7 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
 /// Saves a screenshot of the view on screen as `name`, after checking that every control
 /// in it has a label (its own `<label>` or an `aria-label`): what a screen reader, and a
 /// keyboard user, needs to know what a field is for.
-fn look(browser: &Browser, shots: &std::path::Path, name: &str) {
+pub(crate) fn look(browser: &Browser, shots: &std::path::Path, name: &str) {
     let unlabelled = browser.script(
         "return [...document.querySelectorAll('input, select, textarea')]\
          .filter((e) => e.type !== 'hidden' && e.labels.length === 0 && !e.getAttribute('aria-label'))\

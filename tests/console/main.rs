@@ -1,11 +1,13 @@
 //! The web console: its HTTP answers (`http.rs`), a walk through it in headless Chromium
-//! driven over WebDriver (`browser.rs`, `webdriver.rs`), and its pure modules' unit tests
-//! run with Node's test runner (`node_units.rs`).
+//! and a shorter one in headless Firefox, driven over WebDriver (`browser.rs`,
+//! `firefox.rs`, `webdriver.rs`), and its pure modules' unit tests run with Node's test
+//! runner (`node_units.rs`).
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod browser;
+mod firefox;
 mod http;
 mod node_units;
 mod webdriver;

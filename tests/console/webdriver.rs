@@ -1,6 +1,7 @@
 //! A small W3C WebDriver client over HTTP (ureq), enough to drive Debian's headless
-//! Chromium through its ChromeDriver: sessions, navigation, elements, clicks, keys,
-//! scripts, screenshots and the browser's console log.
+//! Chromium through its ChromeDriver, or Firefox ESR through geckodriver: sessions,
+//! navigation, elements, clicks, keys, scripts, screenshots and (Chromium only) the
+//! browser's console log.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -30,12 +31,38 @@ pub fn browser_binaries() -> Option<(PathBuf, PathBuf)> {
     ))
 }
 
-/// A running ChromeDriver and one browser session.
+/// Firefox and geckodriver on this machine (Debian's `firefox-esr`; geckodriver in the
+/// `PATH` or cargo's bin folder, where `cargo install geckodriver` puts it), if both are
+/// there.
+pub fn firefox_binaries() -> Option<(PathBuf, PathBuf)> {
+    let firefox = ["/usr/bin/firefox-esr", "/usr/bin/firefox"]
+        .iter()
+        .map(Path::new)
+        .find(|p| p.exists())?
+        .to_path_buf();
+    let mut places: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    if let Some(home) = std::env::var_os("CARGO_HOME")
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo").into_os_string()))
+    {
+        places.push(Path::new(&home).join("bin"));
+    }
+    let driver = places
+        .into_iter()
+        .map(|dir| dir.join("geckodriver"))
+        .find(|p| p.exists())?;
+    Some((firefox, driver))
+}
+
+/// A running driver and one browser session.
 pub struct Browser {
     driver: Child,
     base: String,
     agent: ureq::Agent,
     _profile: tempfile::TempDir,
+    /// Whether the browser keeps a console log the driver hands out (Chromium).
+    has_log: bool,
 }
 
 impl Drop for Browser {
@@ -57,23 +84,6 @@ impl Browser {
     /// Starts `driver` and a headless `chromium` session with a fresh profile, a
     /// 1280×800 window and the browser's console log kept.
     pub fn start(chromium: &Path, driver: &Path) -> Browser {
-        let port = free_port();
-        let child = Command::new(driver)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromedriver starts");
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .build()
-            .new_agent();
-        let root = format!("http://127.0.0.1:{port}");
-        let started = Instant::now();
-        while agent.get(&format!("{root}/status")).call().is_err() {
-            assert!(started.elapsed() < GUARD, "chromedriver never answered");
-            std::thread::sleep(Duration::from_millis(50));
-        }
         let profile = tempfile::tempdir().expect("profile dir");
         let args = [
             "--headless=new".to_string(),
@@ -92,13 +102,59 @@ impl Browser {
             "goog:chromeOptions": {"binary": chromium, "args": args},
             "goog:loggingPrefs": {"browser": "ALL"},
         }}});
+        Browser::session(driver, profile, &capabilities, true)
+    }
+
+    /// Starts geckodriver and a headless Firefox session with a fresh profile and a
+    /// 1280×800 window.
+    pub fn start_firefox(firefox: &Path, driver: &Path) -> Browser {
+        let profile = tempfile::tempdir().expect("profile dir");
+        let capabilities = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "firefox",
+            "moz:firefoxOptions": {
+                "binary": firefox,
+                "args": ["-headless", "-profile", profile.path(), "--width=1280", "--height=800"],
+            },
+        }}});
+        let browser = Browser::session(driver, profile, &capabilities, false);
+        browser.resize(1280, 800);
+        browser
+    }
+
+    fn session(
+        driver: &Path,
+        profile: tempfile::TempDir,
+        capabilities: &Value,
+        has_log: bool,
+    ) -> Browser {
+        let port = free_port();
+        let child = Command::new(driver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the WebDriver server starts");
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .new_agent();
+        let root = format!("http://127.0.0.1:{port}");
+        let started = Instant::now();
+        while agent.get(&format!("{root}/status")).call().is_err() {
+            assert!(
+                started.elapsed() < GUARD,
+                "the WebDriver server never answered"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let mut browser = Browser {
             driver: child,
             base: root.clone(),
             agent,
             _profile: profile,
+            has_log,
         };
-        let session = browser.post("/session", &capabilities);
+        let session = browser.post("/session", capabilities);
         let id = session["sessionId"]
             .as_str()
             .unwrap_or_else(|| panic!("no session: {session}"))
@@ -271,8 +327,12 @@ impl Browser {
         std::fs::write(path, png).expect("screenshot written");
     }
 
-    /// The browser console's messages since the last call: (level, message).
+    /// The browser console's messages since the last call: (level, message); none from a
+    /// browser whose driver hands out no log (Firefox).
     pub fn console(&self) -> Vec<(String, String)> {
+        if !self.has_log {
+            return Vec::new();
+        }
         let v = self.post("/se/log", &json!({"type": "browser"}));
         v.as_array()
             .map(|entries| {
