@@ -2,7 +2,10 @@
 //! reading every record: a sealed block that lies within one stretch is counted from the
 //! index (its live records and payload bytes), and only the blocks that straddle a
 //! stretch's edge, or the range's, have their record tables read. So a chart of an entry
-//! of ten million records costs a few hundred tables at most, not ten million rows.
+//! of ten million records costs a few hundred tables at most, not ten million rows, read
+//! a few at a time under the entry's lock.
+
+use std::collections::HashSet;
 
 use serde::Serialize;
 
@@ -11,6 +14,10 @@ use crate::error::{Error, Result};
 
 /// Stretches a histogram is cut into at most.
 pub const MAX_COLUMNS: usize = 1000;
+
+/// Record tables read under one hold of the entry's lock (each a fraction of a
+/// millisecond once mapped).
+const TABLES_PER_HOLD: usize = 16;
 
 /// Records and payload bytes per stretch of `[start, stop)`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -72,36 +79,52 @@ impl Entry {
             )));
         }
         let mut out = Histogram::new(start, stop, columns);
-        // Under the lock throughout: the index, the views and the logs agree with each
-        // other, and a merge cannot take a block away between reading its entry and its
-        // table.
-        let st = self.lock()?;
-        for b in st.index.blocks[st.first_reaching(start)..]
-            .iter()
-            .take_while(|b| b.first_ts < stop)
-        {
-            if b.last_ts < start || b.live_records() == 0 {
-                continue;
-            }
-            if out.holds(b.first_ts)
-                && out.holds(b.last_ts)
-                && out.column(b.first_ts) == out.column(b.last_ts)
+        // The lock is let go every few record tables read, so writers to the entry wait
+        // for a few milliseconds at most; the walk then starts over, skipping the block
+        // files already counted. Exact unless the entry changes meanwhile: a merge in
+        // between may then leave records out or count them twice.
+        let mut counted: HashSet<u64> = HashSet::new();
+        loop {
+            let st = self.lock()?;
+            let mut tables = 0;
+            let mut paused = false;
+            for b in st.index.blocks[st.first_reaching(start)..]
+                .iter()
+                .take_while(|b| b.first_ts < stop)
             {
-                let bytes = b.payload_bytes.saturating_sub(b.edits.removed_bytes);
-                out.add(b.first_ts, b.live_records(), bytes);
-                continue;
-            }
-            let block = self.block_in(&st, b)?;
-            for r in block.records() {
-                if out.holds(r.meta.timestamp) {
-                    out.add(r.meta.timestamp, 1, r.meta.size);
+                if counted.contains(&b.seq) || b.last_ts < start || b.live_records() == 0 {
+                    continue;
+                }
+                if tables == TABLES_PER_HOLD {
+                    paused = true;
+                    break;
+                }
+                counted.insert(b.seq);
+                if out.holds(b.first_ts)
+                    && out.holds(b.last_ts)
+                    && out.column(b.first_ts) == out.column(b.last_ts)
+                {
+                    let bytes = b.payload_bytes.saturating_sub(b.edits.removed_bytes);
+                    out.add(b.first_ts, b.live_records(), bytes);
+                    continue;
+                }
+                tables += 1;
+                let block = self.block_in(&st, b)?;
+                for r in block.records() {
+                    if out.holds(r.meta.timestamp) {
+                        out.add(r.meta.timestamp, 1, r.meta.size);
+                    }
                 }
             }
-        }
-        for (_, log) in st.logs() {
-            for (&ts, r) in log.records().range(start..stop) {
-                out.add(ts, 1, r.meta.size);
+            if paused {
+                continue;
             }
+            for (_, log) in st.logs() {
+                for (&ts, r) in log.records().range(start..stop) {
+                    out.add(ts, 1, r.meta.size);
+                }
+            }
+            break;
         }
         Ok(out)
     }
