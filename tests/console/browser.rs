@@ -120,6 +120,7 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     browser.type_into("#token", TOKEN);
     browser.click("form button[type=submit]");
     browser.wait_for_text("h1", "Dashboard");
+    browser.wait_for_text(".cards", "STANDALONE");
     let rejected_login = browser.console();
     look(&browser, &shots, "02-dashboard.png");
     // The token is in sessionStorage, never in the URL or a cookie.
@@ -166,6 +167,13 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
         json!([]),
     );
     assert_eq!(rows, json!(10), "e-140 to e-149");
+    // Renamed: its page follows it, its entries with it.
+    browser.type_into("#rename-to", "fleet-archive");
+    browser.click("#rename-bucket button");
+    browser.wait_for_text("h1", "Bucket fleet-archive");
+    browser.wait_for_text(".pager", "1–100 of 150");
+    let r = server.request("GET", "/api/v1/b/many", &[("authorization", &bearer)], b"");
+    assert_eq!(r.status, 404, "the old name is gone");
     browser.open(&format!("{site}/ui/b/frames"));
     browser.wait_for_text("table", "cam");
     browser.click("table a");

@@ -1,5 +1,5 @@
 // A bucket: its size and entries (parents listed as a tree of names), its settings
-// (quota, block limits) saved in place, and its removal after confirmation.
+// (quota, block limits) saved in place, its rename, and its removal after confirmation.
 
 import { call, segment } from '../api.js';
 import { json, readRecords } from '../batch.js';
@@ -96,6 +96,22 @@ export async function show({ view, route, go }) {
       }
     },
   }, 'Remove bucket');
+  const newName = h('input', { id: 'rename-to', required: true, pattern: '[A-Za-z0-9_\\-]+', value: name });
+  const rename = h('form', {
+    id: 'rename-bucket',
+    class: 'inline',
+    onsubmit: async (event) => {
+      event.preventDefault();
+      const to = newName.value.trim();
+      if (to === name) return;
+      try {
+        await call(`b/${segment(name)}/rename`, { method: 'PUT', body: { new_name: to } });
+        go(link(to));
+      } catch (error) {
+        fill(problem, errorBox(error));
+      }
+    },
+  }, h('label', { for: 'rename-to' }, 'New name', newName), h('button', { class: 'secondary', type: 'submit' }, 'Rename bucket'));
   const entries = [...(bucket.entries || [])].sort((a, b) => a.name.localeCompare(b.name));
   const row = (e) => {
     const depth = e.name.split('/').length - 1;
@@ -145,6 +161,8 @@ export async function show({ view, route, go }) {
     h('h2', {}, 'Settings'),
     settings,
     problem,
+    h('h2', {}, 'Rename'),
+    rename,
     h('h2', {}, 'Danger zone'),
     remove);
 }

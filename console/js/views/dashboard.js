@@ -37,6 +37,7 @@ export async function show({ view, go }) {
     h('h1', {}, 'Dashboard'),
     h('div', { class: 'cards' },
       card('Version', info.version),
+      card('Role', info.instance_role || '—'),
       card('Uptime', duration(info.uptime)),
       card('Usage', bytes(info.usage)),
       card('Buckets', count(info.bucket_count)),
