@@ -164,7 +164,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "RS_MEMORY_BUDGET", default_value = "128MiB", value_parser = halflife::server::provision::parse_byte_size)]
     memory_budget: u64,
     /// Memory for the parsed record tables of those blocks, store-wide (a block of 1,000
-    /// records with a handful of labels each takes 200-250 KB): whichever of this and
+    /// records with a handful of labels each takes 0.5-1 MB): whichever of this and
     /// --block-cache is reached first evicts [default: 3/8 of --memory-budget]. Units: B,
     /// KB, MB, GB, KiB, MiB, GiB.
     #[arg(long, env = "RS_BLOCK_CACHE_SIZE", value_parser = halflife::server::provision::parse_byte_size)]
