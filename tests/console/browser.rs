@@ -181,29 +181,7 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     browser.wait_for("table[aria-label=Records]");
     browser.wait_for(".chart svg rect");
 
-    // An image uploaded from the entry page, listed, previewed inline.
-    let image = data.path().join("frame.png");
-    std::fs::write(&image, png(64, 48)).unwrap();
-    browser.type_into("#upload", image.to_str().unwrap());
-    browser.click("#upload-form button");
-    browser.wait_for_text("table[aria-label=Records]", "image/png");
-    browser.click("table[aria-label=Records] tbody tr:last-child button");
-    browser.wait_for(".preview img");
-    let started = std::time::Instant::now();
-    while browser.script(
-        "return document.querySelector('.preview img').naturalWidth",
-        json!([]),
-    ) != json!(64)
-    {
-        assert!(started.elapsed().as_secs() < 10, "the image never decoded");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-
-    // A label added in place.
-    browser.type_into("input[aria-label='new label name']", "kind");
-    browser.type_into("input[aria-label='new label value']", "png");
-    browser.click("#labels-form button");
-    browser.wait_for_text("table[aria-label=Records]", "kind=png");
+    upload_image_and_label(&browser, data.path());
     look(&browser, &shots, "04-entry.png");
 
     // A range chosen: the chart and the list keep to it, and its deep link survives a
@@ -488,6 +466,31 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
         "browser console errors: {unexpected:?}"
     );
     eprintln!("console screenshots in {}", shots.display());
+}
+
+/// On an entry's page: a PNG (written to `dir`) uploaded as a record, listed, previewed
+/// and decoded inline, then labelled `kind=png` in place.
+pub(crate) fn upload_image_and_label(browser: &Browser, dir: &std::path::Path) {
+    let image = dir.join("frame.png");
+    std::fs::write(&image, png(64, 48)).unwrap();
+    browser.type_into("#upload", image.to_str().unwrap());
+    browser.click("#upload-form button");
+    browser.wait_for_text("table[aria-label=Records]", "image/png");
+    browser.click("table[aria-label=Records] tbody tr:last-child button");
+    browser.wait_for(".preview img");
+    let started = std::time::Instant::now();
+    while browser.script(
+        "return document.querySelector('.preview img').naturalWidth",
+        json!([]),
+    ) != json!(64)
+    {
+        assert!(started.elapsed().as_secs() < 10, "the image never decoded");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    browser.type_into("input[aria-label='new label name']", "kind");
+    browser.type_into("input[aria-label='new label value']", "png");
+    browser.click("#labels-form button");
+    browser.wait_for_text("table[aria-label=Records]", "kind=png");
 }
 
 /// Saves a screenshot of the view on screen as `name`, after checking that every control

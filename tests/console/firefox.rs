@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use crate::browser::{TOKEN, look, png};
+use crate::browser::{TOKEN, look, upload_image_and_label};
 use crate::common::start_server;
 use crate::webdriver::{Browser, firefox_binaries};
 
@@ -72,26 +72,7 @@ fn a_user_walks_through_the_console_in_firefox() {
     browser.wait_for_text("h1", "Entry cam");
     browser.wait_for(".chart svg rect");
     browser.wait_for_text("table[aria-label=Records]", "application/json");
-    let image = data.path().join("frame.png");
-    std::fs::write(&image, png(64, 48)).unwrap();
-    browser.type_into("#upload", image.to_str().unwrap());
-    browser.click("#upload-form button");
-    browser.wait_for_text("table[aria-label=Records]", "image/png");
-    browser.click("table[aria-label=Records] tbody tr:last-child button");
-    browser.wait_for(".preview img");
-    let started = std::time::Instant::now();
-    while browser.script(
-        "return document.querySelector('.preview img').naturalWidth",
-        json!([]),
-    ) != json!(64)
-    {
-        assert!(started.elapsed().as_secs() < 10, "the image never decoded");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    browser.type_into("input[aria-label='new label name']", "kind");
-    browser.type_into("input[aria-label='new label value']", "png");
-    browser.click("#labels-form button");
-    browser.wait_for_text("table[aria-label=Records]", "kind=png");
+    upload_image_and_label(&browser, data.path());
     browser.click("#show-attachments");
     browser.wait_for_text(".attachments", "No attachments.");
     clean("the entry");
