@@ -98,6 +98,9 @@ fn repository_changes(policies: usize) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = Config::new(dir.path());
     config.system_events = false;
+    // Past the defaults (1,000 policies): the bench measures how changes scale.
+    config.lifecycle_max_policies = policies + 1;
+    config.lifecycle_max_definitions_size = u64::MAX;
     let store = Arc::new(Store::open(config.clone()).expect("store"));
     store
         .create_bucket("b", BucketSettings::default())

@@ -249,6 +249,14 @@ pub(crate) struct ServeArgs {
     /// (as requests).
     #[arg(long, env = "RS_LIFECYCLE_PRIORITY", default_value = "idle", value_parser = lifecycle_priority)]
     lifecycle_priority: BackgroundPriority,
+    /// Most lifecycle policies this server holds; creating one more is refused (422).
+    #[arg(long, env = "RS_LIFECYCLE_MAX_POLICIES", default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    lifecycle_max_policies: u64,
+    /// Most bytes all lifecycle policy definitions may take as JSON together (a policy
+    /// that would pass it is refused, 422); each `when` is also limited to 256 KiB and
+    /// each policy to 256 entry patterns.
+    #[arg(long, env = "RS_LIFECYCLE_MAX_DEFINITIONS_SIZE", default_value = "8MiB", value_parser = halflife::server::provision::parse_byte_size)]
+    lifecycle_max_definitions_size: u64,
     /// Seconds a replication request may take. A destination that was unavailable is
     /// tried again after 1 s, doubling to a minute (its records stay in the backlog).
     #[arg(long, env = "RS_REPLICATION_TIMEOUT", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
@@ -353,6 +361,8 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     engine.lifecycle_min_older_than = micros(args.lifecycle_min_older_than);
     engine.lifecycle_catch_up_share = args.lifecycle_catch_up_share;
     engine.lifecycle_max_records_per_run = args.lifecycle_max_records_per_run;
+    engine.lifecycle_max_policies = args.lifecycle_max_policies as usize;
+    engine.lifecycle_max_definitions_size = args.lifecycle_max_definitions_size;
     engine.lifecycle_priority = args.lifecycle_priority;
     engine.replication_timeout = std::time::Duration::from_secs(args.replication_timeout);
     engine.replication_log_size = usize::try_from(args.replication_log_size).unwrap_or(usize::MAX);

@@ -82,16 +82,54 @@ export function recordHeader(value) {
   return { size: Number(size) || 0, contentType: contentType || '', labels };
 }
 
+/**
+ * Raster image types a browser only ever draws: an image of one of these opened on its
+ * own is a picture, never a document. SVG is not among them (it can carry script), so an
+ * SVG record shows as its source text.
+ */
+const RASTER_IMAGES = new Set([
+  'image/png', 'image/jpeg', 'image/jpg', 'image/gif', 'image/webp', 'image/avif', 'image/bmp',
+  'image/x-icon', 'image/vnd.microsoft.icon',
+]);
+
 /** How a record's payload is shown: 'image', 'json', 'text' or 'binary'. */
 export function previewKind(contentType) {
   const type = (contentType || '').toLowerCase().split(';')[0].trim();
-  if (type.startsWith('image/')) return 'image';
+  if (RASTER_IMAGES.has(type)) return 'image';
   if (type === 'application/json' || type.endsWith('+json')) return 'json';
-  if (type.startsWith('text/') || type === 'application/xml' || type === 'application/x-ndjson') {
+  if (type.startsWith('text/') || type === 'application/xml' || type.endsWith('+xml')
+    || type === 'application/x-ndjson' || type === 'application/javascript') {
     return 'text';
   }
   return 'binary';
 }
+
+/** File name extensions of the content types records commonly have. */
+const EXTENSIONS = {
+  'image/png': 'png', 'image/jpeg': 'jpg', 'image/gif': 'gif', 'image/webp': 'webp',
+  'image/avif': 'avif', 'image/bmp': 'bmp', 'image/svg+xml': 'svg', 'application/json': 'json',
+  'text/plain': 'txt', 'text/csv': 'csv', 'text/html': 'html', 'application/xml': 'xml',
+  'text/xml': 'xml', 'application/x-ndjson': 'ndjson', 'application/pdf': 'pdf',
+  'video/mp4': 'mp4', 'application/zip': 'zip', 'application/gzip': 'gz',
+};
+
+/**
+ * The file name a record downloads under: its entry's last segment and its timestamp,
+ * with the extension of its content type ('.bin' when unknown), safe on any file system.
+ */
+export function downloadName(entry, ts, contentType) {
+  const type = (contentType || '').toLowerCase().split(';')[0].trim();
+  const base = String(entry || 'record').split('/').filter(Boolean).pop() || 'record';
+  const safe = base.replace(/[^A-Za-z0-9._-]/g, '_').replace(/^\.+/, '_');
+  return `${safe}-${ts}.${EXTENSIONS[type] || 'bin'}`;
+}
+
+/**
+ * The type a download's `blob:` URL is given: one no browser renders, whatever the
+ * record's own type, so opening the URL in any way (a click, a new tab, a pasted address)
+ * saves the bytes instead of running them as a page of the console's origin.
+ */
+export const DOWNLOAD_TYPE = 'application/octet-stream';
 
 /** The first `limit` bytes of `data` (a Uint8Array) as a hex dump, 16 bytes a line. */
 export function hexDump(data, limit = 512) {

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import test from 'node:test';
 
 import {
-  bytes, count, duration, fromInputTime, hexDump, inputTime, isoTime, previewKind, recordHeader, timestamp,
+  bytes, count, DOWNLOAD_TYPE, downloadName, duration, fromInputTime, hexDump, inputTime, isoTime, previewKind, recordHeader, timestamp,
 } from '../js/format.js';
 import {
   histogram, linear, thin, tierClass, ticks,
@@ -42,6 +42,13 @@ test('previews follow the content type', () => {
   assert.equal(previewKind('application/json; charset=utf-8'), 'json');
   assert.equal(previewKind('text/plain'), 'text');
   assert.equal(previewKind('application/octet-stream'), 'binary');
+  // SVG can carry script: shown as its source, never drawn from a blob of this origin.
+  assert.equal(previewKind('image/svg+xml'), 'text');
+  assert.equal(previewKind('text/html'), 'text');
+  assert.equal(downloadName('cam/front', 17, 'image/jpeg'), 'front-17.jpg');
+  assert.equal(downloadName('a/../..', 5, 'text/html; charset=utf-8'), '_-5.html');
+  assert.equal(downloadName('x y', 1, 'application/x-thing'), 'x_y-1.bin');
+  assert.equal(DOWNLOAD_TYPE, 'application/octet-stream');
   const dump = hexDump(new Uint8Array([0x48, 0x69, 0, 255]));
   assert.equal(dump, `00000000  ${'48 69 00 ff'.padEnd(47)}  Hi..`);
 });

@@ -4,7 +4,7 @@
 //! journaled_map.rs`: O(1) per change, crash-safe), plus what is particular to policies.
 
 use std::collections::BTreeMap;
-use std::ops::{Deref, DerefMut};
+use std::ops::Deref;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -44,6 +44,15 @@ pub struct Definition {
 /// The definitions in memory and their snapshot + journal on disk.
 pub struct DefinitionStore {
     map: JournaledMap<Definition>,
+    /// Each definition's size as JSON, and their sum: what the cap on all policies
+    /// (`--lifecycle-max-definitions-size`) weighs, kept so a change costs O(log n).
+    sizes: BTreeMap<String, u64>,
+    total: u64,
+}
+
+/// A definition's size: its settings as compact JSON, as they are stored.
+pub fn definition_size(settings: &LifecycleSettings) -> u64 {
+    serde_json::to_vec(settings).map_or(0, |json| json.len() as u64)
 }
 
 impl Deref for DefinitionStore {
@@ -54,19 +63,48 @@ impl Deref for DefinitionStore {
     }
 }
 
-impl DerefMut for DefinitionStore {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.map
-    }
-}
-
 impl DefinitionStore {
     /// Loads the snapshot in `dir` and replays the journal onto it (cutting off a torn
     /// tail). A missing snapshot or journal is an empty one.
     pub fn open(dir: &Path) -> Result<Self> {
-        Ok(DefinitionStore {
-            map: JournaledMap::open(dir, FILES)?,
-        })
+        let map: JournaledMap<Definition> = JournaledMap::open(dir, FILES)?;
+        let sizes: BTreeMap<String, u64> = map
+            .iter()
+            .map(|(name, def)| (name.clone(), definition_size(&def.settings)))
+            .collect();
+        let total = sizes.values().sum();
+        Ok(DefinitionStore { map, sizes, total })
+    }
+
+    /// Stores `def` under `name` (replacing one), durably.
+    pub fn put(&mut self, name: &str, def: Definition) -> Result<()> {
+        let size = definition_size(&def.settings);
+        self.map.put(name, def)?;
+        let old = self.sizes.insert(name.to_string(), size).unwrap_or(0);
+        self.total = self.total - old + size;
+        Ok(())
+    }
+
+    /// Removes the definition `name`, durably.
+    pub fn remove(&mut self, name: &str) -> Result<()> {
+        self.map.remove(name)?;
+        self.total -= self.sizes.remove(name).unwrap_or(0);
+        Ok(())
+    }
+
+    /// Writes a new snapshot and empties the journal.
+    pub fn compact(&mut self) -> Result<()> {
+        self.map.compact()
+    }
+
+    /// The size of the stored definition `name` as JSON (0 when there is none).
+    pub fn size_of(&self, name: &str) -> u64 {
+        self.sizes.get(name).copied().unwrap_or(0)
+    }
+
+    /// The size of all stored definitions as JSON.
+    pub fn total_size(&self) -> u64 {
+        self.total
     }
 
     /// The definitions stored in `dir`, read without changing anything (no journal is
@@ -96,7 +134,7 @@ impl DefinitionStore {
             if let Some(mut def) = self.map.get(name).cloned() {
                 def.settings.bucket = new.to_string();
                 def.invalid = None;
-                self.map.put(name, def)?;
+                self.put(name, def)?;
             }
         }
         Ok(moving)

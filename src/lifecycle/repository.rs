@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::lifecycle::definitions::{Definition, DefinitionStore};
+use crate::lifecycle::definitions::{Definition, DefinitionStore, definition_size};
 use crate::lifecycle::events::{EventLog, RunEvent};
 use crate::lifecycle::meter::RunProgress;
 use crate::lifecycle::scheduler::{RunContext, RuntimeInfo, Scheduler};
@@ -442,8 +442,10 @@ impl Repo {
         let mut settings = settings;
         let policy = {
             let mut defs = self.lock();
+            let existing = defs.get(name).is_some();
             check(defs.get(name), &mut settings)?;
             let policy = settings.validate(name, &self.store, &self.limits)?;
+            self.check_room(&defs, name, existing, &settings)?;
             let def = Definition {
                 settings,
                 provisioned,
@@ -455,6 +457,33 @@ impl Repo {
         let mode = policy.settings.mode;
         self.thinning.register(&policy, self.events.as_deref());
         self.scheduler.upsert(policy, mode)
+    }
+
+    /// Refuses a definition that would take the policies past their caps: how many, and
+    /// how many bytes of JSON they hold together (memory is in proportion to both).
+    fn check_room(
+        &self,
+        defs: &DefinitionStore,
+        name: &str,
+        existing: bool,
+        settings: &LifecycleSettings,
+    ) -> Result<()> {
+        let max = self.limits.max_policies;
+        if !existing && defs.len() >= max {
+            return Err(Error::unprocessable(format!(
+                "Lifecycle '{name}' is refused: the server already holds {} policies, at most {max} are allowed (--lifecycle-max-policies, RS_LIFECYCLE_MAX_POLICIES)",
+                defs.len()
+            )));
+        }
+        let size = definition_size(settings);
+        let total = defs.total_size() - defs.size_of(name) + size;
+        let max = self.limits.max_definitions_size;
+        if total > max {
+            return Err(Error::unprocessable(format!(
+                "Lifecycle '{name}' is refused: its {size} bytes of JSON would bring all policies to {total}, at most {max} are allowed (--lifecycle-max-definitions-size, RS_LIFECYCLE_MAX_DEFINITIONS_SIZE)"
+            )));
+        }
+        Ok(())
     }
 
     fn lock(&self) -> MutexGuard<'_, DefinitionStore> {

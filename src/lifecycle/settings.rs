@@ -7,9 +7,14 @@ use crate::duration::{format_duration, parse_duration};
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::Store;
 use crate::storage::compress::validate_target;
-use crate::storage::condition::Condition;
+use crate::storage::condition::{Condition, MAX_CONDITION_BYTES};
 use crate::storage::format::codec::Codec;
 use crate::storage::pattern::EntryPatterns;
+
+/// Most entry patterns one policy lists.
+pub const MAX_POLICY_ENTRIES: usize = 256;
+/// Longest entry pattern a policy accepts, in bytes (an entry path is far shorter).
+pub const MAX_POLICY_PATTERN_BYTES: usize = 1024;
 
 /// Default `interval` when the field is missing or null.
 pub const DEFAULT_INTERVAL: &str = "3600s";
@@ -184,6 +189,10 @@ pub struct LifecycleLimits {
     pub catch_up_share: f64,
     /// Most records one run takes on (see [`Policy::max_records_per_run`]).
     pub max_records_per_run: u64,
+    /// Most policies the server holds (`--lifecycle-max-policies`).
+    pub max_policies: usize,
+    /// Most bytes all policy definitions take as JSON (`--lifecycle-max-definitions-size`).
+    pub max_definitions_size: u64,
 }
 
 impl LifecycleLimits {
@@ -194,6 +203,8 @@ impl LifecycleLimits {
             min_older_than: config.lifecycle_min_older_than,
             catch_up_share: config.lifecycle_catch_up_share,
             max_records_per_run: config.lifecycle_max_records_per_run,
+            max_policies: config.lifecycle_max_policies,
+            max_definitions_size: config.lifecycle_max_definitions_size,
         }
     }
 }
@@ -209,7 +220,8 @@ impl Default for LifecycleLimits {
 pub struct Policy {
     /// The policy name.
     pub name: String,
-    /// The settings as given (returned by GET).
+    /// The settings as given, without `when` (that is [`Policy::when`], parsed): `GET`
+    /// answers the stored definition's.
     pub settings: LifecycleSettings,
     /// `older_than` in µs.
     pub older_than: u64,
@@ -270,6 +282,14 @@ impl LifecycleSettings {
     /// Validates the settings of policy `name` in the order of the API reference and
     /// parses them into a [`Policy`].
     pub fn validate(&self, name: &str, store: &Store, limits: &LifecycleLimits) -> Result<Policy> {
+        // `$system` keeps its own retention (its FIFO quota): a policy there could erase
+        // the audit trail, which every direct route refuses to change.
+        if self.bucket.starts_with('$') {
+            return Err(Error::unprocessable(format!(
+                "Bucket '{}' belongs to the system and keeps its own retention (its quota, RS_SYSTEM_EVENTS_QUOTA_SIZE): lifecycle '{name}' cannot target it",
+                crate::error::quoted(&self.bucket)
+            )));
+        }
         if store.bucket(&self.bucket).is_err() {
             return Err(Error::not_found(format!(
                 "Bucket '{}' for lifecycle '{name}' does not exist",
@@ -363,6 +383,14 @@ impl LifecycleSettings {
         }
         let when = match &self.when {
             Some(json) => {
+                // Bounded as a query's `when` is: a condition is held as long as its
+                // policy lives, and parsed again at every start.
+                let bytes = serde_json::to_string(json).map_or(usize::MAX, |t| t.len());
+                if bytes > MAX_CONDITION_BYTES {
+                    return Err(Error::unprocessable(format!(
+                        "Lifecycle 'when' is {bytes} bytes of JSON; at most {MAX_CONDITION_BYTES} are accepted"
+                    )));
+                }
                 let condition = Condition::parse(json, false).map_err(|e| {
                     Error::unprocessable(format!("Invalid lifecycle condition: {}", e.message()))
                 })?;
@@ -375,6 +403,27 @@ impl LifecycleSettings {
             }
             None => None,
         };
+        if self.entries.len() > MAX_POLICY_ENTRIES {
+            return Err(Error::unprocessable(format!(
+                "Lifecycle 'entries' lists {} patterns; at most {MAX_POLICY_ENTRIES} are accepted",
+                self.entries.len()
+            )));
+        }
+        if let Some(long) = self
+            .entries
+            .iter()
+            .find(|p| p.len() > MAX_POLICY_PATTERN_BYTES)
+        {
+            return Err(Error::unprocessable(format!(
+                "Lifecycle entry pattern '{}...' is {} bytes; at most {MAX_POLICY_PATTERN_BYTES} are accepted",
+                crate::error::quoted(
+                    long.char_indices()
+                        .nth(40)
+                        .map_or(long.as_str(), |(i, _)| &long[..i])
+                ),
+                long.len()
+            )));
+        }
         EntryPatterns::parse(&self.entries).map_err(|e| {
             Error::new(
                 ErrorKind::Unprocessable,
@@ -385,9 +434,13 @@ impl LifecycleSettings {
         validate_target(target).map_err(|e| {
             Error::unprocessable(format!("Invalid lifecycle compression: {}", e.message()))
         })?;
+        // The policy runs from the parsed condition; its JSON tree stays with the stored
+        // definition only (held once, not once per copy).
+        let mut settings = self.clone();
+        settings.when = None;
         Ok(Policy {
             name: name.to_string(),
-            settings: self.clone(),
+            settings,
             older_than: older_than as u64,
             interval: interval as u64,
             window: window as u64,

@@ -43,7 +43,8 @@ where
 
 /// A task's settings, fields in the order `GET /replications/{name}` shows them. Unknown
 /// fields (1.21.5 has no `each_n`, `each_s`, `include`, `exclude` in JSON) are ignored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Its `Debug` leaves the token out, so no log line or error can carry it.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReplicationSettings {
     /// The bucket whose writes are replicated.
     pub src_bucket: String,
@@ -70,6 +71,22 @@ pub struct ReplicationSettings {
     /// none, zstd or gzip.
     #[serde(default, deserialize_with = "null_as_default")]
     pub compression: ReplicationCompression,
+}
+
+impl std::fmt::Debug for ReplicationSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplicationSettings")
+            .field("src_bucket", &self.src_bucket)
+            .field("dst_bucket", &self.dst_bucket)
+            .field("dst_host", &self.dst_host)
+            .field("dst_token", &self.dst_token.as_ref().map(|_| "<hidden>"))
+            .field("entries", &self.entries)
+            .field("dst_prefix", &self.dst_prefix)
+            .field("when", &self.when)
+            .field("mode", &self.mode)
+            .field("compression", &self.compression)
+            .finish()
+    }
 }
 
 /// What validation yields besides the settings: their parsed forms.

@@ -6,11 +6,18 @@
 //! Every answer carries strict security headers: a Content-Security-Policy that allows
 //! only the console's own files (no inline script or style, no framing), `nosniff`, no
 //! referrer. The console calls the API with the token it keeps in `sessionStorage`.
+//!
+//! Scripts are admitted by a nonce made for each answer of the page, not by origin: the
+//! page's module carries it and the modules it imports inherit it, while a document a
+//! record could become in this origin (a `blob:` URL inherits the page's policy) cannot
+//! know it, so a `<script src>` planted in a record runs nowhere — not even one whose
+//! source is this origin's own query link.
 
 use crate::server::http::response::{Response, ResponseBody};
 
-/// The Content-Security-Policy of the console's answers.
-const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; media-src 'self' blob:; connect-src 'self'; font-src 'self'; base-uri 'self'; form-action 'none'; frame-ancestors 'none'";
+/// The Content-Security-Policy of the console's answers; `{NONCE}` is the page's nonce
+/// (the modules' answers, which run nothing of their own, get a fresh one too).
+const CSP: &str = "default-src 'none'; script-src 'nonce-{NONCE}' 'strict-dynamic'; style-src 'self'; img-src 'self' blob: data:; media-src 'self' blob:; connect-src 'self' blob:; font-src 'self'; base-uri 'self'; form-action 'none'; frame-ancestors 'none'; object-src 'none'";
 
 macro_rules! asset {
     ($path:literal, $type:literal) => {
@@ -53,10 +60,12 @@ pub fn answer(rest: &str, base_path: &str) -> Response {
         .find(|(path, _, _)| *path == rest)
         .copied()
         .unwrap_or(ASSETS[0]);
+    let nonce = nonce();
     let body = if content_type.starts_with("text/html") {
         // The page's relative links resolve against `<base href>`: the base path in it.
         let page = String::from_utf8_lossy(bytes);
         page.replace("%BASE%", &attribute_text(base_path))
+            .replace("%NONCE%", &nonce)
             .into_bytes()
     } else {
         bytes.to_vec()
@@ -68,7 +77,7 @@ pub fn answer(rest: &str, base_path: &str) -> Response {
     } else {
         "max-age=300"
     };
-    secured(Response::ok())
+    secured(Response::ok(), &nonce)
         .header("content-type", content_type)
         .header("cache-control", cache)
         .with_body(ResponseBody::Bytes(body))
@@ -82,10 +91,22 @@ fn attribute_text(text: &str) -> String {
         .replace('>', "&gt;")
 }
 
-/// `response` with the console's security headers.
-pub fn secured(response: Response) -> Response {
+/// A fresh script nonce: 128 random bits, base64. Without randomness (never on Linux)
+/// the nonce is one no page carries, so the console's scripts stop rather than the
+/// policy opening.
+fn nonce() -> String {
+    use base64::Engine;
+    let mut bytes = [0u8; 16];
+    match getrandom::fill(&mut bytes) {
+        Ok(()) => base64::engine::general_purpose::STANDARD.encode(bytes),
+        Err(_) => "unavailable".to_string(),
+    }
+}
+
+/// `response` with the console's security headers, admitting scripts that carry `nonce`.
+pub fn secured(response: Response, nonce: &str) -> Response {
     response
-        .header("content-security-policy", CSP)
+        .header("content-security-policy", CSP.replace("{NONCE}", nonce))
         .header("x-content-type-options", "nosniff")
         .header("x-frame-options", "DENY")
         .header("referrer-policy", "no-referrer")
@@ -115,6 +136,19 @@ mod tests {
         let ResponseBody::Bytes(html) = &page.body else {
             panic!("a page body");
         };
-        assert!(String::from_utf8_lossy(html).contains(r#"<base href="/prefix/ui/">"#));
+        let html = String::from_utf8_lossy(html);
+        assert!(html.contains(r#"<base href="/prefix/ui/">"#));
+        // The page's one script carries the nonce its policy names, and only that one.
+        let policy = header(&page, "content-security-policy");
+        let nonce = policy
+            .split("'nonce-")
+            .nth(1)
+            .and_then(|rest| rest.split('\'').next())
+            .expect("a nonce in the policy");
+        assert!(nonce.len() >= 22, "{nonce}");
+        assert!(html.contains(&format!(r#"nonce="{nonce}""#)), "{html}");
+        assert!(!policy.contains("'self' 'nonce") && !policy.contains("script-src 'self'"));
+        let again = header(&answer("", "/"), "content-security-policy");
+        assert_ne!(policy, again, "a new nonce per answer");
     }
 }

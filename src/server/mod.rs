@@ -12,6 +12,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod browser_guard;
 pub mod bucket_rename;
 pub mod console;
 pub mod cors;

@@ -54,6 +54,13 @@ pub const DEFAULT_MAX_BLOCK_OVERLAP: usize = 4;
 /// Default share of tombstoned records at which a block is rewritten without them.
 pub const DEFAULT_TOMBSTONE_FOLD_SHARE: f64 = 0.5;
 
+/// Default cap on the number of lifecycle policies.
+pub const DEFAULT_MAX_POLICIES: usize = 1_000;
+
+/// Default cap on all lifecycle definitions as JSON: 8 MiB, what an edge device can hold
+/// parsed (ordinary policies take a few hundred bytes each).
+pub const DEFAULT_MAX_DEFINITIONS_SIZE: u64 = 8 << 20;
+
 /// Configuration of a [`crate::storage::Store`].
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -105,6 +112,13 @@ pub struct Config {
     /// Most records a lifecycle run takes on after its progress marker (whole blocks;
     /// default 100,000): the rest waits for the next run.
     pub lifecycle_max_records_per_run: u64,
+    /// Most lifecycle policies the server holds (default [`DEFAULT_MAX_POLICIES`]): each is
+    /// kept in memory, scheduled and parsed at every start.
+    pub lifecycle_max_policies: usize,
+    /// Most bytes all lifecycle policy definitions may take as JSON (default
+    /// [`DEFAULT_MAX_DEFINITIONS_SIZE`]); each is held in memory at about three times its
+    /// size (definition, parsed condition).
+    pub lifecycle_max_definitions_size: u64,
     /// Write events to `$system`: a `lifecycle_run` event per run (and keep progress
     /// there), and on a server the audit, usage and log trail (`RS_SYSTEM_EVENTS_ENABLED`).
     pub system_events: bool,
@@ -173,6 +187,8 @@ impl Config {
             lifecycle_min_older_than: 3600 * 1_000_000,
             lifecycle_catch_up_share: 0.5,
             lifecycle_max_records_per_run: 100_000,
+            lifecycle_max_policies: DEFAULT_MAX_POLICIES,
+            lifecycle_max_definitions_size: DEFAULT_MAX_DEFINITIONS_SIZE,
             system_events: true,
             system_events_quota: Some(DEFAULT_SYSTEM_EVENTS_QUOTA),
             instance_name: "unknown".to_string(),

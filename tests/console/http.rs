@@ -31,15 +31,38 @@ fn the_console_is_served_with_strict_headers_and_can_be_turned_off() {
         assert_eq!(r.status, 200, "{path}");
         let csp = r.header("content-security-policy").unwrap_or_default();
         assert!(
-            csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"),
+            csp.contains("script-src 'nonce-") && csp.contains("frame-ancestors 'none'"),
             "{path}: {csp}"
         );
         assert!(!csp.contains("unsafe-inline"), "{path}: {csp}");
         assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
     }
-    let page = String::from_utf8(s.get("/ui/b/frames/cam").body).unwrap();
+    let answer = s.get("/ui/b/frames/cam");
+    let page = String::from_utf8(answer.body.clone()).unwrap();
     assert!(page.contains(r#"<base href="/ui/">"#), "{page}");
     assert!(!page.contains("<script>"), "no inline script");
+    // Scripts run by the page's nonce, not by origin: a new one for every answer.
+    let csp = answer.header("content-security-policy").unwrap_or_default();
+    let nonce = csp
+        .split("'nonce-")
+        .nth(1)
+        .and_then(|rest| rest.split('\'').next())
+        .unwrap_or_default();
+    assert!(nonce.len() >= 22, "{csp}");
+    assert!(page.contains(&format!(r#"nonce="{nonce}""#)), "{page}");
+    assert!(!csp.contains("script-src 'self'"), "{csp}");
+    let again = s.get("/ui/b/frames/cam");
+    assert_ne!(again.header("content-security-policy"), Some(csp));
+    // API answers are never a page's script, style or active document.
+    let r = s.request("GET", "/api/v1/info", &[("sec-fetch-dest", "script")], b"");
+    assert_eq!(r.status, 403, "{}", r.error());
+    let r = s.get("/api/v1/alive");
+    assert_eq!(r.header("content-security-policy"), Some("sandbox"));
+    assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(
+        r.header("cross-origin-resource-policy"),
+        Some("same-origin")
+    );
     assert!(
         s.get("/ui/js/main.js")
             .header("content-type")

@@ -10,4 +10,5 @@ mod browser;
 mod firefox;
 mod http;
 mod node_units;
+mod planted_script;
 mod webdriver;

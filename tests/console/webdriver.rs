@@ -84,6 +84,11 @@ impl Browser {
     /// Starts `driver` and a headless `chromium` session with a fresh profile, a
     /// 1280×800 window and the browser's console log kept.
     pub fn start(chromium: &Path, driver: &Path) -> Browser {
+        Browser::start_saving_to(chromium, driver, None)
+    }
+
+    /// [`Browser::start`], with downloads saved into `downloads` without asking.
+    pub fn start_saving_to(chromium: &Path, driver: &Path, downloads: Option<&Path>) -> Browser {
         let profile = tempfile::tempdir().expect("profile dir");
         let args = [
             "--headless=new".to_string(),
@@ -97,9 +102,16 @@ impl Browser {
             "--window-size=1280,800".into(),
             format!("--user-data-dir={}", profile.path().display()),
         ];
+        let prefs = match downloads {
+            Some(dir) => json!({
+                "download.default_directory": dir,
+                "download.prompt_for_download": false,
+            }),
+            None => json!({}),
+        };
         let capabilities = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
-            "goog:chromeOptions": {"binary": chromium, "args": args},
+            "goog:chromeOptions": {"binary": chromium, "args": args, "prefs": prefs},
             "goog:loggingPrefs": {"browser": "ALL"},
         }}});
         Browser::session(driver, profile, &capabilities, true)
@@ -292,6 +304,66 @@ impl Browser {
             &json!({"actions": [{"type": "key", "id": "keyboard", "actions": actions}]}),
         );
         assert!(v.is_null(), "pressing {keys:?}: {v}");
+    }
+
+    /// The handles of the session's windows and tabs.
+    pub fn windows(&self) -> Vec<String> {
+        self.get("/window/handles")
+            .as_array()
+            .map(|all| {
+                all.iter()
+                    .filter_map(|h| h.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The handle of the window commands go to.
+    pub fn window(&self) -> String {
+        self.get("/window").as_str().unwrap_or_default().to_string()
+    }
+
+    /// Sends commands to window `handle` from now on.
+    pub fn switch_to(&self, handle: &str) {
+        let v = self.post("/window", &json!({ "handle": handle }));
+        assert!(v.is_null(), "switching to window {handle}: {v}");
+    }
+
+    /// Sends commands to window `handle` if it is still open.
+    pub fn try_switch_to(&self, handle: &str) -> bool {
+        self.post("/window", &json!({ "handle": handle })).is_null()
+    }
+
+    /// Opens a new tab and sends commands to it; returns its handle.
+    pub fn new_tab(&self) -> String {
+        let v = self.post("/window/new", &json!({"type": "tab"}));
+        let handle = v["handle"].as_str().expect("a new tab").to_string();
+        self.switch_to(&handle);
+        handle
+    }
+
+    /// Closes the current window (commands must then switch to another).
+    pub fn close_window(&self) {
+        self.agent
+            .delete(&format!("{}/window", self.base))
+            .call()
+            .expect("the driver answers");
+    }
+
+    /// Clicks the first `selector` element with the middle button, as a user opening a
+    /// link in a new tab does.
+    pub fn middle_click(&self, selector: &str) {
+        let id = self.wait_for(selector);
+        let pointer = json!({
+            "type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"},
+            "actions": [
+                {"type": "pointerMove", "origin": {ELEMENT: id}, "x": 0, "y": 0},
+                {"type": "pointerDown", "button": 1},
+                {"type": "pointerUp", "button": 1},
+            ],
+        });
+        let v = self.post("/actions", &json!({ "actions": [pointer] }));
+        assert!(v.is_null(), "middle-clicking '{selector}': {v}");
     }
 
     /// Runs `script` (a function body) with `args`; returns its value.

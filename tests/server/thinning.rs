@@ -200,6 +200,7 @@ fn follow(store: &Store, events: &EventLog, thinning: &Thinning, json: &str) -> 
         min_older_than: 1,
         catch_up_share: 0.5,
         max_records_per_run: 40,
+        ..LifecycleLimits::default()
     };
     let policy = LifecycleSettings::from_json(json.as_bytes())
         .unwrap()

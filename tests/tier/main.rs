@@ -13,3 +13,4 @@ mod crash;
 mod library;
 mod s3_client;
 mod server;
+mod trace_logs;

@@ -11,7 +11,8 @@ import { panel as attachments } from './attachments.js';
 import { bars, histogram } from '../chart.js';
 import { errorBox, fill, h } from '../dom.js';
 import {
-  bytes, count, fromInputTime, hexDump, inputTime, previewKind, timestamp,
+  bytes, count, DOWNLOAD_TYPE, downloadName, fromInputTime, hexDump, inputTime, previewKind,
+  timestamp,
 } from '../format.js';
 import { link } from '../route.js';
 
@@ -69,7 +70,7 @@ function chart(data) {
       data.note));
 }
 
-async function preview(base, record, refresh) {
+async function preview(base, entry, record, refresh) {
   const response = await call(`${base}?ts=${record.ts}`, { raw: true });
   const blob = await response.blob();
   const type = response.headers.get('content-type') || '';
@@ -77,10 +78,16 @@ async function preview(base, record, refresh) {
   for (const [name, value] of response.headers) {
     if (name.startsWith('x-reduct-label-')) labels[name.slice('x-reduct-label-'.length)] = value;
   }
-  const url = URL.createObjectURL(blob);
+  // Two URLs: the download's, typed so that no browser renders it (the record's own
+  // type could make it a page of this origin), and a raster image's for its preview.
+  const download = URL.createObjectURL(new Blob([blob], { type: DOWNLOAD_TYPE }));
   let body;
   switch (previewKind(type)) {
-    case 'image': body = h('img', { src: url, alt: `record ${record.ts}` }); break;
+    case 'image': {
+      const picture = URL.createObjectURL(new Blob([blob], { type: type.split(';')[0].trim() }));
+      body = h('img', { src: picture, alt: `record ${record.ts}` });
+      break;
+    }
     case 'json': {
       const text = await blob.text();
       let shown = text;
@@ -119,7 +126,7 @@ async function preview(base, record, refresh) {
   };
   return h('section', { class: 'preview', 'aria-label': 'Record' },
     h('h2', {}, `Record ${timestamp(record.ts)}`),
-    h('p', { class: 'muted' }, `${type}, ${bytes(blob.size)} `, h('a', { href: url, download: `${record.ts}` }, 'Download')),
+    h('p', { class: 'muted' }, `${type}, ${bytes(blob.size)} `, h('a', { href: download, download: downloadName(entry, record.ts, type) }, 'Download')),
     body,
     h('form', { id: 'labels-form', class: 'inline', onsubmit: save },
       rows.map(([k, input]) => h('label', {}, k, input)),
@@ -141,7 +148,7 @@ export async function show({ view, route, go }) {
 
   const showRecord = async (record) => {
     try {
-      fill(detail, record ? await preview(base, record, async (r) => { await page(); await showRecord(r); }) : h('p', { class: 'muted' }, 'Removed.'));
+      fill(detail, record ? await preview(base, entry, record, async (r) => { await page(); await showRecord(r); }) : h('p', { class: 'muted' }, 'Removed.'));
     } catch (error) {
       fill(detail, errorBox(error));
     }

@@ -11,6 +11,7 @@ use crate::server::api::{
     buckets, entry_batch, io, lifecycles, links, records, replications, storage, tokens,
 };
 use crate::server::auth::{Access, Caller};
+use crate::server::browser_guard;
 use crate::server::cors::Cors;
 use crate::server::http::head::RequestHead;
 use crate::server::http::request::{Request, no_route};
@@ -23,7 +24,16 @@ use crate::wire::percent;
 impl Service for App {
     fn handle(&self, req: &mut Request) -> Response {
         let started = std::time::Instant::now();
-        let mut response = self.answer(req);
+        let bare = req.head.path.split('?').next().unwrap_or_default();
+        let api = bare.starts_with("/api/v1/");
+        let link = bare.starts_with("/api/v1/links/");
+        let mut response = match browser_guard::refuse_active_load(&req.head, api) {
+            Some(refusal) => refusal,
+            None => self.answer(req),
+        };
+        if api {
+            response = browser_guard::harden(response, link);
+        }
         self.cors.apply(req.head.header("origin"), &mut response);
         self.audit(
             &req.head,

@@ -3,6 +3,8 @@
 //! `RS_SYSTEM_EVENTS_LOG_LEVEL` to the running server's trail, which writes them as
 //! `logs/<instance>/messages` events. The hand-over never blocks a logging thread: the
 //! queue is bounded and a full queue drops the message (counted, and said once drained).
+//! Every line is redacted where it is formatted (`redact.rs`): no level lets a credential
+//! into either output, and other crates' lines below INFO never reach the trail.
 
 use std::cell::Cell;
 use std::sync::Mutex;
@@ -11,6 +13,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use log::{LevelFilter, Log, Metadata, Record};
 use serde::Serialize;
+
+use crate::server::trail::redact;
 
 /// Messages waiting to be written at most; more are dropped.
 const QUEUE: usize = 1024;
@@ -130,12 +134,34 @@ impl Log for TrailLogger {
     }
 
     fn log(&self, record: &Record) {
-        if self.inner.matches(record) {
-            self.inner.log(record);
+        // Hexdumps and TLS traces cannot be redacted line by line: never written.
+        if redact::carries_wire_bytes(record.target(), record.level()) {
+            return;
         }
-        if record.level() as usize > SINK_LEVEL.load(Ordering::Relaxed)
-            || WRITING_TRAIL.with(Cell::get)
-        {
+        let to_inner = self.inner.matches(record);
+        // Other crates' lines below INFO stay out of the trail: they describe requests
+        // (URLs, headers) that a reader of `$system` has no business seeing.
+        let to_trail = record.level() as usize <= SINK_LEVEL.load(Ordering::Relaxed)
+            && (record.level() <= log::Level::Info || redact::is_ours(record.target()))
+            && !WRITING_TRAIL.with(Cell::get);
+        if !to_inner && !to_trail {
+            return;
+        }
+        // Formatted once; secrets are cut here, where the line is made, for every output.
+        let formatted = record.args().to_string();
+        let text = redact::redact(&formatted);
+        if to_inner {
+            self.inner.log(
+                &Record::builder()
+                    .args(format_args!("{text}"))
+                    .metadata(record.metadata().clone())
+                    .module_path(record.module_path())
+                    .file(record.file())
+                    .line(record.line())
+                    .build(),
+            );
+        }
+        if !to_trail {
             return;
         }
         let sink = SINK.lock().unwrap_or_else(|p| p.into_inner());
@@ -146,9 +172,9 @@ impl Log for TrailLogger {
             at: crate::server::trail::now_micros(),
             level: record.level().to_string(),
             target: record.target().to_string(),
-            file: record.file().unwrap_or_default().to_string(),
+            file: redact::public_file(record.file().unwrap_or_default()).into_owned(),
             line: record.line().unwrap_or(0),
-            text: record.args().to_string(),
+            text: text.into_owned(),
         };
         if let Err(TrySendError::Full(_)) = sink.queue.try_send(message) {
             DROPPED.fetch_add(1, Ordering::Relaxed);

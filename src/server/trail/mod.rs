@@ -8,6 +8,7 @@
 
 pub mod audit;
 pub mod logs;
+pub mod redact;
 pub mod sharded;
 pub mod usage;
 
