@@ -6,9 +6,7 @@
 //! Run: `cargo bench --bench compress`. `HALFLIFE_BENCH_DIR=/dev/shm` puts the stores on
 //! another filesystem (e.g. tmpfs, to separate our CPU cost from the filesystem's).
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -16,6 +14,10 @@ use halflife::Config;
 use halflife::fixtures::{self, FixtureRecord};
 use halflife::storage::{BucketSettings, Codec, CompressPool, Store};
 use rayon::prelude::*;
+
+#[path = "support/counting_alloc.rs"]
+mod counting_alloc;
+use counting_alloc::peak_extra_memory;
 
 const TARGET: Codec = Codec::Zstd(3);
 
@@ -114,37 +116,6 @@ fn reference_once(set: &DataSet, pool: &rayon::ThreadPool) -> (Duration, u64) {
             .sum()
     });
     (start.elapsed(), out)
-}
-
-/// Counts heap bytes in use and their peak, so a run's memory can be measured exactly
-/// (RSS would hide reuse of memory the allocator already holds).
-struct CountingAllocator;
-static IN_USE: AtomicU64 = AtomicU64::new(0);
-static PEAK: AtomicU64 = AtomicU64::new(0);
-
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let now = IN_USE.fetch_add(layout.size() as u64, Ordering::Relaxed) + layout.size() as u64;
-        PEAK.fetch_max(now, Ordering::Relaxed);
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        IN_USE.fetch_sub(layout.size() as u64, Ordering::Relaxed);
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: CountingAllocator = CountingAllocator;
-
-/// Peak heap bytes above the starting point while `f` runs.
-fn peak_extra_memory<T>(f: impl FnOnce() -> T) -> (T, u64) {
-    let base = IN_USE.load(Ordering::Relaxed);
-    PEAK.store(base, Ordering::Relaxed);
-    let out = f();
-    (out, PEAK.load(Ordering::Relaxed).saturating_sub(base))
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {

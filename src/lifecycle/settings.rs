@@ -11,6 +11,9 @@ use crate::storage::condition::{Condition, MAX_CONDITION_BYTES};
 use crate::storage::format::codec::Codec;
 use crate::storage::pattern::EntryPatterns;
 
+mod when_json;
+pub use when_json::WhenJson;
+
 /// Most entry patterns one policy lists.
 pub const MAX_POLICY_ENTRIES: usize = 256;
 /// Longest entry pattern a policy accepts, in bytes (an entry path is far shorter).
@@ -152,9 +155,9 @@ pub struct LifecycleSettings {
         deserialize_with = "null_as_default_interval"
     )]
     pub interval: String,
-    /// Delete only: only records matching this condition.
+    /// Delete only: only records matching this condition (held as compact text).
     #[serde(default)]
-    pub when: Option<serde_json::Value>,
+    pub when: Option<WhenJson>,
     /// How much data one run advances through; null means 24 × interval.
     #[serde(default)]
     pub processing_interval: Option<String>,
@@ -220,8 +223,8 @@ impl Default for LifecycleLimits {
 pub struct Policy {
     /// The policy name.
     pub name: String,
-    /// The settings as given, without `when` (that is [`Policy::when`], parsed): `GET`
-    /// answers the stored definition's.
+    /// The settings as given (their `when` shares its text with the stored definition's
+    /// and with [`Policy::when`]'s source).
     pub settings: LifecycleSettings,
     /// `older_than` in µs.
     pub older_than: u64,
@@ -382,18 +385,22 @@ impl LifecycleSettings {
             ));
         }
         let when = match &self.when {
-            Some(json) => {
+            Some(text) => {
                 // Bounded as a query's `when` is: a condition is held as long as its
                 // policy lives, and parsed again at every start.
-                let bytes = serde_json::to_string(json).map_or(usize::MAX, |t| t.len());
+                let bytes = text.as_str().len();
                 if bytes > MAX_CONDITION_BYTES {
                     return Err(Error::unprocessable(format!(
                         "Lifecycle 'when' is {bytes} bytes of JSON; at most {MAX_CONDITION_BYTES} are accepted"
                     )));
                 }
-                let condition = Condition::parse(json, false).map_err(|e| {
-                    Error::unprocessable(format!("Invalid lifecycle condition: {}", e.message()))
-                })?;
+                let condition = Condition::parse_with_source(&text.value()?, false, text.shared())
+                    .map_err(|e| {
+                        Error::unprocessable(format!(
+                            "Invalid lifecycle condition: {}",
+                            e.message()
+                        ))
+                    })?;
                 if condition.raw_directives().ext().is_some() {
                     return Err(Error::unprocessable(
                         "Lifecycle condition cannot use '#ext' directive",
@@ -434,13 +441,9 @@ impl LifecycleSettings {
         validate_target(target).map_err(|e| {
             Error::unprocessable(format!("Invalid lifecycle compression: {}", e.message()))
         })?;
-        // The policy runs from the parsed condition; its JSON tree stays with the stored
-        // definition only (held once, not once per copy).
-        let mut settings = self.clone();
-        settings.when = None;
         Ok(Policy {
             name: name.to_string(),
-            settings,
+            settings: self.clone(),
             older_than: older_than as u64,
             interval: interval as u64,
             window: window as u64,

@@ -21,6 +21,8 @@ fn config(dir: &std::path::Path) -> Config {
     config.lifecycle_min_interval = 1_000;
     config.lifecycle_min_older_than = 1_000;
     config.instance_name = "test".into();
+    // Past the default cap of 1,000: these tests count on thousands.
+    config.lifecycle_max_policies = 10_000;
     config
 }
 
@@ -232,7 +234,7 @@ fn a_server_killed_while_policies_change_loses_at_most_the_change_in_flight() {
     let mut expected: BTreeSet<String> = BTreeSet::new();
     let mut next = 0;
     for round in 0..4 {
-        let server = start_server(dir.path(), &[]);
+        let server = start_server(dir.path(), &[("RS_LIFECYCLE_MAX_POLICIES", "100000")]);
         if round == 0 {
             let created = server.request("POST", "/api/v1/b/b", &[], b"");
             assert_eq!(created.status, 200, "{}", created.error());
@@ -276,7 +278,7 @@ fn a_server_killed_while_policies_change_loses_at_most_the_change_in_flight() {
                 with_in_flight.remove(&name);
             }
         }
-        let server = start_server(dir.path(), &[]);
+        let server = start_server(dir.path(), &[("RS_LIFECYCLE_MAX_POLICIES", "100000")]);
         let now = listed_names(&server);
         assert!(
             now == want || now == with_in_flight,

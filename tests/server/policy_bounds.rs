@@ -40,6 +40,15 @@ fn a_policy_is_bounded_like_a_query() {
     let r = server.request("POST", "/api/v1/lifecycles/huge", &[], &huge);
     assert_eq!(r.status, 422, "{}", r.error());
     assert!(r.error().contains("at most 262144"), "{}", r.error());
+    // A body far past any policy is refused before it is parsed.
+    let r = server.request(
+        "POST",
+        "/api/v1/lifecycles/huge",
+        &[],
+        &policy("b1", Some(big_when(3 << 20))),
+    );
+    assert_eq!(r.status, 422, "{}", r.error());
+    assert!(r.error().contains("at most 2097152"), "{}", r.error());
     // Entry patterns: at most 256, each at most 1024 bytes.
     let many: Vec<String> = (0..257).map(|i| format!("e{i}")).collect();
     let body = json!({"type": "delete", "bucket": "b1", "older_than": "1h", "entries": many});

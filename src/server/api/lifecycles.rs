@@ -6,7 +6,12 @@ use serde::{Deserialize, Serialize};
 use crate::error::Result;
 use crate::lifecycle::{LifecycleInfo, LifecycleMode, LifecycleSettings};
 use crate::server::http::Response;
-use crate::server::http::request::{Request, no_route, parse_json, read_body};
+use crate::server::http::request::{Request, no_route, parse_json, read_body_within};
+
+/// Largest body of a policy definition: its `when` (256 KiB) and entry patterns (256 of
+/// 1 KiB) fit with room, and a `when` somewhat past its limit is still read to be refused
+/// by name; anything larger is refused before it is parsed.
+const MAX_POLICY_BODY: u64 = 2 << 20;
 use crate::server::state::App;
 use crate::wire::percent;
 
@@ -49,13 +54,13 @@ pub fn lifecycle(app: &App, method: &str, tail: &str, req: &mut Request) -> Resu
             Ok(Response::json(&Full { info, settings }))
         }
         ("POST", "") => {
-            let settings = LifecycleSettings::from_json(&read_body(req)?)?;
+            let settings = LifecycleSettings::from_json(&read_body_within(req, MAX_POLICY_BODY)?)?;
             repo.create(&name, settings)?;
             log::info!("lifecycle '{name}' created");
             Ok(Response::ok())
         }
         ("PUT", "") => {
-            let settings = LifecycleSettings::from_json(&read_body(req)?)?;
+            let settings = LifecycleSettings::from_json(&read_body_within(req, MAX_POLICY_BODY)?)?;
             repo.update(&name, settings)?;
             log::info!("lifecycle '{name}' updated");
             Ok(Response::ok())

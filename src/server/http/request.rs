@@ -38,9 +38,14 @@ pub const MAX_JSON: u64 = 16 << 20;
 
 /// Reads a (small) request body; a body that breaks off is 400.
 pub fn read_body(req: &mut Request) -> Result<Vec<u8>> {
-    if req.body.remaining() > MAX_JSON {
+    read_body_within(req, MAX_JSON)
+}
+
+/// Reads a request body of at most `max` bytes (422 past it, nothing read).
+pub fn read_body_within(req: &mut Request, max: u64) -> Result<Vec<u8>> {
+    if req.body.remaining() > max {
         return Err(Error::unprocessable(format!(
-            "request body of {} bytes is too large for a JSON document (at most {MAX_JSON})",
+            "request body of {} bytes is too large for this JSON document (at most {max})",
             req.body.remaining()
         )));
     }

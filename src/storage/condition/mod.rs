@@ -88,7 +88,7 @@ struct Inner {
     slots: Vec<Op>,
     directives: RawDirectives,
     /// The condition's compact JSON: what equality compares and `Debug` shows.
-    source: String,
+    source: Arc<str>,
 }
 
 /// A parsed `when` condition; cheap to clone (the tree is shared).
@@ -119,13 +119,23 @@ impl Condition {
     /// Directive values are checked by [`Condition::directives`]. With `strict`, an
     /// evaluation error fails the query instead of rejecting the record.
     pub fn parse(json: &serde_json::Value, strict: bool) -> Result<Condition> {
+        Self::parse_with_source(json, strict, json.to_string().into())
+    }
+
+    /// [`Condition::parse`] of `json` whose compact text the caller already holds as
+    /// `source`: a long-lived holder (a policy) keeps one copy of the text, not two.
+    pub fn parse_with_source(
+        json: &serde_json::Value,
+        strict: bool,
+        source: Arc<str>,
+    ) -> Result<Condition> {
         let parsed = parse::parse_condition(json)?;
         Ok(Condition {
             inner: Arc::new(Inner {
                 root: parsed.root,
                 slots: parsed.slots,
                 directives: RawDirectives(parsed.directives),
-                source: json.to_string(),
+                source,
             }),
             strict,
         })
