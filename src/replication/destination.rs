@@ -55,13 +55,24 @@ pub(super) fn status_of(
     }
 }
 
-/// Makes sure the destination bucket exists: created with its defaults when missing.
-/// Returns whether the destination takes compressed batches (it says `x-reduct-api` 1.21
-/// or later).
+/// What the sender knows of the destination bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Destination {
+    /// The destination takes compressed batches (it says `x-reduct-api` 1.21 or later).
+    pub compressed_ok: bool,
+    /// The bucket was seen (or made); false when the token may write but not read it (a
+    /// least-privilege destination token): writes go ahead, and a write answered 404 makes
+    /// the sender try to create it ([`create_bucket`]).
+    pub verified: bool,
+}
+
+/// Makes sure the destination bucket exists: created with its defaults when missing. A
+/// token that may not read the bucket (403) is taken as one that may write it, as
+/// ReductStore's replication does: the writes say whether it can.
 pub(super) fn ensure_bucket(
     agent: &ureq::Agent,
     settings: &ReplicationSettings,
-) -> Result<bool, (i32, String)> {
+) -> Result<Destination, (i32, String)> {
     let path = format!("b/{}", path_segment(&settings.dst_bucket));
     let (status, response) =
         status_of(with_auth(agent.get(url(settings, &path)), settings).call())?;
@@ -72,21 +83,45 @@ pub(super) fn ensure_bucket(
         .and_then(|v| v.split_once('.'))
         .and_then(|(major, minor)| Some((major.parse::<u32>().ok()?, minor.parse::<u32>().ok()?)))
         .is_some_and(|version| version >= (1, 21));
+    let found = |verified| {
+        Ok(Destination {
+            compressed_ok,
+            verified,
+        })
+    };
     match status {
-        200 => Ok(compressed_ok),
+        200 => found(true),
+        403 => found(false),
         404 => {
-            let created = with_auth(agent.post(url(settings, &path)), settings).send_empty();
-            match status_of(created)?.0 {
-                200 | 409 => Ok(compressed_ok),
-                code => Err((
-                    i32::from(code),
-                    format!("creating bucket '{}'", settings.dst_bucket),
-                )),
-            }
+            create_bucket(agent, settings)?;
+            found(true)
         }
         code => Err((
             i32::from(code),
             format!("checking bucket '{}'", settings.dst_bucket),
+        )),
+    }
+}
+
+/// Creates the destination bucket with its defaults (409, made meanwhile, is as good).
+pub(super) fn create_bucket(
+    agent: &ureq::Agent,
+    settings: &ReplicationSettings,
+) -> Result<(), (i32, String)> {
+    let path = format!("b/{}", path_segment(&settings.dst_bucket));
+    let created = with_auth(agent.post(url(settings, &path)), settings).send_empty();
+    match status_of(created)?.0 {
+        200 | 409 => Ok(()),
+        403 => Err((
+            403,
+            format!(
+                "creating bucket '{}': it is missing and the destination token may not create it (create it there, or give the token full access)",
+                settings.dst_bucket
+            ),
+        )),
+        code => Err((
+            i32::from(code),
+            format!("creating bucket '{}'", settings.dst_bucket),
         )),
     }
 }

@@ -194,6 +194,16 @@ pub(super) fn send_entry(
             status_of(request.send(&body[..])).map_err(|(c, m)| unavailable(c, m))?;
         match status {
             200 => {
+                // A missing bucket is a per-record 404 in a v1 batch (as 1.21.5 answers):
+                // the records are kept and the batch is tried again (after the sender made
+                // the bucket, or said why it cannot), never dropped one by one.
+                if let Some((code, message)) = write_records
+                    .iter()
+                    .filter_map(|r| record_error(&response, r.meta.timestamp))
+                    .find(|(code, message)| *code == 404 && is_missing_bucket(message))
+                {
+                    return Err(unavailable(code, message));
+                }
                 let (mut delivered, mut bytes) = (0, 0);
                 for r in &write_records {
                     match record_error(&response, r.meta.timestamp) {
@@ -225,6 +235,12 @@ pub(super) fn send_entry(
         }
     }
     Ok(settled)
+}
+
+/// Whether a 404's message says the destination bucket is missing (`Bucket 'x' is not
+/// found`), rather than a record or an entry.
+fn is_missing_bucket(message: &str) -> bool {
+    message.starts_with("Bucket '") && message.ends_with("not found")
 }
 
 /// The labels of an update: the record's labels now (sorted, a value with a comma

@@ -14,7 +14,9 @@
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use crate::replication::destination::{Unavailable, ensure_bucket, probe};
+use crate::replication::destination::{
+    Destination, Unavailable, create_bucket, ensure_bucket, probe,
+};
 use crate::replication::events::{EventSummary, ReplicationEvents};
 use crate::replication::origin::origin_of;
 use crate::replication::send_batch::{Batch, send_entry};
@@ -67,9 +69,8 @@ pub fn run(task: Arc<Task>, store: Weak<Store>, link: Link) {
         .build()
         .new_agent();
     let mut summary = EventSummary::new(events);
-    // `Some(whether it takes compressed batches)` once the destination bucket is known,
-    // for the settings it was learnt with.
-    let mut destination: Option<bool> = None;
+    // What is known of the destination bucket, for the settings it was learnt with.
+    let mut destination: Option<Destination> = None;
     let mut known_for = task.config();
     // The outage under way: since when, how many passes failed, the next retry's delay.
     let mut outage: Option<Outage> = None;
@@ -204,7 +205,7 @@ fn pass(
     store: &Store,
     settings: &ReplicationSettings,
     entries: &[String],
-    destination: &mut Option<bool>,
+    destination: &mut Option<Destination>,
     origin: &str,
 ) -> Result<(), Unavailable> {
     // What a failure before the first batch keeps from being sent.
@@ -216,13 +217,13 @@ fn pass(
             first_batch(),
         )
     })?;
-    let compressed_ok = match *destination {
-        Some(ok) => ok,
+    let mut known = match *destination {
+        Some(known) => known,
         None => {
-            let ok = ensure_bucket(agent, settings)
+            let known = ensure_bucket(agent, settings)
                 .map_err(|(code, message)| Unavailable::new(code, message, first_batch()))?;
-            *destination = Some(ok);
-            ok
+            *destination = Some(known);
+            known
         }
     };
     let own = origin_of(origin, &settings.src_bucket);
@@ -232,7 +233,33 @@ fn pass(
         }
         let items = task.peek(entry, BATCH_RECORDS);
         let batch = Batch::leading(&items, &own);
-        let done = send_entry(agent, task, &bucket, settings, entry, &batch, compressed_ok)?;
+        let send = || {
+            send_entry(
+                agent,
+                task,
+                &bucket,
+                settings,
+                entry,
+                &batch,
+                known.compressed_ok,
+            )
+        };
+        let mut sent = send();
+        if let Err(missing) = &sent
+            && missing.code == 404
+            && !known.verified
+        {
+            // A bucket the token could not read, and the write says it is missing: made
+            // as a readable one would be (then the batch sent again), or the reason it
+            // cannot be.
+            create_bucket(agent, settings).map_err(|(code, message)| {
+                Unavailable::new(code, message, missing.records as usize)
+            })?;
+            known.verified = true;
+            *destination = Some(known);
+            sent = send();
+        }
+        let done = sent?;
         if let Err(e) = task.delivered(entry, done) {
             log::error!(
                 "replication '{}': recording the delivery of {done} record(s) of {entry}: {e}",

@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod least_privilege;
 mod replication;
 mod replication_interop;
 mod replication_storage;
