@@ -117,7 +117,14 @@ pub struct Destination {
 /// does not resolve is not this machine.
 pub fn is_this_machine(host: &str, port: u16) -> bool {
     use std::net::{IpAddr, ToSocketAddrs};
-    let Ok(resolved) = (host, port).to_socket_addrs() else {
+    // A name is the same with its root's dot (`localhost.`) and in any case; `localhost`
+    // and its subdomains are this machine without asking DNS (RFC 6761), however the
+    // resolver here answers them.
+    let name = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
+    if name == "localhost" || name.ends_with(".localhost") {
+        return true;
+    }
+    let Ok(resolved) = (name.as_str(), port).to_socket_addrs() else {
         return false;
     };
     let own = own_addresses();
@@ -350,6 +357,10 @@ mod tests {
         for host in [
             "http://127.0.0.1:8383",
             "http://localhost:8383/",
+            "http://localhost.:8383/",
+            "http://LocalHost.:8383",
+            "http://cam.localhost:8383",
+            "http://127.0.0.1.:8383",
             "http://0.0.0.0:8383",
             "http://127.1:8383",
             "http://2130706433:8383",

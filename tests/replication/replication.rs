@@ -513,3 +513,20 @@ fn a_source_killed_mid_send_delivers_everything_once_restarted() {
     let full = json_of(&src, "/api/v1/replications/r");
     assert_eq!(full["diagnostics"]["hourly"]["errored"], 0, "{full}");
 }
+
+#[test]
+fn a_task_from_a_bucket_to_itself_is_refused_however_the_host_is_spelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_server(dir.path(), &[]);
+    assert_eq!(s.request("POST", "/api/v1/b/same", &[], b"").status, 200);
+    let port = s.addr.port();
+    for host in ["localhost.", "LOCALHOST", "127.0.0.1.", "app.localhost"] {
+        let task = json!({"src_bucket": "same", "dst_bucket": "same", "dst_host": format!("http://{host}:{port}")});
+        let r = create(&s, "loop", &task);
+        assert_eq!(r.status, 422, "{host}: {}", r.error());
+        assert_eq!(
+            r.error(),
+            "Source and destination buckets must be different"
+        );
+    }
+}
