@@ -114,6 +114,23 @@ fn a_query_link_serves_its_record_without_a_token_until_its_token_rotates() {
             (r.status, r.body.as_slice()),
             (200, &b"0123456789abcde"[..])
         );
+        // A name with `?`, `#`, `&` and `%`: the link keeps them in its path, escaped
+        // where they would end it, and opens.
+        let r = make_link(
+            &s,
+            &reader,
+            "report%3Fv%3D1%26x%232%25.png",
+            &link_body(now_secs() + 3600, ""),
+        );
+        assert_eq!(r.status, 200, "{}", r.error());
+        let odd = r.json()["link"].as_str().unwrap().to_string();
+        assert!(
+            odd.contains("/api/v1/links/report%3Fv=1&x%232%25.png?ct="),
+            "{odd}"
+        );
+        let r = s.get(&path_of(&odd));
+        assert_eq!(r.status, 200, "{}", r.error());
+        assert_eq!(r.body, b"0123456789abcde");
         // A method a path does not answer is a 405 that says so.
         let r = s.request("PATCH", "/api/v1/links/cam/front", &[], b"");
         assert_eq!(r.status, 405);

@@ -101,6 +101,11 @@ pub fn create(app: &App, file: &str, req: &mut Request) -> Result<Response> {
     if !base.ends_with('/') {
         base.push('/');
     }
+    // The name goes back as it was given (1.21.5 puts a space back raw), but for what
+    // would end the path or be read as an escape: `?`, `#`, `%` and control bytes.
+    let file = crate::wire::percent::encode_keeping(file, |b| {
+        !matches!(b, b'?' | b'#' | b'%') && !b.is_ascii_control()
+    });
     let link = format!(
         "{base}api/v1/links/{file}?ct={}&s={}&i={}&n={}",
         params.ct,
