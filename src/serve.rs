@@ -19,7 +19,9 @@ pub(crate) struct ServeArgs {
     /// The data directory (created when missing).
     #[arg(long, env = "RS_DATA_PATH", default_value = "./data")]
     data_path: PathBuf,
-    /// Address to listen on.
+    /// Address to listen on. One other than loopback needs authentication (RS_API_TOKEN,
+    /// RS_INIT_API_TOKEN or a provisioned token) or RS_DISABLE_AUTH=true: the start is
+    /// refused rather than serve the network open to anyone.
     #[arg(long, env = "RS_HOST", default_value = "127.0.0.1")]
     host: String,
     /// Port to listen on (0: any free port; the log says which).

@@ -206,6 +206,7 @@ impl Server {
         };
         let scheme = if tls.is_some() { "https" } else { "http" };
         let base_path = normalize_base_path(&config.base_path)?;
+        refuse_open_network(&config, &provisioning)?;
         // The port first: a server that cannot listen must not have created or changed
         // its data directory. Connections made meanwhile wait in the backlog until the
         // store is open.
@@ -502,5 +503,41 @@ impl Server {
             Err(_) => log::error!("the server state is still shared at shutdown"),
         }
         log::info!("shutdown complete");
+    }
+}
+
+/// Refuses to serve a network without authentication unless told to: with no token at
+/// all (no `RS_API_TOKEN`, `RS_INIT_API_TOKEN` or provisioned token) and an address that
+/// is not loopback, anyone who can reach the port could read, write and delete
+/// everything. ReductStore 1.21 refuses such a start too; a server on loopback (the
+/// default) keeps serving without a token, and `RS_DISABLE_AUTH=true` says it is meant.
+fn refuse_open_network(config: &ServerConfig, provisioning: &Provisioning) -> Result<()> {
+    let given = |t: &Option<String>| t.as_deref().is_some_and(|t| !t.trim().is_empty());
+    let tokens = given(&config.api_token)
+        || given(&config.init_api_token)
+        || provisioning.tokens.iter().any(|t| t.is_ok());
+    if config.disable_auth || tokens || is_loopback_host(&config.host, config.port) {
+        return Ok(());
+    }
+    Err(Error::unprocessable(format!(
+        "refusing to listen on {} without authentication: anyone who reaches it could read, write and delete every record. Set RS_API_TOKEN (or RS_INIT_API_TOKEN) to require a token, RS_DISABLE_AUTH=true to serve it open on purpose, or RS_HOST=127.0.0.1 to serve this machine only",
+        crate::error::quoted(&config.host)
+    )))
+}
+
+/// Whether `host` names this machine's loopback only (every address it resolves to).
+fn is_loopback_host(host: &str, port: u16) -> bool {
+    use std::net::ToSocketAddrs;
+    let name = host.trim_start_matches('[').trim_end_matches(']');
+    let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
+    if name == "localhost" {
+        return true;
+    }
+    match (name.as_str(), port).to_socket_addrs() {
+        Ok(addrs) => {
+            let addrs: Vec<SocketAddr> = addrs.collect();
+            !addrs.is_empty() && addrs.iter().all(|a| a.ip().is_loopback())
+        }
+        Err(_) => false,
     }
 }

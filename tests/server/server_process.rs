@@ -415,3 +415,37 @@ fn an_empty_token_means_no_authentication_and_says_so() {
         s.logged("RS_API_TOKEN is set but empty: authentication is OFF")
     });
 }
+
+#[test]
+fn a_server_on_the_network_without_a_token_refuses_to_start_unless_told() {
+    let dir = tempfile::tempdir().unwrap();
+    for open in [
+        vec![("RS_HOST", "0.0.0.0")],
+        vec![("RS_HOST", "0.0.0.0"), ("RS_API_TOKEN", " ")],
+    ] {
+        let Err((status, log)) = try_start_server(dir.path(), &open) else {
+            panic!("{open:?}: an open server on the network started");
+        };
+        assert!(!status.success());
+        let log = log.join("\n");
+        assert!(
+            log.contains("without authentication") && log.contains("RS_DISABLE_AUTH=true"),
+            "{log}"
+        );
+    }
+    // Nothing was made of the data directory.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    // A token, or an explicit choice, and it serves the network.
+    let s = start_server(dir.path(), &[("RS_HOST", "0.0.0.0"), ("RS_API_TOKEN", "t")]);
+    assert_eq!(s.get("/api/v1/info").status, 401);
+    drop(s);
+    let s = start_server(
+        dir.path(),
+        &[("RS_HOST", "0.0.0.0"), ("RS_DISABLE_AUTH", "true")],
+    );
+    assert_eq!(s.get("/api/v1/info").status, 200);
+    drop(s);
+    // On loopback, the default, no token is needed.
+    let s = start_server(dir.path(), &[("RS_HOST", "127.0.0.1")]);
+    assert_eq!(s.get("/api/v1/info").status, 200);
+}
