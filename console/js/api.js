@@ -54,3 +54,13 @@ export async function call(path, { method = 'GET', body, headers = {}, raw = fal
 export function segment(name) {
   return name.split('/').map(encodeURIComponent).join('/');
 }
+
+/**
+ * Whether bucket `name` exists and this token may read it, from the bucket list: asked
+ * before reading a bucket that may not be there yet (`$system` appears with the first
+ * event), so no view makes a call it expects to fail.
+ */
+export async function readable(name) {
+  const list = await call('list');
+  return (list.buckets || []).some((b) => b.name === name);
+}

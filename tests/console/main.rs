@@ -8,6 +8,7 @@ mod common;
 
 mod browser;
 mod firefox;
+mod fresh_server;
 mod http;
 mod node_units;
 mod planted_script;

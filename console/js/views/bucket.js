@@ -1,7 +1,7 @@
 // A bucket: its size and entries (parents listed as a tree of names), its settings
 // (quota, block limits) saved in place, its rename, and its removal after confirmation.
 
-import { call, segment } from '../api.js';
+import { call, readable, segment } from '../api.js';
 import { json, readRecords } from '../batch.js';
 import { errorBox, fill, h } from '../dom.js';
 import { stacked, stackedColumns, thin, tierClass } from '../chart.js';
@@ -22,7 +22,7 @@ const HISTORY_SPAN_US = 86400e6;
  * minute to `$system` (`usage/<instance>/<bucket>`, with their `tiers`).
  */
 async function history(name) {
-  const system = await call(`b/${segment('$system')}`).catch(() => null);
+  const system = await readable('$system') ? await call(`b/${segment('$system')}`) : null;
   const entry = system && (system.entries || [])
     .map((e) => e.name)
     .find((e) => e.startsWith('usage/') && e.split('/').length === 3 && e.endsWith(`/${name}`));

@@ -4,8 +4,8 @@
 // its runs from the `$system` events it wrote (each run a mark, coloured by its status;
 // a click shows the event).
 
-import { call, segment } from '../api.js';
-import { json, readRecords } from '../batch.js';
+import { call, readable, segment } from '../api.js';
+import { json, readBucketRecords } from '../batch.js';
 import { errorBox, fill, h } from '../dom.js';
 import { bytes, count, isoTime, timestamp } from '../format.js';
 import { bars, linear } from '../chart.js';
@@ -138,12 +138,14 @@ export async function list(ctx) {
  * has written events for years costs no more than its recent ones.
  */
 async function runEvents(instance, name, latest) {
-  const base = `b/${segment('$system')}/${segment(`lifecycle/${systemSegment(instance)}/${systemSegment(name)}`)}`;
+  if (!await readable('$system')) return [];
+  // Through the bucket's query: an entry not written yet selects nothing (no 404).
+  const entry = `lifecycle/${systemSegment(instance)}/${systemSegment(name)}`;
   const DAY = 86_400_000_000n;
   let records = [];
   for (const back of [DAY, 7n * DAY, 31n * DAY, null]) {
     const start = back === null ? undefined : Number(BigInt(latest) - back);
-    records = await readRecords(base, start === undefined || start < 0 ? {} : { start }, { payloads: true });
+    records = await readBucketRecords('$system', [entry], start === undefined || start < 0 ? {} : { start }, { payloads: true });
     if (records.length >= TIMELINE_RUNS) break;
   }
   return records.slice(-TIMELINE_RUNS).map((r) => ({ ...r, event: json(r) }));

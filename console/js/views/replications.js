@@ -2,7 +2,7 @@
 // with their settings, their mode switched, their backlog over time charted, their
 // diagnostics shown, removed after confirmation.
 
-import { call, segment } from '../api.js';
+import { call, readable, segment } from '../api.js';
 import { json, readBucketRecords } from '../batch.js';
 import { bars, thin } from '../chart.js';
 import { errorBox, fill, h } from '../dom.js';
@@ -15,7 +15,7 @@ function taskForm(onSubmit, settings = {}, name = '') {
     src_bucket: h('input', { id: 'r-src', required: true, value: settings.src_bucket || '' }),
     dst_bucket: h('input', { id: 'r-dst', required: true, value: settings.dst_bucket || '' }),
     dst_host: h('input', { id: 'r-host', required: true, placeholder: 'http://host:8383', value: settings.dst_host || '' }),
-    dst_token: h('input', { id: 'r-token', type: 'password', placeholder: name ? '(unchanged)' : '' }),
+    dst_token: h('input', { id: 'r-token', type: 'password', autocomplete: 'new-password', placeholder: name ? '(unchanged)' : '' }),
     entries: h('input', { id: 'r-entries', placeholder: 'all', value: (settings.entries || []).join(', ') }),
     when: h('textarea', { id: 'r-when', rows: 2, cols: 40, spellcheck: 'false' }, settings.when ? JSON.stringify(settings.when) : ''),
   };
@@ -84,6 +84,7 @@ const HISTORY_POINTS = 120;
 async function history(instance, name) {
   const entry = `replications/${systemSegment(instance)}/${systemSegment(name)}`;
   const start = Date.now() * 1000 - 86400e6;
+  if (!await readable('$system')) return h('p', { class: 'muted' }, 'No pass or backlog recorded in the last day.');
   const events = (await readBucketRecords('$system', [entry], { start }, { payloads: true })).map(json);
   if (events.length === 0) return h('p', { class: 'muted' }, 'No pass or backlog recorded in the last day.');
   const points = thin(events, HISTORY_POINTS);
