@@ -317,8 +317,16 @@ fn fold_share(text: &str) -> std::result::Result<f64, String> {
 /// `halflife serve`: runs the server until SIGINT or SIGTERM, then shuts it down.
 pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     limit_allocator_arenas();
-    for name in halflife::server::unsupported::unsupported_settings(std::env::vars()) {
-        log::warn!("{name} is a ReductStore setting halflife does not implement: it is ignored");
+    // The variables of this command's options, from their definition: a new option is
+    // never warned about, a setting nothing reads always is.
+    let options: std::collections::HashSet<String> =
+        <ServeArgs as clap::Args>::augment_args(clap::Command::new("serve"))
+            .get_arguments()
+            .filter_map(|a| a.get_env())
+            .map(|e| e.to_string_lossy().into_owned())
+            .collect();
+    for unread in halflife::server::unsupported::unread_settings(std::env::vars(), &options) {
+        log::warn!("{}", unread.warning());
     }
     match halflife::storage::sync::open_files::raise_descriptor_limit() {
         Ok((before, after)) if before != after => {

@@ -474,3 +474,40 @@ fn an_init_token_from_rs_init_api_token_is_made_once_and_then_ordinary() {
     .expect("refused");
     assert!(err.1.iter().any(|l| l.contains("both set")), "{:?}", err.1);
 }
+
+#[test]
+fn a_provisioned_token_expires_at_the_time_its_environment_gives() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_server(
+        dir.path(),
+        &[
+            ("RS_API_TOKEN", INIT),
+            ("RS_TOKEN_OLD_NAME", "old"),
+            ("RS_TOKEN_OLD_VALUE", "old-value"),
+            ("RS_TOKEN_OLD_FULL_ACCESS", "true"),
+            ("RS_TOKEN_OLD_EXPIRES_AT", "2001-01-01T00:00:00Z"),
+            ("RS_TOKEN_NEW_NAME", "new"),
+            ("RS_TOKEN_NEW_VALUE", "new-value"),
+            ("RS_TOKEN_NEW_READ", "b"),
+            ("RS_TOKEN_NEW_EXPIRES_AT", "2999-01-01T00:00:00Z"),
+            ("RS_TOKEN_BAD_NAME", "bad"),
+            ("RS_TOKEN_BAD_VALUE", "bad-value"),
+            ("RS_TOKEN_BAD_EXPIRES_AT", "next year"),
+        ],
+    );
+    let r = call(&s, "old-value", "GET", "/api/v1/info", b"");
+    assert_eq!(r.status, 401, "{}", r.error());
+    assert_eq!(r.error(), "Token has expired");
+    assert_eq!(call(&s, "new-value", "GET", "/api/v1/me", b"").status, 200);
+    // Shown with its expiry; a value that is not a time skips the token, named.
+    let old = call(&s, INIT, "GET", "/api/v1/tokens/old", b"").json();
+    assert_eq!(old["is_expired"], true, "{old}");
+    assert!(
+        old["expires_at"]
+            .as_str()
+            .unwrap()
+            .starts_with("2001-01-01T00:00:00")
+    );
+    assert_eq!(call(&s, "bad-value", "GET", "/api/v1/me", b"").status, 401);
+    s.wait_for_log("RS_TOKEN_BAD_EXPIRES_AT 'next year' is not an RFC 3339 time");
+}

@@ -337,6 +337,9 @@ impl TokenRepository {
             .map(str::trim)
             .ok_or_else(|| unauthorized("No bearer token in request header"))?;
         if let Some(token) = self.provisioned_by_value(value) {
+            if token.expires_at.is_some_and(|at| now_micros() >= at) {
+                return Err(unauthorized("Token has expired"));
+            }
             return Ok(Caller {
                 name: token.name.clone(),
                 permissions: token.permissions.clone(),

@@ -1,6 +1,7 @@
 //! Tokens provisioned from the environment, as ReductStore provisions them: the
 //! full-access `init-token` (`RS_API_TOKEN`) and `RS_TOKEN_<ID>_NAME`, `_VALUE`,
-//! `_FULL_ACCESS`, `_READ` and `_WRITE` (comma-separated bucket names or patterns). They
+//! `_FULL_ACCESS`, `_READ` and `_WRITE` (comma-separated bucket names or patterns) and
+//! `_EXPIRES_AT` (RFC 3339: refused as expired from then on, as a created token is). They
 //! live in memory only, their values as given, re-applied at every start; the API lists
 //! them with `is_provisioned`, and refuses to rotate or remove them (409).
 
@@ -21,6 +22,8 @@ pub struct ProvisionedToken {
     pub value: String,
     /// What it may do.
     pub permissions: Permissions,
+    /// When it stops being accepted (µs since the epoch), if ever.
+    pub expires_at: Option<u64>,
 }
 
 impl ProvisionedToken {
@@ -33,6 +36,7 @@ impl ProvisionedToken {
                 full_access: true,
                 ..Default::default()
             },
+            expires_at: None,
         }
     }
 }
@@ -47,7 +51,14 @@ pub fn tokens_from_env(
         let Some(rest) = key.strip_prefix("RS_TOKEN_") else {
             continue;
         };
-        for field in ["NAME", "VALUE", "FULL_ACCESS", "READ", "WRITE"] {
+        for field in [
+            "NAME",
+            "VALUE",
+            "FULL_ACCESS",
+            "READ",
+            "WRITE",
+            "EXPIRES_AT",
+        ] {
             if let Some(id) = rest.strip_suffix(&format!("_{field}")) {
                 by_id
                     .entry(id.to_string())
@@ -110,6 +121,15 @@ fn token_of(
             })
             .unwrap_or_default()
     };
+    let expires_at = match fields.get("EXPIRES_AT").map(|v| v.trim()) {
+        None | Some("") => None,
+        Some(text) => Some(crate::timefmt::parse_rfc3339(text).ok_or_else(|| {
+            format!(
+                "{prefix}_EXPIRES_AT '{}' is not an RFC 3339 time (e.g. 2027-01-31T00:00:00Z)",
+                text.escape_default()
+            )
+        })?),
+    };
     Ok(ProvisionedToken {
         name,
         value,
@@ -118,6 +138,7 @@ fn token_of(
             read: list("READ"),
             write: list("WRITE"),
         },
+        expires_at,
     })
 }
 
@@ -218,11 +239,11 @@ impl TokenRepository {
             created_at: time_text(self.started),
             permissions: token.permissions.clone(),
             is_provisioned: true,
-            expires_at: None,
+            expires_at: token.expires_at.map(time_text),
             ttl: None,
             last_access: None,
             ip_allowlist: Vec::new(),
-            is_expired: false,
+            is_expired: token.expires_at.is_some_and(|at| now_micros() >= at),
         }
     }
 }
