@@ -537,15 +537,12 @@ impl QueryRegistry {
                         break;
                     }
                     Some(Ok(r)) => r,
-                    // A strict condition's error is the whole answer (ReductStore drops
-                    // what the response had gathered), or, after records, the next one.
-                    Some(Err(e)) if q.iter.has_failed() && batch.records.is_empty() => {
-                        return Err(e);
-                    }
-                    Some(Err(e)) if q.iter.has_failed() => {
-                        q.pending_error = Some(e);
-                        break;
-                    }
+                    // A strict condition's error is the whole answer: ReductStore drops
+                    // what the response had gathered, so a client that wants all or
+                    // nothing never gets the records of the batch before it. (An error
+                    // met only while looking one record past a full batch is the next
+                    // read's answer, as the next batch's would be there.)
+                    Some(Err(e)) if q.iter.has_failed() => return Err(e),
                     // A damaged block is read around: the batch goes on with the next
                     // block and says which one it skipped.
                     Some(Err(e)) => {

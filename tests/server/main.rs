@@ -26,6 +26,7 @@ mod server_process;
 mod server_queries;
 mod server_tokens;
 mod slow_bodies;
+mod strict_queries;
 mod system_trail;
 mod thinning;
 mod unreadable_entry;
