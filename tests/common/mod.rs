@@ -6,6 +6,7 @@
 
 pub mod garage;
 pub mod replication;
+pub mod secrets;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use serde_json::json;
 
 use crate::common::{ServerProcess, borrowed, now_us, start_server, wait_until};
-use crate::webdriver::{Browser, browser_binaries};
+use crate::webdriver::{Browser, chromium_or_skip};
 
 pub(crate) const TOKEN: &str = "console-walk-token";
 
@@ -55,14 +55,7 @@ fn shots() -> PathBuf {
 
 #[test]
 fn a_user_walks_through_the_console_in_a_real_browser() {
-    let Some((chromium, driver)) = browser_binaries() else {
-        assert!(
-            std::env::var_os("HALFLIFE_REQUIRE_BROWSER").is_none(),
-            "Chromium and ChromeDriver are required here (apt-get install chromium chromium-driver)"
-        );
-        eprintln!(
-            "*** console browser test NOT RUN: no /usr/bin/chromium or /usr/bin/chromedriver ***"
-        );
+    let Some((chromium, driver)) = chromium_or_skip("console browser test") else {
         return;
     };
     let data = tempfile::tempdir().unwrap();

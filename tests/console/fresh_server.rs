@@ -7,20 +7,13 @@
 use serde_json::json;
 
 use crate::common::start_server;
-use crate::webdriver::{Browser, browser_binaries};
+use crate::webdriver::{Browser, chromium_or_skip};
 
 const TOKEN: &str = "fresh-console-token";
 
 #[test]
 fn every_view_of_a_server_without_system_events_loads_with_no_failed_request() {
-    let Some((chromium, driver)) = browser_binaries() else {
-        assert!(
-            std::env::var_os("HALFLIFE_REQUIRE_BROWSER").is_none(),
-            "Chromium and ChromeDriver are required here (apt-get install chromium chromium-driver)"
-        );
-        eprintln!(
-            "*** fresh-server browser test NOT RUN: no /usr/bin/chromium or /usr/bin/chromedriver ***"
-        );
+    let Some((chromium, driver)) = chromium_or_skip("fresh-server browser test") else {
         return;
     };
     let data = tempfile::tempdir().unwrap();

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::common::{ServerProcess, now_us, start_server, wait_until};
-use crate::webdriver::{Browser, browser_binaries};
+use crate::webdriver::{Browser, chromium_or_skip};
 
 const ADMIN: &str = "planted-admin-token";
 
@@ -95,14 +95,7 @@ fn ran_when_opened(
 
 #[test]
 fn a_script_planted_in_records_runs_in_none_of_the_ways_a_record_is_opened() {
-    let Some((chromium, driver)) = browser_binaries() else {
-        assert!(
-            std::env::var_os("HALFLIFE_REQUIRE_BROWSER").is_none(),
-            "Chromium and ChromeDriver are required here (apt-get install chromium chromium-driver)"
-        );
-        eprintln!(
-            "*** planted-script browser test NOT RUN: no /usr/bin/chromium or /usr/bin/chromedriver ***"
-        );
+    let Some((chromium, driver)) = chromium_or_skip("planted-script browser test") else {
         return;
     };
     let data = tempfile::tempdir().unwrap();

@@ -31,6 +31,20 @@ pub fn browser_binaries() -> Option<(PathBuf, PathBuf)> {
     ))
 }
 
+/// Chromium and ChromeDriver for test `test`: `None` after printing NOT RUN when they are
+/// missing, a failure instead with `HALFLIFE_REQUIRE_BROWSER` set.
+pub fn chromium_or_skip(test: &str) -> Option<(PathBuf, PathBuf)> {
+    let found = browser_binaries();
+    if found.is_none() {
+        assert!(
+            std::env::var_os("HALFLIFE_REQUIRE_BROWSER").is_none(),
+            "Chromium and ChromeDriver are required here (apt-get install chromium chromium-driver)"
+        );
+        eprintln!("*** {test} NOT RUN: no /usr/bin/chromium or /usr/bin/chromedriver ***");
+    }
+    found
+}
+
 /// Firefox and geckodriver on this machine (Debian's `firefox-esr`; geckodriver in the
 /// `PATH` or cargo's bin folder, where `cargo install geckodriver` puts it), if both are
 /// there.

@@ -3,33 +3,12 @@
 
 use crate::common;
 
+use common::secrets::{leaked, whole_trail};
 use common::*;
 use serde_json::json;
 
 const SOURCE_TOKEN: &str = "source-init-Hq4kL8pW2zX6cV";
 const DST_TOKEN: &str = "dst-token-Zq8vW3xK5mN7pR2tY9uB4";
-
-/// The 8-byte windows of `secret`: no stored or logged text may hold any of them.
-fn pieces(secret: &str) -> Vec<&str> {
-    (0..=secret.len() - 8).map(|i| &secret[i..i + 8]).collect()
-}
-
-/// The first piece of `secret` found in `text`, if any.
-fn leaked<'a>(secret: &'a str, text: &str) -> Option<&'a str> {
-    pieces(secret).into_iter().find(|p| text.contains(p))
-}
-
-/// Every record of every `$system` entry, as text, read with `authorization`.
-fn whole_trail(s: &ServerProcess, authorization: &str) -> String {
-    let mut out = String::new();
-    for entry in s.entry_names_with("$system", authorization) {
-        for record in s.json_records("$system", &entry, authorization) {
-            out.push_str(&record.to_string());
-            out.push('\n');
-        }
-    }
-    out
-}
 
 #[test]
 fn a_replication_at_trace_leaves_no_piece_of_its_token_in_the_log_or_the_trail() {

@@ -5,16 +5,10 @@
 use serde_json::json;
 
 use crate::common::garage::{Garage, garage_or_skip};
+use crate::common::secrets::{leaked, whole_trail};
 use crate::common::{ServerProcess, start_server, wait_until};
 
 const TOKEN: &str = "tier-trace-init-token";
-
-/// The 8-byte windows of `secret`, the first found in `text`.
-fn leaked<'a>(secret: &'a str, text: &str) -> Option<&'a str> {
-    (0..=secret.len().saturating_sub(8))
-        .map(|i| &secret[i..i + 8])
-        .find(|piece| text.contains(piece))
-}
 
 /// A presigned URL's signature in `text`: `X-Amz-Signature=` and 64 hex digits.
 fn signature_in(text: &str) -> Option<String> {
@@ -125,13 +119,7 @@ fn a_tier_run_at_trace_leaves_no_credential_in_the_log_or_the_trail() {
     assert_eq!(signature_in(&log), None, "a signature in the log");
 
     let s = serve(dir.path(), secrets.path(), &garage, false);
-    let mut trail = String::new();
-    for entry in s.entry_names_with("$system", &reader) {
-        for record in s.json_records("$system", &entry, &reader) {
-            trail.push_str(&record.to_string());
-            trail.push('\n');
-        }
-    }
+    let trail = whole_trail(&s, &reader);
     assert!(
         trail.contains("\"action_type\":\"tier\""),
         "the run's event is there"
