@@ -141,6 +141,53 @@ fn thinning_policies_remove_what_one_pass_would_over_many_windows() {
     repo.shutdown();
 }
 
+/// The tester's case that left 9,001 of 10,000: records spread over 60 days up to *now*,
+/// so the newest few are younger than `older_than` and not eligible yet. A run judges
+/// exactly the eligible ones (one pass over them removes ⌊eligible / 10⌋), and once the
+/// newest have aged past `older_than` the next run judges them too: 9,000 left, each
+/// record judged once.
+#[test]
+fn records_younger_than_older_than_are_judged_once_they_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path());
+    let thinning = Thinning::durable(&store);
+    store.observe(thinning.clone());
+    let events = EventLog::open(&store, "test", None).unwrap();
+    let now = 1_000 * DAY;
+    let span = 60 * DAY;
+    let step = span / 10_000;
+    let stamps: Vec<u64> = (1..=10_000u64).map(|i| now - span + i * step).collect();
+    for ts in &stamps {
+        write(&store, "e", *ts);
+    }
+    let policy = follow(
+        &store,
+        &events,
+        &thinning,
+        r#"{"type":"delete","bucket":"b","older_than":"1h","when":{"$each_n":10}}"#,
+    );
+    let catch_up = |now: u64| {
+        for round in 0.. {
+            assert!(round < 10_000, "the policy caught up");
+            let outcome = run_once(&store, &events, &thinning, &policy, false, now);
+            if outcome.caught_up && outcome.records == 0 {
+                break;
+            }
+        }
+        thinning.current("thin").unwrap().entries["e"].clone()
+    };
+    // The one-pass model: a record is eligible when it is at least `older_than` old.
+    let eligible = stamps.iter().filter(|ts| **ts <= now - HOUR).count() as u64;
+    assert!(eligible < 10_000, "some records are too young: {eligible}");
+    let mark = catch_up(now);
+    assert_eq!((mark.judged, mark.selected), (eligible, eligible / 10));
+    assert_eq!(left(&store, "e") as u64, 10_000 - eligible / 10);
+    // An hour and a bit later every record is eligible: the rest are judged, once.
+    let mark = catch_up(now + 2 * HOUR);
+    assert_eq!((mark.judged, mark.selected), (10_000, 1_000));
+    assert_eq!(left(&store, "e"), 9_000);
+}
+
 /// One run as the scheduler's worker makes it, with its event written as the worker
 /// writes it.
 fn run_once(
