@@ -26,7 +26,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Connection, ServerProcess, reductstore_bin, start_reductstore, start_server};
+use common::{Connection, ServerProcess, reductstore_if_set, start_reductstore, start_server};
 
 /// Records in the entry: 1 KiB each, 1,024 to a block (`READS_RECORDS`, default 363,952).
 fn records() -> u64 {
@@ -212,7 +212,7 @@ fn main() {
         eprintln!("  {line}");
     }
 
-    match reductstore_bin() {
+    match reductstore_if_set() {
         Some(bin) => {
             let data = tempfile::tempdir().expect("tempdir");
             let s = start_reductstore(&bin, data.path(), &[]);

@@ -22,7 +22,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::garage::{Garage, garage_bin};
+use common::garage::{Garage, garage_if_present};
 use halflife::fixtures;
 use halflife::storage::bucket::TierTarget;
 use halflife::storage::remote::s3::S3Client;
@@ -145,7 +145,7 @@ fn tier(
 }
 
 fn main() {
-    let Some(bin) = garage_bin() else {
+    let Some(bin) = garage_if_present() else {
         println!("tier bench: NOT RUN (no garage binary; cargo install garage --locked)");
         return;
     };

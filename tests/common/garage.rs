@@ -1,7 +1,7 @@
 //! A real object store for the tier's tests: Garage (`cargo install garage --locked`,
 //! installed by `.ci/run` into cargo's bin folder), started on loopback with a config the
 //! test writes — one node with replication factor 1, or a cluster of three with factor 3.
-//! Without the binary the tests print NOT RUN; with `HALFLIFE_REQUIRE_GARAGE=1` they fail.
+//! Without the binary the tests are ignored; with `HALFLIFE_REQUIRE_GARAGE=1` they fail.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -9,35 +9,14 @@ use std::time::{Duration, Instant};
 
 use super::closed_port;
 
-/// The Garage binary: on `PATH` or in cargo's bin folder.
-pub fn garage_bin() -> Option<PathBuf> {
-    let mut places: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
-    let cargo_home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
-    places.extend(cargo_home.map(|c| c.join("bin")));
-    places
-        .into_iter()
-        .map(|dir| dir.join("garage"))
-        .find(|bin| bin.is_file())
+/// The Garage binary, for a test that runs with it (see `tests/common/tools.rs`).
+pub fn garage() -> PathBuf {
+    super::tools::require(super::tools::Tool::Garage).remove(0)
 }
 
-/// The Garage binary, or `None` after printing NOT RUN for `test`; panics instead when
-/// `HALFLIFE_REQUIRE_GARAGE=1`.
-pub fn garage_or_skip(test: &str) -> Option<PathBuf> {
-    let bin = garage_bin();
-    if bin.is_none() {
-        assert!(
-            std::env::var("HALFLIFE_REQUIRE_GARAGE").as_deref() != Ok("1"),
-            "{test}: HALFLIFE_REQUIRE_GARAGE=1 but no garage binary on PATH or in cargo's bin folder"
-        );
-        eprintln!(
-            "\n*** NOT RUN: {test} needs Garage (cargo install garage --locked); none found ***\n"
-        );
-    }
-    bin
+/// The Garage binary, if there is one: for the benches, whose tier rows are optional.
+pub fn garage_if_present() -> Option<PathBuf> {
+    super::tools::Tool::Garage.find().ok()?.into_iter().next()
 }
 
 /// One Garage node's process.

@@ -7,6 +7,7 @@
 pub mod garage;
 pub mod replication;
 pub mod secrets;
+pub mod tools;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -195,11 +196,16 @@ pub fn closed_port() -> u16 {
     listener.local_addr().expect("its address").port()
 }
 
-/// The ReductStore binary named by `REDUCTSTORE_BIN`, for the comparisons and interop
-/// runs that need one; `None` (the caller reports NOT RUN) when it is unset or missing.
-pub fn reductstore_bin() -> Option<PathBuf> {
-    let bin = PathBuf::from(std::env::var_os("REDUCTSTORE_BIN")?);
-    bin.is_file().then_some(bin)
+/// The ReductStore binary named by `REDUCTSTORE_BIN`, for a test that runs with it (see
+/// `tests/common/tools.rs`).
+pub fn reductstore_bin() -> PathBuf {
+    tools::require(tools::Tool::ReductStore).remove(0)
+}
+
+/// The ReductStore binary, where `REDUCTSTORE_BIN` names one: for the benches, whose rows
+/// for it are optional.
+pub fn reductstore_if_set() -> Option<PathBuf> {
+    tools::Tool::ReductStore.find().ok()?.into_iter().next()
 }
 
 /// Starts the ReductStore binary `bin` on a free loopback port with data in `data` and

@@ -5,7 +5,7 @@
 //! timeline, create a token (its value shown once) and remove it, create a replication
 //! task and switch its mode. A screenshot of each view goes under the test's output
 //! folder; any console error but the ones the walk provokes fails the test. Without
-//! Chromium and ChromeDriver it prints NOT RUN (`HALFLIFE_REQUIRE_BROWSER=1` makes that a
+//! Chromium and ChromeDriver it is ignored (`HALFLIFE_REQUIRE_BROWSER=1` makes that a
 //! failure).
 
 use std::io::Write;
@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use serde_json::json;
 
 use crate::common::{ServerProcess, borrowed, now_us, start_server, wait_until};
-use crate::webdriver::{Browser, chromium_or_skip};
+use crate::webdriver::{Browser, chromium};
 
 pub(crate) const TOKEN: &str = "console-walk-token";
 
@@ -54,10 +54,12 @@ fn shots() -> PathBuf {
 }
 
 #[test]
+#[cfg_attr(
+    halflife_missing = "browser",
+    ignore = "needs Chromium and ChromeDriver (apt-get install chromium chromium-driver); HALFLIFE_REQUIRE_BROWSER=1 makes it a failure"
+)]
 fn a_user_walks_through_the_console_in_a_real_browser() {
-    let Some((chromium, driver)) = chromium_or_skip("console browser test") else {
-        return;
-    };
+    let (chromium, driver) = chromium();
     let data = tempfile::tempdir().unwrap();
     let bearer = format!("Bearer {TOKEN}");
     {

@@ -11,62 +11,30 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use serde_json::{Value, json};
 
+use crate::common::tools::{Tool, require};
+
 /// The W3C name of an element reference in answers.
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 /// The longest wait for a condition: a last guard, conditions decide.
 const GUARD: Duration = Duration::from_secs(10);
 
-/// The browser and its driver on this machine, if both are there.
-pub fn browser_binaries() -> Option<(PathBuf, PathBuf)> {
-    let find = |names: &[&str]| {
-        names
-            .iter()
-            .map(Path::new)
-            .find(|p| p.exists())
-            .map(Path::to_path_buf)
-    };
-    Some((
-        find(&["/usr/bin/chromium", "/usr/bin/chromium-browser"])?,
-        find(&["/usr/bin/chromedriver"])?,
-    ))
+/// Chromium and ChromeDriver, for a test that runs with them (see `tests/common/tools.rs`).
+pub fn chromium() -> (PathBuf, PathBuf) {
+    pair(Tool::Browser)
 }
 
-/// Chromium and ChromeDriver for test `test`: `None` after printing NOT RUN when they are
-/// missing, a failure instead with `HALFLIFE_REQUIRE_BROWSER` set.
-pub fn chromium_or_skip(test: &str) -> Option<(PathBuf, PathBuf)> {
-    let found = browser_binaries();
-    if found.is_none() {
-        assert!(
-            std::env::var_os("HALFLIFE_REQUIRE_BROWSER").is_none(),
-            "Chromium and ChromeDriver are required here (apt-get install chromium chromium-driver)"
-        );
-        eprintln!("*** {test} NOT RUN: no /usr/bin/chromium or /usr/bin/chromedriver ***");
-    }
-    found
+/// Firefox and geckodriver (Debian's `firefox-esr`; geckodriver in the `PATH` or cargo's
+/// bin folder, where `cargo install geckodriver` puts it), for a test that runs with them.
+pub fn firefox() -> (PathBuf, PathBuf) {
+    pair(Tool::Firefox)
 }
 
-/// Firefox and geckodriver on this machine (Debian's `firefox-esr`; geckodriver in the
-/// `PATH` or cargo's bin folder, where `cargo install geckodriver` puts it), if both are
-/// there.
-pub fn firefox_binaries() -> Option<(PathBuf, PathBuf)> {
-    let firefox = ["/usr/bin/firefox-esr", "/usr/bin/firefox"]
-        .iter()
-        .map(Path::new)
-        .find(|p| p.exists())?
-        .to_path_buf();
-    let mut places: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
-    if let Some(home) = std::env::var_os("CARGO_HOME")
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo").into_os_string()))
-    {
-        places.push(Path::new(&home).join("bin"));
+fn pair(tool: Tool) -> (PathBuf, PathBuf) {
+    let mut found = require(tool).into_iter();
+    match (found.next(), found.next()) {
+        (Some(browser), Some(driver)) => (browser, driver),
+        _ => panic!("{tool:?}: a browser and its driver"),
     }
-    let driver = places
-        .into_iter()
-        .map(|dir| dir.join("geckodriver"))
-        .find(|p| p.exists())?;
-    Some((firefox, driver))
 }
 
 /// A running driver and one browser session.

@@ -142,23 +142,13 @@ impl PowerFs {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// [`PowerFs::mount`] for a test: where FUSE cannot be mounted, says the test did not
-    /// run and returns `None` — unless `HALFLIFE_REQUIRE_FUSE=1` (CI), where that fails.
-    pub fn mount_or_skip(&self, at: &Path) -> Option<Mounted> {
-        match self.mount(at) {
-            Ok(m) => Some(m),
-            Err(e) => {
-                let required = std::env::var("HALFLIFE_REQUIRE_FUSE").is_ok_and(|v| v == "1");
-                assert!(
-                    !required,
-                    "FUSE cannot be mounted here and CI requires it: {e}"
-                );
-                eprintln!(
-                    "\n*** power-cut tests NOT RUN: FUSE cannot be mounted here ({e}); install fuse3 and run as a user who may mount ***\n"
-                );
-                None
-            }
-        }
+    /// [`PowerFs::mount`] for a test that runs with FUSE (see `tests/common/tools.rs`): a
+    /// missing FUSE, or a mount it refuses, is the test's failure.
+    pub fn mount_for_test(&self, at: &Path) -> Mounted {
+        crate::common::tools::require(crate::common::tools::Tool::Fuse);
+        self.mount(at).unwrap_or_else(|e| {
+            panic!("FUSE is here but mounting the power-cut file system failed: {e}")
+        })
     }
 
     /// Mounts the file system at `at` (an empty directory); operations work again after a

@@ -7,7 +7,7 @@ use halflife::storage::remote::settings::RemoteSettings;
 use halflife::storage::{BucketSettings, Labels, QueryOptions, RecordMeta, Store};
 use halflife::{Config, ErrorKind};
 
-use crate::common::garage::{Garage, garage_or_skip};
+use crate::common::garage::{Garage, garage};
 
 /// A store in `dir` with remote `cold` (and whatever else `tune` sets).
 pub fn store_with(
@@ -106,12 +106,12 @@ fn local_files(store: &Store, ext: &str) -> usize {
 }
 
 #[test]
+#[cfg_attr(
+    halflife_missing = "garage",
+    ignore = "needs Garage (cargo install garage --version 2.5.0 --locked); HALFLIFE_REQUIRE_GARAGE=1 makes it a failure"
+)]
 fn tiered_blocks_read_back_exactly_and_removals_delete_their_objects() {
-    let Some(bin) =
-        garage_or_skip("tiered_blocks_read_back_exactly_and_removals_delete_their_objects")
-    else {
-        return;
-    };
+    let bin = garage();
     let garage = Garage::single(&bin);
     let dir = tempfile::tempdir().unwrap();
     let store = store_with(dir.path(), garage.settings("cold", "site"), |_| {});
@@ -181,10 +181,12 @@ fn tiered_blocks_read_back_exactly_and_removals_delete_their_objects() {
 }
 
 #[test]
+#[cfg_attr(
+    halflife_missing = "garage",
+    ignore = "needs Garage (cargo install garage --version 2.5.0 --locked); HALFLIFE_REQUIRE_GARAGE=1 makes it a failure"
+)]
 fn check_finds_a_missing_object() {
-    let Some(bin) = garage_or_skip("check_finds_a_missing_object") else {
-        return;
-    };
+    let bin = garage();
     let garage = Garage::single(&bin);
     let dir = tempfile::tempdir().unwrap();
     let remote = {
@@ -208,10 +210,12 @@ fn check_finds_a_missing_object() {
 }
 
 #[test]
+#[cfg_attr(
+    halflife_missing = "garage",
+    ignore = "needs Garage (cargo install garage --version 2.5.0 --locked); HALFLIFE_REQUIRE_GARAGE=1 makes it a failure"
+)]
 fn check_repair_deletes_the_objects_no_index_names() {
-    let Some(bin) = garage_or_skip("check_repair_deletes_the_objects_no_index_names") else {
-        return;
-    };
+    let bin = garage();
     let garage = Garage::single(&bin);
     let dir = tempfile::tempdir().unwrap();
     let secrets = tempfile::tempdir().unwrap();
@@ -247,10 +251,12 @@ fn check_repair_deletes_the_objects_no_index_names() {
 }
 
 #[test]
+#[cfg_attr(
+    halflife_missing = "garage",
+    ignore = "needs Garage (cargo install garage --version 2.5.0 --locked); HALFLIFE_REQUIRE_GARAGE=1 makes it a failure"
+)]
 fn a_lost_index_is_rebuilt_with_the_tiered_blocks() {
-    let Some(bin) = garage_or_skip("a_lost_index_is_rebuilt_with_the_tiered_blocks") else {
-        return;
-    };
+    let bin = garage();
     let garage = Garage::single(&bin);
     let dir = tempfile::tempdir().unwrap();
     let settings = garage.settings("cold", "rebuild");
@@ -281,11 +287,12 @@ fn a_lost_index_is_rebuilt_with_the_tiered_blocks() {
 }
 
 #[test]
+#[cfg_attr(
+    halflife_missing = "garage",
+    ignore = "needs Garage (cargo install garage --version 2.5.0 --locked); HALFLIFE_REQUIRE_GARAGE=1 makes it a failure"
+)]
 fn a_compression_target_recompresses_blocks_on_their_way_out() {
-    let Some(bin) = garage_or_skip("a_compression_target_recompresses_blocks_on_their_way_out")
-    else {
-        return;
-    };
+    let bin = garage();
     let garage = Garage::single(&bin);
     let dir = tempfile::tempdir().unwrap();
     let store = store_with(dir.path(), garage.settings("cold", "packed"), |_| {});
@@ -337,11 +344,12 @@ fn a_compression_target_recompresses_blocks_on_their_way_out() {
 }
 
 #[test]
+#[cfg_attr(
+    halflife_missing = "garage",
+    ignore = "needs Garage (cargo install garage --version 2.5.0 --locked); HALFLIFE_REQUIRE_GARAGE=1 makes it a failure"
+)]
 fn an_in_memory_frame_cache_serves_tiered_reads_without_the_disk() {
-    let Some(bin) = garage_or_skip("an_in_memory_frame_cache_serves_tiered_reads_without_the_disk")
-    else {
-        return;
-    };
+    let bin = garage();
     let garage = Garage::single(&bin);
     let dir = tempfile::tempdir().unwrap();
     {
@@ -367,10 +375,12 @@ fn an_in_memory_frame_cache_serves_tiered_reads_without_the_disk() {
 }
 
 #[test]
+#[cfg_attr(
+    halflife_missing = "garage",
+    ignore = "needs Garage (cargo install garage --version 2.5.0 --locked); HALFLIFE_REQUIRE_GARAGE=1 makes it a failure"
+)]
 fn a_block_over_the_multipart_threshold_moves_in_parts() {
-    let Some(bin) = garage_or_skip("a_block_over_the_multipart_threshold_moves_in_parts") else {
-        return;
-    };
+    let bin = garage();
     let garage = Garage::single(&bin);
     let dir = tempfile::tempdir().unwrap();
     let store = store_with(dir.path(), garage.settings("cold", "big"), |c| {
@@ -427,12 +437,12 @@ fn a_block_over_the_multipart_threshold_moves_in_parts() {
 }
 
 #[test]
+#[cfg_attr(
+    halflife_missing = "garage",
+    ignore = "needs Garage (cargo install garage --version 2.5.0 --locked); HALFLIFE_REQUIRE_GARAGE=1 makes it a failure"
+)]
 fn a_recompressing_run_stops_at_an_unreachable_remote_and_keeps_everything_local() {
-    let Some(bin) = garage_or_skip(
-        "a_recompressing_run_stops_at_an_unreachable_remote_and_keeps_everything_local",
-    ) else {
-        return;
-    };
+    let bin = garage();
     let mut garage = Garage::single(&bin);
     let dir = tempfile::tempdir().unwrap();
     let store = store_with(dir.path(), garage.settings("cold", "away"), |_| {});

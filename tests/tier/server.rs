@@ -7,7 +7,7 @@
 
 use serde_json::json;
 
-use crate::common::garage::{Garage, garage_or_skip};
+use crate::common::garage::{Garage, garage};
 use crate::common::replication::{json_of, pending_task, repoint};
 use crate::common::{ServerProcess, start_server, wait_until};
 
@@ -65,10 +65,12 @@ fn run_and_wait(s: &ServerProcess, name: &str) -> serde_json::Value {
 }
 
 #[test]
+#[cfg_attr(
+    halflife_missing = "garage",
+    ignore = "needs Garage (cargo install garage --version 2.5.0 --locked); HALFLIFE_REQUIRE_GARAGE=1 makes it a failure"
+)]
 fn tier_policies_move_blocks_and_reads_survive_an_outage() {
-    let Some(bin) = garage_or_skip("tier_policies_move_blocks_and_reads_survive_an_outage") else {
-        return;
-    };
+    let bin = garage();
     let mut garage = Garage::single(&bin);
     let dir = tempfile::tempdir().unwrap();
     let secrets = tempfile::tempdir().unwrap();
@@ -279,10 +281,12 @@ fn tier_policies_move_blocks_and_reads_survive_an_outage() {
 /// Records waiting to be replicated when their blocks move to the remote are sent from
 /// there, byte-exact.
 #[test]
+#[cfg_attr(
+    halflife_missing = "garage",
+    ignore = "needs Garage (cargo install garage --version 2.5.0 --locked); HALFLIFE_REQUIRE_GARAGE=1 makes it a failure"
+)]
 fn replication_sends_records_from_tiered_blocks() {
-    let Some(bin) = garage_or_skip("replication_sends_records_from_tiered_blocks") else {
-        return;
-    };
+    let bin = garage();
     let garage = Garage::single(&bin);
     let dir = tempfile::tempdir().unwrap();
     let secrets = tempfile::tempdir().unwrap();
