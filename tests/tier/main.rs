@@ -3,11 +3,12 @@
 //! remote outages, node loss in a three-node cluster, kills and power cuts during the
 //! hand-over, the orphan collector.
 //!
-//! Without Garage every test prints NOT RUN; with `HALFLIFE_REQUIRE_GARAGE=1` they fail.
+//! Without Garage every test is ignored; with `HALFLIFE_REQUIRE_GARAGE=1` they fail.
 
 #[path = "../common/mod.rs"]
 mod common;
 
+mod blackhole;
 mod cluster;
 mod crash;
 mod library;

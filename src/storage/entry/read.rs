@@ -212,7 +212,9 @@ impl Entry {
 
     /// Starts fetching, on the global thread pool, the tiered blocks that follow `b` in
     /// the index ([`PREFETCH_BLOCKS`] of them), for a reader streaming the entry: a query
-    /// opens blocks in timestamp order, and the network then overlaps its reading.
+    /// opens blocks in timestamp order, and the network then overlaps its reading. Only
+    /// while the remote's last call got an answer: against a remote that is down each
+    /// prefetch would wait out a connect timeout of its own, on threads reads share.
     fn prefetch_after(&self, st: &EntryState, b: &BlockEntry) {
         let blocks = &st.index.blocks;
         let Some(at) = blocks.iter().position(|x| x.seq == b.seq) else {
@@ -222,6 +224,12 @@ impl Entry {
             .iter()
             .take(PREFETCH_BLOCKS)
             .filter_map(|n| n.remote.clone().map(|r| (stub_path(&self.dir, n.seq), r)))
+            .filter(|(_, r)| {
+                self.ctx
+                    .remotes
+                    .get(&r.remote)
+                    .is_some_and(|r| r.answering())
+            })
             .collect();
         if next.is_empty() {
             return;
@@ -233,6 +241,11 @@ impl Entry {
                 let Some(remote) = remotes.get(&location.remote) else {
                     continue;
                 };
+                // A remote whose last call went unanswered is left to the reads that
+                // need its data (checked again: an earlier prefetch may have failed).
+                if !remote.answering() {
+                    continue;
+                }
                 if let Ok((_, object)) = cache.open(remote, &stub, &location) {
                     object.fetch_all();
                 }

@@ -1,7 +1,7 @@
 //! One configured remote: its S3 client and what it did since the start (bytes uploaded
 //! and fetched, objects deleted, failed calls by kind).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
 use crate::storage::remote::s3::{FaultKind, ListedObject, RemoteFault, S3Client};
@@ -33,6 +33,10 @@ pub struct Remote {
     client: S3Client,
     /// What it did.
     pub stats: RemoteStats,
+    /// Whether its last call got an answer (false until one has): reads always try it,
+    /// speculative work (prefetching the blocks a reader may want next) only follows an
+    /// answer, so it never piles connect timeouts onto a remote that is down.
+    answered_last: AtomicBool,
 }
 
 fn fault_index(kind: FaultKind) -> usize {
@@ -64,6 +68,7 @@ impl Remote {
             prefix: settings.prefix.clone(),
             client,
             stats: RemoteStats::default(),
+            answered_last: AtomicBool::new(false),
         }
     }
 
@@ -74,7 +79,14 @@ impl Remote {
         if let Err(f) = &r {
             self.stats.faults[fault_index(f.kind)].fetch_add(1, Ordering::Relaxed);
         }
+        let answered = !matches!(&r, Err(f) if f.kind == FaultKind::Unreachable);
+        self.answered_last.store(answered, Ordering::Relaxed);
         r
+    }
+
+    /// Whether its last call got an answer (any answer, a refusal included).
+    pub fn answering(&self) -> bool {
+        self.answered_last.load(Ordering::Relaxed)
     }
 
     /// The key of a new object for block `seq` of `bucket/entry`: a fresh random suffix,
