@@ -87,6 +87,11 @@ pub(crate) struct ServeArgs {
     /// created and at every start: its oldest events go first.
     #[arg(long, env = "RS_SYSTEM_EVENTS_QUOTA_SIZE", default_value = "10GB", value_parser = halflife::server::provision::parse_byte_size)]
     system_events_quota_size: u64,
+    /// Cap on the bytes all buckets take on the local disk together (`100GB`, `512MiB`;
+    /// unset or 0: none). A write that would pass it is refused with 507, as on a full disk;
+    /// buckets' own quotas (a FIFO one dropping its oldest blocks) act first.
+    #[arg(long, env = "RS_ENGINE_MAX_STORAGE_SIZE", value_parser = halflife::server::provision::parse_byte_size)]
+    engine_max_storage_size: Option<u64>,
     /// Turns authentication on: this value is the full-access `init-token`, and every
     /// request needs `Authorization: Bearer <token>` of it or of a token created over the
     /// API (`/tokens`). Empty: no authentication.
@@ -383,6 +388,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     engine.sync_mode = args.sync;
     engine.system_events = args.system_events;
     engine.system_events_quota = Some(args.system_events_quota_size).filter(|&q| q > 0);
+    engine.max_storage_size = args.engine_max_storage_size.filter(|&m| m > 0);
     let config = ServerConfig {
         engine,
         host: args.host,

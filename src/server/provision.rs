@@ -102,9 +102,9 @@ pub fn provision_buckets(
 /// become one.
 pub type ProvisionedBucket = Result<(String, BucketSettingsUpdate), String>;
 
-const BUCKET_PREFIX: &str = "RS_BUCKET_";
+pub(crate) const BUCKET_PREFIX: &str = "RS_BUCKET_";
 /// Bucket field suffixes, longest first.
-const BUCKET_FIELDS: [&str; 5] = [
+pub(crate) const BUCKET_FIELDS: [&str; 5] = [
     "MAX_BLOCK_RECORDS",
     "MAX_BLOCK_SIZE",
     "QUOTA_TYPE",
@@ -169,7 +169,7 @@ fn settings_of(
     Ok(settings)
 }
 
-const DEFAULTS_PREFIX: &str = "RS_DEFAULTS_BUCKET_";
+pub(crate) const DEFAULTS_PREFIX: &str = "RS_DEFAULTS_BUCKET_";
 
 /// The settings of a new bucket: the built-in defaults with what
 /// `RS_DEFAULTS_BUCKET_QUOTA_TYPE`, `_QUOTA_SIZE`, `_MAX_BLOCK_SIZE` and
@@ -263,9 +263,9 @@ pub(crate) fn group_by_id(
     by_id
 }
 
-const PREFIX: &str = "RS_LIFECYCLE_";
+pub(crate) const LIFECYCLE_PREFIX: &str = "RS_LIFECYCLE_";
 /// Field suffixes, longest first so `_PROCESSING_INTERVAL` is not read as `_INTERVAL`.
-const FIELDS: [&str; 10] = [
+pub(crate) const LIFECYCLE_FIELDS: [&str; 10] = [
     "PROCESSING_INTERVAL",
     "OLDER_THAN",
     "INTERVAL",
@@ -292,7 +292,7 @@ pub type Provisioned = Result<(String, LifecycleSettings), String>;
 
 /// Reads the policies defined by `vars` (e.g. `std::env::vars()`), sorted by ID.
 pub fn from_env(vars: impl IntoIterator<Item = (String, String)>) -> Vec<Provisioned> {
-    group_by_id(vars, PREFIX, &FIELDS, &OWN_SETTINGS)
+    group_by_id(vars, LIFECYCLE_PREFIX, &LIFECYCLE_FIELDS, &OWN_SETTINGS)
         .into_iter()
         .map(|(id, fields)| settings_for(&id, fields))
         .collect()
@@ -302,12 +302,12 @@ fn settings_for(id: &str, mut fields: BTreeMap<&'static str, String>) -> Provisi
     let name = fields
         .remove("NAME")
         .filter(|n| !n.trim().is_empty())
-        .ok_or_else(|| format!("{PREFIX}{id}_NAME is missing"))?;
+        .ok_or_else(|| format!("{LIFECYCLE_PREFIX}{id}_NAME is missing"))?;
     // Named by the variable the user writes, not by the JSON field it becomes.
     let missing: Vec<String> = ["TYPE", "BUCKET", "OLDER_THAN"]
         .iter()
         .filter(|f| fields.get(*f).is_none_or(|v| v.trim().is_empty()))
-        .map(|f| format!("{PREFIX}{id}_{f}"))
+        .map(|f| format!("{LIFECYCLE_PREFIX}{id}_{f}"))
         .collect();
     let mut json = Map::new();
     for (field, value) in fields {
@@ -322,7 +322,7 @@ fn settings_for(id: &str, mut fields: BTreeMap<&'static str, String>) -> Provisi
                     .collect(),
             ),
             "WHEN" => serde_json::from_str(&value)
-                .map_err(|e| format!("{PREFIX}{id}_WHEN is not JSON: {e}"))?,
+                .map_err(|e| format!("{LIFECYCLE_PREFIX}{id}_WHEN is not JSON: {e}"))?,
             "TYPE" | "MODE" => Value::String(value.trim().to_ascii_lowercase()),
             _ => Value::String(value.trim().to_string()),
         };
@@ -337,7 +337,7 @@ fn settings_for(id: &str, mut fields: BTreeMap<&'static str, String>) -> Provisi
     }
     let text = Value::Object(json).to_string();
     let settings = LifecycleSettings::from_json(text.as_bytes())
-        .map_err(|e| format!("lifecycle '{name}' ({PREFIX}{id}_*): {e}"))?;
+        .map_err(|e| format!("lifecycle '{name}' ({LIFECYCLE_PREFIX}{id}_*): {e}"))?;
     Ok((name, settings))
 }
 

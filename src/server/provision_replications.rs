@@ -11,9 +11,9 @@ use serde_json::{Map, Value};
 use crate::replication::ReplicationSettings;
 use crate::server::provision::group_by_id;
 
-const PREFIX: &str = "RS_REPLICATION_";
+pub(crate) const REPLICATION_PREFIX: &str = "RS_REPLICATION_";
 /// Field suffixes, longest first so `_DST_PREFIX` is not read as another field's tail.
-const FIELDS: [&str; 10] = [
+pub(crate) const REPLICATION_FIELDS: [&str; 10] = [
     "COMPRESSION",
     "SRC_BUCKET",
     "DST_BUCKET",
@@ -44,16 +44,21 @@ pub fn replications_from_env(
     let vars: Vec<(String, String)> = vars.into_iter().collect();
     // The deprecated label and sampling fields are not read: said, not dropped silently.
     let deprecated = vars.iter().filter_map(|(k, _)| {
-        let rest = k.strip_prefix(PREFIX)?;
+        let rest = k.strip_prefix(REPLICATION_PREFIX)?;
         let old = rest.contains("_INCLUDE_")
             || rest.contains("_EXCLUDE_")
             || rest.ends_with("_EACH_N")
             || rest.ends_with("_EACH_S");
         old.then(|| Err(format!("{k} is not supported: write the filter as _WHEN")))
     });
-    let tasks = group_by_id(vars.iter().cloned(), PREFIX, &FIELDS, &OWN_SETTINGS)
-        .into_iter()
-        .map(|(id, fields)| settings_for(&id, fields));
+    let tasks = group_by_id(
+        vars.iter().cloned(),
+        REPLICATION_PREFIX,
+        &REPLICATION_FIELDS,
+        &OWN_SETTINGS,
+    )
+    .into_iter()
+    .map(|(id, fields)| settings_for(&id, fields));
     deprecated.chain(tasks).collect()
 }
 
@@ -61,7 +66,7 @@ fn settings_for(id: &str, mut fields: BTreeMap<&'static str, String>) -> Provisi
     let name = fields
         .remove("NAME")
         .filter(|n| !n.trim().is_empty())
-        .ok_or_else(|| format!("{PREFIX}{id}_NAME is missing"))?;
+        .ok_or_else(|| format!("{REPLICATION_PREFIX}{id}_NAME is missing"))?;
     for (field, what) in [
         ("SRC_BUCKET", "source bucket"),
         ("DST_BUCKET", "destination bucket"),
@@ -85,7 +90,7 @@ fn settings_for(id: &str, mut fields: BTreeMap<&'static str, String>) -> Provisi
                     .collect(),
             ),
             "WHEN" => serde_json::from_str(&value)
-                .map_err(|e| format!("{PREFIX}{id}_WHEN is not JSON: {e}"))?,
+                .map_err(|e| format!("{REPLICATION_PREFIX}{id}_WHEN is not JSON: {e}"))?,
             "COMPRESSION" | "MODE" => Value::String(value.trim().to_ascii_lowercase()),
             // Provisioned hosts are normalised with a trailing `/`.
             "DST_HOST" => {
@@ -102,7 +107,7 @@ fn settings_for(id: &str, mut fields: BTreeMap<&'static str, String>) -> Provisi
     }
     let text = Value::Object(json).to_string();
     let settings = ReplicationSettings::from_json(text.as_bytes())
-        .map_err(|e| format!("replication '{name}' ({PREFIX}{id}_*): {e}"))?;
+        .map_err(|e| format!("replication '{name}' ({REPLICATION_PREFIX}{id}_*): {e}"))?;
     Ok((name, settings, mode_given))
 }
 

@@ -125,6 +125,9 @@ pub struct Config {
     /// The FIFO quota of `$system` in bytes, applied when it is created and at every
     /// server start (`None`: no quota); default [`DEFAULT_SYSTEM_EVENTS_QUOTA`].
     pub system_events_quota: Option<u64>,
+    /// The cap on the bytes every bucket takes on the local disk together
+    /// (`RS_ENGINE_MAX_STORAGE_SIZE`; `None`: no cap): writes past it are refused, 507.
+    pub max_storage_size: Option<u64>,
     /// Name of this instance in event entries (`lifecycle/<instance>/<policy>`).
     pub instance_name: String,
     /// A replication request's timeout, and the pause after its destination was
@@ -191,6 +194,7 @@ impl Config {
             lifecycle_max_definitions_size: DEFAULT_MAX_DEFINITIONS_SIZE,
             system_events: true,
             system_events_quota: Some(DEFAULT_SYSTEM_EVENTS_QUOTA),
+            max_storage_size: None,
             instance_name: "unknown".to_string(),
             replication_timeout: std::time::Duration::from_secs(5),
             replication_log_size: 1_000_000,

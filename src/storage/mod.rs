@@ -30,6 +30,7 @@ pub mod quota;
 pub mod record;
 pub mod remote;
 pub mod settings;
+pub mod storage_cap;
 pub mod store;
 pub mod sync;
 pub mod system;

@@ -16,6 +16,7 @@ use crate::storage::names::{validate_bucket_name, validate_system_bucket_name};
 use crate::storage::observer::{ChangeObserver, Observers};
 use crate::storage::remote::Remotes;
 use crate::storage::settings::BucketSettings;
+use crate::storage::storage_cap::StorageCap;
 use crate::storage::sync::{Durability, Syncer};
 
 /// Name of the lock file in the data directory.
@@ -110,6 +111,8 @@ pub struct Store {
     remotes: Arc<Remotes>,
     /// Buckets that failed to open (their indexes may name remote objects).
     unavailable_buckets: usize,
+    /// The cap on all buckets' local bytes, when one is set.
+    storage_cap: Option<StorageCap>,
     /// The interval syncer (`interval` mode only); its last round runs when the store is
     /// dropped.
     _syncer: Syncer,
@@ -176,6 +179,7 @@ impl Store {
             buckets.len(),
             config.sync_mode
         );
+        let storage_cap = config.max_storage_size.map(StorageCap::new);
         Ok(Store {
             config,
             buckets: RwLock::new(buckets),
@@ -185,6 +189,7 @@ impl Store {
             observer,
             remotes,
             unavailable_buckets,
+            storage_cap,
             _syncer: syncer,
             _lock: lock,
         })
@@ -279,6 +284,20 @@ impl Store {
             .get(name)
             .cloned()
             .ok_or_else(|| Error::not_found(format!("Bucket '{name}' is not found")))
+    }
+
+    /// Admits a write of `incoming` bytes under the store's cap on its local disk
+    /// (`RS_ENGINE_MAX_STORAGE_SIZE`): a 507 naming the cap when it would not fit. Called
+    /// before a bucket's own quota makes room.
+    pub fn admit_write(&self, incoming: u64) -> Result<()> {
+        let Some(cap) = &self.storage_cap else {
+            return Ok(());
+        };
+        cap.admit(incoming, || {
+            self.buckets()
+                .iter()
+                .try_fold(0u64, |sum, b| Ok(sum.saturating_add(b.local_size()?)))
+        })
     }
 
     /// All buckets, sorted by name.

@@ -25,6 +25,7 @@ mod server_metrics;
 mod server_process;
 mod server_queries;
 mod server_tokens;
+mod settings;
 mod slow_bodies;
 mod strict_queries;
 mod system_trail;

@@ -55,6 +55,7 @@ fn write(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result
     }
     // Even a missing bucket (or a full quota) fails per record, as in ReductStore.
     let bucket = app.store.bucket(bucket_name).and_then(|b| {
+        app.store.admit_write(total)?;
         b.make_room(total)?;
         Ok(b)
     });

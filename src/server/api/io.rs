@@ -306,6 +306,7 @@ fn write(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
             req.body.remaining()
         )));
     }
+    app.store.admit_write(total)?;
     bucket.make_room(total)?;
     let mut response = batch_response(&batch);
     let mut pending = Pending::none();

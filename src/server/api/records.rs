@@ -152,6 +152,7 @@ fn write(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result
             .ok_or_else(|| Error::unprocessable(format!("content-length '{v}' is not a number")))?,
         None => return Err(Error::unprocessable("content-length header is required")),
     };
+    app.store.admit_write(size)?;
     bucket.make_room(size)?;
     let meta = RecordMeta {
         timestamp: ts,

@@ -587,7 +587,7 @@ impl TokenRepository {
 }
 
 mod beyond_auth;
-mod provisioned;
+pub(crate) mod provisioned;
 mod proxies;
 
 pub use provisioned::{ProvisionedToken, tokens_from_env};

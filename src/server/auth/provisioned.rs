@@ -41,6 +41,16 @@ impl ProvisionedToken {
     }
 }
 
+/// The fields of a provisioned token: `RS_TOKEN_<ID>_<FIELD>`.
+pub(crate) const TOKEN_FIELDS: [&str; 6] = [
+    "NAME",
+    "VALUE",
+    "FULL_ACCESS",
+    "READ",
+    "WRITE",
+    "EXPIRES_AT",
+];
+
 /// The `RS_TOKEN_<ID>_*` tokens among `vars`, by ID; each one that cannot be used (no
 /// name or value, a bad name or flag) is an error naming its variables instead.
 pub fn tokens_from_env(
@@ -51,14 +61,7 @@ pub fn tokens_from_env(
         let Some(rest) = key.strip_prefix("RS_TOKEN_") else {
             continue;
         };
-        for field in [
-            "NAME",
-            "VALUE",
-            "FULL_ACCESS",
-            "READ",
-            "WRITE",
-            "EXPIRES_AT",
-        ] {
+        for field in TOKEN_FIELDS {
             if let Some(id) = rest.strip_suffix(&format!("_{field}")) {
                 by_id
                     .entry(id.to_string())

@@ -182,10 +182,10 @@ pub enum Framing {
     Chunked,
 }
 
-/// A framing the server refuses: the status (400 or 501) and why.
+/// A framing the server refuses: the status (400) and why.
 #[derive(Debug, PartialEq, Eq)]
 pub struct FramingError {
-    /// 400 for contradictory or malformed framing, 501 for an unknown transfer coding.
+    /// 400: contradictory or malformed framing, or a transfer coding other than chunked.
     pub status: u16,
     /// What was wrong.
     pub message: String,
@@ -217,10 +217,13 @@ pub fn framing(head: &RequestHead) -> Result<Framing, FramingError> {
             ));
         }
         if codings.iter().any(|c| c != "chunked") || codings.len() > 1 {
+            // RFC 9112 §6.3: without chunked as the one, final coding the body's length
+            // cannot be known, which is a 400; a coding before chunked (which §6.1 would
+            // answer 501) is refused the same way, as the client's request to change.
             return Err(framing_error(
-                501,
+                400,
                 format!(
-                    "Transfer-Encoding '{}' is not supported (only 'chunked')",
+                    "Transfer-Encoding '{}' is not supported: send the body with 'chunked' alone or with Content-Length",
                     codings.join(", ").escape_default()
                 ),
             ));
@@ -372,9 +375,15 @@ mod tests {
             f(&[("transfer-encoding", "gzip, chunked")])
                 .unwrap_err()
                 .status,
-            501
+            400
         );
-        assert_eq!(f(&[("transfer-encoding", "gzip")]).unwrap_err().status, 501);
+        assert_eq!(f(&[("transfer-encoding", "gzip")]).unwrap_err().status, 400);
+        assert_eq!(
+            f(&[("transfer-encoding", "chunked, chunked")])
+                .unwrap_err()
+                .status,
+            400
+        );
     }
 
     #[test]
