@@ -32,7 +32,11 @@ impl Service for App {
             None => self.answer(req),
         };
         if api {
-            response = browser_guard::harden(response, link);
+            let change = matches!(
+                req.head.method.as_str(),
+                "POST" | "PUT" | "PATCH" | "DELETE"
+            );
+            response = browser_guard::harden(response, link, change);
         }
         self.cors.apply(req.head.header("origin"), &mut response);
         self.audit(
