@@ -19,6 +19,7 @@ pub mod repository;
 pub mod scheduler;
 pub mod settings;
 pub mod thinning;
+pub mod thinning_progress;
 pub mod thinning_run;
 
 pub use repository::{LifecycleInfo, LifecycleRepository};

@@ -19,7 +19,7 @@
 //! between `dry_run` and `enabled`, starts over from the oldest record (a dry run must
 //! count what the real run would remove, so the two never share what they judged).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -28,54 +28,10 @@ use serde::{Deserialize, Serialize};
 use crate::lifecycle::belated::{BelatedNotes, NotesHome};
 use crate::lifecycle::events::EventLog;
 use crate::lifecycle::settings::{LifecycleType, Policy};
-use crate::storage::condition::State;
+pub use crate::lifecycle::thinning_progress::{EntryMark, ThinningProgress};
 use crate::storage::observer::{Change, ChangeObserver, ObservedBucket};
 use crate::storage::record::RecordMeta;
 use crate::storage::sync::Pending;
-
-/// How far a thinning policy has judged one entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EntryMark {
-    /// Every record before this instant (µs) has been judged.
-    pub judged_to: u64,
-    /// Records judged so far.
-    pub judged: u64,
-    /// Records selected (removed, or in a dry run counted) so far.
-    pub selected: u64,
-    /// The aggregates' state after the last record judged.
-    pub state: State,
-}
-
-/// A thinning policy's progress: what its run events carry as `thinning`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct ThinningProgress {
-    /// The condition the state belongs to, as compact JSON.
-    pub condition: String,
-    /// Whether it was made by dry runs.
-    pub dry_run: bool,
-    /// Per entry.
-    pub entries: BTreeMap<String, EntryMark>,
-}
-
-impl ThinningProgress {
-    /// Fresh progress for `policy` in this mode.
-    fn fresh(policy: &Policy, dry_run: bool) -> Self {
-        ThinningProgress {
-            condition: condition_source(policy).unwrap_or_default().to_string(),
-            dry_run,
-            entries: BTreeMap::new(),
-        }
-    }
-
-    /// Whether it can be resumed by `policy` in this mode.
-    fn fits(&self, policy: &Policy, dry_run: bool) -> bool {
-        self.dry_run == dry_run && Some(self.condition.as_str()) == condition_source(policy)
-    }
-}
-
-fn condition_source(policy: &Policy) -> Option<&str> {
-    policy.when.as_ref().map(|c| c.source())
-}
 
 /// The rule a thinning policy follows, as its info says it.
 pub const JUDGED_ONCE_RULE: &str = "each record is judged once, in time order per entry: runs go on from where the last one left each entry, and a record written behind that is judged by the next run";

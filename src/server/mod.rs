@@ -21,6 +21,7 @@ pub mod links;
 pub mod metrics;
 pub mod protocol;
 pub mod provision;
+pub mod provision_env;
 pub mod provision_replications;
 pub mod queries;
 pub mod state;

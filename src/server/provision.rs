@@ -16,6 +16,7 @@ use serde_json::{Map, Value};
 
 use crate::error::ErrorKind;
 use crate::lifecycle::LifecycleSettings;
+use crate::server::provision_env::group_by_id;
 use crate::storage::names::validate_bucket_name;
 use crate::storage::{BucketSettings, BucketSettingsUpdate, QuotaType, Store};
 
@@ -230,37 +231,6 @@ pub fn parse_byte_size(text: &str) -> Result<u64, String> {
         return Err("is larger than 2^64 bytes".into());
     }
     Ok(bytes.round() as u64)
-}
-
-/// Groups `PREFIX<ID>_<FIELD>` variables by ID, skipping the server's own settings that
-/// share the prefix.
-pub(crate) fn group_by_id(
-    vars: impl IntoIterator<Item = (String, String)>,
-    prefix: &str,
-    fields: &[&'static str],
-    own_settings: &[&str],
-) -> BTreeMap<String, BTreeMap<&'static str, String>> {
-    let mut by_id: BTreeMap<String, BTreeMap<&'static str, String>> = BTreeMap::new();
-    for (key, value) in vars {
-        if own_settings.contains(&key.as_str()) {
-            continue;
-        }
-        let Some(rest) = key.strip_prefix(prefix) else {
-            continue;
-        };
-        for &field in fields {
-            if let Some(id) = rest.strip_suffix(field).and_then(|r| r.strip_suffix('_'))
-                && !id.is_empty()
-            {
-                by_id
-                    .entry(id.to_string())
-                    .or_default()
-                    .insert(field, value.clone());
-                break;
-            }
-        }
-    }
-    by_id
 }
 
 pub(crate) const LIFECYCLE_PREFIX: &str = "RS_LIFECYCLE_";

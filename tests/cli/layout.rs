@@ -2,8 +2,10 @@
 //! the files and the imports that close it), and no import running up a layer: the
 //! storage engine uses only itself and the small foundation files (`error`, `duration`,
 //! `timefmt`), and neither replication nor the shared wire format reaches into the server.
-//! Imports are read from the text (`use crate::…`, `use super::…`, `use self::…`),
-//! leaving out test modules, as a reader of the code sees them.
+//! Imports are read from the text, as a reader of the code sees them, leaving out test
+//! modules: `use` lines (`use crate::…`, `use super::…`, `use self::…`, with their `{…}`
+//! lists) and every path named inline (`crate::a::B` in a signature, `super::b::f(…)` in
+//! a call), which import as surely as a `use` line does.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -108,6 +110,45 @@ fn imports(file: &Path, code: &str) -> Vec<Vec<String>> {
     out
 }
 
+/// The module paths named inline: every `crate::…` and `super::…` path in the code
+/// (those of `use` lines too, which [`imports`] reads with their lists).
+fn inline_paths(file: &Path, code: &str) -> Vec<Vec<String>> {
+    let own = module_of(file);
+    let bytes = code.as_bytes();
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut out = Vec::new();
+    for start in ["crate::", "super::"]
+        .iter()
+        .flat_map(|token| code.match_indices(token).map(|(at, _)| at))
+    {
+        if start > 0 && (is_ident(bytes[start - 1]) || bytes[start - 1] == b':') {
+            continue;
+        }
+        let end = code[start..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+            .map_or(code.len(), |n| start + n);
+        let mut parts: Vec<String> = code[start..end]
+            .split("::")
+            .filter(|p| !p.is_empty())
+            .map(String::from)
+            .collect();
+        let path = if parts.first().is_some_and(|p| p == "crate") {
+            parts.split_off(1)
+        } else {
+            let mut up = own.clone();
+            let mut rest = parts.into_iter().peekable();
+            while rest.peek().is_some_and(|p| p == "super") {
+                rest.next();
+                up.pop();
+            }
+            up.extend(rest);
+            up
+        };
+        out.push(path);
+    }
+    out
+}
+
 /// The items of a `{…}` list, split at its top-level commas.
 fn split_top(list: &str) -> Vec<String> {
     let (mut items, mut depth, mut current) = (Vec::new(), 0, String::new());
@@ -140,7 +181,11 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
         }
         let text = std::fs::read_to_string(file).expect("a readable source");
         let mut targets = BTreeSet::new();
-        for path in imports(file, &code_of(&text)) {
+        let code = code_of(&text);
+        let named = imports(file, &code)
+            .into_iter()
+            .chain(inline_paths(file, &code));
+        for path in named {
             // The file holding the longest prefix of the path that is a module.
             let target = (1..=path.len())
                 .rev()
@@ -253,6 +298,22 @@ fn the_cycle_finder_finds_a_cycle() {
     graph.insert("c.rs".to_string(), BTreeSet::from(["a.rs".to_string()]));
     graph.insert("d.rs".to_string(), BTreeSet::from(["a.rs".to_string()]));
     assert_eq!(cycles(&graph), vec![vec!["a.rs", "b.rs", "c.rs"]]);
+}
+
+#[test]
+fn inline_paths_import_as_use_lines_do() {
+    let file = Path::new(SRC).join("lifecycle/events.rs");
+    let code = "pub thinning: Option<crate::lifecycle::thinning::ThinningProgress>,\n\
+                let x = super::meter::RunMeter::default(); // crate::not::this\n\
+                let y = my_crate::other::Thing;";
+    let found = inline_paths(&file, &code_of(code));
+    assert_eq!(
+        found,
+        vec![
+            vec!["lifecycle", "thinning", "ThinningProgress"],
+            vec!["lifecycle", "meter", "RunMeter", "default"],
+        ]
+    );
 }
 
 #[test]

@@ -1,71 +1,17 @@
 //! The exposition: everything the server measures, read when scraped.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use prometheus_client::encoding::prometheus_text::encode;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use super::family::{counters, gauges, labels, seconds, signed};
 use super::http::Labels;
 use crate::error::{Error, Result};
 use crate::replication::repository::ReplicationMetrics;
 use crate::server::auth::{Access, Caller};
 use crate::server::state::App;
-
-pub(super) fn labels(pairs: &[(&'static str, &str)]) -> Labels {
-    pairs.iter().map(|(k, v)| (*k, v.to_string())).collect()
-}
-
-/// A counter family registered under `name`, filled with one value per label set.
-pub(super) fn counters(
-    registry: &mut Registry,
-    name: &str,
-    help: &str,
-    values: impl IntoIterator<Item = (Labels, u64)>,
-) {
-    let family = Family::<Labels, Counter>::default();
-    for (labels, value) in values {
-        family.get_or_create(&labels).inc_by(value);
-    }
-    registry.register(name, help, family);
-}
-
-/// A gauge family of integers.
-pub(super) fn gauges(
-    registry: &mut Registry,
-    name: &str,
-    help: &str,
-    values: impl IntoIterator<Item = (Labels, i64)>,
-) {
-    let family = Family::<Labels, Gauge>::default();
-    for (labels, value) in values {
-        family.get_or_create(&labels).set(value);
-    }
-    registry.register(name, help, family);
-}
-
-/// A gauge family of seconds.
-fn seconds(
-    registry: &mut Registry,
-    name: &str,
-    help: &str,
-    values: impl IntoIterator<Item = (Labels, Duration)>,
-) {
-    let family = Family::<Labels, Gauge<f64, AtomicU64>>::default();
-    for (labels, value) in values {
-        family.get_or_create(&labels).set(value.as_secs_f64());
-    }
-    registry.register(name, help, family);
-}
-
-/// Saturating conversion for gauges, which are signed.
-pub(super) fn signed(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
-}
 
 /// The exposition of everything the server measures, as of now, as `caller` may see it:
 /// buckets it may read, and policies only with full access (`None`: a public

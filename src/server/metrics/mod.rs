@@ -10,6 +10,7 @@
 //! bucket-name rules, and the encoder escapes every label value anyway.
 
 mod exposition;
+mod family;
 mod http;
 mod remote;
 

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 
 use prometheus_client::registry::Registry;
 
-use super::exposition::{counters, gauges, labels, signed};
+use super::family::{counters, gauges, labels, signed};
 use crate::storage::Store;
 use crate::storage::remote::FAULT_KINDS;
 use crate::storage::remote::pending::PendingOp;

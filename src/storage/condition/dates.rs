@@ -6,8 +6,19 @@ use jiff::Timestamp;
 use jiff::tz::TimeZone;
 
 use super::Fault;
-use super::expr::DatePart;
 use super::value::Value;
+
+/// What a date operator extracts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DatePart {
+    Year,
+    Month,
+    Day,
+    Hour,
+    Minute,
+    Second,
+    Weekday,
+}
 
 /// A time zone named in a condition, resolved once; `None` when no zone has that name.
 #[derive(Debug, Clone)]

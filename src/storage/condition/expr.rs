@@ -2,6 +2,7 @@
 //! references, the record timestamp, or operator calls, and the operator table (names,
 //! aliases, arity and its error message).
 
+use super::dates::DatePart;
 use super::value::Value;
 
 /// An operator of the language.
@@ -38,18 +39,6 @@ pub enum Op {
     EachT,
     Limit,
     Gate,
-}
-
-/// What a date operator extracts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DatePart {
-    Year,
-    Month,
-    Day,
-    Hour,
-    Minute,
-    Second,
-    Weekday,
 }
 
 /// How many operands an operator takes.
