@@ -12,7 +12,7 @@ pub mod embedded;
 use crate::storage::{Bucket, Labels, RecordMeta};
 use crate::timefmt::utc_micros;
 
-/// The six records of the condition reference (`reductstore-conditions.md`, section 13):
+/// The six records of ReductStore 1.21.5's conditional-query reference:
 /// the timestamps and labels its examples are worked on. The condition tests of the
 /// crate and of `tests/` run against these.
 pub const CONDITION_REFERENCE_RECORDS: [(u64, &[(&str, &str)]); 6] = [

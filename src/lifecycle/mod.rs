@@ -1,9 +1,13 @@
-//! The lifecycle engine: policies that recompress and delete aging data.
+//! The lifecycle engine: policies that recompress (`compress`), move to an object store
+//! (`tier`) and delete aging data, a delete whose `when` has aggregates thinning it.
 //!
 //! - [`settings`]: what users write, validated into a [`settings::Policy`];
 //! - [`progress`]: which data range one run processes;
 //! - [`events`]: the `lifecycle_run` system events, which are also the saved progress;
-//! - [`action`]: what one run of a delete or compress policy does;
+//! - [`action`]: what one run of a delete, compress or tier policy does;
+//! - [`thinning`], [`thinning_run`], [`thinning_progress`], [`belated`]: delete policies
+//!   that thin — each record judged once, in time order, their progress carried in
+//!   their events and belated writes noted to be judged by the next run;
 //! - [`meter`]: how far a running policy is through its window;
 //! - [`scheduler`]: the thread with the deadline heap, and the worker pool;
 //! - [`definitions`]: the definitions on disk (snapshot + journal);

@@ -1,4 +1,4 @@
-//! The processing window of one run (lifecycle-reference.md, "Progress Model").
+//! The processing window of one run (docs/lifecycle.md).
 //!
 //! A run always starts from the oldest matching record — old data can become eligible
 //! again (a write into a compressed block, a label change matching `when`) — and stops at

@@ -1,7 +1,7 @@
 //! Delete policies that thin: a `when` with aggregates (`$each_n`, `$each_t`, `$limit`,
 //! `$gate`) decides about a record from the records before it, so it must see each record
 //! once, in time order, as one pass over the data would. Re-processing from the oldest
-//! record (the rule for other conditions, lifecycle-reference.md) would thin the data
+//! record (the rule for other conditions, docs/lifecycle.md) would thin the data
 //! already thinned again on every run.
 //!
 //! So such a policy keeps, per entry, how far it has judged (`judged_to`) and the

@@ -1,5 +1,5 @@
 //! The storage engine: buckets of entries of time-stamped records, stored in framed,
-//! checksummed blocks under the copy → fsync → commit → clean protocol of DESIGN.md.
+//! checksummed blocks under the copy → fsync → commit → clean protocol of ARCHITECTURE.md ("On disk").
 //!
 //! Layout of a data directory:
 //! ```text

@@ -17,7 +17,7 @@
 //! one huge block keeps every thread busy, many small blocks do too, and memory stays
 //! bounded by what is out (threads × eight frames), not by the data.
 //!
-//! Concurrency follows DESIGN.md: eligible blocks are snapshotted under a short entry lock,
+//! Concurrency (ARCHITECTURE.md, "Recompressing"): eligible blocks are snapshotted under a short entry lock,
 //! encoded with no lock held, and committed under a short lock only if the block's sequence
 //! number (its version) is unchanged; otherwise the new file is dropped and the block counts
 //! as skipped. Commits are batched per entry so a run over thousands of blocks does not

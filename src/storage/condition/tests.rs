@@ -1,5 +1,5 @@
 //! Conformance of the condition language with ReductStore 1.21.5: one case per rule and
-//! per example of `shared/reductstore-conditions.md`, on the six records of its section 13.
+//! per example of its conditional-query reference, on the six records its examples use.
 
 use serde_json::{Value as Json, json};
 
