@@ -10,6 +10,5 @@ pub mod links;
 pub mod records;
 pub mod replications;
 pub mod router;
-pub mod routes;
 pub mod storage;
 pub mod tokens;

@@ -6,7 +6,6 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::server::api::routes::{EntryRoute, allowed_methods, entry_route};
 use crate::server::api::{
     buckets, entry_batch, io, lifecycles, links, records, replications, storage, tokens,
 };
@@ -17,6 +16,7 @@ use crate::server::http::head::RequestHead;
 use crate::server::http::request::{Request, no_route};
 use crate::server::http::{Response, ResponseBody, Service};
 use crate::server::metrics;
+use crate::server::protocol::routes::{EntryRoute, allowed_methods, entry_route};
 use crate::server::state::App;
 use crate::storage::attachments::{entry_removal_refused, is_attachment_entry};
 use crate::wire::percent;

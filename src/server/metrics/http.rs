@@ -6,7 +6,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 
-use crate::server::api::routes::{EntryRoute, entry_route};
+use crate::server::protocol::routes::{EntryRoute, entry_route};
 
 /// The label set of a metric: name and value pairs.
 pub(super) type Labels = Vec<(&'static str, String)>;

@@ -1,7 +1,10 @@
 //! The wire codecs of the ReductStore protocol: record batches (v1 headers per timestamp,
 //! v2 headers per entry and delta), read from request heads (the percent-encoding of
-//! names and a record's v1 header are in `wire/`, which replication shares).
+//! names and a record's v1 header are in `wire/`, which replication shares), and the
+//! grammar of entry paths (`routes.rs`), which the router, `/metrics` and the usage trail
+//! all read.
 
 pub mod batch;
 pub mod batch_remove;
 pub mod batch_v1;
+pub mod routes;

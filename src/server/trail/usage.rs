@@ -11,9 +11,9 @@ use serde::Serialize;
 
 use super::sharded::Sharded;
 
-use crate::server::api::routes::{EntryRoute, entry_route};
 use crate::server::http::Response;
 use crate::server::http::head::RequestHead;
+use crate::server::protocol::routes::{EntryRoute, entry_route};
 use crate::wire::percent;
 
 /// What one bucket saw since the last flush.

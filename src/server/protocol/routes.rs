@@ -1,5 +1,6 @@
-//! How an entry path is classified: the part of the routing table that `/metrics` also
-//! needs to group requests, kept apart so it depends on nothing.
+//! How an entry path is classified: the part of the routing table that `/metrics` and
+//! the usage trail also need to group requests, below `api/` so that they need not reach
+//! up into it, and depending on nothing.
 
 /// Where a `/b/{bucket}/…` path goes (ReductStore routes by how the entry part ends).
 pub enum EntryRoute<'a> {
