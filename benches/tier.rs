@@ -126,19 +126,13 @@ fn tier(
     let stats = store
         .bucket("b")
         .unwrap()
-        .tier_blocks(
-            &[],
-            0,
+        .tier_blocks(&halflife::storage::bucket::TierRequest::new(
             u64::MAX,
             TierTarget {
                 remote: "cold",
                 compression,
             },
-            false,
-            &|| false,
-            &|_, _| {},
-            &|_| {},
-        )
+        ))
         .unwrap();
     assert_eq!(stats.failed, 0, "{stats:?}");
     stats

@@ -65,15 +65,8 @@ fn tier_crash_child() {
     let stats = store
         .bucket("b")
         .unwrap()
-        .tier_blocks(
-            &[],
-            0,
-            u64::MAX,
-            target,
-            false,
-            &|| false,
-            &|_, _| {},
-            &|step| {
+        .tier_blocks(&halflife::storage::bucket::TierRequest {
+            on_step: &|step| {
                 if stopped.load(Ordering::SeqCst) {
                     freeze();
                 }
@@ -88,7 +81,8 @@ fn tier_crash_child() {
                     freeze();
                 }
             },
-        )
+            ..halflife::storage::bucket::TierRequest::new(u64::MAX, target)
+        })
         .unwrap();
     println!("DONE {stats:?}");
 }

@@ -2,7 +2,7 @@
 //! back byte-exact (single reads and queries), labels and removals still work on them,
 //! removing them deletes their objects, compress leaves them alone.
 
-use halflife::storage::bucket::TierTarget;
+use halflife::storage::bucket::{TierRequest, TierTarget};
 use halflife::storage::remote::settings::RemoteSettings;
 use halflife::storage::{BucketSettings, Labels, QueryOptions, RecordMeta, Store};
 use halflife::{Config, ErrorKind};
@@ -65,7 +65,7 @@ pub fn tier_all(store: &Store, stop: u64) -> halflife::storage::bucket::TierStat
     store
         .bucket("b")
         .unwrap()
-        .tier_blocks(&[], 0, stop, COLD, false, &|| false, &|_, _| {}, &|_| {})
+        .tier_blocks(&TierRequest::new(stop, COLD))
         .unwrap()
 }
 
@@ -317,9 +317,7 @@ fn a_compression_target_recompresses_blocks_on_their_way_out() {
         remote: "cold",
         compression: Some((halflife::storage::Codec::Zstd(3), &pool)),
     };
-    let stats = bucket
-        .tier_blocks(&[], 0, 251, target, false, &|| false, &|_, _| {}, &|_| {})
-        .unwrap();
+    let stats = bucket.tier_blocks(&TierRequest::new(251, target)).unwrap();
     assert_eq!((stats.blocks, stats.failed), (5, 0), "{stats:?}");
     assert!(
         stats.bytes * 2 < stats.bytes_before,
@@ -457,7 +455,7 @@ fn a_recompressing_run_stops_at_an_unreachable_remote_and_keeps_everything_local
     let stats = store
         .bucket("b")
         .unwrap()
-        .tier_blocks(&[], 0, 251, target, false, &|| false, &|_, _| {}, &|_| {})
+        .tier_blocks(&TierRequest::new(251, target))
         .unwrap();
     assert_eq!(stats.blocks, 0, "{stats:?}");
     // Only the uploads already under way when the first failed are tried (four at

@@ -9,7 +9,7 @@ use super::window::whole_blocks;
 use super::{Action, RunOutcome, RunScope};
 use crate::error::Result;
 use crate::lifecycle::progress::Window;
-use crate::storage::bucket::TierTarget;
+use crate::storage::bucket::{TierRequest, TierTarget};
 use crate::storage::entry::RecordSpan;
 
 /// A tier run.
@@ -33,29 +33,24 @@ impl Action for Tier {
                 .is_some()
                 .then_some((policy.target, run.pool)),
         };
-        let counted = bucket.tier_blocks(
+        let request = TierRequest {
             entries,
             start,
-            stop,
-            target,
-            true,
-            run.cancel,
-            &|_, _| {},
-            &|_| {},
-        )?;
+            cancel: run.cancel,
+            ..TierRequest::new(stop, target)
+        };
+        let counted = bucket.tier_blocks(&TierRequest {
+            dry_run: true,
+            ..request
+        })?;
         run.meter
             .plan(start, stop, counted.records, counted.blocks, counted.bytes);
         let step = |blocks: u64, bytes: u64| run.meter.advance(0, blocks, bytes);
-        let stats = bucket.tier_blocks(
-            entries,
-            start,
-            stop,
-            target,
-            run.dry_run,
-            run.cancel,
-            &step,
-            &|_| {},
-        )?;
+        let stats = bucket.tier_blocks(&TierRequest {
+            dry_run: run.dry_run,
+            step: &step,
+            ..request
+        })?;
         outcome.records = stats.records;
         outcome.blocks = stats.blocks;
         outcome.bytes_tiered = stats.bytes;

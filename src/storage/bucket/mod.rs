@@ -22,7 +22,7 @@ mod attachments;
 mod judge;
 mod moves;
 pub use judge::Judged;
-pub use tier::{TierStats, TierTarget};
+pub use tier::{TierRequest, TierStats, TierTarget};
 mod open;
 mod tier;
 use crate::storage::pattern::EntryPatterns;

@@ -117,6 +117,46 @@ impl Job {
     }
 }
 
+/// A tier run's request: which blocks, where to, and what it tells its caller.
+/// [`TierRequest::new`] gives the common case (every entry, from the oldest record, not
+/// a dry run, never cancelled, nobody told); the fields change the rest.
+#[derive(Clone, Copy)]
+pub struct TierRequest<'a> {
+    /// The entries (patterns as a policy's); empty: every entry.
+    pub entries: &'a [String],
+    /// The window's start (µs, inclusive).
+    pub start: u64,
+    /// The window's stop (µs, exclusive): a block moves when all its records lie before it.
+    pub stop: u64,
+    /// Where the blocks go.
+    pub target: TierTarget<'a>,
+    /// Count what would move, move nothing.
+    pub dry_run: bool,
+    /// Asked before each upload starts.
+    pub cancel: &'a dyn Fn() -> bool,
+    /// Told the local blocks and bytes each hand-over moved (or would move).
+    pub step: &'a (dyn Fn(u64, u64) + Sync),
+    /// Told each step of each hand-over, from the uploading threads too.
+    pub on_step: &'a (dyn Fn(TierStep) + Sync),
+}
+
+impl<'a> TierRequest<'a> {
+    /// Every block of every entry before `stop` to `target`, for real, uncancelled, with
+    /// nobody told.
+    pub fn new(stop: u64, target: TierTarget<'a>) -> TierRequest<'a> {
+        TierRequest {
+            entries: &[],
+            start: 0,
+            stop,
+            target,
+            dry_run: false,
+            cancel: &|| false,
+            step: &|_, _| {},
+            on_step: &|_| {},
+        }
+    }
+}
+
 /// How a hand-over runs: where it goes, what it reports, when it stops.
 struct Run<'a> {
     out: Outgoing<'a>,
@@ -133,23 +173,19 @@ fn now_us() -> u64 {
 }
 
 impl Bucket {
-    /// Moves (or with `dry_run` counts) the local blocks of `entries` whose records all lie
-    /// in `[start, stop)` to `target`; `step` hears of the local blocks and bytes each
-    /// hand-over moved (or would move), and
-    /// `on_step` of each hand-over step (from the uploading threads too); `cancel` is
-    /// asked before each upload starts.
-    #[allow(clippy::too_many_arguments)]
-    pub fn tier_blocks(
-        &self,
-        entries: &[String],
-        start: u64,
-        stop: u64,
-        target: TierTarget,
-        dry_run: bool,
-        cancel: &dyn Fn() -> bool,
-        step: &(dyn Fn(u64, u64) + Sync),
-        on_step: &(dyn Fn(TierStep) + Sync),
-    ) -> Result<TierStats> {
+    /// Moves (or with `dry_run` counts) the local blocks of the request's entries whose
+    /// records all lie in its window to its target (see [`TierRequest`]).
+    pub fn tier_blocks(&self, request: &TierRequest) -> Result<TierStats> {
+        let TierRequest {
+            entries,
+            start,
+            stop,
+            target,
+            dry_run,
+            cancel,
+            step,
+            on_step,
+        } = *request;
         let remotes = self.ctx.remotes.clone();
         let remote = remotes.get(target.remote).cloned().ok_or_else(|| {
             Error::unprocessable(format!(
