@@ -77,17 +77,7 @@ fn imports(file: &Path, code: &str) -> Vec<Vec<String>> {
         let mut parts: Vec<String> = head.split("::").map(String::from).collect();
         let base = match parts.first().map(String::as_str) {
             Some("crate") => parts.split_off(1),
-            Some("super") => {
-                // Each `super` is one module up from the file's own module.
-                let mut up = own.clone();
-                let mut rest = parts.into_iter().peekable();
-                while rest.peek().is_some_and(|p| p == "super") {
-                    rest.next();
-                    up.pop();
-                }
-                up.extend(rest);
-                up
-            }
+            Some("super") => above(&own, parts),
             Some("self") => {
                 let mut here = own.clone();
                 here.extend(parts.into_iter().skip(1));
@@ -108,6 +98,19 @@ fn imports(file: &Path, code: &str) -> Vec<Vec<String>> {
         }
     }
     out
+}
+
+/// The module path `super::…::rest` names from module `own`: each `super` is one
+/// module up from it.
+fn above(own: &[String], parts: Vec<String>) -> Vec<String> {
+    let mut up = own.to_vec();
+    let mut rest = parts.into_iter().peekable();
+    while rest.peek().is_some_and(|p| p == "super") {
+        rest.next();
+        up.pop();
+    }
+    up.extend(rest);
+    up
 }
 
 /// The module paths named inline: every `crate::…` and `super::…` path in the code
@@ -135,14 +138,7 @@ fn inline_paths(file: &Path, code: &str) -> Vec<Vec<String>> {
         let path = if parts.first().is_some_and(|p| p == "crate") {
             parts.split_off(1)
         } else {
-            let mut up = own.clone();
-            let mut rest = parts.into_iter().peekable();
-            while rest.peek().is_some_and(|p| p == "super") {
-                rest.next();
-                up.pop();
-            }
-            up.extend(rest);
-            up
+            above(&own, parts)
         };
         out.push(path);
     }

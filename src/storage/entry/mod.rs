@@ -26,6 +26,7 @@ mod stale;
 mod state;
 mod summary;
 mod tier;
+mod tiered_source;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -17,14 +17,11 @@ use crate::storage::cache::OpenedRow;
 use crate::storage::format::block::SealedBlock;
 use crate::storage::format::block::row::RowBlock;
 use crate::storage::format::columns::TableColumns;
-use crate::storage::format::frames::{BlockFrames, DecodedFrame, Fetch, FrameChecks};
-use crate::storage::format::index::{BlockEntry, block_path, stub_path};
+use crate::storage::format::frames::{BlockFrames, DecodedFrame, FrameChecks};
+use crate::storage::format::index::{BlockEntry, block_path};
 use crate::storage::format::log::{LogRecord, OpenLog};
 use crate::storage::format::lookup::BlockLookup;
 use crate::storage::record::{Payload, Record, RecordMeta};
-
-/// How many tiered blocks after the one a query opens are fetched ahead.
-const PREFETCH_BLOCKS: usize = 2;
 
 /// A run of records, in timestamp order, that a reader takes without holding the entry lock.
 pub enum Chunk {
@@ -182,75 +179,6 @@ impl Entry {
             known,
             ts,
         )
-    }
-
-    /// The file a block is mapped from and, for a tiered block, what fetches its frames:
-    /// its copy in the frame cache, made from its stub (`read_ahead`: a miss also fetches
-    /// the next frames, for readers that stream the block).
-    pub(crate) fn block_source(
-        &self,
-        b: &BlockEntry,
-        read_ahead: bool,
-    ) -> Result<(std::path::PathBuf, Option<Fetch>)> {
-        let Some(location) = &b.remote else {
-            return Ok((block_path(&self.dir, b.seq), None));
-        };
-        let remotes = &self.ctx.remotes;
-        let remote = remotes.require(&location.remote)?;
-        let cache = remotes.cache().ok_or_else(|| {
-            Error::internal("a remote is configured without a frame cache".to_string())
-        })?;
-        let (path, object) = cache.open(remote, &stub_path(&self.dir, b.seq), location)?;
-        Ok((
-            path,
-            Some(Fetch {
-                source: object,
-                read_ahead,
-            }),
-        ))
-    }
-
-    /// Starts fetching, on the global thread pool, the tiered blocks that follow `b` in
-    /// the index ([`PREFETCH_BLOCKS`] of them), for a reader streaming the entry: a query
-    /// opens blocks in timestamp order, and the network then overlaps its reading. Only
-    /// while the remote's last call got an answer: against a remote that is down each
-    /// prefetch would wait out a connect timeout of its own, on threads reads share.
-    fn prefetch_after(&self, st: &EntryState, b: &BlockEntry) {
-        let blocks = &st.index.blocks;
-        let Some(at) = blocks.iter().position(|x| x.seq == b.seq) else {
-            return;
-        };
-        let next: Vec<_> = blocks[at + 1..]
-            .iter()
-            .take(PREFETCH_BLOCKS)
-            .filter_map(|n| n.remote.clone().map(|r| (stub_path(&self.dir, n.seq), r)))
-            .filter(|(_, r)| {
-                self.ctx
-                    .remotes
-                    .get(&r.remote)
-                    .is_some_and(|r| r.answering())
-            })
-            .collect();
-        if next.is_empty() {
-            return;
-        }
-        let remotes = self.ctx.remotes.clone();
-        rayon::spawn(move || {
-            let Some(cache) = remotes.cache() else { return };
-            for (stub, location) in next {
-                let Some(remote) = remotes.get(&location.remote) else {
-                    continue;
-                };
-                // A remote whose last call went unanswered is left to the reads that
-                // need its data (checked again: an earlier prefetch may have failed).
-                if !remote.answering() {
-                    continue;
-                }
-                if let Ok((_, object)) = cache.open(remote, &stub, &location) {
-                    object.fetch_all();
-                }
-            }
-        });
     }
 
     /// Whether the block's records have edits (label changes, removals) to apply: then it
