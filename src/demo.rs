@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::Config;
 use crate::error::{Error, Result};
 use crate::fixtures;
 use crate::lifecycle::events::{EventLog, RunEvent, SYSTEM_BUCKET};
 use crate::lifecycle::repository::LifecycleRepository;
 use crate::lifecycle::settings::LifecycleSettings;
 use crate::report::human_bytes;
+use crate::storage::config::Config;
 use crate::storage::{Bucket, BucketSettings, QueryOptions, Store};
 
 const DELETE_POLICY: &str = r#"{"type":"delete","bucket":"airport","entries":["flights","logs/*"],

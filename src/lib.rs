@@ -15,9 +15,11 @@
 //!   headers).
 
 pub mod check;
+#[cfg(feature = "demo")]
 pub mod demo;
 pub mod duration;
 pub mod error;
+#[cfg(feature = "demo")]
 pub mod fixtures;
 pub mod lifecycle;
 pub mod maintenance;

@@ -5,10 +5,10 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::Config;
 use crate::duration::parse_duration;
 use crate::error::{Error, Result};
 use crate::storage::condition::Condition;
+use crate::storage::config::Config;
 use crate::storage::{Codec, CompressPool, RemoveControl, Store};
 
 /// What to do.

@@ -208,7 +208,7 @@ pub fn select(
     if let Some(name) = only {
         let chosen: Vec<BucketReport> = buckets.into_iter().filter(|b| b.name == name).collect();
         if chosen.is_empty() {
-            return Err(crate::Error::not_found(format!(
+            return Err(crate::error::Error::not_found(format!(
                 "bucket '{}' is not there",
                 name.escape_default()
             )));

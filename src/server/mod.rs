@@ -21,8 +21,6 @@ pub mod links;
 pub mod metrics;
 pub mod protocol;
 pub mod provision;
-pub mod provision_env;
-pub mod provision_replications;
 pub mod queries;
 pub mod state;
 pub mod trail;
@@ -36,10 +34,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use crate::Config;
 use crate::error::{Error, Result};
 use crate::lifecycle::LifecycleRepository;
 use crate::storage::Store;
+use crate::storage::config::Config;
 
 pub use http::Limits;
 use http::reactor::{Reactor, ReturnPath};

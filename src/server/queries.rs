@@ -256,7 +256,7 @@ impl QueryRegistry {
         Self::purge(&mut open, Instant::now());
         if open.live.len() >= self.limits.max_open {
             return Err(Error::new(
-                crate::ErrorKind::TooManyRequests,
+                crate::error::ErrorKind::TooManyRequests,
                 format!(
                     "Too many open queries ({}): read them to the end or let them expire",
                     self.limits.max_open
@@ -271,7 +271,7 @@ impl QueryRegistry {
             .count();
         if held >= self.limits.max_open_per_token {
             return Err(Error::new(
-                crate::ErrorKind::TooManyRequests,
+                crate::error::ErrorKind::TooManyRequests,
                 format!(
                     "{holder} has {held} open queries, the most one client may hold (--max-open-queries-per-token): read them to the end or let them expire"
                 ),

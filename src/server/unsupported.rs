@@ -50,10 +50,10 @@ const READ_ELSEWHERE: [&str; 1] = ["RS_LOG_LEVEL"];
 /// `RS_DEFAULTS_BUCKET_<FIELD>`.
 fn provisioned(name: &str) -> bool {
     use crate::server::auth::provisioned::TOKEN_FIELDS;
+    use crate::server::provision::replications::{REPLICATION_FIELDS, REPLICATION_PREFIX};
     use crate::server::provision::{
         BUCKET_FIELDS, BUCKET_PREFIX, DEFAULTS_PREFIX, LIFECYCLE_FIELDS, LIFECYCLE_PREFIX,
     };
-    use crate::server::provision_replications::{REPLICATION_FIELDS, REPLICATION_PREFIX};
     use crate::storage::remote::settings::REMOTE_VARIABLES;
     let with_id = |prefix: &str, fields: &[&str]| {
         name.strip_prefix(prefix).is_some_and(|rest| {

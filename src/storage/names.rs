@@ -250,7 +250,7 @@ mod tests {
         // Deep or long names are refused before any directory is made.
         let deep = vec!["a"; 2100].join("/");
         let e = validate_entry_name(&deep).expect_err("too long");
-        assert_eq!(e.kind(), crate::ErrorKind::Unprocessable);
+        assert_eq!(e.kind(), crate::error::ErrorKind::Unprocessable);
         let many = vec!["ab"; MAX_ENTRY_SEGMENTS + 1].join("/");
         assert!(
             validate_entry_name(&many)
@@ -274,7 +274,7 @@ mod tests {
         let mut big = set(3, 10);
         big.insert("huge".into(), "v".repeat(MAX_LABEL_BYTES));
         let e = validate_label_set(&big, "x").unwrap_err();
-        assert_eq!(e.kind(), crate::ErrorKind::Unprocessable);
+        assert_eq!(e.kind(), crate::error::ErrorKind::Unprocessable);
         assert!(e.message().contains("the largest is 'huge'"), "{e}");
         validate_label_set(&Labels::new(), "").expect("no labels");
     }

@@ -5,17 +5,26 @@
 //! Imports are read from the text, as a reader of the code sees them, leaving out test
 //! modules: `use` lines (`use crate::…`, `use super::…`, `use self::…`, with their `{…}`
 //! lists) and every path named inline (`crate::a::B` in a signature, `super::b::f(…)` in
-//! a call), which import as surely as a `use` line does.
+//! a call), which import as surely as a `use` line does. A file naming the modules it
+//! declares itself (`mod x;` then `use x::…` or `pub use x::…`) is its folder's outline,
+//! not an import. The binary (`src/bin/halflife/`) is a crate of its own, read apart.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+/// The library's root folder; `src/bin/` below it holds the binary, a crate of its own.
 const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
+/// The binary's root folder: its files import the library as `halflife::`, and each
+/// other as `crate::`.
+const BIN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/bin/halflife");
 
-/// Every `.rs` file under `dir`.
+/// Every `.rs` file under `dir`, leaving out the binaries' folder of the library.
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("a source directory") {
         let path = entry.expect("a directory entry").path();
+        if path == Path::new(SRC).join("bin") {
+            continue;
+        }
         if path.is_dir() {
             sources(&path, out);
         } else if path.extension().is_some_and(|e| e == "rs") {
@@ -24,9 +33,10 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The module path of a file (`storage/bucket/mod.rs` → `storage::bucket`).
-fn module_of(file: &Path) -> Vec<String> {
-    let rel = file.strip_prefix(SRC).expect("under src");
+/// The module path of a file of the crate rooted at `root` (`storage/bucket/mod.rs` →
+/// `storage::bucket`).
+fn module_of(root: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(root).expect("under the crate's root");
     let mut parts: Vec<String> = rel
         .with_extension("")
         .iter()
@@ -52,8 +62,8 @@ fn code_of(text: &str) -> String {
 
 /// The module paths a file imports: each `use` path, and each item of a `{…}` list
 /// joined to it (one level of nesting is enough for this crate's imports).
-fn imports(file: &Path, code: &str) -> Vec<Vec<String>> {
-    let own = module_of(file);
+fn imports(root: &Path, file: &Path, code: &str) -> Vec<Vec<String>> {
+    let own = module_of(root, file);
     let mut out = Vec::new();
     for statement in code.split(';') {
         let Some(at) = statement.find("use ") else {
@@ -113,10 +123,9 @@ fn above(own: &[String], parts: Vec<String>) -> Vec<String> {
     up
 }
 
-/// The module paths named inline: every `crate::…` and `super::…` path in the code
-/// (those of `use` lines too, which [`imports`] reads with their lists).
-fn inline_paths(file: &Path, code: &str) -> Vec<Vec<String>> {
-    let own = module_of(file);
+/// The module paths named inline: every `crate::…` and `super::…` path in the code (those of `use` lines too, which [`imports`] reads with their lists).
+fn inline_paths(root: &Path, file: &Path, code: &str) -> Vec<Vec<String>> {
+    let own = module_of(root, file);
     let bytes = code.as_bytes();
     let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
     let mut out = Vec::new();
@@ -164,12 +173,23 @@ fn split_top(list: &str) -> Vec<String> {
     items
 }
 
-/// The import graph between files: file → files it imports from.
+/// The import graph between the library's files: file → files it imports from.
 fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    graph_of(Path::new(SRC))
+}
+
+/// The import graph between the files of the crate rooted at `root`.
+fn graph_of(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut files = Vec::new();
-    sources(Path::new(SRC), &mut files);
+    sources(root, &mut files);
+    let rel = |file: &Path| {
+        file.strip_prefix(root)
+            .expect("under the crate's root")
+            .to_string_lossy()
+            .into_owned()
+    };
     let by_module: BTreeMap<Vec<String>, String> =
-        files.iter().map(|f| (module_of(f), rel(f))).collect();
+        files.iter().map(|f| (module_of(root, f), rel(f))).collect();
     let mut graph = BTreeMap::new();
     for file in &files {
         if file.file_name().is_some_and(|n| n == "tests.rs") {
@@ -178,12 +198,13 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
         let text = std::fs::read_to_string(file).expect("a readable source");
         let mut targets = BTreeSet::new();
         let code = code_of(&text);
-        let named = imports(file, &code)
+        let named = imports(root, file, &code)
             .into_iter()
-            .chain(inline_paths(file, &code));
+            .chain(inline_paths(root, file, &code));
         for path in named {
-            // The file holding the longest prefix of the path that is a module.
-            let target = (1..=path.len())
+            // The file holding the longest prefix of the path that is a module (the
+            // crate root for an item it holds or re-exports).
+            let target = (0..=path.len())
                 .rev()
                 .find_map(|n| by_module.get(&path[..n]));
             if let Some(target) = target
@@ -195,13 +216,6 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
         graph.insert(rel(file), targets);
     }
     graph
-}
-
-fn rel(file: &Path) -> String {
-    file.strip_prefix(SRC)
-        .expect("under src")
-        .to_string_lossy()
-        .into_owned()
 }
 
 /// The strongly connected sets of two or more files (Tarjan's algorithm, iterative
@@ -267,7 +281,19 @@ fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
 fn no_import_cycle_between_files() {
     let graph = graph();
     assert!(graph.len() > 100, "{} files read", graph.len());
-    let found = cycles(&graph);
+    assert_no_cycle(&graph);
+}
+
+#[test]
+fn no_import_cycle_between_the_binarys_files() {
+    let graph = graph_of(Path::new(BIN));
+    assert!(graph.contains_key("main.rs"), "{graph:?}");
+    assert!(graph["serve.rs"].contains("main.rs"), "{graph:?}");
+    assert_no_cycle(&graph);
+}
+
+fn assert_no_cycle(graph: &BTreeMap<String, BTreeSet<String>>) {
+    let found = cycles(graph);
     let described: Vec<String> = found
         .iter()
         .map(|set| {
@@ -302,7 +328,7 @@ fn inline_paths_import_as_use_lines_do() {
     let code = "pub thinning: Option<crate::lifecycle::thinning::ThinningProgress>,\n\
                 let x = super::meter::RunMeter::default(); // crate::not::this\n\
                 let y = my_crate::other::Thing;";
-    let found = inline_paths(&file, &code_of(code));
+    let found = inline_paths(Path::new(SRC), &file, &code_of(code));
     assert_eq!(
         found,
         vec![
@@ -312,66 +338,85 @@ fn inline_paths_import_as_use_lines_do() {
     );
 }
 
+/// The library's layers, top first: a file may import files of its own layer and of the
+/// layers below it, never above. ARCHITECTURE.md gives the same order.
+const CRATE_LAYERS: &[&[&str]] = &[
+    &["lib.rs"],
+    // The operator's tools the binary drives.
+    &["demo.rs", "check.rs", "maintenance.rs"],
+    &["server/"],
+    &["report/"],
+    &["lifecycle/"],
+    &["replication/"],
+    &["wire/"],
+    &["fixtures.rs", "fixtures/"],
+    &["storage/"],
+    &["duration.rs", "timefmt.rs"],
+    &["error.rs"],
+];
+
+/// The server's inner layers, top first: its start, the handlers and their router, what
+/// the handlers share, the codecs and the records kept of requests, the transport, and
+/// who is calling. A file under `server/` in none of them fails the check.
+const SERVER_LAYERS: &[&[&str]] = &[
+    &["server/mod.rs"],
+    &["server/api/"],
+    &[
+        "server/state.rs",
+        "server/bucket_rename.rs",
+        "server/provision/mod.rs",
+        "server/provision/replications.rs",
+        "server/unsupported.rs",
+        "server/console.rs",
+        "server/browser_guard.rs",
+        "server/cors.rs",
+        "server/links.rs",
+    ],
+    &[
+        "server/metrics/",
+        "server/trail/",
+        "server/queries.rs",
+        "server/protocol/",
+    ],
+    &["server/http/"],
+    // The variables' grouping is shared by every provisioned family, tokens included.
+    &["server/auth/", "server/provision/env.rs"],
+];
+
 #[test]
 fn no_import_runs_up_a_layer() {
     let graph = graph();
-    let rules: [(&str, &[&str]); 3] = [
-        // The engine: itself and the foundation files.
-        (
-            "storage/",
-            &["storage/", "error.rs", "duration.rs", "timefmt.rs"],
-        ),
-        // Replication: the engine, the shared wire format, itself.
-        (
-            "replication/",
-            &[
-                "replication/",
-                "storage/",
-                "wire/",
-                "error.rs",
-                "duration.rs",
-                "timefmt.rs",
-            ],
-        ),
-        ("wire/", &["wire/", "storage/", "error.rs"]),
-    ];
-    let mut wrong = up_a_layer(&graph, &rules);
-    // The server's inner order: `api/` (the handlers and the router) is on top; the
-    // layers below it (transport, codecs, state, auth, metrics, the trail, queries) never
-    // reach up into it, and only the server's root (its start) may know the router.
-    for (from, targets) in &graph {
-        if !from.starts_with("server/") || from.starts_with("server/api/") {
-            continue;
-        }
-        for to in targets.iter().filter(|to| to.starts_with("server/api/")) {
-            if from != "server/mod.rs" {
-                wrong.push(format!("{from} -> {to}"));
-            }
-        }
-    }
+    let mut wrong = against_the_order(&graph, "", CRATE_LAYERS);
+    wrong.extend(against_the_order(&graph, "server/", SERVER_LAYERS));
     assert!(
         wrong.is_empty(),
-        "imports running up a layer:\n{}",
+        "imports running up a layer (or files in no layer):\n{}",
         wrong.join("\n")
     );
 }
 
-/// The arrows of `graph` that leave a layer for a file it may not use: `rules` pairs a
-/// layer (a path prefix) with the prefixes it may import.
-fn up_a_layer(
+/// The arrows of `graph` between files under `scope` that run from a layer to one above
+/// it (`layers` top first, each a list of path prefixes), and the files under `scope` that
+/// no layer holds.
+fn against_the_order(
     graph: &BTreeMap<String, BTreeSet<String>>,
-    rules: &[(&str, &[&str])],
+    scope: &str,
+    layers: &[&[&str]],
 ) -> Vec<String> {
+    let layer_of = |file: &str| {
+        layers
+            .iter()
+            .position(|prefixes| prefixes.iter().any(|p| file.starts_with(p)))
+    };
     let mut wrong = Vec::new();
-    for (from, targets) in graph {
-        for (layer, allowed) in rules {
-            if !from.starts_with(layer) {
-                continue;
-            }
-            for to in targets {
-                if !allowed.iter().any(|a| to.starts_with(a)) {
-                    wrong.push(format!("{from} -> {to}"));
-                }
+    for (from, targets) in graph.iter().filter(|(f, _)| f.starts_with(scope)) {
+        let Some(level) = layer_of(from) else {
+            wrong.push(format!("{from} is in no layer"));
+            continue;
+        };
+        for to in targets.iter().filter(|t| t.starts_with(scope)) {
+            if layer_of(to).is_some_and(|above| above < level) {
+                wrong.push(format!("{from} -> {to}"));
             }
         }
     }
@@ -379,15 +424,27 @@ fn up_a_layer(
 }
 
 #[test]
-fn the_layer_check_finds_an_arrow_up() {
+fn the_layer_check_finds_an_arrow_up_and_a_file_in_no_layer() {
     let mut graph = BTreeMap::new();
     graph.insert(
         "storage/a.rs".to_string(),
         BTreeSet::from(["error.rs".to_string(), "server/b.rs".to_string()]),
     );
-    let rules: [(&str, &[&str]); 1] = [("storage/", &["storage/", "error.rs"])];
+    graph.insert("server/b.rs".to_string(), BTreeSet::new());
+    graph.insert("stray.rs".to_string(), BTreeSet::new());
+    let layers: &[&[&str]] = &[&["server/"], &["storage/"], &["error.rs"]];
     assert_eq!(
-        up_a_layer(&graph, &rules),
-        vec!["storage/a.rs -> server/b.rs"]
+        against_the_order(&graph, "", layers),
+        vec!["storage/a.rs -> server/b.rs", "stray.rs is in no layer"]
+    );
+    let inner: &[&[&str]] = &[&["server/api/"], &["server/b.rs"]];
+    graph.insert(
+        "server/b.rs".to_string(),
+        BTreeSet::from(["server/api/c.rs".to_string()]),
+    );
+    graph.insert("server/api/c.rs".to_string(), BTreeSet::new());
+    assert_eq!(
+        against_the_order(&graph, "server/", inner),
+        vec!["server/b.rs -> server/api/c.rs"]
     );
 }

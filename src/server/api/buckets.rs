@@ -75,7 +75,7 @@ fn settings_update(req: &mut Request) -> Result<BucketSettingsUpdate> {
         return Ok(BucketSettingsUpdate::default());
     }
     serde_json::from_slice(&body)
-        .map_err(|e| crate::Error::unprocessable(format!("Invalid JSON: {e}")))
+        .map_err(|e| crate::error::Error::unprocessable(format!("Invalid JSON: {e}")))
 }
 
 /// `/b/{bucket}`.
@@ -115,7 +115,7 @@ pub fn bucket(app: &App, method: &str, name: &str, req: &mut Request) -> Result<
             let bucket = app.store.bucket(name)?;
             // `$system` is provisioned by the server itself, as in ReductStore.
             if name.starts_with('$') || app.provisioned_buckets.contains(name) {
-                return Err(crate::Error::conflict(format!(
+                return Err(crate::error::Error::conflict(format!(
                     "Can't change settings of provisioned bucket '{name}'"
                 )));
             }
@@ -127,7 +127,7 @@ pub fn bucket(app: &App, method: &str, name: &str, req: &mut Request) -> Result<
             app.writable("remove bucket")?;
             if name.starts_with('$') || app.provisioned_buckets.contains(name) {
                 app.store.bucket(name)?;
-                return Err(crate::Error::conflict(format!(
+                return Err(crate::error::Error::conflict(format!(
                     "Can't remove provisioned bucket '{name}'"
                 )));
             }
@@ -183,7 +183,7 @@ pub fn rename(app: &App, name: &str, req: &mut Request) -> Result<Response> {
     let new = request.new_name;
     if name.starts_with('$') || app.provisioned_buckets.contains(name) {
         app.store.bucket(name)?;
-        return Err(crate::Error::conflict(format!(
+        return Err(crate::error::Error::conflict(format!(
             "Can't rename provisioned bucket '{name}'"
         )));
     }

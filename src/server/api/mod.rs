@@ -7,6 +7,7 @@ pub mod entry_batch;
 pub mod io;
 pub mod lifecycles;
 pub mod links;
+pub mod metrics;
 pub mod records;
 pub mod replications;
 pub mod router;

@@ -321,7 +321,7 @@ impl Route for App {
             } else {
                 self.authenticate(req)?
             };
-            let text = metrics::exposition(self, caller.as_ref())?;
+            let text = super::metrics::exposition(self, caller.as_ref())?;
             return Ok(Response::ok()
                 .header("content-type", metrics::CONTENT_TYPE)
                 .with_body(ResponseBody::Bytes(text.into_bytes())));

@@ -12,6 +12,7 @@ use super::{
     random_hex, salted_hash, time_text,
 };
 use crate::error::{Error, Result};
+use crate::server::provision::env::group_by_id;
 
 /// A token given by the environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,20 +57,7 @@ pub(crate) const TOKEN_FIELDS: [&str; 6] = [
 pub fn tokens_from_env(
     vars: impl IntoIterator<Item = (String, String)>,
 ) -> Vec<std::result::Result<ProvisionedToken, String>> {
-    let mut by_id: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-    for (key, value) in vars {
-        let Some(rest) = key.strip_prefix("RS_TOKEN_") else {
-            continue;
-        };
-        for field in TOKEN_FIELDS {
-            if let Some(id) = rest.strip_suffix(&format!("_{field}")) {
-                by_id
-                    .entry(id.to_string())
-                    .or_default()
-                    .insert(field.to_string(), value.clone());
-            }
-        }
-    }
+    let by_id = group_by_id(vars, "RS_TOKEN_", &TOKEN_FIELDS, &[]);
     by_id
         .into_iter()
         .map(|(id, fields)| token_of(&id, &fields))
@@ -78,7 +66,7 @@ pub fn tokens_from_env(
 
 fn token_of(
     id: &str,
-    fields: &BTreeMap<String, String>,
+    fields: &BTreeMap<&'static str, String>,
 ) -> std::result::Result<ProvisionedToken, String> {
     let prefix = format!("RS_TOKEN_{id}");
     let name = fields

@@ -157,14 +157,14 @@ fn buffer_for(n: u64) -> io::Result<Vec<u8>> {
 
 /// The API error for a request body that could not be read: too large to hold is 422,
 /// a body that stalled or passed its deadline is 408, one that broke off is 400.
-pub fn body_error(what: &str, e: io::Error) -> crate::Error {
+pub fn body_error(what: &str, e: io::Error) -> crate::error::Error {
     match e.kind() {
-        io::ErrorKind::OutOfMemory => crate::Error::unprocessable(format!("{what}: {e}")),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => crate::Error::new(
-            crate::ErrorKind::RequestTimeout,
+        io::ErrorKind::OutOfMemory => crate::error::Error::unprocessable(format!("{what}: {e}")),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => crate::error::Error::new(
+            crate::error::ErrorKind::RequestTimeout,
             format!("{what}: the body stalled or passed its deadline ({e})"),
         ),
-        _ => crate::Error::bad_request(format!("{what}: {e}")),
+        _ => crate::error::Error::bad_request(format!("{what}: {e}")),
     }
 }
 

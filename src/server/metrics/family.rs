@@ -13,12 +13,12 @@ use prometheus_client::registry::Registry;
 use super::http::Labels;
 
 /// The label set of one sample.
-pub(super) fn labels(pairs: &[(&'static str, &str)]) -> Labels {
+pub(crate) fn labels(pairs: &[(&'static str, &str)]) -> Labels {
     pairs.iter().map(|(k, v)| (*k, v.to_string())).collect()
 }
 
 /// A counter family registered under `name`, filled with one value per label set.
-pub(super) fn counters(
+pub(crate) fn counters(
     registry: &mut Registry,
     name: &str,
     help: &str,
@@ -32,7 +32,7 @@ pub(super) fn counters(
 }
 
 /// A gauge family of integers.
-pub(super) fn gauges(
+pub(crate) fn gauges(
     registry: &mut Registry,
     name: &str,
     help: &str,
@@ -46,7 +46,7 @@ pub(super) fn gauges(
 }
 
 /// A gauge family of seconds.
-pub(super) fn seconds(
+pub(crate) fn seconds(
     registry: &mut Registry,
     name: &str,
     help: &str,
@@ -60,6 +60,6 @@ pub(super) fn seconds(
 }
 
 /// Saturating conversion for gauges, which are signed.
-pub(super) fn signed(value: u64) -> i64 {
+pub(crate) fn signed(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }

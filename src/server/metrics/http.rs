@@ -9,8 +9,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use crate::server::protocol::routes::{EntryRoute, entry_route};
 
 /// The label set of a metric: name and value pairs.
-pub(super) type Labels = Vec<(&'static str, String)>;
-pub(super) type LatencyFamily = Family<Labels, Histogram, fn() -> Histogram>;
+pub(crate) type Labels = Vec<(&'static str, String)>;
+pub(crate) type LatencyFamily = Family<Labels, Histogram, fn() -> Histogram>;
 
 /// Latency buckets: 100 µs to ~26 s, ×4 apart.
 fn latency_histogram() -> Histogram {
@@ -20,8 +20,8 @@ fn latency_histogram() -> Histogram {
 /// Request counts and latencies, updated by the HTTP threads.
 #[derive(Debug)]
 pub struct HttpMetrics {
-    pub(super) requests: Family<Labels, Counter>,
-    pub(super) latency: LatencyFamily,
+    pub(crate) requests: Family<Labels, Counter>,
+    pub(crate) latency: LatencyFamily,
 }
 
 impl Default for HttpMetrics {

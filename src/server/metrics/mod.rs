@@ -1,4 +1,7 @@
-//! `GET /metrics`: Prometheus text exposition (format 0.0.4, encoded by `prometheus-client`).
+//! What `GET /metrics` exposes (Prometheus text, format 0.0.4, encoded by
+//! `prometheus-client`): the live HTTP families and the helpers that fill the others.
+//! The handler that reads the shared state and encodes it all is `api/metrics.rs`, one
+//! layer up, so nothing here knows the state.
 //!
 //! HTTP counters and latencies are kept as requests are served ([`HttpMetrics`]); everything
 //! else is read when scraped — per policy from the scheduler's runtime state, per bucket
@@ -9,12 +12,10 @@
 //! are `OTHER`, statuses are the server's own; policy and bucket names follow the
 //! bucket-name rules, and the encoder escapes every label value anyway.
 
-mod exposition;
-mod family;
-mod http;
-mod remote;
+pub(crate) mod family;
+pub(crate) mod http;
+pub(crate) mod remote;
 
-pub use exposition::exposition;
 pub use http::{HttpMetrics, route_class};
 
 /// The content type of the exposition.

@@ -11,7 +11,7 @@ use crate::storage::remote::FAULT_KINDS;
 use crate::storage::remote::pending::PendingOp;
 
 /// Registers the remotes' metrics (nothing when no remote is configured or pending).
-pub(super) fn register(registry: &mut Registry, store: &Store) {
+pub(crate) fn register(registry: &mut Registry, store: &Store) {
     let remotes = store.remotes();
     let all: Vec<_> = remotes.all().collect();
     let per_remote = |pick: &dyn Fn(&crate::storage::remote::Remote) -> u64| {

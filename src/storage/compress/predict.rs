@@ -152,7 +152,7 @@ impl Sample {
         group: &[BlockEntry],
         index: usize,
         target: Codec,
-    ) -> crate::Result<()> {
+    ) -> crate::error::Result<()> {
         let frame_size = candidate.entry.frame_size() as u64;
         let b = &candidate.block;
         let frames = b.payload_bytes.div_ceil(frame_size).max(1);
@@ -220,7 +220,7 @@ impl Sample {
         candidate: &Candidate,
         run: &[BlockEntry],
         target: Codec,
-    ) -> crate::Result<()> {
+    ) -> crate::error::Result<()> {
         let frame_size = candidate.entry.frame_size() as u64;
         let from = run
             .iter()
@@ -256,7 +256,7 @@ impl Sample {
         block: &SealedBlock,
         index: usize,
         target: Codec,
-    ) -> crate::Result<()> {
+    ) -> crate::error::Result<()> {
         let info = &block.frames()[index];
         let stored = block.stored_frame(index)?;
         let raw: Cow<[u8]> = if info.codec == Codec::None {

@@ -478,5 +478,6 @@ impl<'a> Eval<'a, '_> {
     }
 }
 
-#[cfg(test)]
+// The reference records are fixture data, compiled in with the `demo` feature.
+#[cfg(all(test, feature = "demo"))]
 mod tests;

@@ -112,12 +112,12 @@ impl fmt::Display for Codec {
 }
 
 impl std::str::FromStr for Codec {
-    type Err = crate::Error;
+    type Err = crate::error::Error;
 
     /// `none`, `lz4`, `zstd` (level 3), or `zstd-N` / `zstd:N` with N in 1..=22.
-    fn from_str(text: &str) -> crate::Result<Codec> {
+    fn from_str(text: &str) -> crate::error::Result<Codec> {
         let bad = || {
-            crate::Error::unprocessable(format!(
+            crate::error::Error::unprocessable(format!(
                 "codec '{text}' is not one of none, lz4, zstd, zstd-<level 1..22>"
             ))
         };

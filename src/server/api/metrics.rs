@@ -1,4 +1,5 @@
-//! The exposition: everything the server measures, read when scraped.
+//! `GET /metrics`: everything the server measures, read from the shared state when
+//! scraped and encoded with the families of [`crate::server::metrics`].
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -6,11 +7,11 @@ use std::time::Duration;
 use prometheus_client::encoding::prometheus_text::encode;
 use prometheus_client::registry::Registry;
 
-use super::family::{counters, gauges, labels, seconds, signed};
-use super::http::Labels;
 use crate::error::{Error, Result};
 use crate::replication::repository::ReplicationMetrics;
 use crate::server::auth::{Access, Caller};
+use crate::server::metrics::family::{counters, gauges, labels, seconds, signed};
+use crate::server::metrics::http::Labels;
 use crate::server::state::App;
 
 /// The exposition of everything the server measures, as of now, as `caller` may see it:
@@ -364,7 +365,7 @@ pub fn exposition(app: &App, caller: Option<&Caller>) -> Result<String> {
         per_tier(|s| s.2),
     );
 
-    super::remote::register(&mut registry, &app.store);
+    crate::server::metrics::remote::register(&mut registry, &app.store);
 
     let mut text = String::new();
     encode(&mut text, &registry)

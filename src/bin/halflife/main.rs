@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Args, Parser, Subcommand};
 
-mod remote;
 mod serve;
+mod server_client;
 mod stdout;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serve::{ServeArgs, serve};
@@ -99,7 +99,7 @@ enum Command {
         data_path: PathBuf,
         /// Ask the server at this URL (e.g. http://127.0.0.1:8383; `host:port` means
         /// http) instead of reading a data directory.
-        #[arg(long, value_parser = remote::server_url)]
+        #[arg(long, value_parser = server_client::server_url)]
         url: Option<String>,
         /// API token for --url (full access shows the policies).
         #[arg(long, env = "RS_API_TOKEN", hide_env_values = true)]
@@ -116,7 +116,7 @@ enum Command {
     },
     /// Look at and drive a running server's lifecycle policies through its API.
     #[command(subcommand)]
-    Policy(remote::PolicyCommand),
+    Policy(server_client::PolicyCommand),
     /// Check a data directory for damage without opening it: what the server would find
     /// and do at start, file by file (the server must be stopped).
     ///
@@ -496,16 +496,16 @@ fn main() -> ExitCode {
         } => {
             let shown = Shown { json, bucket, all };
             match url {
-                Some(url) => remote::info(&remote::ServerArgs { url, token }, &shown),
+                Some(url) => server_client::info(&server_client::ServerArgs { url, token }, &shown),
                 None => info(data_path, &shown),
             }
             .map(|()| false)
         }
-        Command::Policy(remote::PolicyCommand::Ls { server, json }) => {
-            remote::ls(&server, json).map(|()| false)
+        Command::Policy(server_client::PolicyCommand::Ls { server, json }) => {
+            server_client::ls(&server, json).map(|()| false)
         }
-        Command::Policy(remote::PolicyCommand::Run { name, server }) => {
-            return match remote::run(&server, &name) {
+        Command::Policy(server_client::PolicyCommand::Run { name, server }) => {
+            return match server_client::run(&server, &name) {
                 Ok(true) => ExitCode::SUCCESS,
                 Ok(false) => ExitCode::FAILURE,
                 Err(e) => {

@@ -9,6 +9,11 @@
 //!
 //! A bucket or policy exists for every `<ID>` with a `_NAME`. Buckets are applied first, so
 //! a provisioned policy can name a provisioned bucket on a fresh data directory.
+//! Replication tasks are in `replications.rs`, tokens in `auth/provisioned.rs`; `env.rs`
+//! groups the variables of every family.
+
+pub(crate) mod env;
+pub mod replications;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,7 +21,7 @@ use serde_json::{Map, Value};
 
 use crate::error::ErrorKind;
 use crate::lifecycle::LifecycleSettings;
-use crate::server::provision_env::group_by_id;
+use crate::server::provision::env::group_by_id;
 use crate::storage::names::validate_bucket_name;
 use crate::storage::{BucketSettings, BucketSettingsUpdate, QuotaType, Store};
 
@@ -30,7 +35,7 @@ pub struct Provisioning {
     /// Lifecycle policies, sorted by ID.
     pub lifecycles: Vec<Provisioned>,
     /// Replication tasks, sorted by ID.
-    pub replications: Vec<crate::server::provision_replications::ProvisionedReplication>,
+    pub replications: Vec<crate::server::provision::replications::ProvisionedReplication>,
     /// Tokens (`RS_TOKEN_<ID>_*`), sorted by ID; an unusable one is why.
     pub tokens: Vec<Result<crate::server::auth::ProvisionedToken, String>>,
 }
@@ -55,7 +60,7 @@ impl Provisioning {
         Provisioning {
             bucket_defaults: bucket_defaults_from_env(vars.iter().cloned()),
             buckets: buckets_from_env(vars.iter().cloned()),
-            replications: crate::server::provision_replications::replications_from_env(
+            replications: crate::server::provision::replications::replications_from_env(
                 vars.iter().cloned(),
             ),
             tokens: crate::server::auth::tokens_from_env(vars.iter().cloned()),

@@ -1,6 +1,7 @@
 //! The grouping every provisioning family of variables shares: `RS_<FAMILY>_<ID>_<FIELD>`
-//! gathered by ID. A leaf, so the families (buckets and policies in `provision.rs`,
-//! replications in `provision_replications.rs`) each use it without using each other.
+//! gathered by ID. A leaf, so the families (buckets and policies in `provision/mod.rs`,
+//! replications in `provision/replications.rs`, tokens in `auth/provisioned.rs`) each use
+//! it without using each other.
 
 use std::collections::BTreeMap;
 
