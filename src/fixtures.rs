@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
-pub mod embedded;
+pub(crate) mod embedded;
 use crate::storage::{Bucket, Labels, RecordMeta};
 use crate::timefmt::utc_micros;
 

@@ -1,6 +1,6 @@
 //! Where policy definitions live on disk: a snapshot, `.lifecycles` (a JSON map from name
 //! to definition, replaced atomically), and a journal, `.lifecycles.journal`, with one
-//! operation per change since the snapshot — a [`JournaledMap`] (`storage/format/
+//! operation per change since the snapshot — a `JournaledMap` (`storage/format/
 //! journaled_map.rs`: O(1) per change, crash-safe), plus what is particular to policies.
 
 use std::collections::BTreeMap;

@@ -2,10 +2,10 @@
 //! (`tier`) and delete aging data, a delete whose `when` has aggregates thinning it.
 //!
 //! - [`settings`]: what users write, validated into a [`settings::Policy`];
-//! - [`progress`]: which data range one run processes;
+//! - `progress`: which data range one run processes;
 //! - [`events`]: the `lifecycle_run` system events, which are also the saved progress;
 //! - [`action`]: what one run of a delete, compress or tier policy does;
-//! - [`thinning`], [`thinning_run`], [`thinning_progress`], [`belated`]: delete policies
+//! - [`thinning`], `thinning_run`, `thinning_progress`, `belated`: delete policies
 //!   that thin — each record judged once, in time order, their progress carried in
 //!   their events and belated writes noted to be judged by the next run;
 //! - [`meter`]: how far a running policy is through its window;
@@ -14,17 +14,17 @@
 //! - [`repository`]: the validated definitions, driving the scheduler.
 
 pub mod action;
-pub mod belated;
+pub(crate) mod belated;
 pub mod definitions;
 pub mod events;
 pub mod meter;
-pub mod progress;
+pub(crate) mod progress;
 pub mod repository;
 pub mod scheduler;
 pub mod settings;
 pub mod thinning;
-pub mod thinning_progress;
-pub mod thinning_run;
+pub(crate) mod thinning_progress;
+pub(crate) mod thinning_run;
 
 pub use repository::{LifecycleInfo, LifecycleRepository};
 pub use settings::{LifecycleMode, LifecycleSettings, LifecycleType};

@@ -14,17 +14,17 @@
 //! - `sender.rs`: the sender thread (v1 batches over a blocking HTTP client);
 //! - `tls.rs`: how `https://` destinations are checked.
 
-pub mod backlog;
-pub mod definitions;
+pub(crate) mod backlog;
+pub(crate) mod definitions;
 mod destination;
-pub mod events;
-pub mod origin;
-pub mod repository;
+pub(crate) mod events;
+pub(crate) mod origin;
+pub(crate) mod repository;
 mod send_batch;
 mod sender;
-pub mod settings;
-pub mod task;
-pub mod tls;
+pub(crate) mod settings;
+pub(crate) mod task;
+pub(crate) mod tls;
 
 pub use definitions::{ReplicationInfo, ReplicationOptions};
 pub use repository::Replications;

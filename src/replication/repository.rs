@@ -120,7 +120,7 @@ impl Replications {
     }
 
     /// This server's origin id: a replicated change carrying it began here (see
-    /// [`crate::replication::origin`]).
+    /// `crate::replication::origin`).
     pub fn origin(&self) -> Option<&str> {
         self.origin.as_deref()
     }

@@ -12,8 +12,8 @@ use crate::storage::attachments::is_attachment_entry;
 use crate::storage::{Bucket, Entry, Store, TierInfo};
 
 pub mod policies;
-pub mod table;
-pub mod units;
+pub(crate) mod table;
+pub(crate) mod units;
 
 pub use policies::PolicyReport;
 pub use table::format_table;

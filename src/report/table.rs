@@ -126,7 +126,7 @@ fn policy_line(p: &PolicyReport) -> String {
     line
 }
 
-/// The report as a table of at most [`TABLE_WIDTH`] columns: per bucket its entries
+/// The report as a table of at most `TABLE_WIDTH` columns: per bucket its entries
 /// (each with its tiers below it), a totals row and its policies.
 pub fn format_table(buckets: &[BucketReport]) -> String {
     let row = |name: &str, records: u64, overlap: String, bytes: u64, oldest, latest| {

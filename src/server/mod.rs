@@ -10,19 +10,19 @@
 //! by at most half the threads). Idle and slow clients cost no thread, and every
 //! connection waits its turn per request.
 
-pub mod api;
+pub(crate) mod api;
 pub mod auth;
-pub mod browser_guard;
-pub mod bucket_rename;
-pub mod console;
+pub(crate) mod browser_guard;
+pub(crate) mod bucket_rename;
+pub(crate) mod console;
 pub mod cors;
 pub mod http;
-pub mod links;
-pub mod metrics;
-pub mod protocol;
+pub(crate) mod links;
+pub(crate) mod metrics;
+pub(crate) mod protocol;
 pub mod provision;
 pub mod queries;
-pub mod state;
+pub(crate) mod state;
 pub mod trail;
 pub mod unsupported;
 

@@ -9,29 +9,29 @@
 //! <data>/<bucket>/<entry…>/<seq>.log        the open block (append-only log)
 //! ```
 
-pub mod attachments;
+pub(crate) mod attachments;
 pub mod bucket;
-pub mod bulk;
-pub mod cache;
+pub(crate) mod bulk;
+pub(crate) mod cache;
 pub mod compress;
 pub mod condition;
 pub mod config;
-pub mod entry;
+pub(crate) mod entry;
 pub(crate) mod fan_out;
 pub mod format;
 pub mod marker;
 pub mod merge;
-pub mod names;
-pub mod observer;
-pub mod pattern;
+pub(crate) mod names;
+pub(crate) mod observer;
+pub(crate) mod pattern;
 pub mod priority;
-pub mod query;
-pub mod quota;
-pub mod record;
+pub(crate) mod query;
+pub(crate) mod quota;
+pub(crate) mod record;
 pub mod remote;
-pub mod settings;
-pub mod storage_cap;
-pub mod store;
+pub(crate) mod settings;
+pub(crate) mod storage_cap;
+pub(crate) mod store;
 pub mod sync;
 pub mod system;
 

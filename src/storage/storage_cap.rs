@@ -39,11 +39,6 @@ impl StorageCap {
         }
     }
 
-    /// The cap in bytes.
-    pub fn max(&self) -> u64 {
-        self.max
-    }
-
     /// Admits a write of `incoming` bytes, or refuses it (507 naming the cap) when it
     /// would pass the cap; `used` sums the bytes the store takes now.
     pub fn admit(&self, incoming: u64, used: impl Fn() -> Result<u64>) -> Result<()> {

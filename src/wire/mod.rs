@@ -4,4 +4,4 @@
 //! sends batches with them (`replication/sender.rs`), so they live below both.
 
 pub mod percent;
-pub mod record_header;
+pub(crate) mod record_header;

@@ -3,7 +3,7 @@
 //! the policy's type in it (or, in dry-run mode, a count of what it would do).
 //!
 //! - `window.rs`: the first record after the progress and the work cap;
-//! - `delete.rs`, `compress.rs`, `tier.rs`: one file per action, each an [`Action`]; adding an
+//! - `delete.rs`, `compress.rs`, `tier.rs`: one file per action, each an `Action`; adding an
 //!   action is one more file and one more arm where the policy's type picks its action.
 
 mod compress;

@@ -2,14 +2,14 @@
 //! table that dispatches to them. A handler takes the shared state ([`crate::server::state::App`])
 //! and the request; it never needs the router.
 
-pub mod buckets;
-pub mod entry_batch;
-pub mod io;
-pub mod lifecycles;
-pub mod links;
-pub mod metrics;
-pub mod records;
-pub mod replications;
-pub mod router;
-pub mod storage;
-pub mod tokens;
+pub(crate) mod buckets;
+pub(crate) mod entry_batch;
+pub(crate) mod io;
+pub(crate) mod lifecycles;
+pub(crate) mod links;
+pub(crate) mod metrics;
+pub(crate) mod records;
+pub(crate) mod replications;
+pub(crate) mod router;
+pub(crate) mod storage;
+pub(crate) mod tokens;

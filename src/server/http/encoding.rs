@@ -124,12 +124,6 @@ fn too_large(limit: u64) -> Response {
     )
 }
 
-/// Decodes a body: at most `limit` bytes decoded (413 past it), 400 for bytes that are
-/// not what the coding says (no budget: [`decode_within`] is what requests use).
-pub fn decode(coding: Coding, raw: Vec<u8>, limit: u64) -> Result<Vec<u8>, Response> {
-    decode_within(coding, raw, limit, usize::MAX).map(|(bytes, _)| bytes)
-}
-
 fn bad_coding(coding: Coding, e: &std::io::Error) -> Response {
     let name = if coding == Coding::Gzip {
         "gzip"
@@ -153,7 +147,11 @@ mod tests {
     #[test]
     fn gzip_and_zstd_bodies_decode_within_the_limit() {
         let body = b"record one|record two".repeat(100);
-        let decoded = |coding, raw, limit| decode(coding, raw, limit).map_err(|r| r.status);
+        let decoded = |coding, raw, limit| {
+            decode_within(coding, raw, limit, usize::MAX)
+                .map(|(bytes, _)| bytes)
+                .map_err(|r| r.status)
+        };
         assert_eq!(
             decoded(Coding::Gzip, gzip(&body), 1 << 20),
             Ok(body.clone())

@@ -23,17 +23,17 @@ use crate::server::http::gather::{BodyWait, Gathered};
 use crate::server::http::head::{Framing, HeadError, RequestHead};
 use crate::server::http::request::Request;
 
-pub mod body;
-pub mod clients;
-pub mod connection;
-pub mod encoding;
-pub mod gather;
+pub(crate) mod body;
+pub(crate) mod clients;
+pub(crate) mod connection;
+pub(crate) mod encoding;
+pub(crate) mod gather;
 pub mod head;
-pub mod range;
-pub mod reactor;
-pub mod request;
-pub mod response;
-pub mod transport;
+pub(crate) mod range;
+pub(crate) mod reactor;
+pub(crate) mod request;
+pub(crate) mod response;
+pub(crate) mod transport;
 
 pub use response::{Response, ResponseBody, write_response};
 

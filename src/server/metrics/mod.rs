@@ -16,7 +16,7 @@ pub(crate) mod family;
 pub(crate) mod http;
 pub(crate) mod remote;
 
-pub use http::{HttpMetrics, route_class};
+pub use http::HttpMetrics;
 
 /// The content type of the exposition.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

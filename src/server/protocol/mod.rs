@@ -4,7 +4,7 @@
 //! grammar of entry paths (`routes.rs`), which the router, `/metrics` and the usage trail
 //! all read.
 
-pub mod batch;
-pub mod batch_remove;
-pub mod batch_v1;
-pub mod routes;
+pub(crate) mod batch;
+pub(crate) mod batch_remove;
+pub(crate) mod batch_v1;
+pub(crate) mod routes;

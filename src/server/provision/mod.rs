@@ -13,7 +13,7 @@
 //! groups the variables of every family.
 
 pub(crate) mod env;
-pub mod replications;
+pub(crate) mod replications;
 
 use std::collections::{BTreeMap, BTreeSet};
 

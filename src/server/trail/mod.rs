@@ -6,11 +6,11 @@
 //! and the usage); one background thread writes the events: audit groups once due, usage
 //! every 60 s from start, log messages as they come, and everything left at shutdown.
 
-pub mod audit;
+pub(crate) mod audit;
 pub mod logs;
-pub mod redact;
-pub mod sharded;
-pub mod usage;
+pub(crate) mod redact;
+pub(crate) mod sharded;
+pub(crate) mod usage;
 
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;

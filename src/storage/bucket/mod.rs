@@ -452,7 +452,7 @@ impl Bucket {
         }
     }
 
-    /// Entries selected by patterns (see [`EntryPatterns`]); an empty list means all
+    /// Entries selected by patterns (see `EntryPatterns`); an empty list means all
     /// entries, and names that do not exist select nothing. Sorted by name.
     pub fn select_entries(&self, patterns: &[String]) -> Result<Vec<Arc<Entry>>> {
         let patterns = EntryPatterns::parse(patterns)?;

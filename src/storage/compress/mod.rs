@@ -8,12 +8,12 @@
 //! target; those take the frame-parallel path below, one block each, or a run of small
 //! adjacent ones joined into one block with full frames (`join.rs`). The work is one
 //! stream of tasks over all eligible blocks — per output block, its record table and each
-//! of its frames, read from the memory-mapped sources ([`stream`]). The calling thread
+//! of its frames, read from the memory-mapped sources (`stream`). The calling thread
 //! opens the blocks (a join's sources mapped, checked and laid out) and hands each task to
 //! a rayon pool while less than eight frames' worth of input per thread is out; the pool
 //! packs the tables and re-encodes the frames; the calling thread writes the results back
 //! in order into the new block files as they arrive, and a committer thread fsyncs
-//! finished files and commits them ([`commit`]). There is no barrier between batches, so
+//! finished files and commits them (`commit`). There is no barrier between batches, so
 //! one huge block keeps every thread busy, many small blocks do too, and memory stays
 //! bounded by what is out (threads × eight frames), not by the data.
 //!

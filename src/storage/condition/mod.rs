@@ -20,14 +20,14 @@
 mod aggregates;
 mod arith;
 mod compare;
-pub mod context;
+pub(crate) mod context;
 mod dates;
-pub mod directives;
+pub(crate) mod directives;
 mod expr;
 mod literal;
 mod logic;
 mod parse;
-pub mod value;
+pub(crate) mod value;
 
 use std::sync::Arc;
 

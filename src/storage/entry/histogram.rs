@@ -66,7 +66,7 @@ impl Histogram {
 
 impl Entry {
     /// The entry's live records and their payload bytes in `[start, stop)`, cut into at
-    /// most `columns` stretches of equal length (at most [`MAX_COLUMNS`]).
+    /// most `columns` stretches of equal length (at most `MAX_COLUMNS`).
     pub fn histogram(&self, start: u64, stop: u64, columns: usize) -> Result<Histogram> {
         if start >= stop {
             return Err(Error::unprocessable(format!(

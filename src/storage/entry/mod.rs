@@ -48,7 +48,7 @@ use crate::storage::record::{Labels, RecordMeta};
 use crate::storage::sync::{Durability, Pending};
 
 use edits::edit_state;
-pub use histogram::{Histogram, MAX_COLUMNS as HISTOGRAM_MAX_COLUMNS};
+pub use histogram::Histogram;
 pub(crate) use obsolete::{ObsoleteFiles, remove_in};
 pub use read::Chunk;
 pub(crate) use read::{

@@ -138,11 +138,6 @@ impl BlockFrames {
         }
     }
 
-    /// Whether the block's frames are fetched from elsewhere (a tiered block).
-    pub fn is_fetched(&self) -> bool {
-        self.fetch.is_some()
-    }
-
     /// Which of the file's frames have passed their checksum: what the cache remembers
     /// for the next mapping of the file.
     pub fn checks(&self) -> &Arc<FrameChecks> {

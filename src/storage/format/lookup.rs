@@ -344,11 +344,6 @@ impl BlockLookup {
         self.stamps.find(ts)
     }
 
-    /// Whether the block holds a record at `ts`.
-    pub fn contains(&self, ts: u64) -> bool {
-        self.find(ts).is_some()
-    }
-
     /// The block's frames.
     pub fn frames(&self) -> &[FrameInfo] {
         self.body.frames()
@@ -479,12 +474,12 @@ mod tests {
                         .as_slice(),
                     payload
                 );
-                assert!(!lookup.contains(meta.timestamp + 1));
+                assert!(lookup.find(meta.timestamp + 1).is_none());
             }
-            assert!(!lookup.contains(0));
-            assert!(!lookup.contains(4_999));
-            assert!(!lookup.contains(5_000 + 300 * step));
-            assert!(!lookup.contains(u64::MAX));
+            assert!(lookup.find(0).is_none());
+            assert!(lookup.find(4_999).is_none());
+            assert!(lookup.find(5_000 + 300 * step).is_none());
+            assert!(lookup.find(u64::MAX).is_none());
         }
     }
 

@@ -6,19 +6,19 @@
 //! Dependencies run one way: `binary`, `codec`, `fsutil` ← `columns` ← `block_meta` ←
 //! `frames` ← `block` ← `lookup`, `index` ← `rewrite`; `log` needs only `binary`.
 
-pub mod binary;
+pub(crate) mod binary;
 pub mod block;
-pub mod block_meta;
-pub mod block_record;
+pub(crate) mod block_meta;
+pub(crate) mod block_record;
 pub mod codec;
-pub mod columns;
-pub mod edits;
-pub mod frames;
-pub mod fsutil;
+pub(crate) mod columns;
+pub(crate) mod edits;
+pub(crate) mod frames;
+pub(crate) mod fsutil;
 pub mod index;
-pub mod journaled_map;
-pub mod log;
-pub mod lookup;
-pub mod oplog;
-pub mod rewrite;
-pub mod table_row;
+pub(crate) mod journaled_map;
+pub(crate) mod log;
+pub(crate) mod lookup;
+pub(crate) mod oplog;
+pub(crate) mod rewrite;
+pub(crate) mod table_row;

@@ -129,7 +129,7 @@ impl Remote {
         self.counted(self.client.head(key))
     }
 
-    /// Bytes `start..end` of `key`; a failure is [`ErrorKind::Unavailable`] naming the
+    /// Bytes `start..end` of `key`; a failure is [`ErrorKind::Unavailable`](crate::error::ErrorKind::Unavailable) naming the
     /// remote and the cause.
     pub fn fetch(&self, key: &str, start: u64, end: u64) -> Result<Vec<u8>> {
         let bytes = self.counted(self.client.get_range(key, start, end))?;

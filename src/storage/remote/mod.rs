@@ -5,14 +5,14 @@
 //! frames fetched back, `pending.rs` the object operations that must survive a restart,
 //! `collector.rs` the work that carries them out and removes orphans.
 
-pub mod ca;
-pub mod collector;
-pub mod connection;
-pub mod frame_cache;
-pub mod pending;
+pub(crate) mod ca;
+pub(crate) mod collector;
+pub(crate) mod connection;
+pub(crate) mod frame_cache;
+pub(crate) mod pending;
 pub mod s3;
 pub mod settings;
-pub mod stub;
+pub(crate) mod stub;
 
 use std::collections::BTreeMap;
 use std::path::Path;
