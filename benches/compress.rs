@@ -13,6 +13,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use halflife::Config;
 use halflife::fixtures::{self, FixtureRecord};
 use halflife::storage::{BucketSettings, Codec, CompressPool, Store};
+use halflife::storage::{CompressRequest, CompressWindow};
 use rayon::prelude::*;
 
 #[path = "support/counting_alloc.rs"]
@@ -88,7 +89,10 @@ fn ours_once(set: &DataSet, pool: &CompressPool) -> (Duration, u64) {
     let bucket = store.bucket("bench").expect("bucket");
     let start = Instant::now();
     let stats = bucket
-        .compress_blocks(&[], 0, u64::MAX, TARGET, pool, &|| false)
+        .compress_blocks(&CompressRequest::new(
+            CompressWindow::new(&[], 0..u64::MAX, TARGET),
+            pool,
+        ))
         .expect("compress");
     (start.elapsed(), stats.bytes_after)
 }
@@ -101,7 +105,10 @@ fn peak_once(set: &DataSet, pool: &CompressPool) -> u64 {
     let bucket = store.bucket("bench").expect("bucket");
     let (_, peak) = peak_extra_memory(|| {
         bucket
-            .compress_blocks(&[], 0, u64::MAX, TARGET, pool, &|| false)
+            .compress_blocks(&CompressRequest::new(
+                CompressWindow::new(&[], 0..u64::MAX, TARGET),
+                pool,
+            ))
             .expect("compress")
     });
     peak

@@ -31,6 +31,7 @@ use halflife::server::{InstanceRole, Server, ServerConfig};
 use halflife::storage::condition::Condition;
 use halflife::storage::sync::SyncMode;
 use halflife::storage::{BucketSettings, Codec, CompressPool, Store};
+use halflife::storage::{CompressRequest, CompressWindow};
 
 /// A call that must succeed (status below 300).
 fn ok(conn: &mut Connection, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) {
@@ -300,7 +301,10 @@ fn http_changes(summary: &mut Vec<String>, flights: &[FixtureRecord]) {
         store
             .bucket("m")
             .expect("bucket")
-            .compress_blocks(&["r".into()], 0, u64::MAX, Codec::Zstd(3), &pool, &|| false)
+            .compress_blocks(&CompressRequest::new(
+                CompressWindow::new(&["r".into()], 0..u64::MAX, Codec::Zstd(3)),
+                &pool,
+            ))
             .expect("compress");
     }
     let server = start(data.path(), SyncMode::Always);
@@ -381,7 +385,10 @@ fn on_disk(summary: &mut Vec<String>) {
             .expect("bucket");
         fixtures::write_to(&bucket, records).expect("write");
         bucket
-            .compress_blocks(&[], 0, u64::MAX, Codec::Zstd(3), &pool, &|| false)
+            .compress_blocks(&CompressRequest::new(
+                CompressWindow::new(&[], 0..u64::MAX, Codec::Zstd(3)),
+                &pool,
+            ))
             .expect("compress");
         let ours = du(bucket.dir());
         let mut all = Vec::new();

@@ -16,6 +16,7 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use halflife::Config;
 use halflife::fixtures::{self, FixtureRecord};
 use halflife::storage::{BucketSettings, QueryOptions, Store};
+use halflife::storage::{CompressRequest, CompressWindow};
 
 struct DataSet {
     name: &'static str,
@@ -250,14 +251,10 @@ fn bench_write_orders(c: &mut Criterion, flights: &DataSet) {
         )
         .expect("pool");
         let stats = bucket
-            .compress_blocks(
-                &[],
-                0,
-                u64::MAX,
-                halflife::storage::Codec::Zstd(3),
+            .compress_blocks(&CompressRequest::new(
+                CompressWindow::new(&[], 0..u64::MAX, halflife::storage::Codec::Zstd(3)),
                 &pool,
-                &|| false,
-            )
+            ))
             .expect("compress");
         let after = read_amplification(&store, records);
         eprintln!(

@@ -27,6 +27,7 @@ use halflife::fixtures;
 use halflife::storage::bucket::TierTarget;
 use halflife::storage::remote::s3::S3Client;
 use halflife::storage::{BucketSettings, Codec, CompressPool, QueryOptions, Store};
+use halflife::storage::{CompressRequest, CompressWindow};
 
 fn cpu_seconds() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
@@ -162,7 +163,10 @@ fn main() {
             .unwrap();
         fixtures::write_into(&bucket, "e", &flights).unwrap();
         bucket
-            .compress_blocks(&[], 0, u64::MAX, Codec::Zstd(3), &pool, &|| false)
+            .compress_blocks(&CompressRequest::new(
+                CompressWindow::new(&[], 0..u64::MAX, Codec::Zstd(3)),
+                &pool,
+            ))
             .unwrap();
     }
     let block_files: Vec<Vec<u8>> = std::fs::read_dir(local_dir.path().join("b/e"))
@@ -286,7 +290,10 @@ fn main() {
                 store
                     .bucket("b")
                     .unwrap()
-                    .compress_blocks(&[], 0, u64::MAX, Codec::Zstd(3), &pool, &|| false)
+                    .compress_blocks(&CompressRequest::new(
+                        CompressWindow::new(&[], 0..u64::MAX, Codec::Zstd(3)),
+                        &pool,
+                    ))
                     .unwrap();
                 tier(&store, None)
             };

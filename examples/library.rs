@@ -9,7 +9,10 @@ use std::sync::Arc;
 use halflife::lifecycle::repository::LifecycleRepository;
 use halflife::lifecycle::settings::LifecycleSettings;
 use halflife::storage::condition::Condition;
-use halflife::storage::{BucketSettings, Codec, CompressPool, QueryOptions, RecordMeta, Store};
+use halflife::storage::{
+    BucketSettings, Codec, CompressPool, CompressRequest, CompressWindow, QueryOptions, RecordMeta,
+    Store,
+};
 use halflife::{Config, Result};
 
 fn main() -> Result<()> {
@@ -46,10 +49,11 @@ fn main() -> Result<()> {
 
     // Recompress the blocks older than `stop` with zstd level 3 on 2 threads; the
     // estimate is the dry run (it predicts the size after from a sample of frames), and
-    // the closure can cancel a long run.
+    // a request's `cancel` can stop a long run.
     let pool = CompressPool::new(2)?;
-    let estimate = bucket.estimate_compress(&entries, 0, stop, Codec::Zstd(3))?;
-    let stats = bucket.compress_blocks(&entries, 0, stop, Codec::Zstd(3), &pool, &|| false)?;
+    let window = CompressWindow::new(&entries, 0..stop, Codec::Zstd(3));
+    let estimate = bucket.estimate_compress(&window)?;
+    let stats = bucket.compress_blocks(&CompressRequest::new(window, &pool))?;
     println!(
         "{} blocks: predicted {} bytes after, got {} (from {})",
         stats.blocks, estimate.bytes_after, stats.bytes_after, stats.bytes_before

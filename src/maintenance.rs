@@ -7,6 +7,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::duration::parse_duration;
 use crate::error::{Error, Result};
+use crate::storage::compress::{CompressRequest, CompressWindow};
 use crate::storage::condition::Condition;
 use crate::storage::config::Config;
 use crate::storage::{Codec, CompressPool, RemoveControl, Store};
@@ -134,16 +135,15 @@ pub fn run(
     if let (Action::Compress(target), true) = (&job.action, job.dry_run) {
         // One estimate over every entry, so the sample (at most 64 MiB read) is spread
         // over all of them.
-        let total_bytes = bucket
-            .eligible_for_compress(&job.entries, 0, stop, *target)?
-            .bytes_before;
+        let window = CompressWindow::new(&job.entries, 0..stop, *target);
+        let total_bytes = bucket.eligible_for_compress(&window)?.bytes_before;
         progress(Progress::Start { total_bytes });
         let done = std::sync::atomic::AtomicU64::new(0);
         let walked = |bytes: u64| {
             let now = done.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed) + bytes;
             progress(Progress::Bytes(now));
         };
-        let stats = bucket.estimate_compress_observed(&job.entries, 0, stop, *target, &walked)?;
+        let stats = bucket.estimate_compress_observed(&window, &walked)?;
         summary.records = stats.records;
         summary.blocks = stats.blocks;
         summary.bytes_before = stats.bytes_before;
@@ -159,9 +159,8 @@ pub fn run(
     }
     let total_bytes = match &job.action {
         Action::Compress(target) => {
-            bucket
-                .eligible_for_compress(&job.entries, 0, stop, *target)?
-                .bytes_before
+            let window = CompressWindow::new(&job.entries, 0..stop, *target);
+            bucket.eligible_for_compress(&window)?.bytes_before
         }
         Action::Delete(_) => summary.entries_bytes_before,
     };
@@ -187,15 +186,11 @@ pub fn run(
             drop(shown);
             step(bytes);
         };
-        let stats = bucket.compress_blocks_observed(
-            &job.entries,
-            0,
-            stop,
-            *target,
-            pool,
+        let stats = bucket.compress_blocks(&CompressRequest {
             cancel,
-            &on_block,
-        )?;
+            on_block: &on_block,
+            ..CompressRequest::new(CompressWindow::new(&job.entries, 0..stop, *target), pool)
+        })?;
         summary.records = stats.records;
         summary.blocks = stats.blocks;
         summary.bytes_before = stats.bytes_before;

@@ -30,7 +30,6 @@ use crate::lifecycle::events::EventLog;
 use crate::lifecycle::settings::{LifecycleType, Policy};
 pub use crate::lifecycle::thinning_progress::{EntryMark, ThinningProgress};
 use crate::storage::observer::{Change, ChangeObserver, ObservedBucket};
-use crate::storage::record::RecordMeta;
 use crate::storage::sync::Pending;
 
 /// The rule a thinning policy follows, as its info says it.
@@ -297,17 +296,10 @@ impl Thinning {
 }
 
 impl ChangeObserver for Thinning {
-    fn changed(
-        &self,
-        bucket: &dyn ObservedBucket,
-        entry: &str,
-        ts: u64,
-        change: Change<'_>,
-        _meta: Option<&RecordMeta>,
-        _origin: Option<&str>,
-    ) -> Pending {
+    fn changed(&self, bucket: &dyn ObservedBucket, change: &Change<'_>) -> Pending {
         let mut pending = Pending::none();
-        if change != Change::Write {
+        let (entry, ts) = (change.entry, change.ts);
+        if change.written().is_none() {
             return pending;
         }
         for (name, tracked) in self.lock().iter_mut() {

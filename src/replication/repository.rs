@@ -21,7 +21,6 @@ use crate::storage::Store;
 use crate::storage::format::journaled_map::{JournaledMap, MapFiles};
 use crate::storage::names::validate_replication_name;
 use crate::storage::observer::{Change, ChangeObserver, ObservedBucket};
-use crate::storage::record::RecordMeta;
 use crate::storage::sync::Pending;
 
 const FILES: MapFiles = MapFiles {
@@ -398,19 +397,12 @@ impl Replications {
     }
 
     /// Records a change in every task that takes it.
-    fn record(
-        &self,
-        bucket: &dyn ObservedBucket,
-        entry: &str,
-        ts: u64,
-        change: Change<'_>,
-        meta: Option<&RecordMeta>,
-        origin: Option<&str>,
-    ) -> Pending {
+    fn record(&self, bucket: &dyn ObservedBucket, change: &Change<'_>) -> Pending {
+        let (entry, ts) = (change.entry, change.ts);
         let mut pending = Pending::none();
         let running = self.running.read().unwrap_or_else(|p| p.into_inner());
         for r in running.values() {
-            match r.task.record(bucket, entry, ts, change, meta, origin) {
+            match r.task.record(bucket, change) {
                 None => {}
                 Some(Ok(p)) => pending.add(p),
                 Some(Err(e)) => log::error!(
@@ -510,17 +502,9 @@ impl Drop for Replications {
 struct Recorder(Weak<Replications>);
 
 impl ChangeObserver for Recorder {
-    fn changed(
-        &self,
-        bucket: &dyn ObservedBucket,
-        entry: &str,
-        ts: u64,
-        change: Change<'_>,
-        meta: Option<&RecordMeta>,
-        origin: Option<&str>,
-    ) -> Pending {
+    fn changed(&self, bucket: &dyn ObservedBucket, change: &Change<'_>) -> Pending {
         match self.0.upgrade() {
-            Some(replications) => replications.record(bucket, entry, ts, change, meta, origin),
+            Some(replications) => replications.record(bucket, change),
             None => Pending::none(),
         }
     }

@@ -15,8 +15,7 @@ use crate::replication::backlog::{Backlog, BacklogItem, ItemKind};
 use crate::replication::settings::{ReplicationMode, ReplicationSettings, ValidatedReplication};
 use crate::storage::attachments::{META_SEGMENT, is_attachment_entry};
 use crate::storage::format::fsutil::{create_dirs_durably, fsync_dir};
-use crate::storage::observer::{Change, ObservedBucket};
-use crate::storage::record::RecordMeta;
+use crate::storage::observer::{Change, ChangeKind, ObservedBucket};
 use crate::storage::sync::{Durability, Pending};
 
 /// Backlog files end so.
@@ -365,12 +364,9 @@ impl Task {
     pub fn record(
         &self,
         bucket: &dyn ObservedBucket,
-        entry: &str,
-        ts: u64,
-        change: Change<'_>,
-        meta: Option<&RecordMeta>,
-        origin: Option<&str>,
+        change: &Change<'_>,
     ) -> Option<Result<Pending>> {
+        let (entry, ts, origin) = (change.entry, change.ts, change.origin);
         let config = self.config();
         let settings = &config.settings;
         if settings.src_bucket != bucket.name() || settings.mode == ReplicationMode::Disabled {
@@ -395,7 +391,7 @@ impl Task {
         }
         if let (Some(when), false) = (&config.parsed.when, attachment) {
             let read;
-            let meta = match meta {
+            let meta = match change.written() {
                 Some(meta) => meta,
                 None => match bucket.read(entry, Some(ts)) {
                     Ok(record) => {
@@ -419,9 +415,9 @@ impl Task {
                 }
             }
         }
-        let (kind, removed) = match change {
-            Change::Write => (ItemKind::Write, Vec::new()),
-            Change::Update(removed) => (ItemKind::Update, removed.to_vec()),
+        let (kind, removed) = match change.kind {
+            ChangeKind::Write(_) => (ItemKind::Write, Vec::new()),
+            ChangeKind::Update(removed) => (ItemKind::Update, removed.to_vec()),
         };
         let mut backlogs = self.backlogs();
         if !backlogs.contains_key(entry) {

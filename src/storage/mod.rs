@@ -37,7 +37,7 @@ pub mod system;
 
 pub use bucket::{Bucket, BucketInfo};
 pub use bulk::{RecordFilter, RemoveControl, RemoveStats};
-pub use compress::{CompressPool, CompressStats};
+pub use compress::{CompressPool, CompressRequest, CompressStats, CompressWindow};
 pub use entry::{Entry, EntryInfo, TierInfo};
 pub use format::codec::Codec;
 pub use query::{QueryIter, QueryOptions};

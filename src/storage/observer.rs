@@ -21,31 +21,45 @@ pub trait ObservedBucket {
     fn read(&self, entry: &str, ts: Option<u64>) -> Result<Record>;
 }
 
+/// A change made to one record, as its observers are told of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Change<'a> {
+    /// The record's entry.
+    pub entry: &'a str,
+    /// The record's timestamp (µs).
+    pub ts: u64,
+    /// What happened to it.
+    pub kind: ChangeKind<'a>,
+    /// The server the change began on when it arrived through a replication (`None`:
+    /// made here).
+    pub origin: Option<&'a str>,
+}
+
+impl Change<'_> {
+    /// The record as written, for a write (an update does not carry it: the observer
+    /// reads the record if it needs its labels).
+    pub fn written(&self) -> Option<&RecordMeta> {
+        match self.kind {
+            ChangeKind::Write(meta) => Some(meta),
+            ChangeKind::Update(_) => None,
+        }
+    }
+}
+
 /// What happened to a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Change<'a> {
-    /// The record was written (`meta` as written).
-    Write,
-    /// Its labels were changed, these ones removed (`meta` is not given: the observer
-    /// reads the record if it needs its labels).
+pub enum ChangeKind<'a> {
+    /// The record was written, as this.
+    Write(&'a RecordMeta),
+    /// Its labels were changed, these ones removed.
     Update(&'a [String]),
 }
 
 /// Told of each successful write and label update.
 pub trait ChangeObserver: Send + Sync {
-    /// Record `ts` of `entry` in `bucket` was written (with `meta`) or relabelled;
-    /// `origin` names the server the change began on when it arrived through a
-    /// replication (`None`: made here). Errors are the observer's to report: the change
-    /// itself has succeeded.
-    fn changed(
-        &self,
-        bucket: &dyn ObservedBucket,
-        entry: &str,
-        ts: u64,
-        change: Change<'_>,
-        meta: Option<&RecordMeta>,
-        origin: Option<&str>,
-    ) -> Pending;
+    /// A record of `bucket` was written or relabelled. Errors are the observer's to
+    /// report: the change itself has succeeded.
+    fn changed(&self, bucket: &dyn ObservedBucket, change: &Change<'_>) -> Pending;
 
     /// Whether changes of `bucket` matter to it at all (when not, the store does not even
     /// copy what [`ChangeObserver::changed`] would be given).
@@ -98,18 +112,10 @@ impl Observers {
 }
 
 impl ChangeObserver for Observers {
-    fn changed(
-        &self,
-        bucket: &dyn ObservedBucket,
-        entry: &str,
-        ts: u64,
-        change: Change<'_>,
-        meta: Option<&RecordMeta>,
-        origin: Option<&str>,
-    ) -> Pending {
+    fn changed(&self, bucket: &dyn ObservedBucket, change: &Change<'_>) -> Pending {
         let mut pending = Pending::none();
         for observer in self.each().iter().filter(|o| o.watches(bucket.name())) {
-            pending.add(observer.changed(bucket, entry, ts, change, meta, origin));
+            pending.add(observer.changed(bucket, change));
         }
         pending
     }

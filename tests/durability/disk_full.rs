@@ -8,6 +8,7 @@
 //! to a test that runs fails it.
 
 use crate::common;
+use halflife::storage::{CompressRequest, CompressWindow};
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -198,7 +199,10 @@ fn compress_runs_on_a_full_and_a_nearly_full_disk_leave_only_named_files() {
     let pool = CompressPool::new(2).unwrap();
     // Full: the run fails at its first block file, which it removes.
     let before = files_under(&data);
-    let result = bucket.compress_blocks(&[], 0, u64::MAX, Codec::Zstd(3), &pool, &|| false);
+    let result = bucket.compress_blocks(&CompressRequest::new(
+        CompressWindow::new(&[], 0..u64::MAX, Codec::Zstd(3)),
+        &pool,
+    ));
     let e = result.expect_err("no room for a new block");
     assert_eq!(e.kind(), halflife::ErrorKind::InsufficientStorage, "{e}");
     let named = halflife::storage::format::index::EntryIndex::load(&data.join("b").join("e"))
@@ -211,7 +215,10 @@ fn compress_runs_on_a_full_and_a_nearly_full_disk_leave_only_named_files() {
     // Nearly full: runs compact and recompress what fits.
     std::fs::remove_file(&filler).unwrap();
     for level in [1, 19] {
-        let result = bucket.compress_blocks(&[], 0, u64::MAX, Codec::Zstd(level), &pool, &|| false);
+        let result = bucket.compress_blocks(&CompressRequest::new(
+            CompressWindow::new(&[], 0..u64::MAX, Codec::Zstd(level)),
+            &pool,
+        ));
         eprintln!("compress at level {level} on a nearly full disk: {result:?}");
         // What the run committed replaced what it read; every file of the entry is one
         // its index names.

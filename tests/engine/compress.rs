@@ -9,10 +9,7 @@ use halflife::storage::format::index::EntryIndex;
 use halflife::storage::{
     Bucket, BucketSettings, Codec, CompressPool, QueryOptions, RecordMeta, Store,
 };
-
-fn never() -> bool {
-    false
-}
+use halflife::storage::{CompressRequest, CompressWindow};
 
 fn store_with(
     dir: &std::path::Path,
@@ -121,11 +118,16 @@ fn round_trip_through_every_tier_keeps_every_record() {
     // Every record is inside the window, so the first run seals the open block too: ten
     // blocks each time.
     for target in [Codec::Lz4, Codec::Zstd(3), Codec::Zstd(19)] {
-        let estimate = bucket.estimate_compress(&all, 0, u64::MAX, target).unwrap();
+        let estimate = bucket
+            .estimate_compress(&CompressWindow::new(&all, 0..u64::MAX, target))
+            .unwrap();
         assert_eq!(estimate.blocks, sealed + 1);
         assert_eq!(estimate.records, 2000);
         let stats = bucket
-            .compress_blocks(&all, 0, u64::MAX, target, &pool, &never)
+            .compress_blocks(&CompressRequest::new(
+                CompressWindow::new(&all, 0..u64::MAX, target),
+                &pool,
+            ))
             .unwrap();
         assert_eq!(
             (stats.blocks, stats.records, stats.skipped),
@@ -147,7 +149,7 @@ fn round_trip_through_every_tier_keeps_every_record() {
         // Nothing left to do at this tier.
         assert_eq!(
             bucket
-                .estimate_compress(&all, 0, u64::MAX, target)
+                .estimate_compress(&CompressWindow::new(&all, 0..u64::MAX, target))
                 .unwrap()
                 .blocks,
             0
@@ -156,7 +158,10 @@ fn round_trip_through_every_tier_keeps_every_record() {
     // A weaker target finds nothing to do.
     assert_eq!(
         bucket
-            .compress_blocks(&all, 0, u64::MAX, Codec::Lz4, &pool, &never)
+            .compress_blocks(&CompressRequest::new(
+                CompressWindow::new(&all, 0..u64::MAX, Codec::Lz4),
+                &pool
+            ))
             .unwrap()
             .blocks,
         0
@@ -188,7 +193,10 @@ fn shuffled_data_round_trips_through_every_tier_without_overlap() {
     verify_all(&bucket, "w", &records);
     for target in [Codec::Lz4, Codec::Zstd(3), Codec::Zstd(19)] {
         let stats = bucket
-            .compress_blocks(&all, 0, u64::MAX, target, &pool, &never)
+            .compress_blocks(&CompressRequest::new(
+                CompressWindow::new(&all, 0..u64::MAX, target),
+                &pool,
+            ))
             .unwrap();
         assert!(stats.blocks > 0, "{target}: {stats:?}");
         let index = EntryIndex::load(&bucket.dir().join("w")).unwrap();
@@ -219,7 +227,10 @@ fn eligibility_follows_range_seal_and_tier() {
     let start = records[250].timestamp;
     let stop = records[1250].timestamp;
     let stats = bucket
-        .compress_blocks(&w, start, stop, Codec::Zstd(3), &pool, &never)
+        .compress_blocks(&CompressRequest::new(
+            CompressWindow::new(&w, start..stop, Codec::Zstd(3)),
+            &pool,
+        ))
         .unwrap();
     assert_eq!(stats.blocks, 4, "blocks 400..600 through 1000..1200");
     // (Small blocks are joined: the records tell what was compressed, not block numbers.)
@@ -234,7 +245,10 @@ fn eligibility_follows_range_seal_and_tier() {
     // A window past the last record takes the rest, the open block (records 1800..2000)
     // included: it is sealed and compressed.
     let stats = bucket
-        .compress_blocks(&w, 0, u64::MAX, Codec::Zstd(3), &pool, &never)
+        .compress_blocks(&CompressRequest::new(
+            CompressWindow::new(&w, 0..u64::MAX, Codec::Zstd(3)),
+            &pool,
+        ))
         .unwrap();
     assert_eq!(stats.blocks, 6);
     assert!(codecs(&bucket, "w").iter().all(|c| *c == Codec::Zstd(3)));
@@ -244,26 +258,25 @@ fn eligibility_follows_range_seal_and_tier() {
     // Patterns select entries; `x` was untouched so far.
     assert!(codecs(&bucket, "x").iter().all(|c| *c == Codec::None));
     let stats = bucket
-        .compress_blocks(
-            &["*".to_string()],
-            0,
-            u64::MAX,
-            Codec::Zstd(3),
+        .compress_blocks(&CompressRequest::new(
+            CompressWindow::new(&["*".to_string()], 0..u64::MAX, Codec::Zstd(3)),
             &pool,
-            &never,
-        )
+        ))
         .unwrap();
     assert_eq!(stats.blocks, 3, "x: two sealed blocks and the open one");
     // Bad targets are refused with a clear message.
     let err = bucket
-        .compress_blocks(&w, 0, u64::MAX, Codec::None, &pool, &never)
+        .compress_blocks(&CompressRequest::new(
+            CompressWindow::new(&w, 0..u64::MAX, Codec::None),
+            &pool,
+        ))
         .unwrap_err();
     assert!(
         err.message().contains("'none' is not a compression"),
         "{err}"
     );
     let err = bucket
-        .estimate_compress(&w, 0, u64::MAX, Codec::Zstd(30))
+        .estimate_compress(&CompressWindow::new(&w, 0..u64::MAX, Codec::Zstd(30)))
         .unwrap_err();
     assert!(err.message().contains("zstd level 30"), "{err}");
     assert!(CompressPool::new(0).is_err());
@@ -279,7 +292,10 @@ fn incompressible_frames_are_not_grown_and_tier_sticks() {
     let pool = CompressPool::new(2).unwrap();
     let all = vec!["camera".to_string()];
     let stats = bucket
-        .compress_blocks(&all, 0, u64::MAX, Codec::Zstd(19), &pool, &never)
+        .compress_blocks(&CompressRequest::new(
+            CompressWindow::new(&all, 0..u64::MAX, Codec::Zstd(19)),
+            &pool,
+        ))
         .unwrap();
     assert_eq!(stats.blocks, 4, "three sealed blocks and the open one");
     assert!(stats.bytes_after <= stats.bytes_before, "{stats:?}");
@@ -290,7 +306,7 @@ fn incompressible_frames_are_not_grown_and_tier_sticks() {
     );
     assert_eq!(
         bucket
-            .estimate_compress(&all, 0, u64::MAX, Codec::Zstd(19))
+            .estimate_compress(&CompressWindow::new(&all, 0..u64::MAX, Codec::Zstd(19)))
             .unwrap()
             .blocks,
         0
@@ -348,7 +364,10 @@ fn blocks_with_nothing_to_gain_keep_their_file_and_take_the_tier() {
     let pool = CompressPool::new(2).unwrap();
     let all = vec!["s".to_string()];
     let stats = bucket
-        .compress_blocks(&all, 0, u64::MAX, Codec::Zstd(3), &pool, &never)
+        .compress_blocks(&CompressRequest::new(
+            CompressWindow::new(&all, 0..u64::MAX, Codec::Zstd(3)),
+            &pool,
+        ))
         .unwrap();
     assert_eq!(stats.blocks, 5);
     let after = seqs(&bucket);
@@ -370,7 +389,7 @@ fn blocks_with_nothing_to_gain_keep_their_file_and_take_the_tier() {
     assert!(codecs(&bucket, "s").iter().all(|c| *c == Codec::Zstd(3)));
     assert_eq!(
         bucket
-            .estimate_compress(&all, 0, u64::MAX, Codec::Zstd(3))
+            .estimate_compress(&CompressWindow::new(&all, 0..u64::MAX, Codec::Zstd(3)))
             .unwrap()
             .blocks,
         0
@@ -383,7 +402,7 @@ fn blocks_with_nothing_to_gain_keep_their_file_and_take_the_tier() {
     bucket.update_labels("s", 1_003, &change).unwrap();
     assert_eq!(
         bucket
-            .estimate_compress(&all, 0, u64::MAX, Codec::Zstd(3))
+            .estimate_compress(&CompressWindow::new(&all, 0..u64::MAX, Codec::Zstd(3)))
             .unwrap()
             .blocks,
         1
@@ -399,7 +418,10 @@ fn belated_writes_leave_compressed_blocks_and_relabels_make_them_eligible_again(
     let pool = CompressPool::new(2).unwrap();
     let all = vec!["w".to_string()];
     bucket
-        .compress_blocks(&all, 0, u64::MAX, Codec::Zstd(3), &pool, &never)
+        .compress_blocks(&CompressRequest::new(
+            CompressWindow::new(&all, 0..u64::MAX, Codec::Zstd(3)),
+            &pool,
+        ))
         .unwrap();
     // A belated write into the third block's range goes to the late log and leaves the
     // compressed block alone; a label update in the fifth goes to its edit log, leaving it
@@ -427,11 +449,14 @@ fn belated_writes_leave_compressed_blocks_and_relabels_make_them_eligible_again(
     assert_eq!(edit_logs(&entry_dir), 1);
     // Eligible: the edited block (to fold its edit in) and the late log.
     let estimate = bucket
-        .estimate_compress(&all, 0, u64::MAX, Codec::Zstd(3))
+        .estimate_compress(&CompressWindow::new(&all, 0..u64::MAX, Codec::Zstd(3)))
         .unwrap();
     assert_eq!(estimate.blocks, 2);
     let stats = bucket
-        .compress_blocks(&all, 0, u64::MAX, Codec::Zstd(3), &pool, &never)
+        .compress_blocks(&CompressRequest::new(
+            CompressWindow::new(&all, 0..u64::MAX, Codec::Zstd(3)),
+            &pool,
+        ))
         .unwrap();
     // The late log seals into a block overlapping the third, and the two are compacted.
     assert_eq!(stats.blocks, 3, "{stats:?}");
@@ -476,17 +501,16 @@ fn cancellation_midway_leaves_blocks_whole() {
     let written = AtomicUsize::new(0);
     let cancel_after_two = || written.load(Ordering::Relaxed) >= 2;
     let stats = bucket
-        .compress_blocks_observed(
-            &all,
-            0,
-            u64::MAX,
-            Codec::Zstd(3),
-            &pool,
-            &cancel_after_two,
-            &|_, _| {
+        .compress_blocks(&CompressRequest {
+            cancel: &cancel_after_two,
+            on_block: &|_, _| {
                 written.fetch_add(1, Ordering::Relaxed);
             },
-        )
+            ..CompressRequest::new(
+                CompressWindow::new(&all, 0..u64::MAX, Codec::Zstd(3)),
+                &pool,
+            )
+        })
         .unwrap();
     let tiers = codecs(&bucket, "w");
     let done = tiers.iter().filter(|c| **c == Codec::Zstd(3)).count() as u64;
@@ -502,7 +526,10 @@ fn cancellation_midway_leaves_blocks_whole() {
     verify_all(&bucket, "w", &records);
     // A later run finishes the job.
     let rest = bucket
-        .compress_blocks(&all, 0, u64::MAX, Codec::Zstd(3), &pool, &never)
+        .compress_blocks(&CompressRequest::new(
+            CompressWindow::new(&all, 0..u64::MAX, Codec::Zstd(3)),
+            &pool,
+        ))
         .unwrap();
     assert_eq!(rest.blocks + stats.blocks, tiers.len() as u64);
 }
@@ -561,14 +588,10 @@ fn concurrent_writers_and_readers_never_see_wrong_bytes() {
     };
     let pool = CompressPool::new(2).unwrap();
     let stats = bucket
-        .compress_blocks(
-            &["f".to_string()],
-            0,
-            u64::MAX,
-            Codec::Zstd(3),
+        .compress_blocks(&CompressRequest::new(
+            CompressWindow::new(&["f".to_string()], 0..u64::MAX, Codec::Zstd(3)),
             &pool,
-            &never,
-        )
+        ))
         .unwrap();
     done.store(true, Ordering::Release);
     for r in readers {
@@ -613,14 +636,10 @@ fn a_damaged_block_is_skipped_and_the_rest_compressed() {
     let bucket = store.bucket("b").unwrap();
     let pool = CompressPool::new(2).unwrap();
     let stats = bucket
-        .compress_blocks(
-            &["w".to_string()],
-            0,
-            u64::MAX,
-            Codec::Zstd(3),
+        .compress_blocks(&CompressRequest::new(
+            CompressWindow::new(&["w".to_string()], 0..u64::MAX, Codec::Zstd(3)),
             &pool,
-            &never,
-        )
+        ))
         .unwrap();
     // Eight sealed blocks and the open one compressed (joined around the damaged one),
     // the damaged one skipped: left as it was, alone.
@@ -697,20 +716,19 @@ fn removed_and_recreated_mid_recompression(removed: Removed) {
     let (started_tx, started_rx) = crossbeam_channel::bounded::<()>(1);
     let stats = std::thread::scope(|scope| {
         let run = scope.spawn(|| {
-            bucket.compress_blocks(
-                &["e".to_string()],
-                0,
-                u64::MAX,
-                Codec::Zstd(3),
-                &pool,
-                &|| {
+            bucket.compress_blocks(&CompressRequest {
+                cancel: &|| {
                     // A few windows in, blocks are being written: remove the entry now.
                     if windows.fetch_add(1, Ordering::SeqCst) == 3 {
                         let _ = started_tx.try_send(());
                     }
                     false
                 },
-            )
+                ..CompressRequest::new(
+                    CompressWindow::new(&["e".to_string()], 0..u64::MAX, Codec::Zstd(3)),
+                    &pool,
+                )
+            })
         });
         started_rx.recv().unwrap();
         let fresh = match removed {
@@ -775,17 +793,23 @@ fn a_stale_open_block_is_sealed_and_compressed_and_later_writes_still_land() {
     let open_records = 2000 % 300;
     // A window ending at the open block's last record leaves it open.
     bucket
-        .compress_blocks(&all, 0, last, Codec::Zstd(3), &pool, &never)
+        .compress_blocks(&CompressRequest::new(
+            CompressWindow::new(&all, 0..last, Codec::Zstd(3)),
+            &pool,
+        ))
         .unwrap();
     assert!(EntryIndex::load(&entry_dir).unwrap().open_log.is_some());
     let estimate = bucket
-        .estimate_compress(&all, 0, last + 1, Codec::Zstd(3))
+        .estimate_compress(&CompressWindow::new(&all, 0..last + 1, Codec::Zstd(3)))
         .unwrap();
     assert_eq!((estimate.blocks, estimate.records), (1, open_records));
     // Once every record of the open block is older than the window's end, it is sealed
     // and compressed.
     let stats = bucket
-        .compress_blocks(&all, 0, last + 1, Codec::Zstd(3), &pool, &never)
+        .compress_blocks(&CompressRequest::new(
+            CompressWindow::new(&all, 0..last + 1, Codec::Zstd(3)),
+            &pool,
+        ))
         .unwrap();
     assert_eq!(
         (stats.blocks, stats.records),
@@ -846,7 +870,10 @@ fn open_blocks_of_many_entries_are_sealed_and_compressed_in_one_run() {
         assert_eq!(codec_at(&bucket, name, records[1999].timestamp), None);
     }
     let stats = bucket
-        .compress_blocks(&[], 0, u64::MAX, Codec::Zstd(3), &pool, &never)
+        .compress_blocks(&CompressRequest::new(
+            CompressWindow::new(&[], 0..u64::MAX, Codec::Zstd(3)),
+            &pool,
+        ))
         .unwrap();
     assert_eq!(stats.records, 2000 * names.len() as u64, "{stats:?}");
     assert_eq!(stats.skipped, 0);

@@ -14,6 +14,7 @@ use halflife::Config;
 use halflife::fixtures::{self, FixtureRecord};
 use halflife::storage::format::index::EntryIndex;
 use halflife::storage::{BucketSettings, Codec, CompressPool, QueryOptions, RecordMeta, Store};
+use halflife::storage::{CompressRequest, CompressWindow};
 
 const CHILD_DIR: &str = "HALFLIFE_COMPRESS_CRASH_DIR";
 const CHILD_LEVEL: &str = "HALFLIFE_COMPRESS_CRASH_LEVEL";
@@ -47,15 +48,13 @@ fn compress_crash_child() {
     // One line per block done: the parent picks the moment to kill from these reports.
     let report = |_entry: &str, _bytes: u64| println!("BLOCK");
     let stats = bucket
-        .compress_blocks_observed(
-            &[],
-            0,
-            u64::MAX,
-            Codec::Zstd(level),
-            &pool,
-            &|| false,
-            &report,
-        )
+        .compress_blocks(&CompressRequest {
+            on_block: &report,
+            ..CompressRequest::new(
+                CompressWindow::new(&[], 0..u64::MAX, Codec::Zstd(level)),
+                &pool,
+            )
+        })
         .unwrap();
     println!("DONE {}", stats.blocks);
 }
@@ -203,7 +202,10 @@ fn compaction_survives_sigkill() {
     let bucket = store.bucket("b").unwrap();
     let pool = CompressPool::new(2).unwrap();
     bucket
-        .compress_blocks(&[], 0, u64::MAX, Codec::Zstd(3), &pool, &|| false)
+        .compress_blocks(&CompressRequest::new(
+            CompressWindow::new(&[], 0..u64::MAX, Codec::Zstd(3)),
+            &pool,
+        ))
         .unwrap();
     let index = EntryIndex::load(&dir.path().join("b").join("f")).unwrap();
     assert_eq!(halflife::storage::merge::max_overlap(&index.blocks).0, 1);

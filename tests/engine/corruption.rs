@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use common::meta;
 use halflife::storage::format::index::{EntryIndex, log_path};
 use halflife::storage::{BucketSettings, Codec, CompressPool, QueryOptions, Store};
+use halflife::storage::{CompressRequest, CompressWindow};
 use halflife::{Config, ErrorKind};
 
 fn payload(ts: u64) -> Vec<u8> {
@@ -281,14 +282,10 @@ fn a_lost_index_is_rebuilt_and_no_block_file_is_deleted() {
         let stats = store
             .bucket("b")
             .unwrap()
-            .compress_blocks(
-                &["e".to_string()],
-                0,
-                u64::MAX,
-                Codec::Zstd(3),
+            .compress_blocks(&CompressRequest::new(
+                CompressWindow::new(&["e".to_string()], 0..u64::MAX, Codec::Zstd(3)),
                 &CompressPool::new(2).unwrap(),
-                &|| false,
-            )
+            ))
             .unwrap();
         assert!(stats.blocks > 0, "{stats:?}");
     }

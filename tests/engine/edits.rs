@@ -13,10 +13,7 @@ use halflife::storage::format::index::EntryIndex;
 use halflife::storage::{
     Bucket, BucketSettings, Codec, CompressPool, Labels, QueryOptions, QuotaType, RecordMeta, Store,
 };
-
-fn never() -> bool {
-    false
-}
+use halflife::storage::{CompressRequest, CompressWindow};
 
 fn flights(n: usize) -> Vec<FixtureRecord> {
     fixtures::flights(&fixtures::fixtures_dir(), Some(n)).unwrap()
@@ -45,14 +42,10 @@ fn store_with(dir: &Path, records: &[FixtureRecord], per_block: u64) -> Store {
 fn compress(bucket: &Bucket) -> halflife::storage::CompressStats {
     let pool = CompressPool::new(2).unwrap();
     bucket
-        .compress_blocks(
-            &["e".to_string()],
-            0,
-            u64::MAX,
-            Codec::Zstd(3),
+        .compress_blocks(&CompressRequest::new(
+            CompressWindow::new(&["e".to_string()], 0..u64::MAX, Codec::Zstd(3)),
             &pool,
-            &never,
-        )
+        ))
         .unwrap()
 }
 
@@ -448,7 +441,10 @@ fn a_removal_never_leaves_a_compressed_block_of_small_records_larger() {
     }
     let pool = CompressPool::new(2).unwrap();
     bucket
-        .compress_blocks(&["e".into()], 0, u64::MAX, Codec::Zstd(9), &pool, &never)
+        .compress_blocks(&CompressRequest::new(
+            CompressWindow::new(&["e".into()], 0..u64::MAX, Codec::Zstd(9)),
+            &pool,
+        ))
         .unwrap();
     let size = |dir: &Path| -> u64 {
         std::fs::read_dir(dir)

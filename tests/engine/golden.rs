@@ -16,6 +16,7 @@ use halflife::storage::format::index::EntryIndex;
 use halflife::storage::{
     BucketSettings, Codec, CompressPool, Labels, QueryOptions, RecordMeta, Store,
 };
+use halflife::storage::{CompressRequest, CompressWindow};
 
 /// The directory the current version writes.
 const CURRENT: &str = "golden-v4";
@@ -141,11 +142,17 @@ fn generate(path: &Path) {
     let pool = CompressPool::new(1).unwrap();
     let weather = vec!["weather".to_string()];
     bucket
-        .compress_blocks(&weather, 0, ts[128], Codec::Lz4, &pool, &|| false)
+        .compress_blocks(&CompressRequest::new(
+            CompressWindow::new(&weather, 0..ts[128], Codec::Lz4),
+            &pool,
+        ))
         .unwrap();
     let logs = vec!["logs/dpkg".to_string()];
     bucket
-        .compress_blocks(&logs, 0, u64::MAX, Codec::Zstd(19), &pool, &|| false)
+        .compress_blocks(&CompressRequest::new(
+            CompressWindow::new(&logs, 0..u64::MAX, Codec::Zstd(19)),
+            &pool,
+        ))
         .unwrap();
     // Written in shuffled order: overlapping sealed blocks and a late log.
     let shuffled: Vec<FixtureRecord> = fixtures::weather(&dir).unwrap()[SHUFFLED].to_vec();

@@ -11,6 +11,7 @@ use halflife::storage::condition::Condition;
 use halflife::storage::{
     Bucket, BucketSettings, Codec, CompressPool, Labels, QueryOptions, RecordMeta, Store,
 };
+use halflife::storage::{CompressRequest, CompressWindow};
 use halflife::{Config, ErrorKind};
 
 struct Rng(u64);
@@ -207,7 +208,10 @@ fn run(seed: u64, steps: usize) {
                 let stop = start + rng.below(tail);
                 let target = [Codec::Lz4, Codec::Zstd(1), Codec::Zstd(5)][rng.below(3) as usize];
                 bucket
-                    .compress_blocks(&[], start, stop, target, &pool, &|| false)
+                    .compress_blocks(&CompressRequest::new(
+                        CompressWindow::new(&[], start..stop, target),
+                        &pool,
+                    ))
                     .unwrap();
             }
             // Reopen (the logs are replayed, leftovers removed, merges asked for again).

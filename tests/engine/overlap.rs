@@ -13,6 +13,7 @@ use halflife::storage::merge::max_overlap;
 use halflife::storage::{
     Bucket, BucketSettings, Codec, CompressPool, QueryOptions, QuotaType, RecordMeta, Store,
 };
+use halflife::storage::{CompressRequest, CompressWindow};
 use halflife::{Config, ErrorKind};
 
 fn meta(ts: u64, series: u64) -> RecordMeta {
@@ -276,7 +277,7 @@ fn compress_compacts_shuffled_data_into_disjoint_compressed_blocks() {
 
     let all = vec!["w".to_string()];
     let estimate = bucket
-        .estimate_compress(&all, 0, u64::MAX, Codec::Zstd(3))
+        .estimate_compress(&CompressWindow::new(&all, 0..u64::MAX, Codec::Zstd(3)))
         .unwrap();
     // Every sealed block, and the open and late logs (sealed first, all inside the window).
     let logs = [before.open_log, before.late_log].iter().flatten().count() as u64;
@@ -284,7 +285,10 @@ fn compress_compacts_shuffled_data_into_disjoint_compressed_blocks() {
     assert_eq!(estimate.blocks, before.blocks.len() as u64 + logs);
     let pool = CompressPool::new(2).unwrap();
     let stats = bucket
-        .compress_blocks(&all, 0, u64::MAX, Codec::Zstd(3), &pool, &|| false)
+        .compress_blocks(&CompressRequest::new(
+            CompressWindow::new(&all, 0..u64::MAX, Codec::Zstd(3)),
+            &pool,
+        ))
         .unwrap();
     assert_eq!(stats.blocks, estimate.blocks);
     assert_eq!(stats.skipped, 0);
@@ -297,7 +301,7 @@ fn compress_compacts_shuffled_data_into_disjoint_compressed_blocks() {
     verify_in_order(&bucket, "w", &records);
     // Nothing left to do.
     let again = bucket
-        .estimate_compress(&all, 0, u64::MAX, Codec::Zstd(3))
+        .estimate_compress(&CompressWindow::new(&all, 0..u64::MAX, Codec::Zstd(3)))
         .unwrap();
     assert_eq!(again.blocks, 0);
 }

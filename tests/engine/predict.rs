@@ -11,6 +11,7 @@ use halflife::lifecycle::events::{EventLog, SYSTEM_BUCKET};
 use halflife::lifecycle::repository::LifecycleRepository;
 use halflife::lifecycle::settings::LifecycleSettings;
 use halflife::storage::{BucketSettings, Codec, CompressPool, Store};
+use halflife::storage::{CompressRequest, CompressWindow};
 
 /// Every fixture set, each in its own bucket.
 fn fixture_sets() -> Vec<(&'static str, Vec<FixtureRecord>)> {
@@ -55,10 +56,13 @@ fn predictions_are_within_15_percent_on_every_fixture() {
         for name in sets.iter().map(|(n, _)| *n).chain(["shuffled"]) {
             let bucket = store.bucket(name).expect("bucket");
             let estimate = bucket
-                .estimate_compress(&[], 0, u64::MAX, target)
+                .estimate_compress(&CompressWindow::new(&[], 0..u64::MAX, target))
                 .expect("estimate");
             let real = bucket
-                .compress_blocks(&[], 0, u64::MAX, target, &pool, &|| false)
+                .compress_blocks(&CompressRequest::new(
+                    CompressWindow::new(&[], 0..u64::MAX, target),
+                    &pool,
+                ))
                 .expect("compress");
             // Open logs are counted by their file before, by the block they are sealed
             // into once compressing.
@@ -112,14 +116,17 @@ fn a_mixed_bucket_is_predicted_entry_by_entry_within_4_percent() {
     let pool = CompressPool::new(2).expect("pool");
     let compress = |target| {
         bucket
-            .compress_blocks(&[], 0, u64::MAX, target, &pool, &|| false)
+            .compress_blocks(&CompressRequest::new(
+                CompressWindow::new(&[], 0..u64::MAX, target),
+                &pool,
+            ))
             .expect("compress")
     };
     compress(Codec::Zstd(9));
     // From zstd-9 to zstd-12, then from zstd-12 to zstd-19.
     for target in [Codec::Zstd(12), Codec::Zstd(19)] {
         let estimate = bucket
-            .estimate_compress(&[], 0, u64::MAX, target)
+            .estimate_compress(&CompressWindow::new(&[], 0..u64::MAX, target))
             .expect("estimate");
         let real = compress(target);
         assert_eq!(estimate.blocks, real.blocks, "{target}");

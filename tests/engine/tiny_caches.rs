@@ -13,10 +13,7 @@ use halflife::fixtures::{self, FixtureRecord};
 use halflife::storage::{
     BucketSettings, Codec, CompressPool, Labels, QueryOptions, RecordMeta, Store,
 };
-
-fn never() -> bool {
-    false
-}
+use halflife::storage::{CompressRequest, CompressWindow};
 
 /// What a read answered: the record, or the error's status and message.
 type Answer = Result<(RecordMeta, Vec<u8>), (u16, String)>;
@@ -57,14 +54,14 @@ fn store(dir: &Path, caches: (usize, usize, usize, usize), records: &[FixtureRec
     stamps.sort();
     let pool = CompressPool::new(2).unwrap();
     bucket
-        .compress_blocks(
-            &["e".to_string()],
-            0,
-            stamps[stamps.len() / 2],
-            Codec::Zstd(3),
+        .compress_blocks(&CompressRequest::new(
+            CompressWindow::new(
+                &["e".to_string()],
+                0..stamps[stamps.len() / 2],
+                Codec::Zstd(3),
+            ),
             &pool,
-            &never,
-        )
+        ))
         .unwrap();
     store
 }

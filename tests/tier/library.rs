@@ -5,6 +5,7 @@
 use halflife::storage::bucket::{TierRequest, TierTarget};
 use halflife::storage::remote::settings::RemoteSettings;
 use halflife::storage::{BucketSettings, Labels, QueryOptions, RecordMeta, Store};
+use halflife::storage::{CompressRequest, CompressWindow};
 use halflife::{Config, ErrorKind};
 
 use crate::common::garage::{Garage, garage};
@@ -158,14 +159,10 @@ fn tiered_blocks_read_back_exactly_and_removals_delete_their_objects() {
     // Compress leaves tiered blocks alone.
     let pool = halflife::storage::CompressPool::new(1).unwrap();
     let stats = bucket
-        .compress_blocks(
-            &[],
-            0,
-            251,
-            halflife::storage::Codec::Zstd(3),
+        .compress_blocks(&CompressRequest::new(
+            CompressWindow::new(&[], 0..251, halflife::storage::Codec::Zstd(3)),
             &pool,
-            &|| false,
-        )
+        ))
         .unwrap();
     assert_eq!(stats.blocks, 0, "{stats:?}");
 

@@ -6,6 +6,7 @@ use super::window::whole_blocks;
 use super::{Action, RunOutcome, RunScope};
 use crate::error::Result;
 use crate::lifecycle::progress::Window;
+use crate::storage::compress::{CompressRequest, CompressWindow};
 use crate::storage::entry::RecordSpan;
 
 /// A compress run.
@@ -21,25 +22,22 @@ impl Action for Compress {
         let (run, policy, bucket) = (scope.run, scope.policy, scope.bucket);
         let entries = &policy.settings.entries;
         let (start, stop) = (window.start, window.stop);
-        let plan = bucket.eligible_for_compress(entries, start, stop, policy.target)?;
+        let blocks = CompressWindow::new(entries, start..stop, policy.target);
+        let plan = bucket.eligible_for_compress(&blocks)?;
         run.meter
             .plan(start, stop, plan.records, plan.blocks, plan.bytes_before);
         let stats = if run.dry_run {
             // Each step is one block or log sampled past.
             let step = |bytes: u64| run.meter.advance(0, 1, bytes);
-            bucket.estimate_compress_observed(entries, start, stop, policy.target, &step)?
+            bucket.estimate_compress_observed(&blocks, &step)?
         } else {
             // Each step is one block written (a merged group: its sources at once).
             let step = |_entry: &str, bytes: u64| run.meter.advance(0, 1, bytes);
-            bucket.compress_blocks_observed(
-                entries,
-                start,
-                stop,
-                policy.target,
-                run.pool,
-                run.cancel,
-                &step,
-            )?
+            bucket.compress_blocks(&CompressRequest {
+                cancel: run.cancel,
+                on_block: &step,
+                ..CompressRequest::new(blocks, run.pool)
+            })?
         };
         outcome.records = stats.records;
         outcome.blocks = stats.blocks;

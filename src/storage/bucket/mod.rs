@@ -1,7 +1,7 @@
 //! A bucket: settings plus a set of entries, each in its own directory. Entry names with
 //! `/` map to nested directories, so removing an entry with its sub-entries is one rename.
 
-use crate::storage::observer::{Change, ChangeObserver, ObservedBucket};
+use crate::storage::observer::{Change, ChangeKind, ChangeObserver, ObservedBucket};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -331,8 +331,13 @@ impl Bucket {
             self.write_record(entry, meta, payload)?
         };
         if let (Some(observer), Some(meta)) = (observer, observed) {
-            let change = Change::Write;
-            pending.add(observer.changed(self, entry, ts, change, Some(&meta), origin));
+            let change = Change {
+                entry,
+                ts,
+                kind: ChangeKind::Write(&meta),
+                origin,
+            };
+            pending.add(observer.changed(self, &change));
         }
         Ok(pending)
     }
@@ -399,8 +404,13 @@ impl Bucket {
                 .filter(|(_, v)| v.is_empty())
                 .map(|(k, _)| k.clone())
                 .collect();
-            let change = Change::Update(&removed);
-            pending.add(observer.changed(self, entry, ts, change, None, origin));
+            let change = Change {
+                entry,
+                ts,
+                kind: ChangeKind::Update(&removed),
+                origin,
+            };
+            pending.add(observer.changed(self, &change));
         }
         Ok(pending)
     }

@@ -27,7 +27,8 @@ use crossbeam_channel::{Receiver, select};
 use super::Bucket;
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::compress::{
-    CompressPool, CompressStats, Finished, FinishedBlock, commit_in_place,
+    CompressPool, CompressRequest, CompressStats, CompressWindow, Finished, FinishedBlock,
+    commit_in_place,
 };
 use crate::storage::entry::{Entry, Outgoing, TierStep, Uploaded};
 use crate::storage::format::codec::Codec;
@@ -269,13 +270,10 @@ impl Bucket {
             })
         };
         let compressed = self.compress_into(
-            &ready,
-            start,
-            stop,
-            codec,
-            pool,
-            &|| cancel() || stopped.load(Ordering::Relaxed),
-            &|_, _| {},
+            &CompressRequest {
+                cancel: &|| cancel() || stopped.load(Ordering::Relaxed),
+                ..CompressRequest::new(CompressWindow::new(&ready, start..stop, codec), pool)
+            },
             &sink,
         );
         let backed_off = stats.backed_off;

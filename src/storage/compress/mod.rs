@@ -28,6 +28,7 @@
 mod commit;
 mod join;
 mod predict;
+mod request;
 mod seal;
 mod stream;
 
@@ -47,6 +48,7 @@ use crate::storage::priority::BackgroundPriority;
 
 use commit::commit_loop;
 pub use commit::{Finished, FinishedBlock, commit_in_place};
+pub use request::{CompressRequest, CompressWindow};
 
 /// Where a compress run's finished blocks go instead of the local committer: a consumer
 /// run on a thread of its own, fed in stream order until the stream ends, that raises
@@ -301,14 +303,8 @@ impl Bucket {
     /// What [`Bucket::compress_blocks`] would rewrite, changing nothing: eligible blocks,
     /// their records, the bytes it would read, and the bytes it would leave, predicted by
     /// compressing a sample of the frames (`predict.rs`: at most 64 MiB read).
-    pub fn estimate_compress(
-        &self,
-        entries: &[String],
-        start: u64,
-        stop: u64,
-        target: Codec,
-    ) -> Result<CompressStats> {
-        self.estimate_compress_observed(entries, start, stop, target, &|_| {})
+    pub fn estimate_compress(&self, window: &CompressWindow) -> Result<CompressStats> {
+        self.estimate_compress_observed(window, &|_| {})
     }
 
     /// [`Bucket::estimate_compress`] telling `walked` the stored bytes of each block and
@@ -316,39 +312,30 @@ impl Bucket {
     /// follows, since sampling at a slow level takes a while.
     pub fn estimate_compress_observed(
         &self,
-        entries: &[String],
-        start: u64,
-        stop: u64,
-        target: Codec,
+        window: &CompressWindow,
         walked: &dyn Fn(u64),
     ) -> Result<CompressStats> {
-        let (mut stats, plans) = self.plan_compress(entries, start, stop, target)?;
-        stats.bytes_after = predict_bytes_after(&plans, target, walked);
+        let (mut stats, plans) = self.plan_compress(window)?;
+        stats.bytes_after = predict_bytes_after(&plans, window.target, walked);
         Ok(stats)
     }
 
     /// Like [`Bucket::estimate_compress`] without the prediction (`bytes_after` is 0):
     /// only the block indexes are read. What a progress bar needs to know first.
-    pub fn eligible_for_compress(
-        &self,
-        entries: &[String],
-        start: u64,
-        stop: u64,
-        target: Codec,
-    ) -> Result<CompressStats> {
-        Ok(self.plan_compress(entries, start, stop, target)?.0)
+    pub fn eligible_for_compress(&self, window: &CompressWindow) -> Result<CompressStats> {
+        Ok(self.plan_compress(window)?.0)
     }
 
     /// The blocks and logs a compression over the window would rewrite, entry by entry
     /// (each entry compresses in its own way: predictions are made per entry), with
     /// their totals.
-    fn plan_compress(
-        &self,
-        entries: &[String],
-        start: u64,
-        stop: u64,
-        target: Codec,
-    ) -> Result<(CompressStats, Vec<EntryPlan>)> {
+    fn plan_compress(&self, window: &CompressWindow) -> Result<(CompressStats, Vec<EntryPlan>)> {
+        let CompressWindow {
+            entries,
+            start,
+            stop,
+            target,
+        } = *window;
         validate_target(target)?;
         let limits = self.settings().block_limits();
         let mut stats = CompressStats::default();
@@ -401,80 +388,43 @@ impl Bucket {
         Ok((stats, plans))
     }
 
-    /// Recompresses the sealed blocks of the entries matching `entries` whose records all
-    /// lie in `[start, stop)` and whose codec is weaker than `target`, on `pool`. `cancel`
-    /// is asked between the parts it writes back (e.g. `&|| flag.load(Ordering::Relaxed)`);
-    /// when it says yes, the run commits what it finished and stops.
-    pub fn compress_blocks(
-        &self,
-        entries: &[String],
-        start: u64,
-        stop: u64,
-        target: Codec,
-        pool: &CompressPool,
-        cancel: &dyn Fn() -> bool,
-    ) -> Result<CompressStats> {
-        self.compress_blocks_observed(entries, start, stop, target, pool, cancel, &|_, _| {})
+    /// Recompresses the sealed blocks of `request`'s window on its pool. When its
+    /// `cancel` says yes, the run commits what it finished and stops.
+    pub fn compress_blocks(&self, request: &CompressRequest) -> Result<CompressStats> {
+        self.compress_window(request, None)
     }
 
-    /// [`Bucket::compress_blocks`], calling `on_block(entry, bytes)` with the entry and
-    /// the size a block had before as each one is written (a progress bar's steps).
-    #[allow(clippy::too_many_arguments)]
-    pub fn compress_blocks_observed(
-        &self,
-        entries: &[String],
-        start: u64,
-        stop: u64,
-        target: Codec,
-        pool: &CompressPool,
-        cancel: &dyn Fn() -> bool,
-        on_block: &(dyn Fn(&str, u64) + Sync),
-    ) -> Result<CompressStats> {
-        self.compress_window(entries, start, stop, target, pool, cancel, on_block, None)
-    }
-
-    /// [`Bucket::compress_blocks_observed`] whose recompressed blocks go to `sink`
-    /// instead of being synced and committed here (a tier run with a `compression`
-    /// target: they are uploaded as they are written). Groups of overlapping blocks are
-    /// still merged and committed locally.
-    #[allow(clippy::too_many_arguments)]
+    /// [`Bucket::compress_blocks`] whose recompressed blocks go to `sink` instead of
+    /// being synced and committed here (a tier run with a `compression` target: they are
+    /// uploaded as they are written). Groups of overlapping blocks are still merged and
+    /// committed locally.
     pub fn compress_into(
         &self,
-        entries: &[String],
-        start: u64,
-        stop: u64,
-        target: Codec,
-        pool: &CompressPool,
-        cancel: &dyn Fn() -> bool,
-        on_block: &(dyn Fn(&str, u64) + Sync),
+        request: &CompressRequest,
         sink: BlockSink,
     ) -> Result<CompressStats> {
-        self.compress_window(
+        self.compress_window(request, Some(sink))
+    }
+
+    /// [`Bucket::compress_blocks`], its finished blocks committed locally or handed to
+    /// `sink`.
+    fn compress_window(
+        &self,
+        request: &CompressRequest,
+        sink: Option<BlockSink>,
+    ) -> Result<CompressStats> {
+        let CompressRequest {
+            window,
+            pool,
+            cancel,
+            on_block,
+        } = *request;
+        let CompressWindow {
             entries,
             start,
             stop,
             target,
-            pool,
-            cancel,
-            on_block,
-            Some(sink),
-        )
-    }
-
-    /// [`Bucket::compress_blocks_observed`], its finished blocks committed locally or
-    /// handed to `sink`.
-    #[allow(clippy::too_many_arguments)]
-    fn compress_window(
-        &self,
-        entries: &[String],
-        start: u64,
-        stop: u64,
-        target: Codec,
-        pool: &CompressPool,
-        cancel: &dyn Fn() -> bool,
-        on_block: &(dyn Fn(&str, u64) + Sync),
-        sink: Option<BlockSink>,
-    ) -> Result<CompressStats> {
+        } = window;
         validate_target(target)?;
         let limits = self.settings().block_limits();
         let mut jobs = Vec::new();
