@@ -84,7 +84,7 @@ pub struct RunEvent {
     /// judged and the aggregates' state there, so no record is judged twice
     /// (`lifecycle/thinning.rs`). Carried over by error events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub thinning: Option<crate::lifecycle::thinning_progress::ThinningProgress>,
+    pub thinning: Option<crate::lifecycle::action::delete::thinning_progress::ThinningProgress>,
 }
 
 fn is_zero(n: &u64) -> bool {

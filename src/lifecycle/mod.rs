@@ -4,17 +4,15 @@
 //! - [`settings`]: what users write, validated into a [`settings::Policy`];
 //! - `progress`: which data range one run processes;
 //! - [`events`]: the `lifecycle_run` system events, which are also the saved progress;
-//! - [`action`]: what one run of a delete, compress or tier policy does;
-//! - [`thinning`], `thinning_run`, `thinning_progress`, `belated`: delete policies
-//!   that thin — each record judged once, in time order, their progress carried in
-//!   their events and belated writes noted to be judged by the next run;
+//! - [`action`]: what one run of a delete, compress or tier policy does; a delete whose
+//!   `when` has aggregates thins (`action/delete/`: each record judged once, in time
+//!   order, its progress carried in its events, belated writes noted for the next run);
 //! - [`meter`]: how far a running policy is through its window;
 //! - [`scheduler`]: the thread with the deadline heap, and the worker pool;
 //! - [`definitions`]: the definitions on disk (snapshot + journal);
 //! - [`repository`]: the validated definitions, driving the scheduler.
 
 pub mod action;
-pub(crate) mod belated;
 pub mod definitions;
 pub mod events;
 pub mod meter;
@@ -22,9 +20,7 @@ pub(crate) mod progress;
 pub mod repository;
 pub mod scheduler;
 pub mod settings;
-pub mod thinning;
-pub(crate) mod thinning_progress;
-pub(crate) mod thinning_run;
 
+pub use action::delete::thinning::Thinning;
 pub use repository::{LifecycleInfo, LifecycleRepository};
 pub use settings::{LifecycleMode, LifecycleSettings, LifecycleType};

@@ -72,7 +72,7 @@ pub struct LifecycleInfo {
     /// Ours, on delete policies whose `when` has aggregates: they judge each record once
     /// (the rule, and how far they are).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub judged_once: Option<crate::lifecycle::thinning::ThinningSummary>,
+    pub judged_once: Option<crate::lifecycle::action::delete::thinning::ThinningSummary>,
     /// Ours, on `GET /lifecycles/{name}` only: the last run's `lifecycle_run` event (also
     /// a quiet run's, which `$system` does not get).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -92,7 +92,7 @@ struct Repo {
     definitions: Mutex<DefinitionStore>,
     scheduler: Scheduler,
     /// The thinning delete policies' progress, and the observer of belated writes.
-    thinning: Arc<crate::lifecycle::thinning::Thinning>,
+    thinning: Arc<crate::lifecycle::action::delete::thinning::Thinning>,
 }
 
 /// The lifecycle repository (normal or read-only).
@@ -131,7 +131,7 @@ impl LifecycleRepository {
             config.compress_threads.max(1),
             config.lifecycle_priority,
         )?);
-        let thinning = crate::lifecycle::thinning::Thinning::durable(&store);
+        let thinning = crate::lifecycle::action::delete::thinning::Thinning::durable(&store);
         store.observe(thinning.clone());
         let mut context =
             RunContext::storage(store.clone(), events.clone(), pool, thinning.clone());

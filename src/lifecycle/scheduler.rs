@@ -137,7 +137,7 @@ pub struct RunContext {
     /// How the workers are scheduled beside the request handlers.
     pub priority: crate::storage::priority::BackgroundPriority,
     /// The thinning delete policies' progress (what an error event carries over).
-    pub thinning: Arc<crate::lifecycle::thinning::Thinning>,
+    pub thinning: Arc<crate::lifecycle::action::delete::thinning::Thinning>,
 }
 
 impl RunContext {
@@ -146,7 +146,7 @@ impl RunContext {
         store: Arc<Store>,
         events: Option<Arc<EventLog>>,
         pool: Arc<CompressPool>,
-        thinning: Arc<crate::lifecycle::thinning::Thinning>,
+        thinning: Arc<crate::lifecycle::action::delete::thinning::Thinning>,
     ) -> Self {
         let log = events.clone();
         let thin = thinning.clone();

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use halflife::Config;
+use halflife::lifecycle::Thinning;
 use halflife::lifecycle::action::{RunOutcome, RunRequest, run_policy};
 use halflife::lifecycle::events::{EventLog, RunEvent};
 use halflife::lifecycle::meter::RunMeter;
 use halflife::lifecycle::repository::LifecycleRepository;
 use halflife::lifecycle::settings::{LifecycleLimits, LifecycleSettings, Policy};
-use halflife::lifecycle::thinning::Thinning;
 use halflife::storage::{BucketSettings, CompressPool, QueryOptions, RecordMeta, Store};
 use proptest::prelude::*;
 

@@ -7,19 +7,18 @@
 //!   action is one more file and one more arm where the policy's type picks its action.
 
 mod compress;
-mod delete;
+pub(crate) mod delete;
 mod tier;
 mod window;
 
 use std::sync::Arc;
 
 use crate::error::Result;
+use crate::lifecycle::action::delete::thinning::{Thinning, ThinningProgress};
 use crate::lifecycle::events::EventLog;
 use crate::lifecycle::meter::RunMeter;
 use crate::lifecycle::progress::{Window, WindowInput, effective_stop, processing_window};
 use crate::lifecycle::settings::{LifecycleType, Policy};
-use crate::lifecycle::thinning::{Thinning, ThinningProgress, thins};
-use crate::lifecycle::thinning_run::thinning_marker;
 use crate::storage::bucket::Bucket;
 use crate::storage::entry::RecordSpan;
 use crate::storage::{CompressPool, Entry, Store};
@@ -90,6 +89,23 @@ pub(super) struct RunScope<'a> {
 
 /// What a policy's type does with its window.
 pub(super) trait Action {
+    /// Where the run resumes, given the progress the policy's events saved (`None`: no
+    /// events kept; `Some(None)`: from the oldest record) and the selected entries
+    /// (default: as saved).
+    fn resume_from(
+        &self,
+        saved: Option<Option<u64>>,
+        _selected: &[Arc<Entry>],
+    ) -> Option<Option<u64>> {
+        saved
+    }
+
+    /// What every outcome of the run starts from, one with nothing to do included
+    /// (default: nothing done).
+    fn outcome(&self) -> RunOutcome {
+        RunOutcome::default()
+    }
+
     /// The window this action can work on, given the one planned, the spans of records
     /// and the end of the eligible data (default: as planned).
     fn fit_window(&self, window: Window, _spans: &[RecordSpan], _eligible: u64) -> Window {
@@ -105,7 +121,7 @@ pub(super) trait Action {
 pub fn run_policy(store: &Store, policy: &Policy, run: &RunRequest) -> Result<RunOutcome> {
     let bucket = store.bucket(&policy.settings.bucket)?;
     let entries = &policy.settings.entries;
-    let (dry_run, cancel, now) = (run.dry_run, run.cancel, run.now);
+    let (cancel, now) = (run.cancel, run.now);
     // Selected once: the range, the spans and the next record all look at these.
     let selected = bucket.select_entries(entries)?;
     let mut range: Option<(u64, u64)> = None;
@@ -118,20 +134,16 @@ pub fn run_policy(store: &Store, policy: &Policy, run: &RunRequest) -> Result<Ru
             });
         }
     }
-    let mut progress = match run.events {
+    let action: Box<dyn Action + '_> = match policy.settings.kind {
+        LifecycleType::Delete => Box::new(Delete::new(policy, run)),
+        LifecycleType::Compress => Box::new(Compress),
+        LifecycleType::Tier => Box::new(Tier),
+    };
+    let saved = match run.events {
         Some(log) => Some(log.last_progress(&policy.name)?),
         None => None,
     };
-    // A thinning policy goes on from where its entries were judged, never from the
-    // oldest record: its progress is theirs.
-    let thinning = match &policy.when {
-        Some(when) if thins(policy) => Some((when, run.thinning.resume(policy, dry_run))),
-        _ => None,
-    };
-    let thinning_progress = thinning.as_ref().map(|(_, thin)| thin.clone());
-    if let (Some((_, thin)), Some(_)) = (&thinning, progress) {
-        progress = Some(thinning_marker(thin, &selected));
-    }
+    let progress = action.resume_from(saved, &selected);
     // Where records resume after the marker, and what lies there: from the index, per
     // entry (a deletion's progress is counted entry by entry).
     let marker = progress.flatten();
@@ -158,15 +170,8 @@ pub fn run_policy(store: &Store, policy: &Policy, run: &RunRequest) -> Result<Ru
         return Ok(RunOutcome {
             caught_up: true,
             last_processed_ts: progress.flatten(),
-            // A thinning policy's event always carries what it has judged.
-            thinning: thinning_progress,
-            ..Default::default()
+            ..action.outcome()
         });
-    };
-    let action: Box<dyn Action + '_> = match policy.settings.kind {
-        LifecycleType::Delete => Box::new(Delete { thinning }),
-        LifecycleType::Compress => Box::new(Compress),
-        LifecycleType::Tier => Box::new(Tier),
     };
     // The action's own shape of a window (compress takes whole blocks) before the work
     // cap, which must not be undone by it.
@@ -202,9 +207,8 @@ pub fn run_policy(store: &Store, policy: &Policy, run: &RunRequest) -> Result<Ru
     let mut outcome = RunOutcome {
         caught_up: window.caught_up,
         last_processed_ts: Some(window.stop),
-        thinning: thinning_progress,
         backlog_records,
-        ..Default::default()
+        ..action.outcome()
     };
     if window.start >= window.stop {
         return Ok(outcome);

@@ -6,10 +6,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::error::Result;
+use crate::lifecycle::action::delete::thinning::{EntryMark, Thinning, ThinningProgress};
 use crate::lifecycle::meter::RunMeter;
 use crate::lifecycle::progress::Window;
 use crate::lifecycle::settings::Policy;
-use crate::lifecycle::thinning::{EntryMark, Thinning, ThinningProgress};
 use crate::storage::attachments::is_attachment_entry;
 use crate::storage::bucket::Bucket;
 use crate::storage::condition::Condition;

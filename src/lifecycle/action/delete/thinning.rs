@@ -25,10 +25,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
-use crate::lifecycle::belated::{BelatedNotes, NotesHome};
+use crate::lifecycle::action::delete::belated::{BelatedNotes, NotesHome};
+pub use crate::lifecycle::action::delete::thinning_progress::{EntryMark, ThinningProgress};
 use crate::lifecycle::events::EventLog;
 use crate::lifecycle::settings::{LifecycleType, Policy};
-pub use crate::lifecycle::thinning_progress::{EntryMark, ThinningProgress};
 use crate::storage::observer::{Change, ChangeObserver, ObservedBucket};
 use crate::storage::sync::Pending;
 

@@ -1,23 +1,70 @@
 //! The delete action: removes the records of the window a policy's `when` selects (all of
 //! them without one), keeping those a replication has not delivered unless the policy
 //! says otherwise. A `when` with aggregates thins: each record is judged once, from where
-//! the last run left each entry (`thinning_run.rs`).
+//! the last run left each entry:
+//! - `thinning.rs`: [`Thinning`](thinning::Thinning), every thinning policy's progress
+//!   and belated writes (a change observer of the store);
+//! - `thinning_progress.rs`: how far each entry has been judged, as events carry it;
+//! - `thinning_run.rs`: one thinning run, entry by entry from its mark;
+//! - `belated.rs`: writes older than an entry's mark, noted durably for the next run.
 
-use super::{Action, RunOutcome, RunScope};
+pub(crate) mod belated;
+pub mod thinning;
+pub(crate) mod thinning_progress;
+pub(crate) mod thinning_run;
+
+use std::sync::Arc;
+
+use super::{Action, RunOutcome, RunRequest, RunScope};
 use crate::error::Result;
 use crate::lifecycle::progress::Window;
-use crate::lifecycle::thinning::ThinningProgress;
-use crate::lifecycle::thinning_run::{ThinningRun, run_thinning};
+use crate::lifecycle::settings::Policy;
+use crate::storage::Entry;
 use crate::storage::RemoveControl;
 use crate::storage::condition::Condition;
 use crate::storage::entry::RecordSpan;
+use thinning::{ThinningProgress, thins};
+use thinning_run::{ThinningRun, run_thinning, thinning_marker};
 
 /// A delete run; `thinning` holds a thinning policy's condition and where it resumes.
 pub(super) struct Delete<'a> {
-    pub thinning: Option<(&'a Condition, ThinningProgress)>,
+    thinning: Option<(&'a Condition, ThinningProgress)>,
+}
+
+impl<'a> Delete<'a> {
+    /// The delete run `run` asks of `policy`: a thinning one when its `when` has
+    /// aggregates, resumed from where each entry was judged.
+    pub(super) fn new(policy: &'a Policy, run: &RunRequest) -> Delete<'a> {
+        let thinning = match &policy.when {
+            Some(when) if thins(policy) => Some((when, run.thinning.resume(policy, run.dry_run))),
+            _ => None,
+        };
+        Delete { thinning }
+    }
 }
 
 impl Action for Delete<'_> {
+    /// A thinning policy goes on from where its entries were judged, never from the
+    /// oldest record: its progress is theirs.
+    fn resume_from(
+        &self,
+        saved: Option<Option<u64>>,
+        selected: &[Arc<Entry>],
+    ) -> Option<Option<u64>> {
+        match (&self.thinning, saved) {
+            (Some((_, thin)), Some(_)) => Some(thinning_marker(thin, selected)),
+            _ => saved,
+        }
+    }
+
+    /// A thinning policy's event always carries what it has judged.
+    fn outcome(&self) -> RunOutcome {
+        RunOutcome {
+            thinning: self.thinning.as_ref().map(|(_, thin)| thin.clone()),
+            ..RunOutcome::default()
+        }
+    }
+
     fn run(&self, scope: &RunScope, window: Window, outcome: &mut RunOutcome) -> Result<()> {
         match &self.thinning {
             Some((when, thin)) => thin_out(scope, window, when, thin.clone(), outcome),
