@@ -82,7 +82,7 @@ pub struct RunEvent {
     pub resume_ts: Option<u64>,
     /// Ours, on delete policies whose `when` has aggregates: how far each entry has been
     /// judged and the aggregates' state there, so no record is judged twice
-    /// (`lifecycle/thinning.rs`). Carried over by error events.
+    /// (`lifecycle/action/delete/thinning.rs`). Carried over by error events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinning: Option<crate::lifecycle::action::delete::thinning_progress::ThinningProgress>,
 }

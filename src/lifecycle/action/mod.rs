@@ -47,7 +47,7 @@ pub struct RunOutcome {
     /// A delete run: the oldest record of its window kept because a replication has not
     /// delivered it yet (it and the later records of its entry were kept).
     pub kept_pending_replication_from: Option<u64>,
-    /// A thinning delete run: how far each entry has been judged (`thinning.rs`).
+    /// A thinning delete run: how far each entry has been judged (`action/delete/thinning.rs`).
     pub thinning: Option<ThinningProgress>,
     /// Records still to look at after this run's window, up to the end of the eligible
     /// data, from the index (a block reaching past the window counts whole): 0 when the

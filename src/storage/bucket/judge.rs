@@ -3,7 +3,7 @@
 //! over a range (`remove_stateful`, for bulk removals), or resumable: judged by a
 //! [`Matcher`] the caller carries from one call to the next, so a delete policy that
 //! thins (`$each_n`, `$each_t`, `$limit`, `$gate`) decides about each record once,
-//! however many runs it takes (`lifecycle/thinning.rs` keeps the state).
+//! however many runs it takes (`lifecycle/action/delete/thinning.rs` keeps the state).
 
 use std::collections::HashSet;
 use std::sync::Arc;

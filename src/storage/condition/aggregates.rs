@@ -9,7 +9,7 @@ use super::expr::Op;
 use super::value::Value;
 
 /// The state of one aggregate. Serialisable: a delete policy carries it from one run to
-/// the next, so each record is judged once (`lifecycle/thinning.rs`).
+/// the next, so each record is judged once (`lifecycle/action/delete/thinning.rs`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Slot {
