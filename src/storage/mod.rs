@@ -26,7 +26,6 @@ pub(crate) mod observer;
 pub(crate) mod pattern;
 pub mod priority;
 pub(crate) mod query;
-pub(crate) mod quota;
 pub(crate) mod record;
 pub mod remote;
 pub(crate) mod settings;

@@ -19,11 +19,13 @@ use crate::storage::merge::MergeQueue;
 use crate::storage::names::{validate_entry_name, validate_label_set, validate_labels};
 
 mod attachments;
+mod compress;
 mod judge;
 mod moves;
 pub use judge::Judged;
 pub use tier::{TierRequest, TierStats, TierTarget};
 mod open;
+mod quota;
 mod tier;
 use crate::storage::pattern::EntryPatterns;
 use crate::storage::query::{QueryIter, QueryOptions};

@@ -299,222 +299,195 @@ fn job_runs(
     join::runs(recompress, frame_size, max_block_records, neighbours)
 }
 
-impl Bucket {
-    /// What [`Bucket::compress_blocks`] would rewrite, changing nothing: eligible blocks,
-    /// their records, the bytes it would read, and the bytes it would leave, predicted by
-    /// compressing a sample of the frames (`predict.rs`: at most 64 MiB read).
-    pub fn estimate_compress(&self, window: &CompressWindow) -> Result<CompressStats> {
-        self.estimate_compress_observed(window, &|_| {})
-    }
+/// [`Bucket::estimate_compress`] telling `walked` the stored bytes of each block and
+/// log as the sampling passes it (they add up to `bytes_before`): what a progress bar
+/// follows, since sampling at a slow level takes a while.
+pub(crate) fn estimate(
+    bucket: &Bucket,
+    window: &CompressWindow,
+    walked: &dyn Fn(u64),
+) -> Result<CompressStats> {
+    let (mut stats, plans) = plan(bucket, window)?;
+    stats.bytes_after = predict_bytes_after(&plans, window.target, walked);
+    Ok(stats)
+}
 
-    /// [`Bucket::estimate_compress`] telling `walked` the stored bytes of each block and
-    /// log as the sampling passes it (they add up to `bytes_before`): what a progress bar
-    /// follows, since sampling at a slow level takes a while.
-    pub fn estimate_compress_observed(
-        &self,
-        window: &CompressWindow,
-        walked: &dyn Fn(u64),
-    ) -> Result<CompressStats> {
-        let (mut stats, plans) = self.plan_compress(window)?;
-        stats.bytes_after = predict_bytes_after(&plans, window.target, walked);
-        Ok(stats)
-    }
+/// Like [`Bucket::estimate_compress`] without the prediction (`bytes_after` is 0):
+/// only the block indexes are read. What a progress bar needs to know first.
+pub(crate) fn eligible(bucket: &Bucket, window: &CompressWindow) -> Result<CompressStats> {
+    Ok(plan(bucket, window)?.0)
+}
 
-    /// Like [`Bucket::estimate_compress`] without the prediction (`bytes_after` is 0):
-    /// only the block indexes are read. What a progress bar needs to know first.
-    pub fn eligible_for_compress(&self, window: &CompressWindow) -> Result<CompressStats> {
-        Ok(self.plan_compress(window)?.0)
-    }
-
-    /// The blocks and logs a compression over the window would rewrite, entry by entry
-    /// (each entry compresses in its own way: predictions are made per entry), with
-    /// their totals.
-    fn plan_compress(&self, window: &CompressWindow) -> Result<(CompressStats, Vec<EntryPlan>)> {
-        let CompressWindow {
-            entries,
-            start,
-            stop,
-            target,
-        } = *window;
-        validate_target(target)?;
-        let limits = self.settings().block_limits();
-        let mut stats = CompressStats::default();
-        let mut plans = Vec::new();
-        for entry in self.select_entries(entries)? {
-            let sealed = entry.sealed_blocks()?;
-            let plan = CompressPlan::new(&sealed, start, stop, target);
-            stats.keep(&plan.kept);
-            let mut candidates = Vec::new();
-            let runs = job_runs(
-                plan.recompress,
-                &sealed,
-                entry.frame_size() as u64,
-                limits.max_block_records,
-            );
-            let alone = runs.into_iter().flat_map(|run| {
-                let joined = (run.len() > 1).then(|| Arc::new(run.clone()));
-                run.into_iter().map(move |b| (b, None, joined.clone()))
+/// The blocks and logs a compression over the window would rewrite, entry by entry
+/// (each entry compresses in its own way: predictions are made per entry), with
+/// their totals.
+fn plan(bucket: &Bucket, window: &CompressWindow) -> Result<(CompressStats, Vec<EntryPlan>)> {
+    let CompressWindow {
+        entries,
+        start,
+        stop,
+        target,
+    } = *window;
+    validate_target(target)?;
+    let limits = bucket.settings().block_limits();
+    let mut stats = CompressStats::default();
+    let mut plans = Vec::new();
+    for entry in bucket.select_entries(entries)? {
+        let sealed = entry.sealed_blocks()?;
+        let plan = CompressPlan::new(&sealed, start, stop, target);
+        stats.keep(&plan.kept);
+        let mut candidates = Vec::new();
+        let runs = job_runs(
+            plan.recompress,
+            &sealed,
+            entry.frame_size() as u64,
+            limits.max_block_records,
+        );
+        let alone = runs.into_iter().flat_map(|run| {
+            let joined = (run.len() > 1).then(|| Arc::new(run.clone()));
+            run.into_iter().map(move |b| (b, None, joined.clone()))
+        });
+        let merged = plan.merge.into_iter().flat_map(|group| {
+            let group = Arc::new(group);
+            (0..group.len()).map(move |i| (group[i].clone(), Some(group.clone()), None))
+        });
+        for (b, group, run) in alone.chain(merged) {
+            stats.blocks += 1;
+            stats.records += b.live_records();
+            stats.bytes_before += b.size;
+            candidates.push(Candidate {
+                entry: entry.clone(),
+                block: b,
+                group,
+                run,
             });
-            let merged = plan.merge.into_iter().flat_map(|group| {
-                let group = Arc::new(group);
-                (0..group.len()).map(move |i| (group[i].clone(), Some(group.clone()), None))
+        }
+        // Stale logs would be sealed and compressed too.
+        let logs = entry.stale_logs(start, stop)?;
+        for log in &logs {
+            stats.blocks += 1;
+            stats.records += log.records;
+            stats.bytes_before += log.bytes;
+        }
+        if !candidates.is_empty() || !logs.is_empty() {
+            plans.push(EntryPlan {
+                frame_size: entry.frame_size() as u64,
+                candidates,
+                logs,
             });
-            for (b, group, run) in alone.chain(merged) {
-                stats.blocks += 1;
-                stats.records += b.live_records();
-                stats.bytes_before += b.size;
-                candidates.push(Candidate {
-                    entry: entry.clone(),
-                    block: b,
-                    group,
-                    run,
-                });
-            }
-            // Stale logs would be sealed and compressed too.
-            let logs = entry.stale_logs(start, stop)?;
-            for log in &logs {
-                stats.blocks += 1;
-                stats.records += log.records;
-                stats.bytes_before += log.bytes;
-            }
-            if !candidates.is_empty() || !logs.is_empty() {
-                plans.push(EntryPlan {
-                    frame_size: entry.frame_size() as u64,
-                    candidates,
-                    logs,
-                });
-            }
         }
-        Ok((stats, plans))
     }
+    Ok((stats, plans))
+}
 
-    /// Recompresses the sealed blocks of `request`'s window on its pool. When its
-    /// `cancel` says yes, the run commits what it finished and stops.
-    pub fn compress_blocks(&self, request: &CompressRequest) -> Result<CompressStats> {
-        self.compress_window(request, None)
+/// A compression run ([`Bucket::compress_blocks`]), its finished blocks committed
+/// locally or handed to `sink`.
+pub(crate) fn run(
+    bucket: &Bucket,
+    request: &CompressRequest,
+    sink: Option<BlockSink>,
+) -> Result<CompressStats> {
+    let CompressRequest {
+        window,
+        pool,
+        cancel,
+        on_block,
+    } = *request;
+    let CompressWindow {
+        entries,
+        start,
+        stop,
+        target,
+    } = window;
+    validate_target(target)?;
+    let limits = bucket.settings().block_limits();
+    let mut jobs = Vec::new();
+    let mut compacted = CompressStats::default();
+    let entries = bucket.select_entries(entries)?;
+    // An open block (or late log) whose records all lie in the window (every one
+    // older than its end) is sealed first, so it is compressed with the rest.
+    if !cancel() {
+        seal::seal_stale_logs(&entries, start, stop)?;
     }
-
-    /// [`Bucket::compress_blocks`] whose recompressed blocks go to `sink` instead of
-    /// being synced and committed here (a tier run with a `compression` target: they are
-    /// uploaded as they are written). Groups of overlapping blocks are still merged and
-    /// committed locally.
-    pub fn compress_into(
-        &self,
-        request: &CompressRequest,
-        sink: BlockSink,
-    ) -> Result<CompressStats> {
-        self.compress_window(request, Some(sink))
-    }
-
-    /// [`Bucket::compress_blocks`], its finished blocks committed locally or handed to
-    /// `sink`.
-    fn compress_window(
-        &self,
-        request: &CompressRequest,
-        sink: Option<BlockSink>,
-    ) -> Result<CompressStats> {
-        let CompressRequest {
-            window,
-            pool,
-            cancel,
-            on_block,
-        } = *request;
-        let CompressWindow {
-            entries,
-            start,
-            stop,
-            target,
-        } = window;
-        validate_target(target)?;
-        let limits = self.settings().block_limits();
-        let mut jobs = Vec::new();
-        let mut compacted = CompressStats::default();
-        let entries = self.select_entries(entries)?;
-        // An open block (or late log) whose records all lie in the window (every one
-        // older than its end) is sealed first, so it is compressed with the rest.
-        if !cancel() {
-            seal::seal_stale_logs(&entries, start, stop)?;
+    for entry in entries {
+        if cancel() {
+            break;
         }
-        for entry in entries {
+        // Plan and compact under the entry's merge guard, so a background merge
+        // neither changes the blocks between planning and commit nor races the
+        // compaction for them.
+        let Some(merging) = entry.merge_guard() else {
+            continue; // being removed
+        };
+        let plan = CompressPlan::new(&entry.sealed_blocks()?, start, stop, target);
+        compacted.keep(&plan.kept);
+        // Compaction: overlapping blocks are merged into disjoint ones with the target
+        // codec (or a stronger one a source already had), output blocks in parallel.
+        for group in &plan.merge {
             if cancel() {
                 break;
             }
-            // Plan and compact under the entry's merge guard, so a background merge
-            // neither changes the blocks between planning and commit nor races the
-            // compaction for them.
-            let Some(merging) = entry.merge_guard() else {
-                continue; // being removed
-            };
-            let plan = CompressPlan::new(&entry.sealed_blocks()?, start, stop, target);
-            compacted.keep(&plan.kept);
-            // Compaction: overlapping blocks are merged into disjoint ones with the target
-            // codec (or a stronger one a source already had), output blocks in parallel.
-            for group in &plan.merge {
-                if cancel() {
-                    break;
-                }
-                compacted.add(compact(&entry, group, target, limits, pool)?);
-                on_block(entry.name(), group.iter().map(|b| b.size).sum());
-            }
-            let runs = job_runs(
-                plan.recompress,
-                &entry.sealed_blocks()?,
-                entry.frame_size() as u64,
-                limits.max_block_records,
-            );
-            drop(merging);
-            let seqs = entry.reserve_seqs(runs.len())?;
-            for (old, new_seq) in runs.into_iter().zip(seqs) {
-                jobs.push(Job {
-                    entry: entry.clone(),
-                    old,
-                    new_seq,
-                });
-            }
+            compacted.add(compact(&entry, group, target, limits, pool)?);
+            on_block(entry.name(), group.iter().map(|b| b.size).sum());
         }
-        // Finished block files go to the committer, which fsyncs them and commits them in
-        // batches while the stream goes on.
-        let (commit_tx, commit_rx) = crossbeam_channel::unbounded::<FinishedBlock>();
-        let committer_failed = AtomicBool::new(false);
-        std::thread::scope(|scope| {
-            let committer = scope.spawn(|| match sink {
-                Some(sink) => sink(commit_rx, &committer_failed),
-                None => commit_loop(commit_rx, &committer_failed, jobs.len()),
+        let runs = job_runs(
+            plan.recompress,
+            &entry.sealed_blocks()?,
+            entry.frame_size() as u64,
+            limits.max_block_records,
+        );
+        drop(merging);
+        let seqs = entry.reserve_seqs(runs.len())?;
+        for (old, new_seq) in runs.into_iter().zip(seqs) {
+            jobs.push(Job {
+                entry: entry.clone(),
+                old,
+                new_seq,
             });
-            let mut run = Run {
-                jobs: &jobs,
-                target,
-                stats: CompressStats::default(),
-                output: None,
-                commits: commit_tx,
-                failed: HashSet::new(),
-                excluded: Default::default(),
-                on_block,
-            };
-            let cancelled = || cancel() || committer_failed.load(Ordering::Relaxed);
-            let result = run.stream(pool, &cancelled);
-            // Whatever happened, discard a half-written block and let the committer finish.
-            if let Some(out) = run.output.take() {
-                out.discard();
-            }
-            let Run {
-                mut stats, commits, ..
-            } = run;
-            drop(commits);
-            let committed = committer
-                .join()
-                .unwrap_or_else(|_| Err(Error::internal("the block committer panicked")));
-            result?;
-            stats.add(committed?);
-            stats.add(compacted);
-            if cancel() {
-                log::info!(
-                    "recompression cancelled after {} block(s) ({} records); the rest is as it was",
-                    stats.blocks,
-                    stats.records
-                );
-            }
-            Ok(stats)
-        })
+        }
     }
+    // Finished block files go to the committer, which fsyncs them and commits them in
+    // batches while the stream goes on.
+    let (commit_tx, commit_rx) = crossbeam_channel::unbounded::<FinishedBlock>();
+    let committer_failed = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let committer = scope.spawn(|| match sink {
+            Some(sink) => sink(commit_rx, &committer_failed),
+            None => commit_loop(commit_rx, &committer_failed, jobs.len()),
+        });
+        let mut run = Run {
+            jobs: &jobs,
+            target,
+            stats: CompressStats::default(),
+            output: None,
+            commits: commit_tx,
+            failed: HashSet::new(),
+            excluded: Default::default(),
+            on_block,
+        };
+        let cancelled = || cancel() || committer_failed.load(Ordering::Relaxed);
+        let result = run.stream(pool, &cancelled);
+        // Whatever happened, discard a half-written block and let the committer finish.
+        if let Some(out) = run.output.take() {
+            out.discard();
+        }
+        let Run {
+            mut stats, commits, ..
+        } = run;
+        drop(commits);
+        let committed = committer
+            .join()
+            .unwrap_or_else(|_| Err(Error::internal("the block committer panicked")));
+        result?;
+        stats.add(committed?);
+        stats.add(compacted);
+        if cancel() {
+            log::info!(
+                "recompression cancelled after {} block(s) ({} records); the rest is as it was",
+                stats.blocks,
+                stats.records
+            );
+        }
+        Ok(stats)
+    })
 }
