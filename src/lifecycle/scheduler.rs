@@ -1,4 +1,4 @@
-//! The scheduler thread and the worker pool (ARCHITECTURE.md, "Lifecycle threads").
+//! The scheduler thread and the worker pool (`docs/threads.md`, "Lifecycle threads").
 //!
 //! One thread owns every policy's runtime state and a min-heap of `(deadline, policy,
 //! generation)`. It blocks on the command channel, the results channel and a timer for the

@@ -1,4 +1,4 @@
-//! `$system` replication events (reference part 3 §24.6): per task, entry
+//! `$system` replication events (`docs/replication.md`): per task, entry
 //! `replications/<instance>/<task>`, one record summing the sender's passes since the last
 //! one, labelled with its `status`. A summary is written when the status changes, when no
 //! pass has run for 5 s, when it has been open for 60 s, and when the task stops; so a

@@ -1,6 +1,6 @@
 //! A task's sender thread: every 250 ms when idle (at once when something is recorded) it
 //! walks the entries with pending records in name order and sends up to 85 of each as v1
-//! batches (reference part 3 §24.4), reading each record from storage at send time.
+//! batches (`docs/replication.md`), reading each record from storage at send time.
 //!
 //! Where 1.21.5 loses records, this does not:
 //! - a write and a label update of the same record in one round become one write of the

@@ -1,5 +1,6 @@
 //! A replication task's settings as users write them (`POST /api/v1/replications/{name}`,
-//! reference part 3 §24.1), how they are shown back, and their validation.
+//! as ReductStore 1.21.5 takes them; `docs/replication.md`), how they are shown back, and
+//! their validation.
 
 use serde::{Deserialize, Deserializer, Serialize};
 

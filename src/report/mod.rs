@@ -4,6 +4,9 @@
 //! (`table.rs`: binary sizes, RFC 3339 dates) or as JSON for scripts (exact numbers, µs
 //! timestamps). A running server and a stopped one give the same report, so `info --url`
 //! renders exactly what `info` does.
+//!
+//! Files: `policies.rs` (a bucket's policies in the report), `table.rs` (the report as a
+//! table for people), `units.rs` (sizes, rates and instants as people read them).
 
 use serde::{Deserialize, Serialize};
 

@@ -9,6 +9,13 @@
 //! request handed over again once it is complete (a body too large to gather is streamed
 //! by at most half the threads). Idle and slow clients cost no thread, and every
 //! connection waits its turn per request.
+//!
+//! Its layers, top first (`tests/cli/layout.rs` holds them): this file (the start); `api/`
+//! (the handlers and the router); what handlers share (`state.rs`, `bucket_rename.rs`,
+//! `provision/`, `unsupported.rs`, `console.rs`, `browser_guard.rs`, `cors.rs`, `links.rs`);
+//! the codecs and the records kept of requests (`protocol/`, `metrics/`, `trail/`,
+//! `queries.rs`); the transport (`http/`); and who is calling (`auth/`, with the variables'
+//! grouping of `provision/env.rs`). A file imports only its own layer and those below.
 
 pub(crate) mod api;
 pub mod auth;

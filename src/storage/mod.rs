@@ -1,5 +1,6 @@
 //! The storage engine: buckets of entries of time-stamped records, stored in framed,
-//! checksummed blocks under the copy → fsync → commit → clean protocol of ARCHITECTURE.md ("On disk").
+//! checksummed blocks under the copy → fsync → commit → clean protocol
+//! (`docs/crash-safety.md`).
 //!
 //! Layout of a data directory:
 //! ```text
@@ -8,6 +9,36 @@
 //! <data>/<bucket>/<entry…>/<seq>.blk        sealed blocks (frames + record table)
 //! <data>/<bucket>/<entry…>/<seq>.log        the open block (append-only log)
 //! ```
+//!
+//! Where things are:
+//! - `store.rs`: [`Store`], the data directory: its lock, buckets, caches, sync mode, and
+//!   the observer it tells of changes;
+//! - `bucket/`: a bucket's entries, writes, queries, removals, renames, compression and
+//!   tiering entry points, quota;
+//! - `entry/`: one time series — the open and late logs, sealed blocks, edits, reads,
+//!   recovery;
+//! - `format/`: the files themselves (blocks, logs, edit logs, index, atomic replace);
+//! - `compress/`, `merge.rs`: recompression and the merge of overlapping blocks;
+//! - `remote/`: the object-store tier (S3 client, stubs, pending operations, frame cache,
+//!   collector);
+//! - `sync/`: what an acknowledgement waits for (group commit, the interval syncer, the log
+//!   descriptor bound);
+//! - `condition/`: the `when` language; `pattern.rs`: entry-name patterns; `names.rs`: name
+//!   rules;
+//! - `query.rs`: streaming queries; `bulk.rs`: planning bulk removals; `record.rs`: records
+//!   as callers see them;
+//! - `cache.rs`: the shared caches within `--memory-budget`; `storage_cap.rs`: the
+//!   store-wide disk cap;
+//! - `settings.rs`, `config.rs`: bucket settings and the engine's configuration;
+//! - `attachments.rs`: attachment entries as ReductStore keeps them; `system.rs`: the
+//!   `$system` bucket;
+//! - `observer.rs`: who is told of changes (replication, thinning); `marker.rs`: the data-
+//!   directory marker;
+//! - `priority.rs`: background threads below request handlers; `fan_out.rs`: waiting work
+//!   spread on a few threads.
+//!
+//! How the files fit on disk, and why each rewrite survives a crash: `docs/storage.md` and
+//! `docs/crash-safety.md`.
 
 pub(crate) mod attachments;
 pub mod bucket;

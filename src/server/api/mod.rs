@@ -1,6 +1,12 @@
 //! The resource handlers of the ReductStore API, one file per resource, and the routing
 //! table that dispatches to them. A handler takes the shared state ([`crate::server::state::App`])
 //! and the request; it never needs the router.
+//!
+//! Files: `router.rs` (the routing table, authentication and the answers' common headers);
+//! `buckets.rs` (server info, bucket list and settings); `records.rs` (single records);
+//! `entry_batch.rs` (batch protocol v1 and entry queries); `io.rs` (the multi-entry batch
+//! protocol v2); `links.rs` (query links); `tokens.rs`; `lifecycles.rs`; `replications.rs`;
+//! `storage.rs` (our storage report); `metrics.rs` (`GET /metrics`).
 
 pub(crate) mod buckets;
 pub(crate) mod entry_batch;

@@ -1,4 +1,4 @@
-//! Replication endpoints (reference part 3 §24.1): `/replications` (list),
+//! Replication endpoints (`docs/replication.md`): `/replications` (list),
 //! `/replications/{name}` (GET, POST, PUT, DELETE) and `/replications/{name}/mode` (PATCH).
 //! Every route needs full access; on a replica the list is empty and the rest is refused.
 

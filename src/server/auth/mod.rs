@@ -7,6 +7,10 @@
 //! directory keeps only `sha256:<salt>:<SHA-256(salt ‖ value)>` in `<data>/.tokens`,
 //! replaced atomically (write, fsync, rename) like every other definition file. Values are
 //! compared in constant time.
+//!
+//! Files: this one (tokens, permissions, authentication); `provisioned.rs` (tokens from
+//! `RS_TOKEN_*`); `beyond_auth.rs` (what the rest of the server asks of tokens); `proxies.rs`
+//! (which address a request comes from, behind trusted proxies).
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;

@@ -9,6 +9,11 @@
 //! for at most the same two milliseconds; a body slower than that goes back to the
 //! poller, which gathers it (`gather`) and hands the request over again once it is
 //! complete. So a slow body costs buffered bytes, never more than half the threads.
+//!
+//! Files: `reactor/` (the poller thread: accepting, parking, gathering bodies);
+//! `connection.rs`, `transport.rs`, `clients.rs` (a connection, TCP or TLS, counted per
+//! client); `head.rs`, `request.rs`, `body.rs`, `encoding.rs`, `gather.rs`, `range.rs`
+//! (reading a request); `response.rs` (writing an answer).
 
 use std::io::BufWriter;
 use std::net::IpAddr;

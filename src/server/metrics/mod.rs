@@ -11,6 +11,9 @@
 //! Label values are bounded: routes are a fixed set of classes, methods outside the API's
 //! are `OTHER`, statuses are the server's own; policy and bucket names follow the
 //! bucket-name rules, and the encoder escapes every label value anyway.
+//!
+//! Files: `http.rs` (request counts and latencies, kept live); `family.rs` (the helpers
+//! families are filled with); `remote.rs` (the object stores' metrics).
 
 pub(crate) mod family;
 pub(crate) mod http;

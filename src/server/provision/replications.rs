@@ -1,4 +1,4 @@
-//! Replication tasks provisioned from the environment (reference part 3 §24.2):
+//! Replication tasks provisioned from the environment (`docs/replication.md`):
 //! `RS_REPLICATION_<ID>_NAME / _SRC_BUCKET / _DST_BUCKET / _DST_HOST / _DST_TOKEN /
 //! _ENTRIES / _DST_PREFIX / _WHEN / _COMPRESSION / _MODE`. The server's own
 //! `RS_REPLICATION_TIMEOUT`, `_LOG_SIZE`, `_VERIFY_SSL` and `_CA_PATH` share the prefix

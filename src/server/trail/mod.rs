@@ -5,6 +5,9 @@
 //! The request path only counts, in memory (a lock and a hash lookup each for the audit
 //! and the usage); one background thread writes the events: audit groups once due, usage
 //! every 60 s from start, log messages as they come, and everything left at shutdown.
+//!
+//! Files: `audit.rs` (the audit), `usage.rs` (usage counts), `logs.rs` (log messages),
+//! `redact.rs` (what a log line may not carry), `sharded.rs` (per-thread shards of counts).
 
 pub(crate) mod audit;
 pub mod logs;

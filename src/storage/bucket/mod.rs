@@ -1,5 +1,12 @@
 //! A bucket: settings plus a set of entries, each in its own directory. Entry names with
 //! `/` map to nested directories, so removing an entry with its sub-entries is one rename.
+//!
+//! Files: this one (the entries, writes and label updates, queries, removals); `open.rs`
+//! (opening, recovery of interrupted removals); `attachments.rs` (attachment writes);
+//! `judge.rs` (removal by a condition with state: aggregates, context directives);
+//! `moves.rs` (renaming entries); `compress.rs` (estimates and compression runs over a
+//! window, done by `storage/compress/`); `tier.rs` (handing blocks to a remote, with
+//! `TierRequest`); `quota.rs` (HARD refusals and FIFO eviction).
 
 use crate::storage::observer::{Change, ChangeKind, ChangeObserver, ObservedBucket};
 use std::collections::BTreeMap;

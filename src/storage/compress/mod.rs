@@ -17,13 +17,19 @@
 //! one huge block keeps every thread busy, many small blocks do too, and memory stays
 //! bounded by what is out (threads × eight frames), not by the data.
 //!
-//! Concurrency (ARCHITECTURE.md, "Recompressing"): eligible blocks are snapshotted under a short entry lock,
+//! Concurrency (`docs/crash-safety.md`, "Recompressing"): eligible blocks are snapshotted under a short entry lock,
 //! encoded with no lock held, and committed under a short lock only if the block's sequence
 //! number (its version) is unchanged; otherwise the new file is dropped and the block counts
 //! as skipped. Commits are batched per entry so a run over thousands of blocks does not
 //! rewrite the index thousands of times. Cancellation is checked between the parts written
 //! back; a cancelled run commits the blocks it finished and discards the one it was
 //! writing, so every block is either fully old or fully new.
+//!
+//! Files: this one (the pool, the plan, a run); `request.rs` (`CompressWindow`,
+//! `CompressRequest`); `join.rs` (joining small blocks); `stream.rs` (the encoding side);
+//! `commit.rs` (the committer); `seal.rs` (sealing stale logs first); `predict.rs` (the
+//! dry run's prediction). `storage/bucket/compress.rs` holds the `Bucket` methods that call
+//! them.
 
 mod commit;
 mod join;

@@ -1,4 +1,4 @@
-//! Equality and ordering (section 4.4): Bool, Int, Duration and Float are one numeric class
+//! Equality and ordering (`docs/conditions.md`, "Values"): Bool, Int, Duration and Float are one numeric class
 //! (integers compared exactly, as f64 once a Float is involved); strings compare byte-wise;
 //! a string and a number are never equal and never ordered; NaN equals nothing.
 

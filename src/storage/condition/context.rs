@@ -1,4 +1,4 @@
-//! `#ctx_before` / `#ctx_after`: context records around each match (section 8.2). Every
+//! `#ctx_before` / `#ctx_after`: context records around each match (`docs/conditions.md`, "Directives"). Every
 //! record that reaches the condition enters a buffer, trimmed to the `before` span; the
 //! whole buffer is emitted, in time order, when the record matched or falls inside the
 //! `after` span of the latest match. No record is emitted twice.

@@ -1,6 +1,6 @@
-//! `when` conditions: the whole condition language of ReductStore 1.21.5 (see its
-//! conditional-query reference, reduct.store/docs/conditional-query), for queries,
-//! remove-queries and delete policies.
+//! `when` conditions: the whole condition language of ReductStore 1.21.5, whose rules
+//! `docs/conditions.md` states, for queries, remove-queries, replication tasks and
+//! policies.
 //!
 //! ```json
 //! {"$in": ["&origin", "EWR", "JFK"], "$lt": ["$timestamp", 1700000000000000]}

@@ -1,4 +1,4 @@
-//! JSON → expression tree, with 1.21.5's structure rules (section 2 of the reference):
+//! JSON → expression tree, with 1.21.5's structure rules (`docs/conditions.md`, "Structure"):
 //! top-level `#` keys are directives, every other key is one expression and they are ANDed
 //! in document order; `{"$op": [..]}` is the array form, `{"left": {"$op": right}}` the
 //! object form (the key read as a literal), `{"$op": scalar}` the unary form; an object in

@@ -13,6 +13,14 @@
 //! This file and its `commit.rs`, `edits.rs` and `removal.rs` are the only places that
 //! change an entry's state; `read.rs` reads it, and the rewrites it commits are written by
 //! functions of `storage::format` and `storage::merge`.
+//!
+//! Files: `state.rs` (the state behind the lock and its lookups); `commit.rs` (committing
+//! sealed blocks); `edits.rs` (relabels and removals of sealed records through edit logs);
+//! `removal.rs` (bulk removal); `read.rs` and `tiered_source.rs` (reads, local and tiered);
+//! `stale.rs` (sealing logs nobody writes to); `background.rs` (coordinating with merges and
+//! removals outside the lock); `obsolete.rs` (files removed after a commit); `rebuild.rs`
+//! (rebuilding a lost index); `summary.rs` (what an entry holds, from its index);
+//! `histogram.rs` (records per stretch of time); `tier.rs` (handing blocks to a remote).
 
 mod background;
 mod commit;

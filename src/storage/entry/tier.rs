@@ -1,5 +1,5 @@
 //! Handing sealed blocks over to a remote object store: the copy → verify → commit →
-//! clean protocol of ARCHITECTURE.md ("Tiering"), in two halves so that several uploads
+//! clean protocol of `docs/crash-safety.md` ("Tiering"), in two halves so that several uploads
 //! run while earlier blocks commit (`storage/bucket/tier.rs` drives them).
 //!
 //! [`Entry::upload_block`], on an uploading thread, per block:

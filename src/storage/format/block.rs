@@ -10,7 +10,7 @@
 //! ```
 //!
 //! A sealed block file is written once under a fresh name and never modified; changes write
-//! a new file (ARCHITECTURE.md, "The write path"). Each frame carries its own CRC, checked the first
+//! a new file (`docs/storage.md`, "The write path"). Each frame carries its own CRC, checked the first
 //! time the frame is read through a mapping, so a flipped byte fails the reads of that frame
 //! with a clear error while every other block keeps working.
 

@@ -5,6 +5,14 @@
 //!
 //! Dependencies run one way: `binary`, `codec`, `fsutil` ← `columns` ← `block_meta` ←
 //! `frames` ← `block` ← `lookup`, `index` ← `rewrite`; `log` needs only `binary`.
+//!
+//! Files: `block.rs`, `block_meta.rs`, `block_record.rs`, `columns.rs`, `table_row.rs`
+//! (the sealed block and its record table); `frames.rs` (its payload side); `lookup.rs`
+//! (a block's compact lookup); `log.rs`, `oplog.rs` (the open and late logs); `edits.rs`
+//! (a block's edit log); `index.rs` (the entry index, the commit point); `rewrite.rs`
+//! (writing a block from existing records); `journaled_map.rs` (small durable maps:
+//! policies, replication tasks); `binary.rs`, `codec.rs`, `fsutil.rs` (encoding, codecs,
+//! atomic replace).
 
 pub(crate) mod binary;
 pub mod block;

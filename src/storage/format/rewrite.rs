@@ -1,7 +1,7 @@
 //! Writing a block file from records that already exist: a sealed block with its edits
 //! folded in, or the live records of a log. A block is never modified in place; these functions write
 //! a new file (fsynced) and return what it holds, and the caller commits the index naming
-//! it (ARCHITECTURE.md, "The write path"). On error the partial file is removed.
+//! it (`docs/storage.md`, "The write path"). On error the partial file is removed.
 
 use std::path::Path;
 

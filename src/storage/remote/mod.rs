@@ -1,5 +1,5 @@
 //! Remote object stores: where the `tier` lifecycle action moves old blocks (see
-//! ARCHITECTURE.md, "Tiering"). `settings.rs` configures one, `s3.rs` talks to it,
+//! `docs/crash-safety.md`, "Tiering"). `settings.rs` configures one, `s3.rs` talks to it,
 //! `connection.rs` is one configured remote with what it did,
 //! `stub.rs` is what stays on the local disk of a tiered block, `frame_cache.rs` keeps the
 //! frames fetched back, `pending.rs` the object operations that must survive a restart,

@@ -5,6 +5,10 @@
 //! happens next is the [`Durability`] policy's: in `always` mode the append yields a
 //! [`Pending`] the caller waits on *after* releasing the lock (so writers of one file share
 //! syncs); in `interval` mode the file is queued for the [`Syncer`]; in `never` mode nothing.
+//!
+//! Files: `mode.rs` (the sync modes), `file_sync.rs` (group commit for one append-only
+//! file), `syncer.rs` (the interval syncer), `open_files.rs` (the bound on descriptors logs
+//! hold).
 
 mod file_sync;
 mod mode;

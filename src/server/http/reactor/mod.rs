@@ -8,6 +8,9 @@
 //! timeout, the connection limit (oldest idle connection closed first), the connections
 //! per client (429), the bytes bodies may buffer, and the few threads that may stream
 //! a body too large to gather.
+//!
+//! Files: this one (the loop and its clocks); `accept.rs` (accepting, connection limits);
+//! `bodies.rs` (bodies gathered by the poller).
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io::{self, Read, Write};
