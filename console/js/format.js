@@ -32,6 +32,27 @@ export function timestamp(us) {
   return `${iso.slice(0, 10)} ${iso.slice(11, 19)}.${micros}`;
 }
 
+/**
+ * A timestamp in microseconds as its UTC date and time to the second
+ * (["YYYY-MM-DD", "HH:MM:SS"]), or null when there is none to show.
+ */
+export function dateAndTime(us) {
+  const exact = timestamp(us);
+  return exact === '—' ? null : [exact.slice(0, 10), exact.slice(11, 19)];
+}
+
+/** A timestamp in microseconds as milliseconds since the epoch (a chart's instant). */
+export function millis(us) {
+  return Number(BigInt(us) / 1000n);
+}
+
+/** A span in microseconds for people: "250 ms", "45s", "1h 30m", "2d 4h". */
+export function span(us) {
+  const n = Number(us) || 0;
+  if (n < 1e6) return `${Math.round(n / 1000)} ms`;
+  return duration(n / 1e6);
+}
+
 /** An RFC 3339 time as "YYYY-MM-DD HH:MM:SS UTC" ('—' when absent). */
 export function isoTime(text) {
   if (!text) return '—';

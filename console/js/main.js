@@ -4,7 +4,7 @@
 
 import { ApiError, setToken, token } from './api.js';
 import { errorBox, fill, h } from './dom.js';
-import { parse } from './route.js';
+import { parse, section } from './route.js';
 import * as bucket from './views/bucket.js';
 import * as dashboard from './views/dashboard.js';
 import * as entry from './views/entry.js';
@@ -39,6 +39,11 @@ async function render() {
   const path = location.pathname.startsWith(base) ? location.pathname.slice(base.length) : '';
   const route = parse(path, location.search);
   document.getElementById('logout').hidden = !token();
+  const current = section(route);
+  for (const a of document.querySelectorAll('header nav a')) {
+    if (a.getAttribute('href') === current) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
   const ctx = { view, route, go };
   fill(view, h('p', { class: 'muted' }, 'Loading…'));
   try {

@@ -32,3 +32,22 @@ export function link(bucket, entry, params = {}) {
   ).toString();
   return query ? `${path}?${query}` : path;
 }
+
+/**
+ * The navigation link a route belongs under (its `href` in the top bar): a bucket's and
+ * an entry's pages under the dashboard, `$system`'s under the system trail; none for the
+ * login and unknown pages.
+ */
+export function section(route) {
+  switch (route.view) {
+    case 'dashboard': return './';
+    case 'bucket':
+    case 'entry': return route.bucket === '$system' ? 'b/%24system' : './';
+    case 'lifecycles':
+    case 'lifecycle': return 'lifecycles';
+    case 'replications':
+    case 'replication': return 'replications';
+    case 'tokens': return 'tokens';
+    default: return null;
+  }
+}

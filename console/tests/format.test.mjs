@@ -4,12 +4,13 @@ import assert from 'node:assert/strict';
 import test from 'node:test';
 
 import {
-  bytes, count, DOWNLOAD_TYPE, downloadName, duration, fromInputTime, hexDump, inputTime, isoTime, previewKind, recordHeader, timestamp,
+  bytes, count, dateAndTime, DOWNLOAD_TYPE, downloadName, duration, fromInputTime, hexDump, inputTime, isoTime, millis,
+  previewKind, recordHeader, span, timestamp,
 } from '../js/format.js';
 import {
-  histogram, linear, thin, tierClass, ticks,
+  histogram, linear, placeInstant, thin, tierClass, ticks, timeTicks,
 } from '../js/chart.js';
-import { link, parse } from '../js/route.js';
+import { link, parse, section } from '../js/route.js';
 import { decodeReadBatch, systemSegment } from '../js/protocol.js';
 
 test('sizes, counts and durations read as people write them', () => {
@@ -114,4 +115,54 @@ test('a range typed in UTC round-trips through microseconds', () => {
   assert.equal(fromInputTime('2023-11-14T22:13'), '1699999980000000');
   assert.equal(fromInputTime('not a time'), '');
   assert.equal(inputTime(undefined), '');
+});
+
+test('a time axis ticks at round instants and labels what its step needs', () => {
+  const at = (iso) => Date.parse(iso);
+  // Two hours: every 30 minutes, on the half hour, times only.
+  assert.deepEqual(
+    timeTicks(at('2026-12-07T10:07:00Z'), at('2026-12-07T12:07:00Z')).map((t) => t.label),
+    ['10:30', '11:00', '11:30', '12:00'],
+  );
+  // Across midnight: the date joins the time.
+  const night = timeTicks(at('2026-12-06T22:00:00Z'), at('2026-12-07T02:00:00Z'), 4);
+  assert.ok(night.some((t) => t.label === '12-07 00:00'), JSON.stringify(night));
+  assert.ok(night.every((t) => t.ms % 3600000 === 0), 'on the hour');
+  // Seconds: to the second.
+  assert.deepEqual(
+    timeTicks(at('2023-11-14T22:13:20.500Z'), at('2023-11-14T22:13:23.100Z'), 3).map((t) => t.label),
+    ['22:13:21', '22:13:22', '22:13:23'],
+  );
+  // Weeks of data: dates at midnight.
+  const weeks = timeTicks(at('2026-11-01T05:00:00Z'), at('2026-12-01T05:00:00Z'));
+  assert.ok(weeks.length >= 3 && weeks.length <= 5, JSON.stringify(weeks));
+  assert.ok(weeks.every((t) => /^\d{4}-\d{2}-\d{2}$/.test(t.label) && t.ms % 86400000 === 0));
+  // One instant: itself.
+  assert.deepEqual(timeTicks(at('2026-12-07T10:00:05Z'), at('2026-12-07T10:00:05Z')).map((t) => t.label), ['10:00:05']);
+  assert.deepEqual(timeTicks(NaN, NaN), []);
+});
+
+test('an instant is placed between the columns around it', () => {
+  assert.equal(placeInstant(15, [10, 20, 40], [100, 200, 300]), 150);
+  assert.equal(placeInstant(30, [10, 20, 40], [100, 200, 300]), 250);
+  assert.equal(placeInstant(5, [10, 20], [100, 200]), null);
+  assert.equal(placeInstant(10, [10], [100]), 100);
+});
+
+test('cards show an instant to the second; charts take it in ms', () => {
+  assert.deepEqual(dateAndTime('1700000000123456'), ['2023-11-14', '22:13:20']);
+  assert.equal(dateAndTime(undefined), null);
+  assert.equal(millis('1700000000123456'), 1700000000123);
+  assert.equal(span(250000), '250 ms');
+  assert.equal(span(5400e6), '1h 30m');
+});
+
+test('each page lights its own link in the navigation', () => {
+  assert.equal(section(parse('')), './');
+  assert.equal(section(parse('b/cams/front')), './');
+  assert.equal(section(parse('b/%24system')), 'b/%24system');
+  assert.equal(section(parse('lifecycles/keep-week')), 'lifecycles');
+  assert.equal(section(parse('replications')), 'replications');
+  assert.equal(section(parse('tokens')), 'tokens');
+  assert.equal(section(parse('login')), null);
 });

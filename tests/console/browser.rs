@@ -116,6 +116,17 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     browser.click("form button[type=submit]");
     browser.wait_for_text("h1", "Dashboard");
     browser.wait_for_text(".cards", "STANDALONE");
+    assert_eq!(current_nav(&browser), "Dashboard");
+    // An instant in a card: its date, its time to the second, the exact value on hover.
+    let card = browser.script(
+        "const c = [...document.querySelectorAll('.card')].find((c) => c.textContent.startsWith('Latest record')); \
+         return c ? [c.getAttribute('title'), c.querySelector('.value').textContent, c.querySelector('.sub').textContent] : null",
+        json!([]),
+    );
+    let card: Vec<String> = serde_json::from_value(card).unwrap();
+    assert!(card[0].ends_with(" µs)") && card[0].contains(" UTC ("), "{card:?}");
+    assert_eq!(card[1].len(), 10, "a date: {card:?}");
+    assert!(card[2].len() == 12 && card[2].ends_with(" UTC"), "a time to the second: {card:?}");
     let rejected_login = browser.console();
     look(&browser, &shots, "02-dashboard.png");
     // The token is in sessionStorage, never in the URL or a cookie.
@@ -149,6 +160,7 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     look(&browser, &shots, "03-bucket.png");
     browser.open(&format!("{site}/ui/b/history"));
     browser.wait_for(".history svg rect");
+    time_axis(&browser, ".history");
     browser.wait_for_text(".history", "snapshots");
     look(&browser, &shots, "03b-bucket-history.png");
     browser.open(&format!("{site}/ui/b/many"));
@@ -175,6 +187,7 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     browser.wait_for_text("h1", "Entry cam");
     browser.wait_for("table[aria-label=Records]");
     browser.wait_for(".chart svg rect");
+    time_axis(&browser, ".chart");
 
     upload_image_and_label(&browser, data.path());
     look(&browser, &shots, "04-entry.png");
@@ -310,6 +323,9 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     browser.click(".timeline circle");
     browser.wait_for_text(".preview pre", "\"policy_name\": \"squeeze\"");
     browser.wait_for(".saved svg rect");
+    time_axis(&browser, ".saved");
+    time_axis(&browser, ".timeline");
+    assert_eq!(current_nav(&browser), "Lifecycles");
     browser.wait_for_text("main", "No backlog: every recorded run caught up.");
     look(&browser, &shots, "06-lifecycle.png");
     // Keyboard only: a run's mark opened with Enter, the navigation reached with Tab.
@@ -422,11 +438,15 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     browser.open(&format!("{site}/ui/replications/offsite"));
     browser.wait_for(".pending svg rect");
     browser.wait_for(".lag svg rect");
+    time_axis(&browser, ".pending");
+    time_axis(&browser, ".lag");
+    assert_eq!(current_nav(&browser), "Replications");
     look(&browser, &shots, "08-replication.png");
 
     // The `$system` trail: its entries, and the policy's events filtered by status.
     browser.click("nav a[href='b/%24system']");
     browser.wait_for_text("h1", "Bucket $system");
+    assert_eq!(current_nav(&browser), "System trail");
     browser.wait_for_text("table[aria-label=Entries]", "squeeze");
     browser.script(
         "Array.from(document.querySelectorAll('table a')).find(a => a.textContent.endsWith('/squeeze')).click()",
@@ -465,6 +485,34 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
 
 /// On an entry's page: a PNG (written to `dir`) uploaded as a record, listed, previewed
 /// and decoded inline, then labelled `kind=png` in place.
+/// The chart `chart` has a time axis: labels of round instants under it, each a date, a
+/// time to the minute or the second, or both.
+fn time_axis(browser: &Browser, chart: &str) {
+    browser.wait_for(&format!("{chart} svg text.time-label"));
+    let labels = browser.script(
+        "return [...document.querySelectorAll(arguments[0] + ' svg text.time-label')].map((t) => t.firstChild.textContent)",
+        json!([chart]),
+    );
+    let labels: Vec<String> = serde_json::from_value(labels).unwrap();
+    assert!(!labels.is_empty(), "{chart}: no time labels");
+    let shaped = |l: &str| {
+        let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
+        let parts: Vec<&str> = l.split([' ', '-', ':']).collect();
+        match parts.as_slice() {
+            [y, m, d] if l.contains('-') => digits(y, 4) && digits(m, 2) && digits(d, 2),
+            [a, b] | [a, b, _] if l.contains(':') && !l.contains('-') => digits(a, 2) && digits(b, 2),
+            [m, d, hh, mm] => digits(m, 2) && digits(d, 2) && digits(hh, 2) && digits(mm, 2),
+            _ => false,
+        }
+    };
+    assert!(labels.iter().all(|l| shaped(l)), "{chart}: {labels:?}");
+}
+
+/// The text of the navigation link marked as the current page.
+fn current_nav(browser: &Browser) -> String {
+    browser.text("header nav a[aria-current=page]")
+}
+
 pub(crate) fn upload_image_and_label(browser: &Browser, dir: &std::path::Path) {
     let image = dir.join("frame.png");
     std::fs::write(&image, png(64, 48)).unwrap();
@@ -562,6 +610,7 @@ fn catching_up(server: &ServerProcess, browser: &Browser, site: &str, shots: &st
     });
     browser.open(&format!("{site}/ui/lifecycles/fleet-zstd"));
     browser.wait_for(".backlog svg rect");
+    time_axis(&browser, ".backlog");
     browser.wait_for(".saved svg rect");
     let marks = browser.script(
         "return document.querySelectorAll('.timeline circle').length",

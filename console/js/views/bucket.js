@@ -5,7 +5,7 @@ import { call, readable, segment } from '../api.js';
 import { json, readRecords } from '../batch.js';
 import { errorBox, fill, h } from '../dom.js';
 import { stacked, stackedColumns, thin, tierClass } from '../chart.js';
-import { bytes, count, timestamp } from '../format.js';
+import { bytes, count, millis, timestamp } from '../format.js';
 import { link } from '../route.js';
 
 /** Entries listed at once. */
@@ -37,7 +37,7 @@ async function history(name) {
   })), HISTORY_POINTS);
   if (series.length === 0) return h('p', { class: 'muted' }, 'No usage with tiers recorded yet.');
   return h('figure', { class: 'chart history' },
-    stackedColumns(series, (item) => timestamp(item.x), { format: bytes }),
+    stackedColumns(series, (item) => timestamp(item.x), { format: bytes, times: series.map((item) => millis(item.x)) }),
     h('figcaption', { class: 'muted' }, `${series.length} snapshots from ${timestamp(series[0].x)} to ${timestamp(series[series.length - 1].x)}`));
 }
 

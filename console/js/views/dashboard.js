@@ -3,11 +3,22 @@
 
 import { call, segment } from '../api.js';
 import { errorBox, fill, h } from '../dom.js';
-import { bytes, count, duration, timestamp } from '../format.js';
+import { bytes, count, dateAndTime, duration, timestamp } from '../format.js';
 import { link } from '../route.js';
 
 function card(label, value) {
   return h('div', { class: 'card' }, h('div', { class: 'label' }, label), h('div', { class: 'value' }, value));
+}
+
+/** A card with an instant: its date, its time to the second, the exact value on hover. */
+function timeCard(label, us) {
+  const parts = dateAndTime(us);
+  if (!parts) return card(label, '—');
+  const exact = `${timestamp(us)} UTC (${us} µs)`;
+  return h('div', { class: 'card', title: exact },
+    h('div', { class: 'label' }, label),
+    h('div', { class: 'value' }, h('time', { datetime: `${parts[0]}T${parts[1]}Z` }, parts[0])),
+    h('div', { class: 'sub' }, `${parts[1]} UTC`));
 }
 
 export async function show({ view, go }) {
@@ -41,8 +52,8 @@ export async function show({ view, go }) {
       card('Uptime', duration(info.uptime)),
       card('Usage', bytes(info.usage)),
       card('Buckets', count(info.bucket_count)),
-      card('Oldest record', timestamp(info.oldest_record)),
-      card('Latest record', timestamp(info.latest_record))),
+      timeCard('Oldest record', info.oldest_record),
+      timeCard('Latest record', info.latest_record)),
     h('h2', {}, 'Buckets'),
     create,
     problem,

@@ -11,8 +11,8 @@ import { panel as attachments } from './attachments.js';
 import { bars, histogram } from '../chart.js';
 import { errorBox, fill, h } from '../dom.js';
 import {
-  bytes, count, DOWNLOAD_TYPE, downloadName, fromInputTime, hexDump, inputTime, previewKind,
-  timestamp,
+  bytes, count, DOWNLOAD_TYPE, downloadName, fromInputTime, hexDump, inputTime, millis,
+  previewKind, span, timestamp,
 } from '../format.js';
 import { link } from '../route.js';
 
@@ -64,9 +64,9 @@ function chart(data) {
   const label = (i) => `${at(i)}: ${count(data.records[i])} records, ${bytes(data.bytes[i])}`;
   const total = data.records.reduce((a, b) => a + b, 0);
   return h('figure', { class: 'chart' },
-    bars(data.bytes, label, { format: bytes }),
+    bars(data.bytes, label, { format: bytes, times: data.bytes.map((_, i) => millis(Math.floor(data.first + (i + 0.5) * data.step))) }),
     h('figcaption', { class: 'muted' },
-      `${count(total)} record${total === 1 ? '' : 's'}, bytes per ${data.bytes.length}th of the range from ${at(0)} to ${at(data.bytes.length)}`,
+      `${count(total)} record${total === 1 ? '' : 's'}, bytes per ${span(data.step)} from ${at(0)} to ${at(data.bytes.length)}`,
       data.note));
 }
 

@@ -7,8 +7,8 @@
 import { call, readable, segment } from '../api.js';
 import { json, readBucketRecords } from '../batch.js';
 import { errorBox, fill, h } from '../dom.js';
-import { bytes, count, isoTime, timestamp } from '../format.js';
-import { bars, linear } from '../chart.js';
+import { bytes, count, isoTime, millis, timestamp } from '../format.js';
+import { bars, linear, timeAxis } from '../chart.js';
 import { systemSegment } from '../protocol.js';
 
 /** Runs shown on a timeline at most (the latest). */
@@ -158,6 +158,7 @@ function timeline(runs, shown) {
   const first = Number(runs[0].ts);
   const last = Number(runs[runs.length - 1].ts);
   const x = linear([first, last], [20, width - 20]);
+  const at = (run) => (runs.length === 1 ? width / 2 : x(Number(run.ts)));
   const NS = 'http://www.w3.org/2000/svg';
   const svg = document.createElementNS(NS, 'svg');
   svg.setAttribute('viewBox', `0 0 ${width} 60`);
@@ -169,7 +170,7 @@ function timeline(runs, shown) {
   for (const run of runs) {
     const ok = (run.labels.status || '200') === '200';
     const mark = document.createElementNS(NS, 'circle');
-    for (const [k, v] of Object.entries({ cx: runs.length === 1 ? width / 2 : x(Number(run.ts)), cy: 30, r: 6, class: ok ? 'run ok' : 'run failed', tabindex: 0 })) mark.setAttribute(k, v);
+    for (const [k, v] of Object.entries({ cx: at(run), cy: 30, r: 6, class: ok ? 'run ok' : 'run failed', tabindex: 0 })) mark.setAttribute(k, v);
     const title = document.createElementNS(NS, 'title');
     const e = run.event;
     const state = e.caught_up ? ', caught up' : `, ${count(e.backlog_records || 0)} records left`;
@@ -180,6 +181,7 @@ function timeline(runs, shown) {
     mark.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') open(); });
     svg.append(mark);
   }
+  timeAxis(svg, runs.map((r) => millis(r.ts)), runs.map(at), { bottom: 30, left: 10, right: width - 10 });
   return h('figure', { class: 'chart timeline' }, svg,
     h('figcaption', { class: 'muted' }, `${count(runs.length)} run${runs.length === 1 ? '' : 's'} from ${timestamp(first)} to ${timestamp(last)}; a click shows the run's event`));
 }
@@ -191,7 +193,7 @@ function savings(runs) {
   let total = 0;
   const cumulative = saved.map((r) => { total += Number(r.event.bytes_saved || 0); return total; });
   return h('figure', { class: 'chart saved' },
-    bars(cumulative, (i) => `after the run of ${timestamp(saved[i].ts)}`, { format: bytes }),
+    bars(cumulative, (i) => `after the run of ${timestamp(saved[i].ts)}`, { format: bytes, times: saved.map((r) => millis(r.ts)) }),
     h('figcaption', { class: 'muted' }, `Bytes saved in all, run after run: ${bytes(total)}`));
 }
 
@@ -202,7 +204,7 @@ function backlog(runs) {
   }
   const left = runs.map((r) => Number(r.event.backlog_records || 0));
   return h('figure', { class: 'chart backlog' },
-    bars(left, (i) => `left after the run of ${timestamp(runs[i].ts)}`, { format: count }),
+    bars(left, (i) => `left after the run of ${timestamp(runs[i].ts)}`, { format: count, times: runs.map((r) => millis(r.ts)) }),
     h('figcaption', { class: 'muted' }, `Records left to process after each run (whole blocks counted); now ${count(left[left.length - 1])}`));
 }
 

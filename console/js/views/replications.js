@@ -6,7 +6,7 @@ import { call, readable, segment } from '../api.js';
 import { json, readBucketRecords } from '../batch.js';
 import { bars, thin } from '../chart.js';
 import { errorBox, fill, h } from '../dom.js';
-import { count, duration, timestamp } from '../format.js';
+import { count, duration, millis, timestamp } from '../format.js';
 import { systemSegment } from '../protocol.js';
 
 function taskForm(onSubmit, settings = {}, name = '') {
@@ -89,12 +89,13 @@ async function history(instance, name) {
   if (events.length === 0) return h('p', { class: 'muted' }, 'No pass or backlog recorded in the last day.');
   const points = thin(events, HISTORY_POINTS);
   const when = (i) => timestamp(points[i].timestamp);
+  const times = points.map((e) => millis(e.timestamp));
   return h('div', { class: 'history' },
     h('figure', { class: 'chart pending' },
-      bars(points.map((e) => e.pending_records || 0), (i) => `pending at ${when(i)}`, { format: count }),
+      bars(points.map((e) => e.pending_records || 0), (i) => `pending at ${when(i)}`, { format: count, times }),
       h('figcaption', { class: 'muted' }, `Pending records, ${count(points.length)} snapshot${points.length === 1 ? '' : 's'} from ${when(0)} to ${when(points.length - 1)}`)),
     h('figure', { class: 'chart lag' },
-      bars(points.map((e) => e.lag_seconds || 0), (i) => `lag at ${when(i)}`, { format: (s) => duration(Math.round(s)) }),
+      bars(points.map((e) => e.lag_seconds || 0), (i) => `lag at ${when(i)}`, { format: (s) => duration(Math.round(s)), times }),
       h('figcaption', { class: 'muted' }, 'Lag: how long the oldest pending record had waited')));
 }
 
