@@ -64,7 +64,7 @@ function chart(data) {
   const label = (i) => `${at(i)}: ${count(data.records[i])} records, ${bytes(data.bytes[i])}`;
   const total = data.records.reduce((a, b) => a + b, 0);
   return h('figure', { class: 'chart' },
-    bars(data.bytes, label, { format: bytes, times: data.bytes.map((_, i) => millis(Math.floor(data.first + (i + 0.5) * data.step))) }),
+    bars(data.bytes, label, { width: 1000, format: bytes, times: data.bytes.map((_, i) => millis(Math.floor(data.first + (i + 0.5) * data.step))) }),
     h('figcaption', { class: 'muted' },
       `${count(total)} record${total === 1 ? '' : 's'}, bytes per ${span(data.step)} from ${at(0)} to ${at(data.bytes.length)}`,
       data.note));
