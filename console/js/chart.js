@@ -25,6 +25,7 @@ const HOUR = 60 * MINUTE;
 const DAY = 24 * HOUR;
 /** Steps a time axis may take, in ms: each a round span of the clock or the calendar. */
 const TIME_STEPS = [
+  10, 20, 50, 100, 200, 500,
   SECOND, 2 * SECOND, 5 * SECOND, 10 * SECOND, 15 * SECOND, 30 * SECOND,
   MINUTE, 2 * MINUTE, 5 * MINUTE, 10 * MINUTE, 15 * MINUTE, 30 * MINUTE,
   HOUR, 2 * HOUR, 3 * HOUR, 6 * HOUR, 12 * HOUR,
@@ -33,15 +34,17 @@ const TIME_STEPS = [
 
 /**
  * About `n` ticks at round instants (UTC) inside [startMs, stopMs], each `{ ms, label }`:
- * the step is the first of a second, 2 s, 5 s … a day, a week … a year that gives at
- * most `n` ticks; labels show what the step needs — the time to the second under a
- * minute, to the minute under a day (with the date when the range crosses midnight),
- * the date from a day up. An empty or reversed range gives its one instant.
+ * the step is the first of 10 ms, 20 ms … a second, 2 s … a day, a week … a year that
+ * gives at most `n` ticks; labels show what the step needs — milliseconds under a
+ * second, the time to the second under a minute, to the minute under a day (with the
+ * date when the range crosses midnight), the date from a day up. A range too short to
+ * hold a round instant, or an empty one, gives its first instant.
  */
 export function timeTicks(startMs, stopMs, n = 5) {
   const start = Number(startMs);
   const stop = Number(stopMs);
-  if (!(stop > start)) return Number.isFinite(start) ? [{ ms: start, label: timeLabel(start, SECOND, false) }] : [];
+  if (!Number.isFinite(start)) return [];
+  if (!(stop > start)) return [{ ms: start, label: timeLabel(start, SECOND, false) }];
   const raw = (stop - start) / Math.max(1, n);
   const step = TIME_STEPS.find((s) => s >= raw) || Math.ceil(raw / (364 * DAY)) * 364 * DAY;
   const crossesDays = Math.floor(start / DAY) !== Math.floor(stop / DAY);
@@ -49,7 +52,7 @@ export function timeTicks(startMs, stopMs, n = 5) {
   for (let t = Math.ceil(start / step) * step; t <= stop; t += step) {
     out.push({ ms: t, label: timeLabel(t, step, crossesDays) });
   }
-  return out;
+  return out.length > 0 ? out : [{ ms: start, label: timeLabel(start, Math.min(step, 10), false) }];
 }
 
 /** The label of a tick at `ms` on an axis stepping `step` ms. */
@@ -58,7 +61,8 @@ function timeLabel(ms, step, withDate) {
   const date = iso.slice(0, 10);
   if (step >= DAY) return date;
   if (step >= MINUTE) return withDate ? `${date.slice(5)} ${iso.slice(11, 16)}` : iso.slice(11, 16);
-  return iso.slice(11, 19);
+  if (step >= SECOND) return iso.slice(11, 19);
+  return iso.slice(11, 23);
 }
 
 /**

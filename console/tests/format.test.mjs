@@ -137,6 +137,11 @@ test('a time axis ticks at round instants and labels what its step needs', () =>
   const weeks = timeTicks(at('2026-11-01T05:00:00Z'), at('2026-12-01T05:00:00Z'));
   assert.ok(weeks.length >= 3 && weeks.length <= 5, JSON.stringify(weeks));
   assert.ok(weeks.every((t) => /^\d{4}-\d{2}-\d{2}$/.test(t.label) && t.ms % 86400000 === 0));
+  // Under a second: milliseconds.
+  assert.deepEqual(
+    timeTicks(at('2026-12-07T10:00:05.120Z'), at('2026-12-07T10:00:05.480Z'), 3).map((t) => t.label),
+    ['10:00:05.200', '10:00:05.400'],
+  );
   // One instant: itself.
   assert.deepEqual(timeTicks(at('2026-12-07T10:00:05Z'), at('2026-12-07T10:00:05Z')).map((t) => t.label), ['10:00:05']);
   assert.deepEqual(timeTicks(NaN, NaN), []);

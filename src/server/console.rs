@@ -43,6 +43,7 @@ const ASSETS: &[(&str, &str, &[u8])] = &[
     asset!("js/chart.js", "text/javascript; charset=utf-8"),
     asset!("js/dom.js", "text/javascript; charset=utf-8"),
     asset!("js/views/login.js", "text/javascript; charset=utf-8"),
+    asset!("js/views/cards.js", "text/javascript; charset=utf-8"),
     asset!("js/views/dashboard.js", "text/javascript; charset=utf-8"),
     asset!("js/views/attachments.js", "text/javascript; charset=utf-8"),
     asset!("js/views/bucket.js", "text/javascript; charset=utf-8"),

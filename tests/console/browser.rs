@@ -124,9 +124,15 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
         json!([]),
     );
     let card: Vec<String> = serde_json::from_value(card).unwrap();
-    assert!(card[0].ends_with(" µs)") && card[0].contains(" UTC ("), "{card:?}");
+    assert!(
+        card[0].ends_with(" µs)") && card[0].contains(" UTC ("),
+        "{card:?}"
+    );
     assert_eq!(card[1].len(), 10, "a date: {card:?}");
-    assert!(card[2].len() == 12 && card[2].ends_with(" UTC"), "a time to the second: {card:?}");
+    assert!(
+        card[2].len() == 12 && card[2].ends_with(" UTC"),
+        "a time to the second: {card:?}"
+    );
     let rejected_login = browser.console();
     look(&browser, &shots, "02-dashboard.png");
     // The token is in sessionStorage, never in the URL or a cookie.
@@ -487,7 +493,7 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
 /// and decoded inline, then labelled `kind=png` in place.
 /// The chart `chart` has a time axis: labels of round instants under it, each a date, a
 /// time to the minute or the second, or both.
-fn time_axis(browser: &Browser, chart: &str) {
+pub(crate) fn time_axis(browser: &Browser, chart: &str) {
     browser.wait_for(&format!("{chart} svg text.time-label"));
     let labels = browser.script(
         "return [...document.querySelectorAll(arguments[0] + ' svg text.time-label')].map((t) => t.firstChild.textContent)",
@@ -500,7 +506,9 @@ fn time_axis(browser: &Browser, chart: &str) {
         let parts: Vec<&str> = l.split([' ', '-', ':']).collect();
         match parts.as_slice() {
             [y, m, d] if l.contains('-') => digits(y, 4) && digits(m, 2) && digits(d, 2),
-            [a, b] | [a, b, _] if l.contains(':') && !l.contains('-') => digits(a, 2) && digits(b, 2),
+            [a, b] | [a, b, _] if l.contains(':') && !l.contains('-') => {
+                digits(a, 2) && digits(b, 2)
+            }
             [m, d, hh, mm] => digits(m, 2) && digits(d, 2) && digits(hh, 2) && digits(mm, 2),
             _ => false,
         }
@@ -509,7 +517,7 @@ fn time_axis(browser: &Browser, chart: &str) {
 }
 
 /// The text of the navigation link marked as the current page.
-fn current_nav(browser: &Browser) -> String {
+pub(crate) fn current_nav(browser: &Browser) -> String {
     browser.text("header nav a[aria-current=page]")
 }
 
@@ -610,7 +618,7 @@ fn catching_up(server: &ServerProcess, browser: &Browser, site: &str, shots: &st
     });
     browser.open(&format!("{site}/ui/lifecycles/fleet-zstd"));
     browser.wait_for(".backlog svg rect");
-    time_axis(&browser, ".backlog");
+    time_axis(browser, ".backlog");
     browser.wait_for(".saved svg rect");
     let marks = browser.script(
         "return document.querySelectorAll('.timeline circle').length",

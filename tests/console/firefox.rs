@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use crate::browser::{TOKEN, look, upload_image_and_label};
+use crate::browser::{TOKEN, current_nav, look, time_axis, upload_image_and_label};
 use crate::common::start_server;
 use crate::webdriver::{Browser, firefox};
 
@@ -68,6 +68,8 @@ fn a_user_walks_through_the_console_in_firefox() {
     browser.open(&format!("{site}/ui/b/frames/cam"));
     browser.wait_for_text("h1", "Entry cam");
     browser.wait_for(".chart svg rect");
+    time_axis(&browser, ".chart");
+    assert_eq!(current_nav(&browser), "Dashboard");
     browser.wait_for_text("table[aria-label=Records]", "application/json");
     upload_image_and_label(&browser, data.path());
     browser.click("#show-attachments");
@@ -94,6 +96,8 @@ fn a_user_walks_through_the_console_in_firefox() {
     browser.wait_for_text("h1", "Policy squeeze");
     browser.click("#run-now");
     browser.wait_for(".timeline circle.run.ok");
+    time_axis(&browser, ".timeline");
+    assert_eq!(current_nav(&browser), "Lifecycles");
     browser.script(
         "document.querySelector('.timeline circle').focus(); return 1",
         json!([]),

@@ -3,23 +3,10 @@
 
 import { call, segment } from '../api.js';
 import { errorBox, fill, h } from '../dom.js';
-import { bytes, count, dateAndTime, duration, timestamp } from '../format.js';
+import { bytes, count, duration, timestamp } from '../format.js';
+import { card, timeCard } from './cards.js';
 import { link } from '../route.js';
 
-function card(label, value) {
-  return h('div', { class: 'card' }, h('div', { class: 'label' }, label), h('div', { class: 'value' }, value));
-}
-
-/** A card with an instant: its date, its time to the second, the exact value on hover. */
-function timeCard(label, us) {
-  const parts = dateAndTime(us);
-  if (!parts) return card(label, '—');
-  const exact = `${timestamp(us)} UTC (${us} µs)`;
-  return h('div', { class: 'card', title: exact },
-    h('div', { class: 'label' }, label),
-    h('div', { class: 'value' }, h('time', { datetime: `${parts[0]}T${parts[1]}Z` }, parts[0])),
-    h('div', { class: 'sub' }, `${parts[1]} UTC`));
-}
 
 export async function show({ view, go }) {
   const [info, list] = await Promise.all([call('info'), call('list')]);

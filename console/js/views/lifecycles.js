@@ -9,6 +9,7 @@ import { json, readBucketRecords } from '../batch.js';
 import { errorBox, fill, h } from '../dom.js';
 import { bytes, count, isoTime, millis, timestamp } from '../format.js';
 import { bars, linear, timeAxis } from '../chart.js';
+import { card, isoCard, timeCard } from './cards.js';
 import { systemSegment } from '../protocol.js';
 
 /** Runs shown on a timeline at most (the latest). */
@@ -236,11 +237,12 @@ export async function detail(ctx) {
     h('div', { class: 'cards' },
       ...[['Type', info.type], ['Mode', info.mode], ['Last result', info.last_status || '—'],
         ['Runs', count(info.total_runs)], ['Records', count(info.processed_records_total)],
-        ['Saved', bytes(info.bytes_saved_total)], ['Next run', isoTime(info.next_run)],
-        ['State', info.caught_up ? 'caught up' : 'catching up'],
-        ['Backlog', info.caught_up ? '—' : `${count(info.backlog_records || 0)} records`],
-        ['Processed up to', info.last_processed_ts ? timestamp(info.last_processed_ts) : '—']]
-        .map(([label, value]) => h('div', { class: 'card' }, h('div', { class: 'label' }, label), h('div', { class: 'value' }, value)))),
+        ['Saved', bytes(info.bytes_saved_total)]]
+        .map(([label, value]) => card(label, value)),
+      isoCard('Next run', info.next_run),
+      card('State', info.caught_up ? 'caught up' : 'catching up'),
+      card('Backlog', info.caught_up ? '—' : `${count(info.backlog_records || 0)} records`),
+      timeCard('Processed up to', info.last_processed_ts)),
     h('p', {}, h('button', {
       id: 'run-now',
       type: 'button',
