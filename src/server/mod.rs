@@ -23,6 +23,7 @@ pub(crate) mod browser_guard;
 pub(crate) mod bucket_rename;
 pub(crate) mod console;
 pub mod cors;
+pub mod ha;
 pub mod http;
 pub(crate) mod links;
 pub(crate) mod metrics;
@@ -198,6 +199,21 @@ impl Server {
     /// lifecycle repository (read-only on a replica), applies the provisioned policies, and
     /// starts listening.
     pub fn start(config: ServerConfig, provisioning: Provisioning) -> Result<Server> {
+        // The port first: a server that cannot listen must not have created or changed
+        // its data directory. Connections made meanwhile wait in the backlog until the
+        // store is open.
+        let listener = TcpListener::bind((config.host.as_str(), config.port))
+            .map_err(|e| Error::io(format!("listening on {}:{}", config.host, config.port), e))?;
+        Server::start_on(listener, config, provisioning)
+    }
+
+    /// [`Server::start`] on a listener bound already (a PRIMARY or SECONDARY that took
+    /// the lease serves on the port it answered on while it waited).
+    pub fn start_on(
+        listener: TcpListener,
+        config: ServerConfig,
+        provisioning: Provisioning,
+    ) -> Result<Server> {
         if config.http_threads == 0 {
             return Err(Error::unprocessable("http_threads must be at least 1"));
         }
@@ -213,11 +229,6 @@ impl Server {
         let scheme = if tls.is_some() { "https" } else { "http" };
         let base_path = normalize_base_path(&config.base_path)?;
         refuse_open_network(&config, &provisioning)?;
-        // The port first: a server that cannot listen must not have created or changed
-        // its data directory. Connections made meanwhile wait in the backlog until the
-        // store is open.
-        let listener = TcpListener::bind((config.host.as_str(), config.port))
-            .map_err(|e| Error::io(format!("listening on {}:{}", config.host, config.port), e))?;
         let addr = listener
             .local_addr()
             .map_err(|e| Error::io("reading the listening address", e))?;

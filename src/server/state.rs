@@ -18,9 +18,10 @@ use crate::storage::Store;
 pub enum InstanceRole {
     /// A normal server (the default).
     Standalone,
-    /// Primary of a pair (behaves as standalone here).
+    /// Primary of a pair on one data directory: serves while it holds the directory's
+    /// lease, waits (503) while the other does; takes a directory nobody holds at once.
     Primary,
-    /// Secondary of a pair (behaves as standalone here).
+    /// Secondary of a pair: waits until the lease runs out, then takes over.
     Secondary,
     /// Read-only: every change is refused with 403 and no lifecycle policy runs.
     Replica,

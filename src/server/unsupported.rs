@@ -10,7 +10,7 @@ use std::collections::HashSet;
 /// ReductStore 1.21 settings this server knowingly ignores: named with that reason.
 /// (`tests/cli/settings.rs` checks every variable 1.21.5's documents list is either read
 /// or named so.)
-const REDUCTSTORE_ONLY: [&str; 29] = [
+const REDUCTSTORE_ONLY: [&str; 25] = [
     "RS_AUDIT_ENABLED",
     "RS_ENGINE_COMPACTION_INTERVAL",
     "RS_ENGINE_ENABLE_INTEGRITY_CHECKS",
@@ -22,10 +22,6 @@ const REDUCTSTORE_ONLY: [&str; 29] = [
     "RS_IO_BATCH_TIMEOUT",
     "RS_IO_MAX_WRITERS_IN_FLIGHT",
     "RS_LICENSE_PATH",
-    "RS_LOCK_FILE_FAILURE_ACTION",
-    "RS_LOCK_FILE_POLLING_INTERVAL",
-    "RS_LOCK_FILE_TIMEOUT",
-    "RS_LOCK_FILE_TTL",
     "RS_PRIMARY_URL",
     "RS_REMOTE_ACCESS_KEY",
     "RS_REMOTE_BACKEND_TYPE",

@@ -122,6 +122,10 @@ pub struct Config {
     /// Write events to `$system`: a `lifecycle_run` event per run (and keep progress
     /// there), and on a server the audit, usage and log trail (`RS_SYSTEM_EVENTS_ENABLED`).
     pub system_events: bool,
+    /// The directory is shared by a PRIMARY and a SECONDARY, guarded by a lease and its
+    /// fence (`storage/fence.rs`): its lock file held by another process (the instance
+    /// that lost the lease, paused) does not stop the one that holds the lease now.
+    pub lease_guarded: bool,
     /// The FIFO quota of `$system` in bytes, applied when it is created and at every
     /// server start (`None`: no quota); default [`DEFAULT_SYSTEM_EVENTS_QUOTA`].
     pub system_events_quota: Option<u64>,
@@ -193,6 +197,7 @@ impl Config {
             lifecycle_max_policies: DEFAULT_MAX_POLICIES,
             lifecycle_max_definitions_size: DEFAULT_MAX_DEFINITIONS_SIZE,
             system_events: true,
+            lease_guarded: false,
             system_events_quota: Some(DEFAULT_SYSTEM_EVENTS_QUOTA),
             max_storage_size: None,
             instance_name: "unknown".to_string(),

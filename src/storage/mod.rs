@@ -49,6 +49,7 @@ pub mod condition;
 pub mod config;
 pub(crate) mod entry;
 pub(crate) mod fan_out;
+pub mod fence;
 pub mod format;
 pub mod marker;
 pub mod merge;

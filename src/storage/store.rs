@@ -118,7 +118,7 @@ pub struct Store {
     _syncer: Syncer,
     /// The data directory's lock, held while the store is open: opening removes files of
     /// interrupted changes, which must never happen under another process's feet.
-    _lock: File,
+    _lock: Option<File>,
 }
 
 impl Store {
@@ -130,7 +130,16 @@ impl Store {
         let data = &config.data_path;
         // Durably: a directory whose creation a power cut undoes takes every bucket with it.
         create_dirs_durably(data)?;
-        let lock = lock_data_dir(data)?;
+        let lock = match lock_data_dir(data) {
+            Ok(lock) => Some(lock),
+            Err(e) if config.lease_guarded && e.kind() == crate::error::ErrorKind::Conflict => {
+                log::warn!(
+                    "{e}: the lease guards this directory, so this instance (which holds it) opens it anyway"
+                );
+                None
+            }
+            Err(e) => return Err(e),
+        };
         crate::storage::marker::write_marker(data)?;
         crate::storage::sync::open_files::set_open_file_limit(config.max_open_log_files);
         remove_trash(data)?;

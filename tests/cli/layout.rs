@@ -379,8 +379,9 @@ const SERVER_LAYERS: &[&[&str]] = &[
         "server/protocol/",
     ],
     &["server/http/"],
-    // The variables' grouping is shared by every provisioned family, tokens included.
-    &["server/auth/", "server/provision/env.rs"],
+    // The variables' grouping is shared by every provisioned family, tokens included;
+    // the lease of a PRIMARY or SECONDARY (the binary drives it) needs only the engine.
+    &["server/auth/", "server/provision/env.rs", "server/ha/"],
 ];
 
 #[test]

@@ -11,6 +11,7 @@ mod attack_findings;
 mod bucket_rename;
 mod catch_up;
 mod credentials_in_logs;
+mod failover;
 mod hostile;
 mod network_edge;
 mod open_files;

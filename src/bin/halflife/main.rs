@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use clap::{Args, Parser, Subcommand};
 
 mod serve;
+mod serve_ha;
 mod server_client;
 mod stdout;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};

@@ -31,9 +31,13 @@ pub(crate) struct ServeArgs {
     /// blank: the host name (`unknown` when it cannot be read), as ReductStore does.
     #[arg(long, env = "RS_INSTANCE_NAME")]
     instance_name: Option<String>,
-    /// STANDALONE, PRIMARY, SECONDARY or REPLICA (read-only: changes get 403).
+    /// STANDALONE, PRIMARY, SECONDARY or REPLICA (read-only: changes get 403). A PRIMARY
+    /// and a SECONDARY share one data directory: the one holding its lease serves, the
+    /// other answers 503 naming it (`/alive` 200) and takes over once the lease runs out.
     #[arg(long, env = "RS_INSTANCE_ROLE", default_value = "STANDALONE")]
     instance_role: InstanceRole,
+    #[command(flatten)]
+    lease: crate::serve_ha::LeaseArgs,
     /// Serve `GET /metrics` (Prometheus) without a token even when authentication is on
     /// (true/false, yes/no, 1/0); otherwise any valid token may read it.
     #[arg(long, env = "RS_METRICS_PUBLIC", default_value = "false", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::Set)]
@@ -439,6 +443,9 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         signal_hook::consts::SIGTERM,
     ])
     .map_err(|e| Error::io("installing signal handlers", e))?;
+    if matches!(config.role, InstanceRole::Primary | InstanceRole::Secondary) {
+        return crate::serve_ha::serve_with_lease(config, args.lease.settings()?, signals);
+    }
     let server = Server::start(config, Provisioning::from_env(std::env::vars()))?;
     if let Some(signal) = signals.forever().next() {
         log::info!("received signal {signal}");

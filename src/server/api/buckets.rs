@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::server::auth::{Access, Caller};
 use crate::server::http::Response;
 use crate::server::http::request::{Request, no_route, read_body};
-use crate::server::state::App;
+use crate::server::state::{App, InstanceRole};
 use crate::storage::{BucketInfo, BucketSettingsUpdate};
 
 fn bucket_info_json(app: &App, info: &BucketInfo) -> Value {
@@ -39,7 +39,7 @@ pub fn server_info(app: &App) -> Result<Response> {
         })
         .min()
         .unwrap_or(u64::MAX);
-    Ok(Response::json(&json!({
+    let mut info = json!({
         "version": env!("CARGO_PKG_VERSION"),
         "instance_name": app.instance_name,
         "instance_role": app.role.as_str(),
@@ -50,7 +50,13 @@ pub fn server_info(app: &App) -> Result<Response> {
         "latest_record": buckets.iter().map(|b| b.latest_record).max().unwrap_or(0),
         "defaults": {"bucket": app.bucket_defaults},
         "license": null,
-    })))
+    });
+    // A PRIMARY or SECONDARY that answers holds the lease (a waiting one answers 503
+    // from its standby, saying "waiting").
+    if matches!(app.role, InstanceRole::Primary | InstanceRole::Secondary) {
+        info["instance_state"] = json!("active");
+    }
+    Ok(Response::json(&info))
 }
 
 /// `GET /list`: the buckets the caller may read (all of them with authentication off).

@@ -33,6 +33,12 @@ pub fn exposition(app: &App, caller: Option<&Caller>) -> Result<String> {
     );
     gauges(
         &mut registry,
+        "instance_active",
+        "Whether this instance serves (1); a PRIMARY or SECONDARY waiting for the data directory's lease answers 0",
+        [(labels(&[("role", app.role.as_str())]), 1)],
+    );
+    gauges(
+        &mut registry,
         "open_queries",
         "Queries open now (holding an iterator until read to the end or expired)",
         [(Vec::new(), signed(app.queries.open_count() as u64))],

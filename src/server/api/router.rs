@@ -19,6 +19,7 @@ use crate::server::metrics;
 use crate::server::protocol::routes::{EntryRoute, allowed_methods, entry_route};
 use crate::server::state::App;
 use crate::storage::attachments::{entry_removal_refused, is_attachment_entry};
+use crate::storage::fence;
 use crate::wire::percent;
 
 impl Service for App {
@@ -27,15 +28,28 @@ impl Service for App {
         let bare = req.head.path.split('?').next().unwrap_or_default();
         let api = bare.starts_with("/api/v1/");
         let link = bare.starts_with("/api/v1/links/");
-        let mut response = match browser_guard::refuse_active_load(&req.head, api) {
-            Some(refusal) => refusal,
-            None => self.answer(req),
+        let change = matches!(
+            req.head.method.as_str(),
+            "POST" | "PUT" | "PATCH" | "DELETE"
+        );
+        // A PRIMARY or SECONDARY answers only while it holds the data directory's lease:
+        // asked before a request and again before a change is acknowledged, since the
+        // lease may have run out while the change ran (a pause past its TTL).
+        let alive = bare == "/api/v1/alive";
+        let fenced = || {
+            (fence::installed() && !alive)
+                .then(fence::check)
+                .and_then(Result::err)
         };
+        let mut response = match (browser_guard::refuse_active_load(&req.head, api), fenced()) {
+            (Some(refusal), _) => refusal,
+            (None, Some(lost)) => Response::error(503, lost.message()),
+            (None, None) => self.answer(req),
+        };
+        if change && let Some(lost) = fenced() {
+            response = Response::error(503, lost.message());
+        }
         if api {
-            let change = matches!(
-                req.head.method.as_str(),
-                "POST" | "PUT" | "PATCH" | "DELETE"
-            );
             response = browser_guard::harden(response, link, change);
         }
         self.cors.apply(req.head.header("origin"), &mut response);

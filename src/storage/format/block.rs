@@ -67,6 +67,7 @@ impl BlockWriter {
     /// file must not exist: an existing file is never truncated (it could belong to an
     /// entry re-created under the same name while a stale writer ran).
     pub fn create(path: &Path, codec: Codec, frame_size: usize) -> Result<Self> {
+        crate::storage::fence::check()?;
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)

@@ -86,10 +86,16 @@ pub fn parent_of(path: &Path) -> &Path {
 /// target, fsync the directory. A crash leaves either the old or the new content. A write
 /// that fails (a full disk) removes its temp file, so it does not hold on to the space.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    crate::storage::fence::check()?;
+    replace_atomically(path, bytes)
+}
+
+/// [`write_atomic`] without asking the fence: for the lease file, the fence's own state.
+pub fn replace_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(TMP_SUFFIX);
     let tmp = PathBuf::from(tmp);
-    let written = write_new_file(&tmp, bytes).and_then(|()| {
+    let written = create_synced(&tmp, bytes).and_then(|()| {
         fs::rename(&tmp, path).map_err(|e| Error::io(format!("renaming {}", tmp.display()), e))
     });
     if let Err(e) = written {
@@ -101,6 +107,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Creates (or truncates) a file with `bytes` and fsyncs it.
 pub fn write_new_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    crate::storage::fence::check()?;
+    create_synced(path, bytes)
+}
+
+fn create_synced(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut file = OpenOptions::new()
         .write(true)
         .create(true)

@@ -62,6 +62,7 @@ pub fn valid_op_at(bytes: &[u8], pos: usize) -> Option<usize> {
 /// truncated). With `sync` the file is fsynced; otherwise it is as durable as an append
 /// (its owner fsyncs it before the next commit that relies on it).
 pub fn create(path: &Path, magic: &[u8; 8], sync: bool) -> Result<File> {
+    crate::storage::fence::check()?;
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -318,6 +319,8 @@ pub fn append_op(
 /// Appends `op` (finished with [`finish_op`]) at `start`, followed by `payload` if it is not
 /// empty; on failure the file is cut back so no half-op stays behind.
 pub fn append_at(file: &File, path: &Path, start: u64, op: &[u8], payload: &[u8]) -> Result<()> {
+    // A fenced process writes nothing more in a directory another instance now holds.
+    crate::storage::fence::check()?;
     let written = file.write_all_at(op, start).and_then(|_| {
         if payload.is_empty() {
             Ok(())

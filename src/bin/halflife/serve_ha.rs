@@ -1,0 +1,187 @@
+//! `halflife serve` as a PRIMARY or SECONDARY: the lease's options, and the loop that
+//! waits for the lease (answering as a standby), serves while it holds it, and steps down
+//! to waiting when it is lost (`docs/high-availability.md`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use clap::Args;
+
+use halflife::server::ha::lease::{LeaseRecord, LeaseTiming};
+use halflife::server::ha::{
+    CurrentLease, FailureAction, HaSettings, renew_until_lost, wait_for_lease,
+};
+use halflife::server::{InstanceRole, Provisioning, Server, ServerConfig};
+use halflife::{Error, Result};
+
+/// The lease of a PRIMARY or SECONDARY, with ReductStore's names and defaults.
+#[derive(Args)]
+pub(crate) struct LeaseArgs {
+    /// PRIMARY/SECONDARY: how long the data directory's lease lasts unrenewed (seconds,
+    /// or a duration such as 500ms). The holder stops answering changes a margin before
+    /// it runs out by its own clock; a standby takes over once it has seen the lease
+    /// unchanged this long. At least twice the polling interval plus a margin.
+    #[arg(long, env = "RS_LOCK_FILE_TTL", default_value = "30", value_parser = seconds)]
+    lock_file_ttl: Duration,
+    /// PRIMARY/SECONDARY: how often the holder renews the lease (an fsynced replace) and a
+    /// standby looks at it (seconds, or a duration).
+    #[arg(long, env = "RS_LOCK_FILE_POLLING_INTERVAL", default_value = "10", value_parser = seconds)]
+    lock_file_polling_interval: Duration,
+    /// PRIMARY: how long it waits for a lease another instance holds before
+    /// RS_LOCK_FILE_FAILURE_ACTION (seconds, or a duration). A SECONDARY waits for good.
+    #[arg(long, env = "RS_LOCK_FILE_TIMEOUT", default_value = "60", value_parser = seconds)]
+    lock_file_timeout: Duration,
+    /// PRIMARY: after RS_LOCK_FILE_TIMEOUT, `abort` exits with an error naming the holder;
+    /// `proceed` goes on waiting as a standby (never a second writer).
+    #[arg(long, env = "RS_LOCK_FILE_FAILURE_ACTION", default_value = "abort")]
+    lock_file_failure_action: FailureAction,
+}
+
+impl LeaseArgs {
+    /// The settings, checked: the TTL must leave room for a slow renewal.
+    pub(crate) fn settings(&self) -> Result<HaSettings> {
+        let timing = LeaseTiming {
+            ttl: self.lock_file_ttl,
+            poll: self.lock_file_polling_interval,
+        };
+        timing.validate().map_err(Error::unprocessable)?;
+        Ok(HaSettings {
+            timing,
+            timeout: self.lock_file_timeout,
+            failure_action: self.lock_file_failure_action,
+        })
+    }
+}
+
+/// A number of seconds (`30`, `0.5`) or a duration (`500ms`, `1m`), positive.
+fn seconds(text: &str) -> std::result::Result<Duration, String> {
+    if let Ok(s) = text.trim().parse::<f64>() {
+        return if s > 0.0 && s.is_finite() {
+            Ok(Duration::from_secs_f64(s))
+        } else {
+            Err(format!("'{text}' must be a positive number of seconds"))
+        };
+    }
+    crate::positive_duration(text)
+}
+
+/// What ends one term of serving.
+enum End {
+    /// SIGINT or SIGTERM: stop.
+    Signal,
+    /// The lease was lost: step down and wait again.
+    Lost,
+}
+
+/// Serves `config` whenever this instance holds the data directory's lease, until a
+/// signal.
+pub(crate) fn serve_with_lease(
+    mut config: ServerConfig,
+    ha: HaSettings,
+    mut signals: signal_hook::iterator::Signals,
+) -> Result<()> {
+    config.engine.lease_guarded = true;
+    let primary = config.role == InstanceRole::Primary;
+    let role = config.role.as_str();
+    let current = Arc::new(CurrentLease::default());
+    if !halflife::storage::fence::install(current.clone()) {
+        return Err(Error::internal("a fence was installed twice"));
+    }
+    let (ends_tx, ends_rx) = crossbeam_channel::unbounded::<End>();
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let (stop, ends_tx) = (stop.clone(), ends_tx.clone());
+        std::thread::Builder::new()
+            .name("halflife-signals".into())
+            .spawn(move || {
+                if let Some(signal) = signals.forever().next() {
+                    log::info!("received signal {signal}");
+                    stop.store(true, Ordering::Release);
+                    let _ = ends_tx.send(End::Signal);
+                }
+            })
+            .map_err(|e| Error::io("starting the signal thread", e))?;
+    }
+    // One port for every term: the one it answers on while it waits is the one it
+    // serves on (port 0 picks one, kept from then on).
+    let first = std::net::TcpListener::bind((config.host.as_str(), config.port))
+        .map_err(|e| Error::io(format!("listening on {}:{}", config.host, config.port), e))?;
+    let addr = first
+        .local_addr()
+        .map_err(|e| Error::io("reading the listening address", e))?;
+    config.port = addr.port();
+    let mut bound = Some(first);
+    let me = LeaseRecord {
+        owner: format!(
+            "{}#{}-{:08x}",
+            config.engine.instance_name,
+            std::process::id(),
+            random_u32()
+        ),
+        epoch: 0,
+        renewed_at: 0,
+        url: config
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}:{}/", config.host, config.port)),
+        role: role.to_string(),
+    };
+    let data_path = config.engine.data_path.clone();
+    std::fs::create_dir_all(&data_path)
+        .map_err(|e| Error::io(format!("creating {}", data_path.display()), e))?;
+    loop {
+        let listener = match bound.take() {
+            Some(listener) => listener,
+            None => std::net::TcpListener::bind(addr)
+                .map_err(|e| Error::io(format!("listening on {addr}"), e))?,
+        };
+        log::info!(
+            "{role}: listening on http://{addr} while it waits for the data directory's lease"
+        );
+        let stopped = || stop.load(Ordering::Acquire);
+        let Some((listener, lease)) =
+            wait_for_lease(listener, &data_path, &me, ha, primary, &stopped)?
+        else {
+            return Ok(());
+        };
+        let lease = Arc::new(lease);
+        current.set(lease.clone());
+        let renewing = Arc::new(AtomicBool::new(false));
+        let on_lost = {
+            let ends_tx = ends_tx.clone();
+            Box::new(move || {
+                let _ = ends_tx.send(End::Lost);
+            })
+        };
+        let renewer = renew_until_lost(lease.clone(), ha.timing, renewing.clone(), on_lost)
+            .map_err(|e| Error::io("starting the lease's renewal", e))?;
+        let provisioning = Provisioning::from_env(std::env::vars());
+        let server = match Server::start_on(listener, config.clone(), provisioning) {
+            Ok(server) => server,
+            Err(e) => {
+                renewing.store(true, Ordering::Release);
+                let _ = renewer.join();
+                return Err(e);
+            }
+        };
+        let end = ends_rx.recv().unwrap_or(End::Signal);
+        renewing.store(true, Ordering::Release);
+        let _ = renewer.join();
+        server.shutdown();
+        match end {
+            End::Signal => return Ok(()),
+            End::Lost => log::warn!(
+                "{role}: stepped down after losing the lease of epoch {}; waiting for it again",
+                lease.epoch()
+            ),
+        }
+    }
+}
+
+fn random_u32() -> u32 {
+    let mut bytes = [0u8; 4];
+    // A collision only makes two owners' names alike; epochs decide, not names.
+    let _ = getrandom::fill(&mut bytes);
+    u32::from_le_bytes(bytes)
+}

@@ -1,0 +1,440 @@
+//! The lease that makes one of a PRIMARY and a SECONDARY on a shared data directory its
+//! one writer, with fencing (`docs/high-availability.md`).
+//!
+//! On disk, beside the data:
+//! - `.lease`: JSON `{owner, epoch, renewed_at, url, role}`, replaced atomically (temp,
+//!   fsync, rename, fsync of the directory) by the holder every polling interval;
+//! - `.lease-epoch-<N>`: created exclusively (`O_EXCL`) by the instance that takes epoch
+//!   `N`, so of two standbys that see the lease run out at once only one takes it.
+//!
+//! Both sides judge time by their own monotonic clock, never by a clock of the other
+//! host: the holder stops writing once `ttl - margin` has passed since the renewal it
+//! last made durable began; a standby takes over once it has seen the lease unchanged for
+//! `ttl`. Since the standby saw that renewal only after it began, it takes over at least
+//! `margin` after the holder stopped — whatever paused the holder (SIGSTOP, a stalled
+//! VM). The holder also fails its check as soon as the next epoch's claim exists.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::storage::fence::Fence;
+use crate::storage::format::fsutil::{fsync_dir, replace_atomically};
+
+/// The lease file's name in the data directory.
+pub const LEASE_FILE: &str = ".lease";
+/// The prefix of an epoch's claim file (`.lease-epoch-<N>`).
+const CLAIM_PREFIX: &str = ".lease-epoch-";
+/// Claims kept behind the current one (older ones are removed by the holder).
+const CLAIMS_KEPT: u64 = 4;
+
+/// What the lease file says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseRecord {
+    /// The holder: its instance name, process and a random part.
+    pub owner: String,
+    /// Grows by one at every take-over.
+    pub epoch: u64,
+    /// The holder's wall clock at its last renewal (ms since the epoch): for people and
+    /// logs only, never for a decision.
+    pub renewed_at: u64,
+    /// Where clients reach the holder (its public URL).
+    pub url: String,
+    /// The holder's role (`PRIMARY` or `SECONDARY`).
+    pub role: String,
+}
+
+impl LeaseRecord {
+    /// The lease file of `dir`, if there is a readable one.
+    pub fn read(dir: &Path) -> Option<LeaseRecord> {
+        let bytes = std::fs::read(dir.join(LEASE_FILE)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+}
+
+/// The lease's timing, as `RS_LOCK_FILE_*` set it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseTiming {
+    /// How long a lease lasts without renewal (`RS_LOCK_FILE_TTL`).
+    pub ttl: Duration,
+    /// How often the holder renews and a standby looks (`RS_LOCK_FILE_POLLING_INTERVAL`).
+    pub poll: Duration,
+}
+
+impl LeaseTiming {
+    /// How long before the TTL the holder stops writing: a tenth of it, at least 100 ms
+    /// and at most one polling interval — room for a renewal's own fsyncs.
+    pub fn margin(&self) -> Duration {
+        (self.ttl / 10)
+            .max(Duration::from_millis(100))
+            .min(self.poll)
+    }
+
+    /// Checks that a renewal can keep the lease: the TTL must leave a margin after two
+    /// polling intervals.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.poll.is_zero() || self.ttl.is_zero() {
+            return Err(
+                "RS_LOCK_FILE_TTL and RS_LOCK_FILE_POLLING_INTERVAL must be positive".into(),
+            );
+        }
+        if self.ttl < self.poll * 2 + self.margin() {
+            return Err(format!(
+                "RS_LOCK_FILE_TTL ({:?}) must be at least twice RS_LOCK_FILE_POLLING_INTERVAL ({:?}) plus a margin ({:?}), or one slow renewal would lose the lease",
+                self.ttl,
+                self.poll,
+                self.margin()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The lease as its holder keeps it: the fence of its writes.
+pub struct Lease {
+    dir: PathBuf,
+    record: Mutex<LeaseRecord>,
+    epoch: AtomicU64,
+    timing: LeaseTiming,
+    /// When the last renewal that became durable began.
+    renewed: Mutex<Instant>,
+    lost: AtomicBool,
+    /// Why it was lost, said once.
+    reason: Mutex<Option<String>>,
+}
+
+impl Lease {
+    /// Takes epoch `epoch` of `dir`'s lease for `record` (its owner, URL and role): claims
+    /// the epoch exclusively, then writes the lease file. `None` when another instance
+    /// claimed that epoch first.
+    pub fn take(dir: &Path, mut record: LeaseRecord, timing: LeaseTiming) -> Result<Option<Lease>> {
+        let began = Instant::now();
+        let claim = claim_path(dir, record.epoch);
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&claim)
+        {
+            Ok(file) => {
+                file.sync_all()
+                    .map_err(|e| Error::io(format!("syncing {}", claim.display()), e))?;
+                fsync_dir(dir)?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(None),
+            Err(e) => return Err(Error::io(format!("claiming {}", claim.display()), e)),
+        }
+        record.renewed_at = wall_ms();
+        write_record(dir, &record)?;
+        let lease = Lease {
+            dir: dir.to_path_buf(),
+            epoch: AtomicU64::new(record.epoch),
+            record: Mutex::new(record),
+            timing,
+            renewed: Mutex::new(began),
+            lost: AtomicBool::new(false),
+            reason: Mutex::new(None),
+        };
+        lease.remove_old_claims();
+        Ok(Some(lease))
+    }
+
+    /// The epoch held.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Relaxed)
+    }
+
+    /// What the lease file says of this holder.
+    pub fn record(&self) -> LeaseRecord {
+        self.record
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Renews the lease (every polling interval): fails, and loses the lease, when the
+    /// next epoch has been claimed or the file names another holder.
+    pub fn renew(&self) -> Result<()> {
+        self.check()?;
+        if let Some(on_disk) = LeaseRecord::read(&self.dir)
+            && (on_disk.epoch != self.epoch() || on_disk.owner != self.record().owner)
+        {
+            return Err(self.lose(format!(
+                "the lease file names epoch {} of {}",
+                on_disk.epoch, on_disk.owner
+            )));
+        }
+        let began = Instant::now();
+        let mut record = self.record();
+        record.renewed_at = wall_ms();
+        write_record(&self.dir, &record)?;
+        // Durable: the holder's time starts again from when this renewal began.
+        *self.renewed.lock().unwrap_or_else(|p| p.into_inner()) = began;
+        *self.record.lock().unwrap_or_else(|p| p.into_inner()) = record;
+        self.check()
+    }
+
+    /// Whether the lease was lost (it never comes back: a new one is taken).
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Acquire)
+    }
+
+    /// Marks the lease lost for `why` (logged once) and gives the error that says so.
+    fn lose(&self, why: String) -> Error {
+        let first = !self.lost.swap(true, Ordering::AcqRel);
+        let mut reason = self.reason.lock().unwrap_or_else(|p| p.into_inner());
+        if first {
+            log::error!(
+                "lease of epoch {} lost: {why}; this instance acknowledges nothing more and steps down",
+                self.epoch()
+            );
+            *reason = Some(why);
+        }
+        self.lost_error(reason.as_deref().unwrap_or("lost"))
+    }
+
+    fn lost_error(&self, why: &str) -> Error {
+        Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "This instance no longer holds the data directory's lease (epoch {}: {why}); the active instance answers",
+                self.epoch()
+            ),
+        )
+    }
+
+    fn remove_old_claims(&self) {
+        let epoch = self.epoch();
+        let Ok(read) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for item in read.flatten() {
+            let name = item.file_name();
+            let Some(n) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(CLAIM_PREFIX))
+                .and_then(|n| n.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            if n + CLAIMS_KEPT < epoch {
+                let _ = std::fs::remove_file(item.path());
+            }
+        }
+    }
+}
+
+impl Fence for Lease {
+    fn check(&self) -> Result<()> {
+        if self.is_lost() {
+            let reason = self.reason.lock().unwrap_or_else(|p| p.into_inner());
+            return Err(self.lost_error(reason.as_deref().unwrap_or("lost")));
+        }
+        let since = self
+            .renewed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .elapsed();
+        if since + self.timing.margin() >= self.timing.ttl {
+            return Err(self.lose(format!(
+                "no renewal for {since:?}, within {:?} of the TTL ({:?})",
+                self.timing.margin(),
+                self.timing.ttl
+            )));
+        }
+        if claim_path(&self.dir, self.epoch() + 1).exists() {
+            return Err(self.lose(format!("epoch {} was taken", self.epoch() + 1)));
+        }
+        Ok(())
+    }
+}
+
+/// What a standby sees of a lease while it waits.
+pub struct Watch {
+    seen: Option<(Option<LeaseRecord>, Instant)>,
+}
+
+/// What a standby should do after a look at the lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Look {
+    /// Another instance holds it (as the file says).
+    Held(Option<LeaseRecord>),
+    /// It ran out (or there is none and this instance may take one): take this epoch.
+    Take(u64),
+}
+
+impl Watch {
+    /// A watch that has seen nothing yet.
+    pub fn new() -> Watch {
+        Watch { seen: None }
+    }
+
+    /// Looks at `dir`'s lease: it may be taken once it has been seen unchanged for the
+    /// TTL, or at once when there is none and `eager` (a PRIMARY starting).
+    pub fn look(&mut self, dir: &Path, timing: LeaseTiming, eager: bool) -> Look {
+        let now = Instant::now();
+        let current = LeaseRecord::read(dir);
+        let next_epoch = current.as_ref().map_or_else(
+            || highest_claim(dir) + 1,
+            |r| r.epoch.max(highest_claim(dir)) + 1,
+        );
+        if current.is_none() && eager && highest_claim(dir) == 0 {
+            return Look::Take(next_epoch);
+        }
+        match &self.seen {
+            Some((seen, since)) if *seen == current => {
+                if now.duration_since(*since) >= timing.ttl {
+                    return Look::Take(next_epoch);
+                }
+            }
+            _ => self.seen = Some((current.clone(), now)),
+        }
+        Look::Held(current)
+    }
+}
+
+impl Default for Watch {
+    fn default() -> Self {
+        Watch::new()
+    }
+}
+
+fn claim_path(dir: &Path, epoch: u64) -> PathBuf {
+    dir.join(format!("{CLAIM_PREFIX}{epoch}"))
+}
+
+/// The highest epoch claimed in `dir` (0: none).
+fn highest_claim(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|read| {
+            read.flatten()
+                .filter_map(|item| {
+                    item.file_name()
+                        .to_str()
+                        .and_then(|n| n.strip_prefix(CLAIM_PREFIX))
+                        .and_then(|n| n.parse::<u64>().ok())
+                })
+                .max()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0)
+}
+
+fn write_record(dir: &Path, record: &LeaseRecord) -> Result<()> {
+    let bytes = serde_json::to_vec(record)
+        .map_err(|e| Error::internal(format!("encoding the lease: {e}")))?;
+    replace_atomically(&dir.join(LEASE_FILE), &bytes)
+}
+
+fn wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Long enough that a busy machine's scheduling never looks like a pause.
+    fn timing() -> LeaseTiming {
+        LeaseTiming {
+            ttl: Duration::from_millis(2000),
+            poll: Duration::from_millis(300),
+        }
+    }
+
+    fn record(owner: &str, epoch: u64) -> LeaseRecord {
+        LeaseRecord {
+            owner: owner.into(),
+            epoch,
+            renewed_at: 0,
+            url: format!("http://{owner}/"),
+            role: "PRIMARY".into(),
+        }
+    }
+
+    #[test]
+    fn one_of_two_takes_an_epoch_and_the_holder_sees_the_next_one_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Lease::take(dir.path(), record("a", 1), timing())
+            .unwrap()
+            .unwrap();
+        assert!(
+            Lease::take(dir.path(), record("b", 1), timing())
+                .unwrap()
+                .is_none()
+        );
+        a.check().unwrap();
+        a.renew().unwrap();
+        let b = Lease::take(dir.path(), record("b", 2), timing())
+            .unwrap()
+            .unwrap();
+        assert!(a.check().is_err(), "epoch 2 taken: a is fenced");
+        assert!(a.renew().is_err());
+        b.check().unwrap();
+        assert_eq!(LeaseRecord::read(dir.path()).unwrap().owner, "b");
+    }
+
+    #[test]
+    fn a_holder_stops_before_its_ttl_by_its_own_clock() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Lease::take(dir.path(), record("a", 1), timing())
+            .unwrap()
+            .unwrap();
+        a.check().unwrap();
+        // As if the process had been stopped: no renewal for the TTL minus the margin.
+        std::thread::sleep(timing().ttl - timing().margin());
+        let e = a.check().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+        assert!(a.renew().is_err(), "a lost lease is not renewed");
+    }
+
+    #[test]
+    fn a_standby_takes_a_lease_seen_unchanged_for_the_ttl() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut watch = Watch::new();
+        // No lease: a SECONDARY waits a TTL; a PRIMARY takes epoch 1 at once.
+        assert_eq!(watch.look(dir.path(), timing(), false), Look::Held(None));
+        assert_eq!(Watch::new().look(dir.path(), timing(), true), Look::Take(1));
+        let a = Lease::take(dir.path(), record("a", 1), timing())
+            .unwrap()
+            .unwrap();
+        let mut watch = Watch::new();
+        assert!(matches!(
+            watch.look(dir.path(), timing(), false),
+            Look::Held(Some(_))
+        ));
+        // Renewed within the TTL: still held.
+        std::thread::sleep(timing().poll);
+        a.renew().unwrap();
+        assert!(matches!(
+            watch.look(dir.path(), timing(), false),
+            Look::Held(Some(_))
+        ));
+        // Unchanged for the TTL: taken, as epoch 2.
+        std::thread::sleep(timing().ttl);
+        assert_eq!(watch.look(dir.path(), timing(), false), Look::Take(2));
+        // And by then the holder's own clock had stopped it.
+        assert!(a.check().is_err());
+    }
+
+    #[test]
+    fn timing_leaves_room_for_a_slow_renewal() {
+        assert!(timing().validate().is_ok());
+        let tight = LeaseTiming {
+            ttl: Duration::from_secs(10),
+            poll: Duration::from_secs(10),
+        };
+        assert!(tight.validate().unwrap_err().contains("RS_LOCK_FILE_TTL"));
+        let reductstore = LeaseTiming {
+            ttl: Duration::from_secs(30),
+            poll: Duration::from_secs(10),
+        };
+        assert_eq!(reductstore.margin(), Duration::from_secs(3));
+        assert!(reductstore.validate().is_ok());
+    }
+}

@@ -1,0 +1,38 @@
+//! The fence of a data directory shared by a standby (`RS_INSTANCE_ROLE` PRIMARY or
+//! SECONDARY, `docs/high-availability.md`): once this process may have lost the lease that
+//! makes it the directory's one writer, nothing more is written there. The server installs
+//! its lease here; the write primitives of the engine — an append to a log, a new file, an
+//! atomic replace (every commit) — ask before they touch the directory. A process that
+//! never installs one (a standalone server, a maintenance command, a library user) is
+//! never fenced, and the question costs one atomic read.
+
+use std::sync::{Arc, OnceLock};
+
+use crate::error::Result;
+
+/// What a fence answers: whether this process may still write in the data directory.
+pub trait Fence: Send + Sync {
+    /// `Ok` while this process holds the directory; the error names why it no longer may.
+    fn check(&self) -> Result<()>;
+}
+
+static FENCE: OnceLock<Arc<dyn Fence>> = OnceLock::new();
+
+/// Installs the process's fence (once: a process serves one data directory). Returns
+/// false when one was installed before.
+pub fn install(fence: Arc<dyn Fence>) -> bool {
+    FENCE.set(fence).is_ok()
+}
+
+/// Whether this process may write in its data directory now.
+pub fn check() -> Result<()> {
+    match FENCE.get() {
+        Some(fence) => fence.check(),
+        None => Ok(()),
+    }
+}
+
+/// Whether a fence is installed (the server answers changes only while it holds).
+pub fn installed() -> bool {
+    FENCE.get().is_some()
+}

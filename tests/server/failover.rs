@@ -1,0 +1,223 @@
+//! A PRIMARY and a SECONDARY on one data directory, through the real binary: the waiting
+//! one answers 503 naming the active one (and `/alive` 200); killed (`kill -9`) or paused
+//! (SIGSTOP past the lease's TTL), the active one is replaced, every write it
+//! acknowledged is read back byte-exact from the new one, and a paused one that resumes
+//! acknowledges nothing after the take-over — it steps down to waiting.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::common::{Connection, ServerProcess, start_server, wait_until};
+
+/// A short lease so the tests take seconds, not minutes (TTL ≥ 2 × poll + margin).
+const LEASE: [(&str, &str); 2] = [
+    ("RS_LOCK_FILE_TTL", "1"),
+    ("RS_LOCK_FILE_POLLING_INTERVAL", "0.2"),
+];
+
+fn start(data: &std::path::Path, role: &str, name: &str) -> ServerProcess {
+    let mut env = vec![("RS_INSTANCE_ROLE", role), ("RS_INSTANCE_NAME", name)];
+    env.extend(LEASE);
+    start_server(data, &env)
+}
+
+fn text(s: &ServerProcess, path: &str) -> String {
+    String::from_utf8_lossy(&s.get(path).body).into_owned()
+}
+
+fn ready(s: &ServerProcess) -> u16 {
+    s.get("/api/v1/ready").status
+}
+
+fn signal(s: &ServerProcess, signal: libc::c_int) {
+    let pid = libc::pid_t::try_from(s.pid()).expect("a pid");
+    // SAFETY: a signal to the test's own child process.
+    assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+}
+
+/// The payload of record `ts`: distinct per record, so a read proves the bytes.
+fn payload(ts: u64) -> Vec<u8> {
+    format!("record {ts} ")
+        .repeat(1 + (ts % 7) as usize)
+        .into_bytes()
+}
+
+/// Writes records 1, 2, 3… to `server` until `stop`, noting each one acknowledged (200)
+/// with the instant its answer arrived.
+fn writer(
+    server: Arc<ServerProcess>,
+    next: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    acked: Arc<Mutex<Vec<(u64, Instant)>>>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Acquire) {
+            let ts = next.fetch_add(1, Ordering::AcqRel);
+            let path = format!("/api/v1/b/cams/front?ts={ts}");
+            let status = Connection::try_open(server.addr)
+                .and_then(|mut c| c.try_call("POST", &path, &[], &payload(ts)))
+                .map_or(0, |r| r.status);
+            if status == 200 {
+                acked.lock().unwrap().push((ts, Instant::now()));
+            }
+        }
+    })
+}
+
+fn read_back(server: &ServerProcess, acked: &[(u64, Instant)]) {
+    for (ts, _) in acked {
+        let r = server.get(&format!("/api/v1/b/cams/front?ts={ts}"));
+        assert_eq!(
+            r.status,
+            200,
+            "acknowledged record {ts} is missing: {}",
+            r.error()
+        );
+        assert_eq!(r.body, payload(*ts), "record {ts} is not byte-exact");
+    }
+}
+
+#[test]
+fn the_waiting_instance_names_the_active_one_and_takes_over_after_a_kill() {
+    let data = tempfile::tempdir().unwrap();
+    let primary = Arc::new(start(data.path(), "PRIMARY", "a"));
+    wait_until("the primary serves", || ready(&primary) == 200);
+    let secondary = start(data.path(), "SECONDARY", "b");
+    // Waiting: alive, not ready, and it says who is active.
+    assert_eq!(secondary.get("/api/v1/alive").status, 200);
+    let waiting = secondary.get("/api/v1/info");
+    assert_eq!(waiting.status, 503);
+    let said = waiting
+        .header("x-reduct-error")
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        said.contains(&format!("PRIMARY at http://{}/", primary.addr)),
+        "{said}"
+    );
+    assert!(
+        text(&secondary, "/metrics").contains("halflife_instance_active{role=\"SECONDARY\"} 0")
+    );
+    let info = primary.get("/api/v1/info").json();
+    assert_eq!(info["instance_role"], "PRIMARY");
+    assert_eq!(info["instance_state"], "active");
+    assert!(text(&primary, "/metrics").contains("halflife_instance_active{role=\"PRIMARY\"} 1"));
+
+    assert_eq!(
+        primary.request("POST", "/api/v1/b/cams", &[], b"").status,
+        200
+    );
+    let (next, stop, acked) = (
+        Arc::new(AtomicU64::new(1)),
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(Mutex::new(Vec::new())),
+    );
+    let load = writer(primary.clone(), next.clone(), stop.clone(), acked.clone());
+    // Killed in the middle of the load, at an instant the writer's own progress picks.
+    wait_until("some writes acknowledged", || {
+        acked.lock().unwrap().len() >= 50
+    });
+    signal(&primary, libc::SIGKILL);
+    stop.store(true, Ordering::Release);
+    load.join().unwrap();
+    wait_until("the secondary takes over", || ready(&secondary) == 200);
+    let info = secondary.get("/api/v1/info").json();
+    assert_eq!(info["instance_state"], "active");
+    let acked = acked.lock().unwrap().clone();
+    read_back(&secondary, &acked);
+    // And it takes writes.
+    let ts = next.load(Ordering::Acquire) + 1;
+    let r = secondary.request(
+        "POST",
+        &format!("/api/v1/b/cams/front?ts={ts}"),
+        &[],
+        &payload(ts),
+    );
+    assert_eq!(r.status, 200, "{}", r.error());
+}
+
+#[test]
+fn a_paused_primary_acknowledges_nothing_after_the_standby_took_over() {
+    let data = tempfile::tempdir().unwrap();
+    let primary = Arc::new(start(data.path(), "PRIMARY", "a"));
+    wait_until("the primary serves", || ready(&primary) == 200);
+    let secondary = start(data.path(), "SECONDARY", "b");
+    assert_eq!(ready(&secondary), 503);
+    assert_eq!(
+        primary.request("POST", "/api/v1/b/cams", &[], b"").status,
+        200
+    );
+    let (next, stop, acked) = (
+        Arc::new(AtomicU64::new(1)),
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(Mutex::new(Vec::new())),
+    );
+    let load = writer(primary.clone(), next.clone(), stop.clone(), acked.clone());
+    wait_until("some writes acknowledged", || {
+        acked.lock().unwrap().len() >= 50
+    });
+    // Paused past the TTL: the writer's request in flight waits on the stopped process.
+    signal(&primary, libc::SIGSTOP);
+    wait_until("the secondary takes over", || ready(&secondary) == 200);
+    let ts = 1_000_000;
+    let r = secondary.request(
+        "POST",
+        &format!("/api/v1/b/cams/front?ts={ts}"),
+        &[],
+        &payload(ts),
+    );
+    assert_eq!(r.status, 200, "{}", r.error());
+    let resumed = Instant::now();
+    signal(&primary, libc::SIGCONT);
+    // The resumed primary answers its pending and new writes, and steps down.
+    wait_until("the old primary waits", || {
+        primary
+            .get("/api/v1/ready")
+            .header("x-reduct-error")
+            .is_some_and(|e| e.contains(&format!("SECONDARY at http://{}/", secondary.addr)))
+    });
+    stop.store(true, Ordering::Release);
+    load.join().unwrap();
+    let acked = acked.lock().unwrap().clone();
+    let after: Vec<u64> = acked
+        .iter()
+        .filter(|(_, at)| *at >= resumed)
+        .map(|(ts, _)| *ts)
+        .collect();
+    assert!(
+        after.is_empty(),
+        "the paused primary acknowledged {after:?} after the take-over"
+    );
+    assert!(
+        primary.logged("lease of epoch 1 lost"),
+        "{:?}",
+        primary.log_lines("lease")
+    );
+    read_back(&secondary, &acked);
+    read_back(&secondary, &[(ts, resumed)]);
+}
+
+#[test]
+fn a_primary_that_cannot_get_the_lease_in_time_aborts_naming_the_holder() {
+    let data = tempfile::tempdir().unwrap();
+    let holder = start(data.path(), "PRIMARY", "a");
+    wait_until("the first primary serves", || ready(&holder) == 200);
+    let mut env = vec![
+        ("RS_INSTANCE_ROLE", "PRIMARY"),
+        ("RS_LOCK_FILE_TIMEOUT", "0.5"),
+    ];
+    env.extend(LEASE);
+    let second = start_server(data.path(), &env);
+    wait_until("the second primary gives up", || {
+        second.logged("RS_LOCK_FILE_TIMEOUT")
+    });
+    let (status, log) = second.terminate();
+    assert!(!status.success(), "{log:?}");
+    assert!(
+        log.iter()
+            .any(|l| l.contains("RS_LOCK_FILE_FAILURE_ACTION=abort")),
+        "{log:?}"
+    );
+    assert_eq!(ready(&holder), 200, "the holder keeps serving");
+}
