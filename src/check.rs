@@ -126,7 +126,7 @@ pub fn check(data: &Path) -> Result<CheckReport> {
 /// size and ETag the index committed.
 pub fn check_with_remotes(data: &Path, remotes: &[Arc<Remote>]) -> Result<CheckReport> {
     crate::storage::marker::require_data_dir(data)?;
-    let _lock = lock_data_dir(data)?;
+    let _lock = lock_data_dir(data, crate::storage::store::LOCK_PATIENCE)?;
     let mut report = CheckReport::default();
     for dir in sorted_dirs(data)? {
         let name = file_name(&dir);

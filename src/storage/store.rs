@@ -23,7 +23,7 @@ use crate::storage::sync::{Durability, Syncer};
 pub const LOCK_FILE: &str = ".lock";
 
 /// Takes the data directory's lock file, refusing a second opener (a server, a maintenance command, a library user) of the same directory.
-pub(crate) fn lock_data_dir(path: &std::path::Path) -> Result<File> {
+pub(crate) fn lock_data_dir(path: &std::path::Path, patience: std::time::Duration) -> Result<File> {
     std::fs::create_dir_all(path)
         .map_err(|e| Error::io(format!("creating data directory {}", path.display()), e))?;
     let lock_path = path.join(LOCK_FILE);
@@ -37,7 +37,7 @@ pub(crate) fn lock_data_dir(path: &std::path::Path) -> Result<File> {
     // just closed the directory may still share its lock with a child it forked a moment
     // before (the descriptor is closed on exec, not at fork), and a server stopping takes a
     // moment to let go.
-    let deadline = std::time::Instant::now() + LOCK_PATIENCE;
+    let deadline = std::time::Instant::now() + patience;
     loop {
         match file.try_lock() {
             Ok(()) => return Ok(file),
@@ -72,7 +72,7 @@ fn give_back_freed_memory() {
 }
 
 /// How long a data directory's lock is waited for before it counts as held.
-const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
+pub(crate) const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What the entries of one bucket share: the store's caches, the frame size, the overlap
 /// bound.
@@ -130,7 +130,13 @@ impl Store {
         let data = &config.data_path;
         // Durably: a directory whose creation a power cut undoes takes every bucket with it.
         create_dirs_durably(data)?;
-        let lock = match lock_data_dir(data) {
+        // Under a lease, a lock still held is the previous holder's: no need to wait.
+        let patience = if config.lease_guarded {
+            std::time::Duration::ZERO
+        } else {
+            LOCK_PATIENCE
+        };
+        let lock = match lock_data_dir(data, patience) {
             Ok(lock) => Some(lock),
             Err(e) if config.lease_guarded && e.kind() == crate::error::ErrorKind::Conflict => {
                 log::warn!(

@@ -12,8 +12,8 @@ use crate::common::{Connection, ServerProcess, start_server, wait_until};
 
 /// A short lease so the tests take seconds, not minutes (TTL ≥ 2 × poll + margin).
 const LEASE: [(&str, &str); 2] = [
-    ("RS_LOCK_FILE_TTL", "1"),
-    ("RS_LOCK_FILE_POLLING_INTERVAL", "0.2"),
+    ("RS_LOCK_FILE_TTL", "2"),
+    ("RS_LOCK_FILE_POLLING_INTERVAL", "0.4"),
 ];
 
 fn start(data: &std::path::Path, role: &str, name: &str) -> ServerProcess {
@@ -26,8 +26,12 @@ fn text(s: &ServerProcess, path: &str) -> String {
     String::from_utf8_lossy(&s.get(path).body).into_owned()
 }
 
+/// `/ready`'s status; 0 while nothing accepts (an instance between waiting and serving
+/// hands its listener over).
 fn ready(s: &ServerProcess) -> u16 {
-    s.get("/api/v1/ready").status
+    Connection::try_open(s.addr)
+        .and_then(|mut c| c.try_call("GET", "/api/v1/ready", &[], b""))
+        .map_or(0, |r| r.status)
 }
 
 fn signal(s: &ServerProcess, signal: libc::c_int) {
@@ -171,11 +175,16 @@ fn a_paused_primary_acknowledges_nothing_after_the_standby_took_over() {
     let resumed = Instant::now();
     signal(&primary, libc::SIGCONT);
     // The resumed primary answers its pending and new writes, and steps down.
+    // (It may refuse or reset a connection while it stops serving and starts waiting.)
+    let names_secondary = format!("SECONDARY at http://{}/", secondary.addr);
     wait_until("the old primary waits", || {
-        primary
-            .get("/api/v1/ready")
-            .header("x-reduct-error")
-            .is_some_and(|e| e.contains(&format!("SECONDARY at http://{}/", secondary.addr)))
+        Connection::try_open(primary.addr)
+            .and_then(|mut c| c.try_call("GET", "/api/v1/ready", &[], b""))
+            .is_ok_and(|r| {
+                r.status == 503
+                    && r.header("x-reduct-error")
+                        .is_some_and(|e| e.contains(&names_secondary))
+            })
     });
     stop.store(true, Ordering::Release);
     load.join().unwrap();
@@ -220,4 +229,60 @@ fn a_primary_that_cannot_get_the_lease_in_time_aborts_naming_the_holder() {
         "{log:?}"
     );
     assert_eq!(ready(&holder), 200, "the holder keeps serving");
+}
+
+#[test]
+fn of_two_standbys_exactly_one_takes_over_each_time() {
+    let data = tempfile::tempdir().unwrap();
+    let primary = start(data.path(), "PRIMARY", "a");
+    wait_until("the primary serves", || ready(&primary) == 200);
+    let mut standbys = vec![
+        start(data.path(), "SECONDARY", "b"),
+        start(data.path(), "SECONDARY", "c"),
+    ];
+    assert_eq!(
+        primary.request("POST", "/api/v1/b/cams", &[], b"").status,
+        200
+    );
+    let r = primary.request("POST", "/api/v1/b/cams/front?ts=1", &[], &payload(1));
+    assert_eq!(r.status, 200);
+    signal(&primary, libc::SIGKILL);
+    let mut written = vec![(1, Instant::now())];
+    for round in 2..=3u64 {
+        wait_until("a standby takes over", || {
+            standbys.iter().any(|s| ready(s) == 200)
+        });
+        // Only one serves; the other still waits and names it.
+        let active: Vec<usize> = (0..standbys.len())
+            .filter(|i| ready(&standbys[*i]) == 200)
+            .collect();
+        assert_eq!(active.len(), 1, "round {round}: {active:?} serve at once");
+        let serving = standbys.remove(active[0]);
+        for waiting in &standbys {
+            let names = format!("SECONDARY at http://{}/", serving.addr);
+            wait_until("the other names the new holder", || {
+                Connection::try_open(waiting.addr)
+                    .and_then(|mut c| c.try_call("GET", "/api/v1/ready", &[], b""))
+                    .is_ok_and(|r| {
+                        r.header("x-reduct-error")
+                            .is_some_and(|e| e.contains(&names))
+                    })
+            });
+        }
+        read_back(&serving, &written);
+        let path = format!("/api/v1/b/cams/front?ts={round}");
+        assert_eq!(
+            serving.request("POST", &path, &[], &payload(round)).status,
+            200
+        );
+        written.push((round, Instant::now()));
+        signal(&serving, libc::SIGKILL);
+        if standbys.is_empty() {
+            break;
+        }
+    }
+    // The last one standing served the records of every term.
+    let last = start(data.path(), "PRIMARY", "d");
+    wait_until("a new primary serves", || ready(&last) == 200);
+    read_back(&last, &written);
 }

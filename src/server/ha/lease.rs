@@ -156,16 +156,26 @@ impl Lease {
     }
 
     /// Renews the lease (every polling interval): fails, and loses the lease, when the
-    /// next epoch has been claimed or the file names another holder.
+    /// next epoch has been claimed or the file names a later one. A file naming an
+    /// earlier epoch is a renewal the previous holder had begun before it was paused and
+    /// finished after: it is replaced by this one (the claims, not the file, say who holds).
     pub fn renew(&self) -> Result<()> {
         self.check()?;
-        if let Some(on_disk) = LeaseRecord::read(&self.dir)
-            && (on_disk.epoch != self.epoch() || on_disk.owner != self.record().owner)
-        {
-            return Err(self.lose(format!(
-                "the lease file names epoch {} of {}",
-                on_disk.epoch, on_disk.owner
-            )));
+        if let Some(on_disk) = LeaseRecord::read(&self.dir) {
+            if on_disk.epoch > self.epoch() {
+                return Err(self.lose(format!(
+                    "the lease file names epoch {} of {}",
+                    on_disk.epoch, on_disk.owner
+                )));
+            }
+            if on_disk.epoch < self.epoch() {
+                log::warn!(
+                    "the lease file was overwritten by a renewal of epoch {} ({}), which no longer holds; renewing epoch {} over it",
+                    on_disk.epoch,
+                    on_disk.owner,
+                    self.epoch()
+                );
+            }
         }
         let began = Instant::now();
         let mut record = self.record();
@@ -375,6 +385,11 @@ mod tests {
             .unwrap();
         assert!(a.check().is_err(), "epoch 2 taken: a is fenced");
         assert!(a.renew().is_err());
+        // A renewal the old holder had begun before it lost (paused mid-write) lands
+        // after the take-over: the new holder keeps the lease and writes it again.
+        write_record(dir.path(), &record("a", 1)).unwrap();
+        b.renew().unwrap();
+        b.check().unwrap();
         b.check().unwrap();
         assert_eq!(LeaseRecord::read(dir.path()).unwrap().owner, "b");
     }
