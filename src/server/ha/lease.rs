@@ -31,6 +31,8 @@ pub const LEASE_FILE: &str = ".lease";
 const CLAIM_PREFIX: &str = ".lease-epoch-";
 /// Claims kept behind the current one (older ones are removed by the holder).
 const CLAIMS_KEPT: u64 = 4;
+/// How often (ns) the holder looks for the next epoch's claim between renewals.
+const CLAIM_LOOK_NS: u64 = 1_000_000;
 
 /// What the lease file says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,8 +102,12 @@ pub struct Lease {
     record: Mutex<LeaseRecord>,
     epoch: AtomicU64,
     timing: LeaseTiming,
-    /// When the last renewal that became durable began.
-    renewed: Mutex<Instant>,
+    /// The instant the lease's times count from.
+    base: Instant,
+    /// When the last renewal that became durable began (ns after `base`).
+    renewed: AtomicU64,
+    /// When the next epoch's claim was last looked for (ns after `base`).
+    claim_looked: AtomicU64,
     lost: AtomicBool,
     /// Why it was lost, said once.
     reason: Mutex<Option<String>>,
@@ -134,7 +140,9 @@ impl Lease {
             epoch: AtomicU64::new(record.epoch),
             record: Mutex::new(record),
             timing,
-            renewed: Mutex::new(began),
+            base: began,
+            renewed: AtomicU64::new(0),
+            claim_looked: AtomicU64::new(0),
             lost: AtomicBool::new(false),
             reason: Mutex::new(None),
         };
@@ -182,7 +190,7 @@ impl Lease {
         record.renewed_at = wall_ms();
         write_record(&self.dir, &record)?;
         // Durable: the holder's time starts again from when this renewal began.
-        *self.renewed.lock().unwrap_or_else(|p| p.into_inner()) = began;
+        self.renewed.fetch_max(self.nanos(began), Ordering::AcqRel);
         *self.record.lock().unwrap_or_else(|p| p.into_inner()) = record;
         self.check()
     }
@@ -190,6 +198,11 @@ impl Lease {
     /// Whether the lease was lost (it never comes back: a new one is taken).
     pub fn is_lost(&self) -> bool {
         self.lost.load(Ordering::Acquire)
+    }
+
+    /// `at` as nanoseconds after the lease's base instant.
+    fn nanos(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.base).as_nanos()).unwrap_or(u64::MAX)
     }
 
     /// Marks the lease lost for `why` (logged once) and gives the error that says so.
@@ -243,11 +256,8 @@ impl Fence for Lease {
             let reason = self.reason.lock().unwrap_or_else(|p| p.into_inner());
             return Err(self.lost_error(reason.as_deref().unwrap_or("lost")));
         }
-        let since = self
-            .renewed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .elapsed();
+        let now = self.nanos(Instant::now());
+        let since = Duration::from_nanos(now.saturating_sub(self.renewed.load(Ordering::Acquire)));
         if since + self.timing.margin() >= self.timing.ttl {
             return Err(self.lose(format!(
                 "no renewal for {since:?}, within {:?} of the TTL ({:?})",
@@ -255,7 +265,17 @@ impl Fence for Lease {
                 self.timing.ttl
             )));
         }
-        if claim_path(&self.dir, self.epoch() + 1).exists() {
+        // The next epoch's claim (a standby whose TTL is shorter than this holder's
+        // would take over early) is looked for at most once a millisecond: a stat per
+        // write costs more than the window it would close.
+        let looked = self.claim_looked.load(Ordering::Acquire);
+        if now.saturating_sub(looked) >= CLAIM_LOOK_NS
+            && self
+                .claim_looked
+                .compare_exchange(looked, now, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            && claim_path(&self.dir, self.epoch() + 1).exists()
+        {
             return Err(self.lose(format!("epoch {} was taken", self.epoch() + 1)));
         }
         Ok(())
@@ -383,6 +403,7 @@ mod tests {
         let b = Lease::take(dir.path(), record("b", 2), timing())
             .unwrap()
             .unwrap();
+        std::thread::sleep(Duration::from_millis(2));
         assert!(a.check().is_err(), "epoch 2 taken: a is fenced");
         assert!(a.renew().is_err());
         // A renewal the old holder had begun before it lost (paused mid-write) lands

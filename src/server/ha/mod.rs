@@ -76,7 +76,7 @@ impl CurrentLease {
 
 impl Fence for CurrentLease {
     fn check(&self) -> Result<()> {
-        match self.get() {
+        match &*self.lease.read().unwrap_or_else(|p| p.into_inner()) {
             Some(lease) => lease.check(),
             None => Err(Error::new(
                 ErrorKind::Unavailable,
