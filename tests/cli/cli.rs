@@ -595,6 +595,13 @@ fn info_of_a_running_server_fits_the_terminal_and_ends_quietly_on_a_closed_pipe(
     };
     let table = info(&[]);
     assert!(table.lines().all(|l| l.len() <= 100), "{table}");
+    assert!(
+        table
+            .lines()
+            .last()
+            .is_some_and(|l| l.starts_with("served by instance ") && l.ends_with(": STANDALONE")),
+        "the server and its role under the report: {table}"
+    );
     let names: Vec<&str> = table.lines().filter(|l| !l.starts_with(' ')).collect();
     assert!(names[1].starts_with("cameras/front-left"), "{table}");
     assert!(!table.contains("$system/"), "{table}");

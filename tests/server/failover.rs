@@ -107,6 +107,26 @@ fn the_waiting_instance_names_the_active_one_and_takes_over_after_a_kill() {
     assert_eq!(info["instance_role"], "PRIMARY");
     assert_eq!(info["instance_state"], "active");
     assert!(text(&primary, "/metrics").contains("halflife_instance_active{role=\"PRIMARY\"} 1"));
+    // `halflife info --url` says so too: the active one under its report, the waiting one
+    // in its error.
+    let info = |s: &ServerProcess| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_halflife"))
+            .args(["info", "--url", &format!("http://{}", s.addr)])
+            .output()
+            .expect("halflife info")
+    };
+    let active = info(&primary);
+    let out = String::from_utf8_lossy(&active.stdout);
+    assert!(
+        active.status.success() && out.trim_end().ends_with(": PRIMARY, active"),
+        "{out}"
+    );
+    let waiting = info(&secondary);
+    let err = String::from_utf8_lossy(&waiting.stderr);
+    assert!(
+        !waiting.status.success() && err.contains("waiting for the data directory's lease"),
+        "{err}"
+    );
 
     assert_eq!(
         primary.request("POST", "/api/v1/b/cams", &[], b"").status,

@@ -35,7 +35,8 @@ export async function show({ view, go }) {
     h('h1', {}, 'Dashboard'),
     h('div', { class: 'cards' },
       card('Version', info.version),
-      card('Role', info.instance_role || '—'),
+      // A PRIMARY or SECONDARY that answers is the active one of its pair.
+      card('Role', info.instance_state ? `${info.instance_role} (${info.instance_state})` : info.instance_role || '—'),
       card('Uptime', duration(info.uptime)),
       card('Usage', bytes(info.usage)),
       card('Buckets', count(info.bucket_count)),

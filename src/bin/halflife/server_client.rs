@@ -174,6 +174,9 @@ struct FullPolicy {
 /// buckets it shows are asked for).
 pub(crate) fn info(server: &ServerArgs, shown: &crate::Shown) -> Result<()> {
     let client = Client::new(server);
+    // Which server answers, and in what role: a PRIMARY or SECONDARY that waits for the
+    // lease answers 503 naming the active one, and that is the error shown.
+    let about: serde_json::Value = client.get("info")?;
     let list: BucketList = client.get("list")?;
     let mut buckets: Vec<BucketReport> = Vec::new();
     for bucket in list.buckets {
@@ -191,7 +194,27 @@ pub(crate) fn info(server: &ServerArgs, shown: &crate::Shown) -> Result<()> {
         buckets.push(client.get(&format!("storage/{}", percent::encode(&bucket.name)))?);
     }
     buckets.sort_by(|a, b| a.name.cmp(&b.name));
-    crate::print_report(buckets, shown)
+    crate::print_report(buckets, shown)?;
+    if !shown.json {
+        emit_line(&server_line(&about));
+    }
+    Ok(())
+}
+
+/// The line under the report about the server `/info` describes: its name, version and
+/// role (with its state when it is one of a PRIMARY/SECONDARY pair).
+fn server_line(info: &serde_json::Value) -> String {
+    let text = |key: &str| info[key].as_str().unwrap_or("?").to_string();
+    let state = match info["instance_state"].as_str() {
+        Some(state) => format!(", {state}"),
+        None => String::new(),
+    };
+    format!(
+        "served by instance {} (halflife {}): {}{state}",
+        text("instance_name"),
+        text("version"),
+        text("instance_role")
+    )
 }
 
 fn policy(client: &Client, name: &str) -> Result<FullPolicy> {
