@@ -10,6 +10,7 @@ mod powerfs;
 
 mod disk_full;
 mod powercut;
+mod powercut_failover;
 mod powercut_rename;
 mod powercut_replication;
 mod powercut_tier;

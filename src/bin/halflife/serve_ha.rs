@@ -128,8 +128,6 @@ pub(crate) fn serve_with_lease(
         role: role.to_string(),
     };
     let data_path = config.engine.data_path.clone();
-    std::fs::create_dir_all(&data_path)
-        .map_err(|e| Error::io(format!("creating {}", data_path.display()), e))?;
     loop {
         let listener = match bound.take() {
             Some(listener) => listener,

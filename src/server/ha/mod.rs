@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::fence::Fence;
+use crate::storage::format::fsutil::create_dirs_durably;
 use lease::{Lease, LeaseRecord, LeaseTiming, Look, Watch};
 use standby::Standby;
 
@@ -98,6 +99,9 @@ pub fn wait_for_lease(
     stop: &dyn Fn() -> bool,
 ) -> Result<Option<(TcpListener, Lease)>> {
     let role: &'static str = if primary { "PRIMARY" } else { "SECONDARY" };
+    // Durably: a lease claimed in a directory a power cut forgets would be forgotten with
+    // everything written under it.
+    create_dirs_durably(dir)?;
     let standby = Standby::start(listener, role)
         .map_err(|e| Error::io("answering as a waiting instance", e))?;
     let began = Instant::now();
