@@ -306,3 +306,36 @@ fn of_two_standbys_exactly_one_takes_over_each_time() {
     wait_until("a new primary serves", || ready(&last) == 200);
     read_back(&last, &written);
 }
+
+#[test]
+fn a_stopped_primary_lets_the_lease_go_and_the_standby_takes_it_at_once() {
+    let data = tempfile::tempdir().unwrap();
+    // A TTL longer than the wait's guard: only a released lease is taken in time.
+    let long = [
+        ("RS_LOCK_FILE_TTL", "60"),
+        ("RS_LOCK_FILE_POLLING_INTERVAL", "0.2"),
+    ];
+    let mut env = vec![("RS_INSTANCE_ROLE", "PRIMARY")];
+    env.extend(long);
+    let primary = start_server(data.path(), &env);
+    wait_until("the primary serves", || ready(&primary) == 200);
+    let r = primary.request("POST", "/api/v1/b/cams", &[], b"");
+    assert_eq!(r.status, 200);
+    let r = primary.request("POST", "/api/v1/b/cams/front?ts=7", &[], &payload(7));
+    assert_eq!(r.status, 200);
+    let mut env = vec![("RS_INSTANCE_ROLE", "SECONDARY")];
+    env.extend(long);
+    let secondary = start_server(data.path(), &env);
+    assert_eq!(ready(&secondary), 503);
+    let (status, log) = primary.terminate();
+    assert!(status.success(), "{log:?}");
+    assert!(
+        log.iter()
+            .any(|l| l.contains("let the lease of epoch 1 go")),
+        "{log:?}"
+    );
+    wait_until("the secondary takes the released lease", || {
+        ready(&secondary) == 200
+    });
+    read_back(&secondary, &[(7, Instant::now())]);
+}

@@ -126,6 +126,7 @@ pub(crate) fn serve_with_lease(
             .clone()
             .unwrap_or_else(|| format!("http://{}:{}/", config.host, config.port)),
         role: role.to_string(),
+        released: false,
     };
     let data_path = config.engine.data_path.clone();
     loop {
@@ -164,11 +165,20 @@ pub(crate) fn serve_with_lease(
             }
         };
         let end = ends_rx.recv().unwrap_or(End::Signal);
+        // Renewed while the server stops (a graceful stop finishes what it acknowledged
+        // and writes its last events under the lease); a lost lease renews no more anyway.
+        server.shutdown();
         renewing.store(true, Ordering::Release);
         let _ = renewer.join();
-        server.shutdown();
         match end {
-            End::Signal => return Ok(()),
+            End::Signal => {
+                // Stopped writing: the standby may take over at once.
+                match lease.release() {
+                    Ok(()) => log::info!("{role}: let the lease of epoch {} go", lease.epoch()),
+                    Err(e) => log::warn!("{role}: the lease was not released: {e}"),
+                }
+                return Ok(());
+            }
             End::Lost => log::warn!(
                 "{role}: stepped down after losing the lease of epoch {}; waiting for it again",
                 lease.epoch()

@@ -212,6 +212,7 @@ mod tests {
             renewed_at: 0,
             url: "http://10.0.0.1:8383/\r\nx-evil: 1".into(),
             role: "PRIMARY".into(),
+            released: false,
         };
         let alive =
             String::from_utf8(respond("GET", "/api/v1/alive", "SECONDARY", Some(&holder))).unwrap();
