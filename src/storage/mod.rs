@@ -34,6 +34,8 @@
 //!   `$system` bucket;
 //! - `observer.rs`: who is told of changes (replication, thinning); `marker.rs`: the data-
 //!   directory marker;
+//! - `fence.rs`: asked before every write into the directory (a PRIMARY or SECONDARY
+//!   that lost its lease writes nothing more);
 //! - `priority.rs`: background threads below request handlers; `fan_out.rs`: waiting work
 //!   spread on a few threads.
 //!
