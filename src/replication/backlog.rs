@@ -162,6 +162,7 @@ impl Backlog {
     /// Moves the (closed) backlog at `from` with its position to `to`, replacing what is
     /// there: the backlog first, then its position (see [`Backlog::open`]).
     pub fn move_files(from: &Path, to: &Path) -> Result<()> {
+        crate::storage::fence::check()?;
         let rename = |a: &Path, b: &Path| {
             std::fs::rename(a, b)
                 .map_err(|e| Error::io(format!("moving {} to {}", a.display(), b.display()), e))
@@ -209,6 +210,8 @@ impl Backlog {
     /// Cuts a fully delivered file back to its header, then records position 0. A crash
     /// in between leaves a position past the end, which replays nothing: the same.
     fn truncate(&mut self) -> Result<()> {
+        // Cutting a file is a write: not by an instance that lost the directory's lease.
+        crate::storage::fence::check()?;
         let header = BACKLOG_MAGIC.len() as u64;
         let file = self
             .file
