@@ -95,6 +95,10 @@ pub struct ListedObject {
     pub last_modified: String,
 }
 
+/// How many times a call the store answered with a server error is asked again (after
+/// 100, 200 and 400 ms).
+const SERVER_ERROR_RETRIES: u32 = 3;
+
 /// A connection to one remote's bucket.
 pub struct S3Client {
     name: String,
@@ -299,13 +303,27 @@ impl S3Client {
         what: &str,
         key: &str,
     ) -> std::result::Result<ureq::http::Response<ureq::Body>, RemoteFault> {
-        let mut response = self
-            .send(method, url, headers, body)
-            .map_err(|e| self.transport(what, key, &e))?;
-        if !response.status().is_success() {
+        let mut attempt = 0;
+        loop {
+            let mut response = self
+                .send(method, url, headers, body)
+                .map_err(|e| self.transport(what, key, &e))?;
+            let status = response.status().as_u16();
+            if response.status().is_success() {
+                return Ok(response);
+            }
+            // A store that answered "try again" (a busy node: 500, 502, 503, 504) is asked
+            // again, as S3's own clients do; every call made here is idempotent. One that
+            // did not answer at all is not: its outage is the caller's to handle.
+            if matches!(status, 500 | 502 | 503 | 504) && attempt < SERVER_ERROR_RETRIES {
+                let fault = self.refusal(what, key, &mut response);
+                log::debug!("{}; asking again", fault.message);
+                std::thread::sleep(std::time::Duration::from_millis(100 << attempt));
+                attempt += 1;
+                continue;
+            }
             return Err(self.refusal(what, key, &mut response));
         }
-        Ok(response)
     }
 
     /// The text of a successful answer (an XML document of at most `limit` bytes).
