@@ -1,0 +1,162 @@
+//! The write latency a small robot sees (issue: no write waits for a block seal): one
+//! bucket, entry `cam` with 100 KiB frames at 20 per second and entry `imu` with 200-byte
+//! records at 200 per second, each a single-record `POST` on its own keep-alive
+//! connection, against `halflife serve` on this machine, every write timed by the client.
+//!
+//! Prints, per sync mode (`always`, `interval:10ms`): p50, p99, p99.9, max and the count
+//! of writes over 50 ms, for all writes, for the writes next to a seal (the one that
+//! filled its entry's log — 64 MB or 1,024 records — and the one after it), and for the
+//! others — the ratio of the sealing writes' p99 to the others' is the figure
+//! that holds on a noisy machine.
+//!
+//! `cargo bench --bench robot_load`; `HALFLIFE_ROBOT_SECONDS` sets each run's length
+//! (default 120).
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{Connection, start_server};
+
+/// A bucket's default block limits (ReductStore's): 64 MB of payload or 1,024 records,
+/// whichever a log reaches first.
+const MAX_BLOCK_SIZE: u64 = 64_000_000;
+const MAX_BLOCK_RECORDS: u64 = 1024;
+
+fn main() {
+    let seconds: u64 = std::env::var("HALFLIFE_ROBOT_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(120);
+    eprintln!(
+        "\nrobot load: cam 100 KiB x 20/s, imu 200 B x 200/s, single-record POSTs, {seconds} s per sync mode"
+    );
+    for sync in ["always", "interval:10ms"] {
+        run(sync, Duration::from_secs(seconds));
+    }
+}
+
+/// One write: when it was sent, how long it took, whether it filled a block.
+type Sample = (Duration, bool);
+
+fn run(sync: &str, span: Duration) {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = start_server(
+        data.path(),
+        &[
+            ("RS_SYNC_MODE", sync),
+            ("RS_SYSTEM_EVENTS_ENABLED", "false"),
+        ],
+    );
+    assert_eq!(
+        server.request("POST", "/api/v1/b/robot", &[], b"").status,
+        200
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let cam = stream(server.addr, "cam", 100 << 10, 20, stop.clone());
+    let imu = stream(server.addr, "imu", 200, 200, stop.clone());
+    std::thread::sleep(span);
+    stop.store(true, Ordering::Release);
+    let cam = cam.join().expect("cam");
+    let imu = imu.join().expect("imu");
+    let all: Vec<Duration> = cam.iter().chain(&imu).map(|s| s.0).collect();
+    let sealing: Vec<Duration> = cam
+        .iter()
+        .chain(&imu)
+        .filter(|s| s.1)
+        .map(|s| s.0)
+        .collect();
+    let cam_sealing: Vec<Duration> = cam.iter().filter(|s| s.1).map(|s| s.0).collect();
+    let others: Vec<Duration> = cam
+        .iter()
+        .chain(&imu)
+        .filter(|s| !s.1)
+        .map(|s| s.0)
+        .collect();
+    eprintln!("  sync {sync}:");
+    eprintln!("    all writes      {}", figures(&all));
+    eprintln!("    next to a seal  {}", figures(&sealing));
+    eprintln!("      (the camera's {})", figures(&cam_sealing));
+    eprintln!("    the others      {}", figures(&others));
+    if !sealing.is_empty() && !others.is_empty() {
+        let (s, o) = (percentile(&sealing, 0.99), percentile(&others, 0.99));
+        eprintln!(
+            "    sealing p99 / others' p99: {:.1}",
+            s.as_secs_f64() / o.as_secs_f64().max(1e-9)
+        );
+    }
+    let (status, _) = server.terminate();
+    assert!(status.success());
+}
+
+/// Writes `size`-byte records to `entry` at `rate` per second on one keep-alive
+/// connection until `stop`, each timed; a write is late-started rather than skipped.
+fn stream(
+    addr: SocketAddr,
+    entry: &'static str,
+    size: usize,
+    rate: u64,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Vec<Sample>> {
+    std::thread::spawn(move || {
+        let samples = Mutex::new(Vec::new());
+        let mut conn = Connection::open(addr);
+        let payload = vec![0x5a_u8; size];
+        let period = Duration::from_nanos(1_000_000_000 / rate);
+        let start = Instant::now();
+        let (mut bytes, mut records, mut after_fill) = (0u64, 0u64, false);
+        let mut n = 0u64;
+        while !stop.load(Ordering::Acquire) {
+            let due = start + period * u32::try_from(n).unwrap_or(u32::MAX);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            let ts = 1_700_000_000_000_000 + n * (1_000_000 / rate);
+            let path = format!("/api/v1/b/robot/{entry}?ts={ts}");
+            let sent = Instant::now();
+            let r = conn.call("POST", &path, &[], &payload);
+            let took = sent.elapsed();
+            assert_eq!(r.status, 200, "{}", r.error());
+            bytes += size as u64;
+            records += 1;
+            let filled = bytes >= MAX_BLOCK_SIZE || records >= MAX_BLOCK_RECORDS;
+            if filled {
+                (bytes, records) = (0, 0);
+            }
+            samples
+                .lock()
+                .expect("samples")
+                .push((took, filled || after_fill));
+            after_fill = filled;
+            n += 1;
+        }
+        samples.into_inner().expect("samples")
+    })
+}
+
+fn percentile(sorted_or_not: &[Duration], q: f64) -> Duration {
+    let mut v = sorted_or_not.to_vec();
+    v.sort();
+    let i = ((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i]
+}
+
+fn figures(v: &[Duration]) -> String {
+    if v.is_empty() {
+        return "none".to_string();
+    }
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let over = v.iter().filter(|d| **d > Duration::from_millis(50)).count();
+    format!(
+        "{:>7} writes: p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.1} ms, over 50 ms {over}",
+        v.len(),
+        ms(percentile(v, 0.5)),
+        ms(percentile(v, 0.99)),
+        ms(percentile(v, 0.999)),
+        ms(*v.iter().max().expect("not empty")),
+    )
+}
