@@ -47,26 +47,55 @@ fn payload(ts: u64) -> Vec<u8> {
         .into_bytes()
 }
 
-/// Writes records 1, 2, 3… to `server` until `stop`, noting each one acknowledged (200)
-/// with the instant its answer arrived.
-fn writer(
-    server: Arc<ServerProcess>,
+/// Records 1, 2, 3… written to a server on a thread of their own until [`Load::stop`],
+/// each one acknowledged (200) noted with the instant its answer arrived.
+struct Load {
     next: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     acked: Arc<Mutex<Vec<(u64, Instant)>>>,
-) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        while !stop.load(Ordering::Acquire) {
-            let ts = next.fetch_add(1, Ordering::AcqRel);
-            let path = format!("/api/v1/b/cams/front?ts={ts}");
-            let status = Connection::try_open(server.addr)
-                .and_then(|mut c| c.try_call("POST", &path, &[], &payload(ts)))
-                .map_or(0, |r| r.status);
-            if status == 200 {
-                acked.lock().unwrap().push((ts, Instant::now()));
-            }
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Load {
+    /// Starts writing to `server`, and returns once 50 writes were acknowledged: the
+    /// instant of what the test does next is the load's own progress.
+    fn start(server: Arc<ServerProcess>) -> Load {
+        let next = Arc::new(AtomicU64::new(1));
+        let stop = Arc::new(AtomicBool::new(false));
+        let acked = Arc::new(Mutex::new(Vec::new()));
+        let thread = {
+            let (next, stop, acked) = (next.clone(), stop.clone(), acked.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Acquire) {
+                    let ts = next.fetch_add(1, Ordering::AcqRel);
+                    let path = format!("/api/v1/b/cams/front?ts={ts}");
+                    let status = Connection::try_open(server.addr)
+                        .and_then(|mut c| c.try_call("POST", &path, &[], &payload(ts)))
+                        .map_or(0, |r| r.status);
+                    if status == 200 {
+                        acked.lock().unwrap().push((ts, Instant::now()));
+                    }
+                }
+            })
+        };
+        wait_until("some writes acknowledged", || {
+            acked.lock().unwrap().len() >= 50
+        });
+        Load {
+            next,
+            stop,
+            acked,
+            thread,
         }
-    })
+    }
+
+    /// Stops writing; the acknowledged records and the next timestamp it would have used.
+    fn stop(self) -> (Vec<(u64, Instant)>, u64) {
+        self.stop.store(true, Ordering::Release);
+        self.thread.join().unwrap();
+        let acked = self.acked.lock().unwrap().clone();
+        (acked, self.next.load(Ordering::Acquire))
+    }
 }
 
 fn read_back(server: &ServerProcess, acked: &[(u64, Instant)]) {
@@ -132,26 +161,16 @@ fn the_waiting_instance_names_the_active_one_and_takes_over_after_a_kill() {
         primary.request("POST", "/api/v1/b/cams", &[], b"").status,
         200
     );
-    let (next, stop, acked) = (
-        Arc::new(AtomicU64::new(1)),
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(Mutex::new(Vec::new())),
-    );
-    let load = writer(primary.clone(), next.clone(), stop.clone(), acked.clone());
     // Killed in the middle of the load, at an instant the writer's own progress picks.
-    wait_until("some writes acknowledged", || {
-        acked.lock().unwrap().len() >= 50
-    });
+    let load = Load::start(primary.clone());
     signal(&primary, libc::SIGKILL);
-    stop.store(true, Ordering::Release);
-    load.join().unwrap();
+    let (acked, next) = load.stop();
     wait_until("the secondary takes over", || ready(&secondary) == 200);
     let info = secondary.get("/api/v1/info").json();
     assert_eq!(info["instance_state"], "active");
-    let acked = acked.lock().unwrap().clone();
     read_back(&secondary, &acked);
     // And it takes writes.
-    let ts = next.load(Ordering::Acquire) + 1;
+    let ts = next + 1;
     let r = secondary.request(
         "POST",
         &format!("/api/v1/b/cams/front?ts={ts}"),
@@ -172,15 +191,7 @@ fn a_paused_primary_acknowledges_nothing_after_the_standby_took_over() {
         primary.request("POST", "/api/v1/b/cams", &[], b"").status,
         200
     );
-    let (next, stop, acked) = (
-        Arc::new(AtomicU64::new(1)),
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(Mutex::new(Vec::new())),
-    );
-    let load = writer(primary.clone(), next.clone(), stop.clone(), acked.clone());
-    wait_until("some writes acknowledged", || {
-        acked.lock().unwrap().len() >= 50
-    });
+    let load = Load::start(primary.clone());
     // Paused past the TTL: the writer's request in flight waits on the stopped process.
     signal(&primary, libc::SIGSTOP);
     wait_until("the secondary takes over", || ready(&secondary) == 200);
@@ -206,9 +217,7 @@ fn a_paused_primary_acknowledges_nothing_after_the_standby_took_over() {
                         .is_some_and(|e| e.contains(&names_secondary))
             })
     });
-    stop.store(true, Ordering::Release);
-    load.join().unwrap();
-    let acked = acked.lock().unwrap().clone();
+    let (acked, _) = load.stop();
     let after: Vec<u64> = acked
         .iter()
         .filter(|(_, at)| *at >= resumed)

@@ -248,20 +248,9 @@ impl Lease {
 
     fn remove_old_claims(&self) {
         let epoch = self.epoch();
-        let Ok(read) = std::fs::read_dir(&self.dir) else {
-            return;
-        };
-        for item in read.flatten() {
-            let name = item.file_name();
-            let Some(n) = name
-                .to_str()
-                .and_then(|n| n.strip_prefix(CLAIM_PREFIX))
-                .and_then(|n| n.parse::<u64>().ok())
-            else {
-                continue;
-            };
+        for (n, path) in claims(&self.dir) {
             if n + CLAIMS_KEPT < epoch {
-                let _ = std::fs::remove_file(item.path());
+                let _ = std::fs::remove_file(path);
             }
         }
     }
@@ -324,11 +313,9 @@ impl Watch {
     pub fn look(&mut self, dir: &Path, timing: LeaseTiming, eager: bool) -> Look {
         let now = Instant::now();
         let current = LeaseRecord::read(dir);
-        let next_epoch = current.as_ref().map_or_else(
-            || highest_claim(dir) + 1,
-            |r| r.epoch.max(highest_claim(dir)) + 1,
-        );
-        if current.is_none() && eager && highest_claim(dir) == 0 {
+        let claimed = claims(dir).into_iter().map(|(n, _)| n).max().unwrap_or(0);
+        let next_epoch = current.as_ref().map_or(claimed, |r| r.epoch.max(claimed)) + 1;
+        if current.is_none() && eager && claimed == 0 {
             return Look::Take(next_epoch);
         }
         if current.as_ref().is_some_and(|r| r.released) {
@@ -356,21 +343,21 @@ fn claim_path(dir: &Path, epoch: u64) -> PathBuf {
     dir.join(format!("{CLAIM_PREFIX}{epoch}"))
 }
 
-/// The highest epoch claimed in `dir` (0: none).
-fn highest_claim(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|read| {
-            read.flatten()
-                .filter_map(|item| {
-                    item.file_name()
-                        .to_str()
-                        .and_then(|n| n.strip_prefix(CLAIM_PREFIX))
-                        .and_then(|n| n.parse::<u64>().ok())
-                })
-                .max()
-                .unwrap_or(0)
+/// The epochs claimed in `dir`, with their claim files (none when it cannot be read).
+fn claims(dir: &Path) -> Vec<(u64, PathBuf)> {
+    let Ok(read) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    read.flatten()
+        .filter_map(|item| {
+            let epoch = item
+                .file_name()
+                .to_str()
+                .and_then(|n| n.strip_prefix(CLAIM_PREFIX))
+                .and_then(|n| n.parse::<u64>().ok())?;
+            Some((epoch, item.path()))
         })
-        .unwrap_or(0)
+        .collect()
 }
 
 fn write_record(dir: &Path, record: &LeaseRecord) -> Result<()> {
