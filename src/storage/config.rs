@@ -126,6 +126,14 @@ pub struct Config {
     /// fence (`storage/fence.rs`): its lock file held by another process (the instance
     /// that lost the lease, paused) does not stop the one that holds the lease now.
     pub lease_guarded: bool,
+    /// Open the directory as a replica (`RS_INSTANCE_ROLE=REPLICA`,
+    /// `docs/high-availability.md`): without its lock, writing nothing in it (no
+    /// recovery, no merges, no cache files), and following what its writer changes with
+    /// [`crate::storage::Store::refresh`].
+    pub read_only: bool,
+    /// Where a replica keeps fetched remote frames (`--replica-cache-path`); in memory
+    /// when `None`. Never the data directory, which a replica does not write.
+    pub replica_cache_path: Option<PathBuf>,
     /// The FIFO quota of `$system` in bytes, applied when it is created and at every
     /// server start (`None`: no quota); default [`DEFAULT_SYSTEM_EVENTS_QUOTA`].
     pub system_events_quota: Option<u64>,
@@ -198,6 +206,8 @@ impl Config {
             lifecycle_max_definitions_size: DEFAULT_MAX_DEFINITIONS_SIZE,
             system_events: true,
             lease_guarded: false,
+            read_only: false,
+            replica_cache_path: None,
             system_events_quota: Some(DEFAULT_SYSTEM_EVENTS_QUOTA),
             max_storage_size: None,
             instance_name: "unknown".to_string(),

@@ -34,6 +34,7 @@
 //!   `$system` bucket;
 //! - `observer.rs`: who is told of changes (replication, thinning); `marker.rs`: the data-
 //!   directory marker;
+//! - `replica.rs`: a replica's store, read without writing and following its writer;
 //! - `fence.rs`: asked before every write into the directory (a PRIMARY or SECONDARY
 //!   that lost its lease writes nothing more);
 //! - `priority.rs`: background threads below request handlers; `fan_out.rs`: waiting work
@@ -62,6 +63,7 @@ pub mod priority;
 pub(crate) mod query;
 pub(crate) mod record;
 pub mod remote;
+pub(crate) mod replica;
 pub(crate) mod settings;
 pub(crate) mod storage_cap;
 pub(crate) mod store;

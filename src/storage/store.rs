@@ -71,6 +71,31 @@ fn give_back_freed_memory() {
     }
 }
 
+/// The bucket directories of a data directory, by name. A replica started before its
+/// writer created the directory finds none (`missing_is_empty`).
+pub(crate) fn bucket_dirs(
+    data: &Path,
+    missing_is_empty: bool,
+) -> Result<Vec<(String, std::path::PathBuf)>> {
+    let listing = match std::fs::read_dir(data) {
+        Ok(listing) => listing,
+        Err(e) if missing_is_empty && e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Vec::new());
+        }
+        Err(e) => return Err(Error::io(format!("listing {}", data.display()), e)),
+    };
+    let mut dirs = Vec::new();
+    for item in listing.flatten() {
+        let name = item.file_name().to_string_lossy().into_owned();
+        let valid =
+            validate_bucket_name(&name).is_ok() || validate_system_bucket_name(&name).is_ok();
+        if valid && item.file_type().is_ok_and(|t| t.is_dir()) {
+            dirs.push((name, item.path()));
+        }
+    }
+    Ok(dirs)
+}
+
 /// How long a data directory's lock is waited for before it counts as held.
 pub(crate) const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -92,6 +117,7 @@ fn entry_context(
         max_overlap: config.max_block_overlap,
         fold_share: config.tombstone_fold_share,
         accept_lost_edits: config.accept_lost_edit_logs,
+        read_only: config.read_only,
     }
 }
 
@@ -126,7 +152,14 @@ impl Store {
     /// in this process or another, gets a conflict naming the lock file), removes
     /// leftovers of interrupted changes and opens every bucket. A bucket that fails to open is logged and skipped so
     /// that one damaged bucket does not take the others down.
+    ///
+    /// With `Config::read_only` (a replica) nothing is written in the directory: no lock
+    /// is taken, nothing is recovered or removed, and a directory not created yet opens
+    /// empty; [`Store::follow_writer`] reads what its writer changes.
     pub fn open(config: Config) -> Result<Store> {
+        if config.read_only {
+            return Self::open_read_only(config);
+        }
         let data = &config.data_path;
         // Durably: a directory whose creation a power cut undoes takes every bucket with it.
         create_dirs_durably(data)?;
@@ -149,6 +182,22 @@ impl Store {
         crate::storage::marker::write_marker(data)?;
         crate::storage::sync::open_files::set_open_file_limit(config.max_open_log_files);
         remove_trash(data)?;
+        let remotes = Arc::new(Remotes::open(
+            data,
+            &config.remotes,
+            config.remote_cache_bytes,
+            config.remote_cache_in_memory,
+        )?);
+        Self::open_buckets(config, remotes, lock)
+    }
+
+    /// Opens every bucket of the directory, the caches and threads they share.
+    pub(super) fn open_buckets(
+        config: Config,
+        remotes: Arc<Remotes>,
+        lock: Option<File>,
+    ) -> Result<Store> {
+        let data = &config.data_path;
         let merger = Merger::start()?;
         let durability = Durability::new(config.sync_mode);
         let syncer = Syncer::start(&durability)?;
@@ -159,25 +208,11 @@ impl Store {
             lookup_bytes: config.lookup_cache_bytes,
             decoded_bytes: config.frame_cache_bytes,
         }));
-        let remotes = Arc::new(Remotes::open(
-            data,
-            &config.remotes,
-            config.remote_cache_bytes,
-            config.remote_cache_in_memory,
-        )?);
         let mut unavailable_buckets = 0;
         let mut buckets = BTreeMap::new();
-        let listing = std::fs::read_dir(data)
-            .map_err(|e| Error::io(format!("listing {}", data.display()), e))?;
-        for item in listing.flatten() {
-            let name = item.file_name().to_string_lossy().into_owned();
-            let valid =
-                validate_bucket_name(&name).is_ok() || validate_system_bucket_name(&name).is_ok();
-            if !valid || !item.file_type().is_ok_and(|t| t.is_dir()) {
-                continue;
-            }
-            let ctx = entry_context(&config, &durability, &cache, &observer, &remotes);
-            match Bucket::open(&item.path(), &name, ctx, merger.queue()) {
+        let ctx = entry_context(&config, &durability, &cache, &observer, &remotes);
+        for (name, dir) in bucket_dirs(data, config.read_only)? {
+            match Bucket::open(&dir, &name, ctx.clone(), merger.queue()) {
                 Ok(bucket) => {
                     buckets.insert(name, Arc::new(bucket));
                 }
@@ -210,12 +245,28 @@ impl Store {
         })
     }
 
-    fn read_map(&self) -> RwLockReadGuard<'_, BTreeMap<String, Arc<Bucket>>> {
+    pub(super) fn read_map(&self) -> RwLockReadGuard<'_, BTreeMap<String, Arc<Bucket>>> {
         self.buckets.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write_map(&self) -> RwLockWriteGuard<'_, BTreeMap<String, Arc<Bucket>>> {
+    pub(super) fn write_map(&self) -> RwLockWriteGuard<'_, BTreeMap<String, Arc<Bucket>>> {
         self.buckets.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What the entries of a bucket opened now share.
+    fn entry_context(&self) -> EntryContext {
+        entry_context(
+            &self.config,
+            &self.durability,
+            &self.cache,
+            &self.observer,
+            &self.remotes,
+        )
+    }
+
+    /// Opens the bucket directory `dir` as bucket `name`.
+    pub(super) fn open_bucket(&self, dir: &Path, name: &str) -> Result<Bucket> {
+        Bucket::open(dir, name, self.entry_context(), self.merger.queue())
     }
 
     /// Installs an observer told of every write and label update from now on (the
@@ -280,13 +331,7 @@ impl Store {
             &self.config.data_path,
             name,
             settings,
-            entry_context(
-                &self.config,
-                &self.durability,
-                &self.cache,
-                &self.observer,
-                &self.remotes,
-            ),
+            self.entry_context(),
             self.merger.queue(),
         )?);
         buckets.insert(name.to_string(), bucket.clone());
@@ -365,18 +410,7 @@ impl Store {
         buckets.remove(old);
         bucket.mark_removed();
         drop(merges_stopped);
-        let renamed = Arc::new(Bucket::open(
-            &data.join(new),
-            new,
-            entry_context(
-                &self.config,
-                &self.durability,
-                &self.cache,
-                &self.observer,
-                &self.remotes,
-            ),
-            self.merger.queue(),
-        )?);
+        let renamed = Arc::new(self.open_bucket(&data.join(new), new)?);
         buckets.insert(new.to_string(), renamed.clone());
         log::info!("bucket '{old}' renamed to '{new}'");
         Ok(renamed)

@@ -19,6 +19,7 @@ mod lifecycle_store;
 mod model;
 mod overlap;
 mod predict;
+mod replica;
 mod scheduler_healing;
 mod selection;
 mod storage_api;

@@ -6,7 +6,8 @@
 //! `judge.rs` (removal by a condition with state: aggregates, context directives);
 //! `moves.rs` (renaming entries); `compress.rs` (estimates and compression runs over a
 //! window, done by `storage/compress/`); `tier.rs` (handing blocks to a remote, with
-//! `TierRequest`); `quota.rs` (HARD refusals and FIFO eviction).
+//! `TierRequest`); `quota.rs` (HARD refusals and FIFO eviction); `replica.rs` (a
+//! replica following its writer's changes).
 
 use crate::storage::observer::{Change, ChangeKind, ChangeObserver, ObservedBucket};
 use std::collections::BTreeMap;
@@ -33,6 +34,7 @@ pub use judge::Judged;
 pub use tier::{TierRequest, TierStats, TierTarget};
 mod open;
 mod quota;
+mod replica;
 mod tier;
 use crate::storage::pattern::EntryPatterns;
 use crate::storage::query::{QueryIter, QueryOptions};

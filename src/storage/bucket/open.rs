@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::{Bucket, SETTINGS_FILE, remove_trash};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::storage::entry::{Entry, EntryContext, holds_entry};
 use crate::storage::fan_out::for_each_on_threads;
 use crate::storage::merge::MergeQueue;
@@ -26,16 +26,20 @@ impl Bucket {
         ctx: EntryContext,
         merges: MergeQueue,
     ) -> Result<Bucket> {
-        let path = dir.join(SETTINGS_FILE);
-        let raw = std::fs::read(&path)
-            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-        let settings: BucketSettings = serde_json::from_slice(&raw)
-            .map_err(|e| Error::internal(format!("{} does not parse: {e}", path.display())))?;
-        remove_trash(dir)?;
+        let settings = read_settings(dir)?;
+        let read_only = ctx.read_only;
+        if !read_only {
+            remove_trash(dir)?;
+        }
         let bucket = Bucket::with_no_entries(name, dir.to_path_buf(), settings, ctx, merges);
         let mut holding = Vec::new();
         bucket.discover(dir, "", &mut holding)?;
         let mut found = bucket.open_entries(holding);
+        if read_only {
+            // A replica makes no parents and asks for no merges: the writer does both.
+            *bucket.entries_mut() = found;
+            return Ok(bucket);
+        }
         // Entries written before parents were made (or whose parent was removed alone)
         // get their parents now, as a write would make them.
         let children: Vec<String> = found.keys().filter(|n| n.contains('/')).cloned().collect();
@@ -62,7 +66,7 @@ impl Bucket {
 
     /// Walks the directory tree; every directory holding an index is an entry, collected
     /// with its path (a directory that fails to be listed is marked unavailable).
-    fn discover(
+    pub(super) fn discover(
         &self,
         dir: &Path,
         prefix: &str,
@@ -116,6 +120,8 @@ impl Bucket {
                     let mut found = found.lock().unwrap_or_else(|p| p.into_inner());
                     found.insert(name.clone(), Arc::new(entry));
                 }
+                // A replica finds an entry its writer is creating: next time.
+                Err(e) if self.ctx.read_only && e.kind() == ErrorKind::NotFound => {}
                 Err(e) => {
                     log::error!("entry {}/{name} is not available: {e}", self.name);
                     self.mark_unavailable(name, e.message());
@@ -125,14 +131,13 @@ impl Bucket {
         found.into_inner().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn mark_unavailable(&self, name: &str, why: &str) {
+    pub(super) fn mark_unavailable(&self, name: &str, why: &str) {
         self.unavailable
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .insert(name.to_string(), why.to_string());
     }
 
-    /// Why entry `name` could not be opened, if it could not.
     /// Whether some entry failed to open.
     pub(crate) fn has_unavailable_entries(&self) -> bool {
         !self
@@ -142,6 +147,7 @@ impl Bucket {
             .is_empty()
     }
 
+    /// Why entry `name` could not be opened, if it could not.
     pub(super) fn unavailable_entry(&self, name: &str) -> Option<String> {
         self.unavailable
             .read()
@@ -159,4 +165,13 @@ impl Bucket {
             .map(|(n, why)| (n.clone(), why.clone()))
             .collect()
     }
+}
+
+/// A bucket directory's settings file, parsed.
+pub(super) fn read_settings(dir: &Path) -> Result<BucketSettings> {
+    let path = dir.join(SETTINGS_FILE);
+    let raw =
+        std::fs::read(&path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    serde_json::from_slice(&raw)
+        .map_err(|e| Error::internal(format!("{} does not parse: {e}", path.display())))
 }

@@ -146,3 +146,49 @@ pub(super) fn edit_state(edits: &BlockEdits) -> EditState {
         removed_bytes: edits.removed_bytes(),
     }
 }
+
+/// Opens the edit logs of `index`'s blocks and records what each changes in its block's
+/// index entry. An edit log the index names but that is missing stops the entry (its
+/// relabels and removals would silently come undone) unless `accept_lost` says to read
+/// the blocks as their files have them; the second value says so happened, for the
+/// writer to commit. `read_only`: a replica's, nothing is cut or restored in the logs.
+pub(super) fn load_edits(
+    bucket: &str,
+    name: &str,
+    dir: &std::path::Path,
+    index: &mut crate::storage::format::index::EntryIndex,
+    accept_lost: bool,
+    read_only: bool,
+) -> Result<(std::collections::HashMap<u64, BlockEdits>, bool)> {
+    let mut lost = false;
+    let mut edits = std::collections::HashMap::new();
+    for b in &mut index.blocks {
+        let path = edits_path(dir, b.seq);
+        if path.exists() {
+            let log = if read_only {
+                BlockEdits::open_read_only(&path)?
+            } else {
+                BlockEdits::open(&path)?
+            };
+            b.edits = edit_state(&log);
+            // (An index written before blocks were marked learns it at its next commit.)
+            b.edited = true;
+            edits.insert(b.seq, log);
+        } else if b.edited && !accept_lost {
+            return Err(crate::error::Error::internal(format!(
+                "the edit log {} of block {} is missing: the relabels and removals made to its records would come undone, so the entry is not opened; restore the file, or run `halflife check --repair` to accept the loss",
+                path.display(),
+                b.first_ts
+            )));
+        } else if b.edited {
+            log::error!(
+                "entry {bucket}/{name}: the edit log {} of block {} is missing: the relabels and removals made to its records since it was written are lost, its records read as the block file has them",
+                path.display(),
+                b.first_ts
+            );
+            b.edited = false;
+            lost = true;
+        }
+    }
+    Ok((edits, lost))
+}

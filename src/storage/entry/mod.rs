@@ -30,6 +30,7 @@ mod obsolete;
 mod read;
 mod rebuild;
 mod removal;
+mod replica;
 mod stale;
 mod state;
 mod summary;
@@ -43,7 +44,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use crate::error::{Error, Result};
 use crate::storage::cache::BlockCache;
-use crate::storage::format::edits::{BlockChange, BlockEdits};
+use crate::storage::format::edits::BlockChange;
 use crate::storage::format::fsutil::{create_dirs_durably, fsync_dir, remove_file_if_exists};
 use crate::storage::format::index::max_overlap;
 use crate::storage::format::index::{
@@ -55,7 +56,7 @@ use crate::storage::names::validate_label_set;
 use crate::storage::record::{Labels, RecordMeta};
 use crate::storage::sync::{Durability, Pending};
 
-use edits::edit_state;
+use edits::load_edits;
 pub use histogram::Histogram;
 pub(crate) use obsolete::{ObsoleteFiles, remove_in};
 pub use read::Chunk;
@@ -64,6 +65,7 @@ pub(crate) use read::{
 };
 use rebuild::rebuild_index;
 pub(crate) use rebuild::{EntryFiles, holds_entry, unnamed_files};
+pub(crate) use replica::Look;
 pub(crate) use stale::StaleLog;
 use state::index_log;
 pub(crate) use state::{EntryState, LogKind, Place};
@@ -84,6 +86,9 @@ pub(crate) struct EntryContext {
     pub fold_share: f64,
     /// Whether an entry whose edit log is missing opens anyway (`Config`).
     pub accept_lost_edits: bool,
+    /// The entries are a replica's (`Config::read_only`): loaded without writing,
+    /// loaded again as their writer changes them, and never written.
+    pub read_only: bool,
     /// The sync mode: what a writer waits for after appending to a log.
     pub durability: Arc<Durability>,
     /// Told of every write and label update (replication), once the server installs it.
@@ -154,6 +159,9 @@ pub struct Entry {
     /// Set when the entry's removal begins: writers holding `merging` stop at their next
     /// step and let the removal go on.
     removing: AtomicBool,
+    /// Held by a replica's load of the state again (`replica.rs`), so two at once do not
+    /// both read the files.
+    reloading: Mutex<()>,
     state: Mutex<EntryState>,
 }
 
@@ -175,7 +183,23 @@ impl Entry {
     /// Opens an entry directory: loads the index, removes files of interrupted changes
     /// (anything the index does not name), and replays the logs.
     /// A missing or damaged index is rebuilt from the entry's files (`rebuild.rs`).
+    /// A replica's entry (`EntryContext::read_only`) is loaded without writing
+    /// (`replica.rs`).
     pub(crate) fn open(bucket: &str, name: &str, dir: &Path, ctx: EntryContext) -> Result<Entry> {
+        if ctx.read_only {
+            return Self::open_replica(bucket, name, dir, ctx);
+        }
+        let state = Self::recover(bucket, name, dir, &ctx)?;
+        let entry = Self::with_state(bucket, name, dir, ctx, state);
+        {
+            let mut st = entry.lock()?;
+            entry.narrow_ranges(&mut st)?;
+        }
+        Ok(entry)
+    }
+
+    /// The writer's open: the state as a crash left it, its leftovers removed.
+    fn recover(bucket: &str, name: &str, dir: &Path, ctx: &EntryContext) -> Result<EntryState> {
         let index = match EntryIndex::try_load(dir)? {
             IndexLoad::Loaded(index) => index,
             IndexLoad::Missing => {
@@ -215,56 +239,23 @@ impl Entry {
         let open = replay(index.open_log)?;
         let late = replay(index.late_log)?;
         let mut index = index;
-        let mut lost_edits = false;
-        let mut edits = HashMap::new();
-        for b in &mut index.blocks {
-            let path = edits_path(dir, b.seq);
-            if path.exists() {
-                let log = BlockEdits::open(&path)?;
-                b.edits = edit_state(&log);
-                // (An index written before blocks were marked learns it at its next commit.)
-                b.edited = true;
-                edits.insert(b.seq, log);
-            } else if b.edited && !ctx.accept_lost_edits {
-                // Its relabels and removals would come undone: the entry stays
-                // unavailable until the log is restored or the loss is accepted.
-                return Err(Error::internal(format!(
-                    "the edit log {} of block {} is missing: the relabels and removals made to its records would come undone, so the entry is not opened; restore the file, or run `halflife check --repair` to accept the loss",
-                    path.display(),
-                    b.first_ts
-                )));
-            } else if b.edited {
-                // Accepted: reported once, the index stops expecting the log (committed
-                // below), and the block reads as its file has it.
-                log::error!(
-                    "entry {bucket}/{name}: the edit log {} of block {} is missing: the relabels and removals made to its records since it was written are lost, its records read as the block file has them",
-                    path.display(),
-                    b.first_ts
-                );
-                b.edited = false;
-                lost_edits = true;
-            }
-        }
+        let (edits, lost_edits) =
+            load_edits(bucket, name, dir, &mut index, ctx.accept_lost_edits, false)?;
         if lost_edits {
+            // The index stops expecting the lost logs.
             index.save(dir)?;
         }
-        let entry = Self::with_state(
-            bucket,
-            name,
-            dir,
-            ctx,
-            EntryState::new(index, open, late, edits),
-        );
-        // A tombstone on a block's first or last record narrows its range; the index on
-        // disk may predate it.
-        {
-            let mut st = entry.lock()?;
-            let seqs: Vec<u64> = st.edits.keys().copied().collect();
-            for seq in seqs {
-                entry.narrow_range(&mut st, seq)?;
-            }
+        Ok(EntryState::new(index, open, late, edits))
+    }
+
+    /// A tombstone on a block's first or last record narrows its range; the index on
+    /// disk may predate it.
+    fn narrow_ranges(&self, st: &mut EntryState) -> Result<()> {
+        let seqs: Vec<u64> = st.edits.keys().copied().collect();
+        for seq in seqs {
+            self.narrow_range(st, seq)?;
         }
-        Ok(entry)
+        Ok(())
     }
 
     fn with_state(
@@ -286,6 +277,7 @@ impl Entry {
             merging: Mutex::new(()),
             uploading: RwLock::new(()),
             removing: AtomicBool::new(false),
+            reloading: Mutex::new(()),
             state: Mutex::new(state),
         }
     }

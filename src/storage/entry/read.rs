@@ -11,7 +11,10 @@ use std::fs::File;
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::{Entry, EntryState, LogKind, Place};
+use super::{Entry, EntryState, LogKind, Look, Place};
+
+/// Reads a replica tries while its writer commits under them (`replica.rs`).
+const REREADS: usize = 16;
 use crate::error::{Error, Result};
 use crate::storage::cache::OpenedRow;
 use crate::storage::format::block::SealedBlock;
@@ -236,7 +239,26 @@ impl Entry {
     /// The record with timestamp `ts`, or the latest one when `ts` is `None`. A sealed
     /// record is found through its block's compact lookup (`storage::cache`), so a read
     /// parses no record table once the lookup is cached, and decodes at most one frame.
+    ///
+    /// On a replica, a read that fails because its writer committed meanwhile (a file it
+    /// needed was removed by a merge, a compress, a delete policy) is read again from the
+    /// new state, a few times at most.
     pub fn read(&self, ts: Option<u64>) -> Result<Record> {
+        let mut attempts = 1;
+        loop {
+            match self.read_once(ts) {
+                Err(e) if self.ctx.read_only && attempts < REREADS => {
+                    if self.follow_writer(false)? != Look::Committed {
+                        return Err(e);
+                    }
+                    attempts += 1;
+                }
+                found => return found,
+            }
+        }
+    }
+
+    fn read_once(&self, ts: Option<u64>) -> Result<Record> {
         let st = self.lock()?;
         let ts = match ts {
             Some(ts) => ts,
@@ -311,7 +333,8 @@ impl Entry {
         stop: u64,
         broken: &mut HashSet<u64>,
     ) -> Result<Option<(Result<Chunk>, u64)>> {
-        let st = self.lock()?;
+        let mut st = self.lock()?;
+        let mut rereads = 1;
         loop {
             if from >= stop {
                 return Ok(None);
@@ -322,6 +345,16 @@ impl Entry {
             match self.read_stretch(&st, lo, end, &active) {
                 Ok(Some(chunk)) => return Ok(Some((Ok(chunk), end))),
                 Ok(None) => from = end,
+                Err(_) if self.ctx.read_only && rereads < REREADS => {
+                    // A replica's writer committed under the read: on from the new state.
+                    drop(st);
+                    rereads += 1;
+                    let look = self.follow_writer(false)?;
+                    st = self.lock()?;
+                    if look != Look::Committed {
+                        rereads = REREADS;
+                    }
+                }
                 Err((seq, e)) => {
                     broken.insert(seq);
                     return Ok(Some((Err(e), from)));

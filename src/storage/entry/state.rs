@@ -41,6 +41,8 @@ pub(crate) struct EntryState {
     /// `reach[i]` = the greatest `last_ts` of `index.blocks[..=i]`.
     reach: Vec<u64>,
     pub(super) removed: bool,
+    /// What a replica loaded this state from (`replica.rs`); `None` for the writer.
+    pub(super) seen: Option<super::replica::DiskVersion>,
 }
 
 impl EntryState {
@@ -57,6 +59,7 @@ impl EntryState {
             edits,
             reach: Vec::new(),
             removed: false,
+            seen: None,
         };
         st.refresh_reach();
         st

@@ -80,12 +80,22 @@ impl BlockEdits {
 
     /// Opens an edit log and replays it; a torn tail is cut off.
     pub fn open(path: &Path) -> Result<Self> {
+        Self::replay(path, false)
+    }
+
+    /// Replays an edit log another process may be appending to, without writing in it
+    /// (a replica): the changes up to the last complete operation.
+    pub fn open_read_only(path: &Path) -> Result<Self> {
+        Self::replay(path, true)
+    }
+
+    fn replay(path: &Path, read_only: bool) -> Result<Self> {
         let what = path.display().to_string();
         let mut labels = HashMap::new();
         let mut removed = HashSet::new();
         let mut removed_bytes = 0;
         let mut ops = 0;
-        let (file, len) = oplog::open(path, EDITS_MAGIC, |body, _| {
+        let replay = |body: &[u8], _: u64| -> Result<()> {
             ops += 1;
             match decode(body, &what)? {
                 BlockChange::Relabel(ts, l) => {
@@ -101,11 +111,20 @@ impl BlockEdits {
                 }
             }
             Ok(())
-        })?;
-        let file = LazyFile::new(path, file);
+        };
+        let (file, len) = if read_only {
+            oplog::open_read_only(path, EDITS_MAGIC, replay)?
+        } else {
+            oplog::open(path, EDITS_MAGIC, replay)?
+        };
+        let file = if read_only {
+            LazyFile::new_read_only(path, file)
+        } else {
+            LazyFile::new(path, file)
+        };
         // What a killed process left in the page cache may not be on disk: the next sync
-        // covers it.
-        let sync = FileSync::new(file.clone(), path, len, false);
+        // covers it (a replica has nothing of its own to sync).
+        let sync = FileSync::new(file.clone(), path, len, read_only);
         Ok(BlockEdits {
             path: path.to_path_buf(),
             file,

@@ -293,7 +293,12 @@ impl EntryIndex {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(IndexLoad::Missing),
             Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
         };
-        let body = match strip_crc_trailer(&bytes, &path) {
+        Self::from_bytes(&bytes, &path)
+    }
+
+    /// [`EntryIndex::try_load`] of the bytes read from `path`.
+    pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<IndexLoad> {
+        let body = match strip_crc_trailer(bytes, path) {
             Ok(body) => body,
             Err(e) => return Ok(IndexLoad::Damaged(e)),
         };

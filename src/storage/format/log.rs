@@ -182,6 +182,27 @@ impl OpenLog {
         })
     }
 
+    /// Replays a log another process may be appending to, without writing in it (a
+    /// replica): the records up to the last complete operation; the log is never
+    /// appended to through this handle.
+    pub fn open_read_only(path: &Path) -> Result<Self> {
+        let what = path.display().to_string();
+        let mut live = LiveRecords::default();
+        let (file, len) = oplog::open_read_only(path, LOG_MAGIC, |body, offset| {
+            live.replay(body, offset, &what)
+        })?;
+        let file = LazyFile::new_read_only(path, file);
+        // Nothing of this process's to sync.
+        let sync = FileSync::new(file.clone(), path, len, true);
+        Ok(OpenLog {
+            path: path.to_path_buf(),
+            file,
+            sync,
+            len,
+            live,
+        })
+    }
+
     /// Appends one operation (`op` from [`oplog::start_op`], then `payload`). Returns the
     /// payload's offset.
     fn append(&mut self, mut op: BinaryWriter, payload: &[u8]) -> Result<u64> {

@@ -255,6 +255,33 @@ pub fn open(
     Ok((file, found.end(bytes.len()) as u64))
 }
 
+/// [`open`] for a reader that must not write (a replica on a directory another process
+/// writes, `docs/high-availability.md`): the file is opened read-only and nothing is
+/// restored, cut or set aside. What follows the last complete operation is an append
+/// still in flight, not damage; damage inside is skipped as `open` skips it, and left for
+/// the writer to report. Returns the file and the offset the replayed operations end at.
+pub fn open_read_only(
+    path: &Path,
+    magic: &[u8; 8],
+    mut replay: impl FnMut(&[u8], u64) -> Result<()>,
+) -> Result<(File, u64)> {
+    let io = |e| Error::io(format!("reading {}", path.display()), e);
+    let file = File::open(path).map_err(io)?;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut &file, &mut bytes).map_err(io)?;
+    let found = scan(&bytes, magic);
+    if found.header == Header::Interrupted {
+        return Ok((file, 0));
+    }
+    for op in &found.ops {
+        replay(
+            &bytes[op.start + OP_HEADER as usize..op.end],
+            (op.start as u64) + OP_HEADER,
+        )?;
+    }
+    Ok((file, found.end(bytes.len()) as u64))
+}
+
 /// Keeps a copy of damaged bytes beside their file, once, for whoever inspects them; a
 /// failure to write it is logged and changes nothing else.
 fn set_aside(path: &Path, offset: usize, damaged: &[u8]) {

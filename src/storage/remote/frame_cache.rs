@@ -141,7 +141,8 @@ impl FrameCache {
     /// A cache in `dir` (emptied now), or `in_memory`, of at most `budget` bytes of
     /// frames.
     pub fn new(dir: &Path, budget: u64, in_memory: bool) -> Result<FrameCache> {
-        if dir.exists() {
+        // In memory, `dir` names nothing and is left alone (a replica's is its writer's).
+        if !in_memory && dir.exists() {
             std::fs::remove_dir_all(dir)
                 .map_err(|e| Error::io(format!("emptying {}", dir.display()), e))?;
         }

@@ -72,6 +72,34 @@ impl Remotes {
         })
     }
 
+    /// The remotes of a replica (`Config::read_only`): its frame cache under
+    /// `cache_dir` (`--replica-cache-path`) or in memory, never in the data directory it
+    /// reads, and no pending operations (it uploads and deletes nothing).
+    pub fn open_for_replica(
+        settings: &[RemoteSettings],
+        cache_dir: Option<&Path>,
+        cache_bytes: u64,
+    ) -> Result<Remotes> {
+        let mut remotes = BTreeMap::new();
+        for s in settings {
+            let remote = Remote::new(s, S3Client::new(s)?);
+            remotes.insert(s.name.to_ascii_lowercase(), Arc::new(remote));
+        }
+        let cache = if remotes.is_empty() {
+            None
+        } else {
+            Some(match cache_dir {
+                Some(dir) => FrameCache::new(&dir.join(FRAME_CACHE_DIR), cache_bytes, false)?,
+                None => FrameCache::new(Path::new(FRAME_CACHE_DIR), cache_bytes, true)?,
+            })
+        };
+        Ok(Remotes {
+            remotes,
+            cache,
+            pending: None,
+        })
+    }
+
     /// No remote (a store that never tiers).
     pub fn none() -> Remotes {
         Remotes {

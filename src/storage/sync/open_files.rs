@@ -128,6 +128,8 @@ pub struct LazyFile {
     /// and a freed inode number is soon reused; the birth time tells them apart).
     identity: Option<Identity>,
     slot: Mutex<Option<Arc<File>>>,
+    /// Whether it is opened again for writing (a replica's files are only read).
+    writable: bool,
     /// Used since the clock hand last passed (see `OpenSet`).
     used: AtomicBool,
 }
@@ -145,11 +147,22 @@ fn identity(file: &File) -> Option<Identity> {
 impl LazyFile {
     /// Takes over `file`, open at `path`.
     pub fn new(path: &Path, file: File) -> Arc<LazyFile> {
+        Self::with_mode(path, file, true)
+    }
+
+    /// Takes over `file`, open read-only at `path`, and opens it read-only again when
+    /// its descriptor was closed (a replica never writes in the directory it follows).
+    pub fn new_read_only(path: &Path, file: File) -> Arc<LazyFile> {
+        Self::with_mode(path, file, false)
+    }
+
+    fn with_mode(path: &Path, file: File, writable: bool) -> Arc<LazyFile> {
         let lazy = Arc::new(LazyFile {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             path: path.to_path_buf(),
             identity: identity(&file),
             slot: Mutex::new(Some(Arc::new(file))),
+            writable,
             used: AtomicBool::new(true),
         });
         lazy.opened();
@@ -172,7 +185,10 @@ impl LazyFile {
             return Ok(file.clone());
         }
         REOPENS.fetch_add(1, Ordering::Relaxed);
-        let file = OpenOptions::new().read(true).write(true).open(&self.path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(self.writable)
+            .open(&self.path)?;
         if identity(&file) != self.identity {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::NotFound,
