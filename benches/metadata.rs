@@ -61,6 +61,7 @@ fn start(data: &Path, mode: SyncMode) -> Server {
             tls: None,
             base_path: "/".into(),
             disable_auth: false,
+            replica_update_interval: std::time::Duration::from_secs(60),
             init_api_token: None,
         },
         Default::default(),

@@ -439,6 +439,7 @@ fn start_with(
             tls: None,
             base_path: "/".into(),
             disable_auth: false,
+            replica_update_interval: std::time::Duration::from_secs(60),
             init_api_token: None,
         },
         Default::default(),

@@ -98,8 +98,11 @@ struct Repo {
 /// The lifecycle repository (normal or read-only).
 pub struct LifecycleRepository {
     repo: Option<Repo>,
-    /// A replica's stored definitions, listed (read-only) and never run.
-    stored: std::collections::BTreeMap<String, Definition>,
+    /// A replica's stored definitions, listed (read-only) and never run; read again by
+    /// [`LifecycleRepository::follow`].
+    stored: std::sync::RwLock<std::collections::BTreeMap<String, Definition>>,
+    /// Where a replica reads them.
+    replica_of: Option<std::path::PathBuf>,
 }
 
 /// The `last_error` of a policy a replica lists: why it does not run.
@@ -161,6 +164,7 @@ impl LifecycleRepository {
         log::info!("lifecycle repository: {} policies", definitions.len());
         Ok(LifecycleRepository {
             stored: Default::default(),
+            replica_of: None,
             repo: Some(Repo {
                 store,
                 events,
@@ -179,6 +183,7 @@ impl LifecycleRepository {
         LifecycleRepository {
             repo: None,
             stored: Default::default(),
+            replica_of: None,
         }
     }
 
@@ -188,11 +193,27 @@ impl LifecycleRepository {
     /// ReductStore refuses every read on a replica.
     pub fn replica(data: &std::path::Path) -> Result<Self> {
         let stored = DefinitionStore::read(data)?;
-        Ok(LifecycleRepository { repo: None, stored })
+        Ok(LifecycleRepository {
+            repo: None,
+            stored: std::sync::RwLock::new(stored),
+            replica_of: Some(data.to_path_buf()),
+        })
+    }
+
+    /// A replica's look at the stored definitions: the policies its writer created,
+    /// changed or removed since are listed from now on (nothing for a writer).
+    pub fn follow(&self) -> Result<()> {
+        if let Some(data) = &self.replica_of {
+            let stored = DefinitionStore::read(data)?;
+            *self.stored.write().unwrap_or_else(|p| p.into_inner()) = stored;
+        }
+        Ok(())
     }
 
     fn stored_info(&self) -> Vec<(LifecycleInfo, LifecycleSettings)> {
         self.stored
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
             .iter()
             .map(|(name, def)| {
                 let mut info = info(name, def, None);

@@ -23,6 +23,7 @@ pub(crate) mod browser_guard;
 pub(crate) mod bucket_rename;
 pub(crate) mod console;
 pub mod cors;
+mod follower;
 pub mod ha;
 pub mod http;
 pub(crate) mod links;
@@ -100,6 +101,9 @@ pub struct ServerConfig {
     /// HTTPS: the PEM certificate chain and private key (`RS_CERT_PATH`,
     /// `RS_CERT_KEY_PATH`); `None` serves plain HTTP.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// How often a REPLICA reads what the writer of its directory changed
+    /// (`RS_ENGINE_REPLICA_UPDATE_INTERVAL`, default 60 s).
+    pub replica_update_interval: std::time::Duration,
 }
 
 /// The base of query links: `configured` with a `/` appended when missing, else
@@ -162,6 +166,8 @@ pub struct Server {
     trail_writer: Option<trail::TrailWriter>,
     /// Deletes remote objects no index names (not on a replica).
     collector: Option<crate::storage::remote::collector::Collector>,
+    /// A replica's: reads what the writer changed.
+    follower: Option<follower::Follower>,
 }
 
 /// Asks each remote, on a thread of its own, whether it answers with these credentials:
@@ -232,10 +238,16 @@ impl Server {
         let addr = listener
             .local_addr()
             .map_err(|e| Error::io("reading the listening address", e))?;
-        // Opening the store takes the data directory's lock.
-        let store = Arc::new(Store::open(config.engine.clone())?);
-        // Before tokens and policies load: they must name a bucket by its final name.
-        bucket_rename::recover(&store)?;
+        let replica = config.role == InstanceRole::Replica;
+        let mut engine = config.engine.clone();
+        // A replica opens the directory another instance writes, and writes nothing there.
+        engine.read_only |= replica;
+        // Opening the store takes the data directory's lock (a replica's takes none).
+        let store = Arc::new(Store::open(engine)?);
+        if !replica {
+            // Before tokens and policies load: they must name a bucket by its final name.
+            bucket_rename::recover(&store)?;
+        }
         probe_remotes(&store);
         let collector = if config.role == InstanceRole::Replica {
             None
@@ -315,8 +327,16 @@ impl Server {
         } else if init.is_empty() && init_once.is_empty() && provisioned_tokens.is_empty() {
             None
         } else {
-            let mut repo = auth::TokenRepository::open(&config.engine.data_path, init)?;
-            if !init_once.is_empty() {
+            let mut repo = if replica {
+                auth::TokenRepository::open_read_only(&config.engine.data_path, init)?
+            } else {
+                auth::TokenRepository::open(&config.engine.data_path, init)?
+            };
+            if !init_once.is_empty() && replica {
+                log::warn!(
+                    "a replica does not create tokens: RS_INIT_API_TOKEN ignored (the writer's init-token works here once it made it)"
+                );
+            } else if !init_once.is_empty() {
                 repo = repo.with_init_token(init_once)?;
             }
             Some(repo.with_provisioned(provisioned_tokens)?)
@@ -406,6 +426,7 @@ impl Server {
             instance_name: config.engine.instance_name.clone(),
             trail,
             started: Instant::now(),
+            replica_updates: Default::default(),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let (work_tx, work_rx) = crossbeam_channel::unbounded::<http::connection::Connection>();
@@ -455,6 +476,14 @@ impl Server {
                 }
             })
             .map_err(|e| Error::io("starting the query sweeper", e))?;
+        let follower = if replica {
+            Some(follower::Follower::start(
+                app.clone(),
+                config.replica_update_interval,
+            )?)
+        } else {
+            None
+        };
         let reactor = std::thread::Builder::new()
             .name("halflife-poll".into())
             .spawn(move || reactor.run())
@@ -479,6 +508,7 @@ impl Server {
             app,
             trail_writer,
             collector,
+            follower,
         })
     }
 
@@ -507,6 +537,9 @@ impl Server {
         }
         if let Some(mut writer) = self.trail_writer.take() {
             writer.stop();
+        }
+        if let Some(mut follower) = self.follower.take() {
+            follower.stop();
         }
         if let Some(mut collector) = self.collector.take() {
             collector.stop(&self.app.store);

@@ -96,6 +96,8 @@ pub struct App {
     pub trail: Option<Arc<crate::server::trail::Trail>>,
     /// When the server started (for `uptime`).
     pub started: Instant,
+    /// A replica's looks at its writer's directory so far (`/metrics`).
+    pub replica_updates: std::sync::atomic::AtomicU64,
 }
 
 impl App {

@@ -10,13 +10,12 @@ use std::collections::HashSet;
 /// ReductStore 1.21 settings this server knowingly ignores: named with that reason.
 /// (`tests/cli/settings.rs` checks every variable 1.21.5's documents list is either read
 /// or named so.)
-const REDUCTSTORE_ONLY: [&str; 25] = [
+const REDUCTSTORE_ONLY: [&str; 24] = [
     "RS_AUDIT_ENABLED",
     "RS_ENGINE_COMPACTION_INTERVAL",
     "RS_ENGINE_ENABLE_INTEGRITY_CHECKS",
     "RS_ENGINE_NUM_IO_THREADS",
     "RS_ENGINE_REPLICATION_INTERVAL",
-    "RS_ENGINE_REPLICA_UPDATE_INTERVAL",
     "RS_EXT_PATH",
     "RS_IO_BATCH_RECORDS_TIMEOUT",
     "RS_IO_BATCH_TIMEOUT",

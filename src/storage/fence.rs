@@ -6,6 +6,7 @@
 //! never installs one (a standalone server, a maintenance command, a library user) is
 //! never fenced, and the question costs one atomic read.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::error::Result;
@@ -18,6 +19,16 @@ pub trait Fence: Send + Sync {
 
 static FENCE: OnceLock<Arc<dyn Fence>> = OnceLock::new();
 
+/// Set in a REPLICA's process: it writes nothing in the directory another instance
+/// writes, and this makes sure of it (a write primitive reached by mistake fails instead).
+static READ_ONLY: AtomicBool = AtomicBool::new(false);
+
+/// Refuses every write into the data directory from now on (a replica's process). The
+/// router does not ask this: a replica answers reads, and refuses changes itself (403).
+pub fn forbid_writes() {
+    READ_ONLY.store(true, Ordering::Release);
+}
+
 /// Installs the process's fence (once: a process serves one data directory). Returns
 /// false when one was installed before.
 pub fn install(fence: Arc<dyn Fence>) -> bool {
@@ -26,6 +37,11 @@ pub fn install(fence: Arc<dyn Fence>) -> bool {
 
 /// Whether this process may write in its data directory now.
 pub fn check() -> Result<()> {
+    if READ_ONLY.load(Ordering::Acquire) {
+        return Err(crate::error::Error::forbidden(
+            "this instance is a replica: it writes nothing in its data directory",
+        ));
+    }
     match FENCE.get() {
         Some(fence) => fence.check(),
         None => Ok(()),

@@ -363,6 +363,7 @@ const SERVER_LAYERS: &[&[&str]] = &[
     &["server/api/"],
     &[
         "server/state.rs",
+        "server/follower.rs",
         "server/bucket_rename.rs",
         "server/provision/mod.rs",
         "server/provision/replications.rs",

@@ -247,14 +247,14 @@ fn a_replica_answers_right_bytes_or_404_while_its_writer_changes_everything() {
                     bucket.write(entry, meta(ts), &payload(entry, ts)).unwrap();
                 }
                 // Belated writes into sealed blocks (merges follow).
-                if i % 7 == 0 && i > 40 {
+                if i.is_multiple_of(7) && i > 40 {
                     let late = 2 * (i - 40) + 1;
                     bucket
                         .write("e0", meta(late), &payload("e0", late))
                         .unwrap();
                 }
-                if i % 150 == 0 {
-                    let codec = if i % 300 == 0 {
+                if i.is_multiple_of(150) {
+                    let codec = if i.is_multiple_of(300) {
                         Codec::Zstd(3)
                     } else {
                         Codec::Lz4
@@ -266,12 +266,12 @@ fn a_replica_answers_right_bytes_or_404_while_its_writer_changes_everything() {
                         ))
                         .unwrap();
                 }
-                if i % 200 == 0 {
+                if i.is_multiple_of(200) {
                     bucket
                         .remove_records(&entries, ts - 400, ts - 300, None)
                         .unwrap();
                 }
-                if i % 40 == 0 {
+                if i.is_multiple_of(40) {
                     let mut labels = halflife::storage::Labels::new();
                     labels.insert("at".into(), ts.to_string());
                     bucket.update_labels("e1", ts - 60, &labels).unwrap();

@@ -17,6 +17,7 @@ mod network_edge;
 mod open_files;
 mod policy_bounds;
 mod query_links;
+mod replica;
 mod server_api;
 mod server_batch_v1;
 mod server_compat;

@@ -38,6 +38,8 @@ pub(crate) struct ServeArgs {
     instance_role: InstanceRole,
     #[command(flatten)]
     lease: crate::serve_ha::LeaseArgs,
+    #[command(flatten)]
+    replica: crate::serve_ha::ReplicaArgs,
     /// Serve `GET /metrics` (Prometheus) without a token even when authentication is on
     /// (true/false, yes/no, 1/0); otherwise any valid token may read it.
     #[arg(long, env = "RS_METRICS_PUBLIC", default_value = "false", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::Set)]
@@ -393,6 +395,12 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     engine.system_events = args.system_events;
     engine.system_events_quota = Some(args.system_events_quota_size).filter(|&q| q > 0);
     engine.max_storage_size = args.engine_max_storage_size.filter(|&m| m > 0);
+    engine.replica_cache_path = args.replica.replica_cache_path.clone();
+    if args.instance_role == InstanceRole::Replica {
+        // Guards the directory the writer owns: any write this process would make there
+        // fails instead.
+        halflife::storage::fence::forbid_writes();
+    }
     let config = ServerConfig {
         engine,
         host: args.host,
@@ -435,6 +443,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         tls: args.cert_path.zip(args.cert_key_path),
         base_path: args.api_base_path,
         disable_auth: args.disable_auth,
+        replica_update_interval: args.replica.replica_update_interval,
     };
     // Handlers are installed before any thread starts, so no signal is lost; the main
     // thread then just waits for one.

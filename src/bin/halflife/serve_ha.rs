@@ -38,6 +38,21 @@ pub(crate) struct LeaseArgs {
     lock_file_failure_action: FailureAction,
 }
 
+/// A REPLICA's settings.
+#[derive(Args)]
+pub(crate) struct ReplicaArgs {
+    /// REPLICA: how often it reads what the writer of the shared data directory changed
+    /// (seconds, or a duration such as 500ms): new records, buckets and entries,
+    /// removals, policies, tokens. A record is served here at most this long after it
+    /// was written.
+    #[arg(long, env = "RS_ENGINE_REPLICA_UPDATE_INTERVAL", default_value = "60", value_parser = seconds)]
+    pub(crate) replica_update_interval: Duration,
+    /// REPLICA: where frames fetched back from a remote tier are kept; in memory when
+    /// unset. Never the data directory, which a replica does not write.
+    #[arg(long, env = "RS_REPLICA_CACHE_PATH")]
+    pub(crate) replica_cache_path: Option<std::path::PathBuf>,
+}
+
 impl LeaseArgs {
     /// The settings, checked: the TTL must leave room for a slow renewal.
     pub(crate) fn settings(&self) -> Result<HaSettings> {

@@ -12,7 +12,7 @@ use crate::replication::repository::ReplicationMetrics;
 use crate::server::auth::{Access, Caller};
 use crate::server::metrics::family::{counters, gauges, labels, seconds, signed};
 use crate::server::metrics::http::Labels;
-use crate::server::state::App;
+use crate::server::state::{App, InstanceRole};
 
 /// The exposition of everything the server measures, as of now, as `caller` may see it:
 /// buckets it may read, and policies only with full access (`None`: a public
@@ -37,6 +37,18 @@ pub fn exposition(app: &App, caller: Option<&Caller>) -> Result<String> {
         "Whether this instance serves (1); a PRIMARY or SECONDARY waiting for the data directory's lease answers 0",
         [(labels(&[("role", app.role.as_str())]), 1)],
     );
+    if app.role == InstanceRole::Replica {
+        counters(
+            &mut registry,
+            "replica_updates",
+            "Looks a REPLICA took at what the writer of its data directory changed",
+            [(
+                Vec::new(),
+                app.replica_updates
+                    .load(std::sync::atomic::Ordering::Acquire),
+            )],
+        );
+    }
     gauges(
         &mut registry,
         "open_queries",

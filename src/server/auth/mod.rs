@@ -10,7 +10,8 @@
 //!
 //! Files: this one (tokens, permissions, authentication); `provisioned.rs` (tokens from
 //! `RS_TOKEN_*`); `beyond_auth.rs` (what the rest of the server asks of tokens); `proxies.rs`
-//! (which address a request comes from, behind trusted proxies).
+//! (which address a request comes from, behind trusted proxies); `stored_file.rs` (reading
+//! `.tokens`, and a replica following it).
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -210,6 +211,8 @@ pub struct TokenRepository {
     /// Stored tokens that do not load (written by another version, edited by hand):
     /// kept as they are in the file, never accepted.
     unreadable: Vec<serde_json::Value>,
+    /// A replica's: the file is only read (a last use is kept in memory).
+    read_only: bool,
 }
 
 #[derive(Default)]
@@ -258,45 +261,24 @@ fn time_text(micros: u64) -> String {
 }
 
 impl TokenRepository {
-    /// Loads the tokens of a data directory; `init` is the `RS_API_TOKEN` value.
+    /// Loads the tokens of a data directory; `init` is the `RS_API_TOKEN` value. A file
+    /// that does not parse is set aside (`stored_file.rs`).
     pub fn open(data: &Path, init: &str) -> Result<TokenRepository> {
+        Self::load(data, init, true)
+    }
+
+    /// [`TokenRepository::open`] for a replica: nothing is written, a damaged file is
+    /// only reported; [`TokenRepository::follow`] reads the file again.
+    pub fn open_read_only(data: &Path, init: &str) -> Result<TokenRepository> {
+        Self::load(data, init, false)
+    }
+
+    fn load(data: &Path, init: &str, set_aside: bool) -> Result<TokenRepository> {
         let path = data.join(TOKENS_FILE);
-        let stored: Vec<serde_json::Value> = match std::fs::read(&path) {
-            Ok(bytes) => match serde_json::from_slice(&bytes) {
-                Ok(list) => list,
-                Err(e) => {
-                    // Set aside, not overwritten: only the init token works until the
-                    // file is repaired and put back.
-                    let aside = path.with_extension(format!("damaged-{}", now_micros()));
-                    std::fs::rename(&path, &aside)
-                        .map_err(|e| Error::io(format!("setting {} aside", path.display()), e))?;
-                    log::error!(
-                        "{} does not parse ({e}); set aside as {}: its tokens are not accepted",
-                        path.display(),
-                        aside.display()
-                    );
-                    Vec::new()
-                }
-            },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
-        };
-        let mut tokens: Vec<StoredToken> = Vec::new();
-        let mut unreadable = Vec::new();
-        for value in stored {
-            match serde_json::from_value::<StoredToken>(value.clone()) {
-                Ok(token) => tokens.push(token),
-                Err(e) => {
-                    log::error!(
-                        "a token stored in {} does not load ({e}): it is kept in the file, disabled",
-                        path.display()
-                    );
-                    unreadable.push(value);
-                }
-            }
-        }
+        let (tokens, unreadable) = stored_file::read(&path, set_aside)?;
         Ok(TokenRepository {
             unreadable,
+            read_only: !set_aside,
             path,
             provisioned: if init.is_empty() {
                 Vec::new()
@@ -387,6 +369,7 @@ impl TokenRepository {
             .ttl
             .map(|ttl| LAST_USE_GRANULARITY.min(ttl.saturating_mul(1_000_000) / 4));
         if let Some(granularity) = granularity
+            && !self.read_only
             && token
                 .last_used
                 .is_none_or(|at| now.saturating_sub(at) >= granularity)
@@ -593,6 +576,7 @@ impl TokenRepository {
 mod beyond_auth;
 pub(crate) mod provisioned;
 mod proxies;
+mod stored_file;
 
 pub use provisioned::{ProvisionedToken, tokens_from_env};
 

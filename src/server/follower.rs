@@ -1,0 +1,75 @@
+//! A REPLICA's follower thread (`docs/high-availability.md`): every
+//! `RS_ENGINE_REPLICA_UPDATE_INTERVAL` it reads what the writer of the shared directory
+//! changed — buckets, entries and records (`Store::follow_writer`), lifecycle
+//! definitions, tokens — without writing anything there.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::server::state::App;
+
+/// The running follower; [`Follower::stop`] ends it.
+pub(super) struct Follower {
+    /// Dropping it wakes the thread to end.
+    stop: Option<crossbeam_channel::Sender<()>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Follower {
+    /// Starts following every `interval`.
+    pub(super) fn start(app: Arc<App>, interval: Duration) -> Result<Follower> {
+        let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
+        let handle = std::thread::Builder::new()
+            .name("halflife-replica".into())
+            .spawn(move || {
+                while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(interval)
+                {
+                    follow_once(&app);
+                }
+            })
+            .map_err(|e| Error::io("starting the replica's follower", e))?;
+        log::info!(
+            "replica: reading the writer's changes every {} s",
+            interval.as_secs_f64()
+        );
+        Ok(Follower {
+            stop: Some(stop),
+            handle: Some(handle),
+        })
+    }
+
+    /// Ends the thread (after the look in progress).
+    pub(super) fn stop(&mut self) {
+        drop(self.stop.take());
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// One look at the writer's files. A failure keeps what was read before and is said; the
+/// next look tries again.
+fn follow_once(app: &App) {
+    match app.store.follow_writer() {
+        Ok(followed) if followed.opened + followed.dropped > 0 => log::info!(
+            "replica: {} bucket(s) appeared, {} went",
+            followed.opened,
+            followed.dropped
+        ),
+        Ok(_) => {}
+        Err(e) => log::warn!("replica: the data directory was not read: {e}"),
+    }
+    if let Err(e) = app.lifecycles.follow() {
+        log::warn!("replica: the lifecycle definitions were not read: {e}");
+    }
+    if let Some(tokens) = &app.tokens
+        && let Err(e) = tokens.follow()
+    {
+        log::warn!("replica: the tokens were not read: {e}");
+    }
+    app.replica_updates
+        .fetch_add(1, std::sync::atomic::Ordering::Release);
+}
