@@ -62,6 +62,7 @@ fn start(data: &Path, mode: SyncMode) -> Server {
             base_path: "/".into(),
             disable_auth: false,
             replica_update_interval: std::time::Duration::from_secs(60),
+            forward_events: None,
             init_api_token: None,
         },
         Default::default(),

@@ -440,6 +440,7 @@ fn start_with(
             base_path: "/".into(),
             disable_auth: false,
             replica_update_interval: std::time::Duration::from_secs(60),
+            forward_events: None,
             init_api_token: None,
         },
         Default::default(),

@@ -154,11 +154,7 @@ pub(super) fn error_message(response: &ureq::http::Response<ureq::Body>) -> Stri
         .map_or_else(|| response.status().to_string(), str::to_string)
 }
 
-/// A name as URL path text: unreserved bytes and `/` (nested entries) as they are, every
-/// other byte percent-encoded (`%` included).
-pub(super) fn path_segment(name: &str) -> String {
-    percent::encode_keeping(name, |b| b.is_ascii_alphanumeric() || b"-._~/".contains(&b))
-}
+pub(super) use percent::path_segment;
 
 #[cfg(test)]
 mod tests {

@@ -33,12 +33,15 @@ impl ReplicationTls {
     /// the PEM file `ca_path`, or Mozilla's roots when there is none. A file that cannot
     /// be read or holds no certificate is an error naming it.
     pub fn new(verify: bool, ca_path: Option<&Path>) -> Result<Self> {
+        Self::for_setting(verify, ca_path, "RS_REPLICATION_CA_PATH")
+    }
+
+    /// [`ReplicationTls::new`] for another client, its errors naming `setting` (the
+    /// variable that gave `ca_path`).
+    pub fn for_setting(verify: bool, ca_path: Option<&Path>, setting: &str) -> Result<Self> {
         let roots = match ca_path {
             None => RootCerts::WebPki,
-            Some(path) => RootCerts::Specific(Arc::new(read_ca_certificates(
-                path,
-                "RS_REPLICATION_CA_PATH",
-            )?)),
+            Some(path) => RootCerts::Specific(Arc::new(read_ca_certificates(path, setting)?)),
         };
         Ok(ReplicationTls { roots, verify })
     }

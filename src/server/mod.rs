@@ -104,6 +104,9 @@ pub struct ServerConfig {
     /// How often a REPLICA reads what the writer of its directory changed
     /// (`RS_ENGINE_REPLICA_UPDATE_INTERVAL`, default 60 s).
     pub replica_update_interval: std::time::Duration,
+    /// Where a REPLICA posts its `$system` events (`RS_PRIMARY_URL`, `RS_SECONDARY_URL`);
+    /// `None` or no URL: they are dropped, with a WARN at start.
+    pub forward_events: Option<trail::forward::ForwardSettings>,
 }
 
 /// The base of query links: `configured` with a `/` appended when missing, else
@@ -341,15 +344,37 @@ impl Server {
             }
             Some(repo.with_provisioned(provisioned_tokens)?)
         };
-        // The trail: not on a replica (read-only), and not with system events off.
-        let trail =
-            (config.engine.system_events && config.role != InstanceRole::Replica).then(|| {
-                trail::Trail::new(
+        // The trail, unless system events are off; a replica's goes to the instance that
+        // writes (it writes nothing here), or nowhere.
+        let forward = config
+            .forward_events
+            .clone()
+            .filter(|settings| !settings.urls.is_empty());
+        let trail = match (config.engine.system_events, replica, forward) {
+            (false, _, _) => None,
+            (true, false, _) => Some(trail::Trail::new(
+                &store,
+                &config.engine.instance_name,
+                config.engine.system_events_quota,
+            )),
+            (true, true, Some(settings)) => {
+                log::info!(
+                    "replica: its audit, usage and log events go to {}",
+                    settings.urls.join(" or ")
+                );
+                Some(trail::Trail::forwarding(
                     &store,
                     &config.engine.instance_name,
-                    config.engine.system_events_quota,
-                )
-            });
+                    trail::forward::Forwarder::new(settings)?,
+                ))
+            }
+            (true, true, None) => {
+                log::warn!(
+                    "replica: its audit, usage and log events are dropped (it writes nothing in the data directory); set RS_PRIMARY_URL / RS_SECONDARY_URL to send them to the instance that writes"
+                );
+                None
+            }
+        };
         let trail_writer = match &trail {
             Some(trail) => {
                 trail.apply_quota(config.engine.system_events_quota)?;

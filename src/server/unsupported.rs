@@ -10,7 +10,7 @@ use std::collections::HashSet;
 /// ReductStore 1.21 settings this server knowingly ignores: named with that reason.
 /// (`tests/cli/settings.rs` checks every variable 1.21.5's documents list is either read
 /// or named so.)
-const REDUCTSTORE_ONLY: [&str; 24] = [
+const REDUCTSTORE_ONLY: [&str; 21] = [
     "RS_AUDIT_ENABLED",
     "RS_ENGINE_COMPACTION_INTERVAL",
     "RS_ENGINE_ENABLE_INTEGRITY_CHECKS",
@@ -21,7 +21,6 @@ const REDUCTSTORE_ONLY: [&str; 24] = [
     "RS_IO_BATCH_TIMEOUT",
     "RS_IO_MAX_WRITERS_IN_FLIGHT",
     "RS_LICENSE_PATH",
-    "RS_PRIMARY_URL",
     "RS_REMOTE_ACCESS_KEY",
     "RS_REMOTE_BACKEND_TYPE",
     "RS_REMOTE_BUCKET",
@@ -33,8 +32,6 @@ const REDUCTSTORE_ONLY: [&str; 24] = [
     "RS_REMOTE_SESSION_TOKEN",
     "RS_REMOTE_SYNC_INTERVAL",
     "RS_SECONDARY_SYNC_INTERVAL",
-    "RS_SECONDARY_URL",
-    "RS_SYSTEM_EVENTS_REMOTE_VERIFY_SSL",
 ];
 
 /// Variables read outside `serve`'s options.

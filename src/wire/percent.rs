@@ -50,6 +50,12 @@ pub fn encode(name: &str) -> String {
     encode_keeping(name, is_tchar)
 }
 
+/// A bucket or entry name as URL path text: unreserved bytes and `/` (nested entries) as
+/// they are, every other byte percent-encoded (`%` included).
+pub fn path_segment(name: &str) -> String {
+    encode_keeping(name, |b| b.is_ascii_alphanumeric() || b"-._~/".contains(&b))
+}
+
 /// Percent-encodes every byte of `name` that `keep` does not keep as it is.
 pub fn encode_keeping(name: &str, keep: impl Fn(u8) -> bool) -> String {
     let mut out = String::with_capacity(name.len());

@@ -311,3 +311,71 @@ fn tree(dir: &std::path::Path) -> Vec<(String, u64, std::time::SystemTime, Vec<u
     files.sort();
     files
 }
+
+#[test]
+fn a_replica_sends_its_events_to_whichever_instance_takes_them() {
+    let data = tempfile::tempdir().unwrap();
+    let token = ("RS_API_TOKEN", "pair-secret");
+    let auth = [("Authorization", "Bearer pair-secret")];
+    let writer = start_server(data.path(), &[token]);
+    assert_eq!(
+        writer.request("POST", "/api/v1/b/one", &auth, b"").status,
+        200
+    );
+    // The first URL answers nothing (a primary that is down): the events go to the
+    // second, the writer.
+    let down = format!("http://127.0.0.1:{}", crate::common::closed_port());
+    let up = format!("http://{}", writer.addr);
+    let replica = start_server(
+        data.path(),
+        &[
+            token,
+            ("RS_INSTANCE_ROLE", "REPLICA"),
+            ("RS_INSTANCE_NAME", "rep"),
+            ("RS_ENGINE_REPLICA_UPDATE_INTERVAL", "0.2"),
+            ("RS_SYSTEM_EVENTS_LOG_LEVEL", "INFO"),
+            ("RS_PRIMARY_URL", &down),
+            ("RS_SECONDARY_URL", &up),
+        ],
+    );
+    // An authenticated call on the replica is audited; its INFO lines are logged.
+    assert_eq!(
+        replica.request("GET", "/api/v1/b/one", &auth, b"").status,
+        200
+    );
+    wait_until("the replica's log events reach the writer", || {
+        let r = writer.request("GET", "/api/v1/b/$system/logs/rep/messages", &auth, b"");
+        r.status == 200 && r.json()["instance"] == "rep"
+    });
+    // Nothing was written into the shared `$system` by the replica itself: the writer
+    // has the events because it took them (its audit counts the replica's posts).
+    assert!(!replica.logged("writes nothing in its data directory"));
+
+    // Only full access may post an event, and only an event of the three families.
+    let r = writer.request(
+        "POST",
+        "/api/v1/tokens/reader",
+        &[
+            ("Authorization", "Bearer pair-secret"),
+            ("Content-Type", "application/json"),
+        ],
+        br#"{"full_access": false, "write": ["$system"]}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.error());
+    let limited = format!("Bearer {}", r.json()["value"].as_str().unwrap());
+    let event = br#"{"timestamp": 1}"#;
+    let post = |path: &str, authorization: &str| {
+        writer
+            .request("POST", path, &[("Authorization", authorization)], event)
+            .status
+    };
+    assert_eq!(post("/api/v1/b/$system/audit/x/y?ts=1", &limited), 403);
+    assert_eq!(
+        post("/api/v1/b/$system/other?ts=1", "Bearer pair-secret"),
+        403
+    );
+    assert_eq!(
+        post("/api/v1/b/$system/audit/x/y?ts=1", "Bearer pair-secret"),
+        200
+    );
+}

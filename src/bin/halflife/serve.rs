@@ -401,6 +401,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         // fails instead.
         halflife::storage::fence::forbid_writes();
     }
+    let forward_events = args.replica.forward_settings(args.api_token.clone())?;
     let config = ServerConfig {
         engine,
         host: args.host,
@@ -444,6 +445,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         base_path: args.api_base_path,
         disable_auth: args.disable_auth,
         replica_update_interval: args.replica.replica_update_interval,
+        forward_events,
     };
     // Handlers are installed before any thread starts, so no signal is lost; the main
     // thread then just waits for one.

@@ -12,6 +12,7 @@ use halflife::server::ha::lease::{LeaseRecord, LeaseTiming};
 use halflife::server::ha::{
     CurrentLease, FailureAction, HaSettings, renew_until_lost, wait_for_lease,
 };
+use halflife::server::trail::forward::ForwardSettings;
 use halflife::server::{InstanceRole, Provisioning, Server, ServerConfig};
 use halflife::{Error, Result};
 
@@ -51,6 +52,59 @@ pub(crate) struct ReplicaArgs {
     /// unset. Never the data directory, which a replica does not write.
     #[arg(long, env = "RS_REPLICA_CACHE_PATH")]
     pub(crate) replica_cache_path: Option<std::path::PathBuf>,
+    /// REPLICA: the URL of the instance its audit, usage and log events are posted to
+    /// (into that instance's `$system`, with this server's RS_API_TOKEN, which needs full
+    /// access there). Unset with RS_SECONDARY_URL: the events are dropped.
+    #[arg(long, env = "RS_PRIMARY_URL", value_name = "URL")]
+    primary_url: Option<String>,
+    /// REPLICA: the other instance of the pair; events go to whichever takes them,
+    /// starting with the one that took the last.
+    #[arg(long, env = "RS_SECONDARY_URL", value_name = "URL")]
+    secondary_url: Option<String>,
+    /// REPLICA: check the TLS certificate of an `https://` RS_PRIMARY_URL /
+    /// RS_SECONDARY_URL; false still encrypts but accepts any certificate.
+    #[arg(long, env = "RS_SYSTEM_EVENTS_REMOTE_VERIFY_SSL", default_value = "true", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::Set)]
+    system_events_remote_verify_ssl: bool,
+    /// REPLICA: a PEM file of the CA certificates those URLs' certificates must chain to;
+    /// without it, Mozilla's root certificates.
+    #[arg(long, env = "RS_SYSTEM_EVENTS_REMOTE_CA_PATH", value_name = "PEM")]
+    system_events_remote_ca_path: Option<std::path::PathBuf>,
+    /// REPLICA: how long posting one event may take (seconds, or a duration).
+    #[arg(long, env = "RS_SYSTEM_EVENTS_REMOTE_TIMEOUT", default_value = "5", value_parser = seconds)]
+    system_events_remote_timeout: Duration,
+}
+
+impl ReplicaArgs {
+    /// Where the replica's events go, posted with `token`; `None` when no URL is set.
+    pub(crate) fn forward_settings(
+        &self,
+        token: Option<String>,
+    ) -> Result<Option<ForwardSettings>> {
+        let urls: Vec<String> = [&self.primary_url, &self.secondary_url]
+            .into_iter()
+            .flatten()
+            .map(|url| url.trim().to_string())
+            .filter(|url| !url.is_empty())
+            .collect();
+        if urls.is_empty() {
+            return Ok(None);
+        }
+        for url in &urls {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(Error::unprocessable(format!(
+                    "'{}' is not an http:// or https:// URL (RS_PRIMARY_URL / RS_SECONDARY_URL)",
+                    url.escape_default()
+                )));
+            }
+        }
+        Ok(Some(ForwardSettings {
+            urls,
+            token,
+            timeout: self.system_events_remote_timeout,
+            verify_ssl: self.system_events_remote_verify_ssl,
+            ca_path: self.system_events_remote_ca_path.clone(),
+        }))
+    }
 }
 
 impl LeaseArgs {

@@ -6,10 +6,12 @@
 //! `buckets.rs` (server info, bucket list and settings); `records.rs` (single records);
 //! `entry_batch.rs` (batch protocol v1 and entry queries); `io.rs` (the multi-entry batch
 //! protocol v2); `links.rs` (query links); `tokens.rs`; `lifecycles.rs`; `replications.rs`;
-//! `storage.rs` (our storage report); `metrics.rs` (`GET /metrics`).
+//! `storage.rs` (our storage report); `metrics.rs` (`GET /metrics`); `forwarded_events.rs`
+//! (the events a replica posts into `$system`).
 
 pub(crate) mod buckets;
 pub(crate) mod entry_batch;
+pub(crate) mod forwarded_events;
 pub(crate) mod io;
 pub(crate) mod lifecycles;
 pub(crate) mod links;

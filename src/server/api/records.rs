@@ -3,6 +3,7 @@
 //! no query string).
 
 use crate::error::{Error, Result};
+use crate::server::api::forwarded_events;
 use crate::server::http::body::body_error;
 use crate::server::http::head::RequestHead;
 use crate::server::http::request::{Request, no_route, parse_decimal, required_ts, ts_param};
@@ -138,6 +139,9 @@ pub fn record(
 }
 
 fn write(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result<Response> {
+    if forwarded_events::is_forwarded(bucket_name, entry) {
+        return forwarded_events::write(app, entry, labels_from_headers(&req.head), req);
+    }
     app.writable("write record")?;
     user_bucket(bucket_name)?;
     // Everything that can be checked without the body is checked first, so a refused

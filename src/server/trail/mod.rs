@@ -7,9 +7,11 @@
 //! every 60 s from start, log messages as they come, and everything left at shutdown.
 //!
 //! Files: `audit.rs` (the audit), `usage.rs` (usage counts), `logs.rs` (log messages),
-//! `redact.rs` (what a log line may not carry), `sharded.rs` (per-thread shards of counts).
+//! `redact.rs` (what a log line may not carry), `sharded.rs` (per-thread shards of counts),
+//! `forward.rs` (a replica's events, posted to the instance that writes).
 
 pub(crate) mod audit;
+pub mod forward;
 pub mod logs;
 pub(crate) mod redact;
 pub(crate) mod sharded;
@@ -48,6 +50,8 @@ const REPLICATION_TARGET: &str = "halflife::replication";
 /// What the trail counts and writes.
 pub struct Trail {
     system: SystemBucket,
+    /// A replica's: events go to the instance that writes, not into `$system` here.
+    forward: Option<forward::Forwarder>,
     /// The instance name (in payloads) and its sanitised form (in entry names).
     instance: String,
     segment: String,
@@ -82,7 +86,26 @@ impl Trail {
     /// The trail of `store`, for instance `instance`; `$system` (FIFO quota `quota`) is
     /// created by the first event.
     pub fn new(store: &Arc<Store>, instance: &str, quota: Option<u64>) -> Arc<Trail> {
+        Self::with_sink(store, instance, quota, None)
+    }
+
+    /// A replica's trail of `store`: its events are posted by `forward` (`forward.rs`).
+    pub fn forwarding(
+        store: &Arc<Store>,
+        instance: &str,
+        forward: forward::Forwarder,
+    ) -> Arc<Trail> {
+        Self::with_sink(store, instance, None, Some(forward))
+    }
+
+    fn with_sink(
+        store: &Arc<Store>,
+        instance: &str,
+        quota: Option<u64>,
+        forward: Option<forward::Forwarder>,
+    ) -> Arc<Trail> {
         Arc::new(Trail {
+            forward,
             system: SystemBucket::new(store, quota),
             instance: instance.to_string(),
             segment: sanitize(instance),
@@ -90,6 +113,39 @@ impl Trail {
             usage: Usage::default(),
             last_usage: Mutex::new(Instant::now()),
         })
+    }
+
+    /// Writes an event into `$system` (`observed`: replication tasks may take it), or
+    /// on a replica posts it to the instance that writes.
+    fn emit(
+        &self,
+        entry: &str,
+        ts: u64,
+        labels: crate::storage::Labels,
+        observed: bool,
+        mut payload: impl FnMut(u64) -> Result<Vec<u8>>,
+    ) -> Result<u64> {
+        if let Some(forward) = &self.forward {
+            forward.send(entry, ts, &labels, &payload(ts)?);
+            return Ok(ts);
+        }
+        if observed {
+            self.system.write(entry, ts, labels, payload)
+        } else {
+            self.system.write_unreplicated(entry, ts, labels, payload)
+        }
+    }
+
+    /// Writes an event a replica forwarded (`api/forwarded_events.rs`) as this server
+    /// writes its own: `$system` made on the first one, a taken instant moved on.
+    pub fn write_forwarded(
+        &self,
+        entry: &str,
+        ts: u64,
+        labels: crate::storage::Labels,
+        payload: Vec<u8>,
+    ) -> Result<u64> {
+        self.emit(entry, ts, labels, true, |_| Ok(payload.clone()))
     }
 
     /// The entry of a trail family's events.
@@ -147,6 +203,10 @@ impl Trail {
     /// Applies the configured quota to an existing `$system` (ReductStore does at every
     /// start).
     pub fn apply_quota(&self, quota: Option<u64>) -> Result<()> {
+        if self.forward.is_some() {
+            // A replica's `$system` is its writer's.
+            return Ok(());
+        }
         if let Some(bucket) = self.system.existing()? {
             let mut settings = bucket.settings();
             let wanted = SystemBucket::settings(quota);
@@ -163,7 +223,7 @@ impl Trail {
         for group in self.audit.take_due(all) {
             let entry = self.entry("audit", &group.token);
             let labels = [("status".to_string(), group.status.to_string())].into();
-            let written = self.system.write(&entry, group.first_at, labels, |at| {
+            let written = self.emit(&entry, group.first_at, labels, true, |at| {
                 json(&AuditEvent {
                     timestamp: at,
                     instance: &self.instance,
@@ -255,7 +315,7 @@ impl Trail {
     fn write_usage_event(&self, name: &str, at: u64, mut event: UsageEvent) {
         let entry = self.entry("usage", name);
         let labels = [("status".to_string(), "200".to_string())].into();
-        let written = self.system.write(&entry, at, labels, |ts| {
+        let written = self.emit(&entry, at, labels, true, |ts| {
             event.timestamp = ts;
             json(&event)
         });
@@ -285,12 +345,8 @@ impl Trail {
         };
         // The replication module's own lines are never replicated (as in ReductStore): a
         // task replicating `$system` would otherwise send the log of its own sending.
-        let written = if message.target.starts_with(REPLICATION_TARGET) {
-            self.system
-                .write_unreplicated(&entry, message.at, labels, event)
-        } else {
-            self.system.write(&entry, message.at, labels, event)
-        };
+        let observed = !message.target.starts_with(REPLICATION_TARGET);
+        let written = self.emit(&entry, message.at, labels, observed, event);
         if let Err(e) = written {
             log::warn!("log event not written: {e}");
         }
