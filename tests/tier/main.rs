@@ -12,6 +12,7 @@ mod blackhole;
 mod cluster;
 mod crash;
 mod library;
+mod replica;
 mod s3_client;
 mod server;
 mod trace_logs;
