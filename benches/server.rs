@@ -441,6 +441,7 @@ fn start_with(
             disable_auth: false,
             replica_update_interval: std::time::Duration::from_secs(60),
             forward_events: None,
+            follow_remote: None,
             init_api_token: None,
         },
         Default::default(),

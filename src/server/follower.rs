@@ -53,6 +53,20 @@ impl Follower {
 /// One look at the writer's files. A failure keeps what was read before and is said; the
 /// next look tries again.
 fn follow_once(app: &App) {
+    if let Some(mirror) = &app.mirror {
+        match mirror.pull() {
+            Ok(pulled) if pulled.updated + pulled.removed > 0 => log::debug!(
+                "replica: {} tiered entr(y/ies) updated, {} removed",
+                pulled.updated,
+                pulled.removed
+            ),
+            Ok(_) => {}
+            Err(e) => log::warn!(
+                "replica: remote '{}' was not read: {e}",
+                mirror.remote().name
+            ),
+        }
+    }
     match app.store.follow_writer() {
         Ok(followed) if followed.opened + followed.dropped > 0 => log::info!(
             "replica: {} bucket(s) appeared, {} went",

@@ -107,6 +107,9 @@ pub struct ServerConfig {
     /// Where a REPLICA posts its `$system` events (`RS_PRIMARY_URL`, `RS_SECONDARY_URL`);
     /// `None` or no URL: they are dropped, with a WARN at start.
     pub forward_events: Option<trail::forward::ForwardSettings>,
+    /// A REPLICA that shares only the object store: the remote whose manifests it
+    /// follows (`--follow-remote`), into its own data directory.
+    pub follow_remote: Option<String>,
 }
 
 /// The base of query links: `configured` with a `/` appended when missing, else
@@ -251,6 +254,34 @@ impl Server {
             // Before tokens and policies load: they must name a bucket by its final name.
             bucket_rename::recover(&store)?;
         }
+        let mirror = match (&config.follow_remote, replica) {
+            (Some(name), false) => {
+                return Err(Error::unprocessable(format!(
+                    "--follow-remote {name}: only a REPLICA follows a remote (RS_INSTANCE_ROLE=REPLICA)"
+                )));
+            }
+            (Some(name), true) => {
+                let remote = store.remotes().require(name)?.clone();
+                let mirror = Arc::new(crate::storage::remote::mirror::Mirror::new(
+                    remote,
+                    store.data_path(),
+                ));
+                // What is published already is served from the first request on.
+                match mirror.pull() {
+                    Ok(pulled) if pulled.updated == 0 => log::warn!(
+                        "replica: remote '{name}' has no manifest yet: the writer publishes them with RS_REMOTE_<NAME>_PUBLISH_MANIFESTS=true, at its next tier run or collector round"
+                    ),
+                    Ok(pulled) => log::info!(
+                        "replica: following remote '{name}': {} tiered entr(y/ies)",
+                        pulled.updated
+                    ),
+                    Err(e) => log::warn!("replica: remote '{name}' not read yet: {e}"),
+                }
+                store.follow_writer()?;
+                Some(mirror)
+            }
+            (None, _) => None,
+        };
         probe_remotes(&store);
         let collector = if config.role == InstanceRole::Replica {
             None
@@ -452,6 +483,7 @@ impl Server {
             trail,
             started: Instant::now(),
             replica_updates: Default::default(),
+            mirror,
         });
         let stop = Arc::new(AtomicBool::new(false));
         let (work_tx, work_rx) = crossbeam_channel::unbounded::<http::connection::Connection>();

@@ -98,9 +98,53 @@ pub struct App {
     pub started: Instant,
     /// A replica's looks at its writer's directory so far (`/metrics`).
     pub replica_updates: std::sync::atomic::AtomicU64,
+    /// A replica that follows a remote (`--follow-remote`): its copy of the manifests.
+    pub mirror: Option<Arc<crate::storage::remote::mirror::Mirror>>,
 }
 
 impl App {
+    /// A record read's "not found", unless this replica follows a remote and cannot know:
+    /// it holds only the records a manifest says it does (those before the entry's
+    /// `complete_until`), so for anything else it answers 503 naming what it holds
+    /// instead of a 404 that may be wrong.
+    pub fn unless_held(&self, bucket: &str, entry: &str, ts: Option<u64>, e: Error) -> Error {
+        let Some(mirror) = &self.mirror else {
+            return e;
+        };
+        if e.kind() != crate::error::ErrorKind::NotFound {
+            return e;
+        }
+        let held = mirror.held_until(bucket, entry);
+        match (ts, held) {
+            (Some(ts), Some(until)) if ts < until => e,
+            (None, Some(u64::MAX)) => e,
+            _ => {
+                let holds = match held {
+                    Some(u64::MAX) => format!("every record of {bucket}/{entry}"),
+                    Some(until) => format!("the records of {bucket}/{entry} before {until}"),
+                    None => format!("no record of {bucket}/{entry}"),
+                };
+                Error::new(
+                    crate::error::ErrorKind::Unavailable,
+                    format!(
+                        "this replica follows remote '{}' and holds only tiered records ({holds}): ask the instance that writes",
+                        mirror.remote().name
+                    ),
+                )
+            }
+        }
+    }
+
+    /// On a replica that follows a remote, the 503 of a read of an entry's latest record
+    /// unless it holds every record of the entry (the latest may be on the writer only).
+    pub fn latest_not_held(&self, bucket: &str, entry: &str) -> Option<Error> {
+        let mirror = self.mirror.as_ref()?;
+        (mirror.held_until(bucket, entry) != Some(u64::MAX)).then(|| {
+            let missing = Error::not_found(format!("the latest record of {bucket}/{entry}"));
+            self.unless_held(bucket, entry, None, missing)
+        })
+    }
+
     /// Refuses a change on a replica, naming it (`Cannot {action} in read-only mode`).
     pub fn writable(&self, action: &str) -> Result<()> {
         if self.role == InstanceRole::Replica {

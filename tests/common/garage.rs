@@ -296,6 +296,7 @@ pub fn remote_settings(
         secret_access_key: halflife::storage::remote::settings::Secret::new(secret),
         path_style: true,
         ca_file: None,
+        publish_manifests: false,
     }
 }
 

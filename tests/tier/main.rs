@@ -11,6 +11,7 @@ mod common;
 mod blackhole;
 mod cluster;
 mod crash;
+mod follow_remote;
 mod library;
 mod replica;
 mod s3_client;

@@ -396,9 +396,9 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     engine.system_events_quota = Some(args.system_events_quota_size).filter(|&q| q > 0);
     engine.max_storage_size = args.engine_max_storage_size.filter(|&m| m > 0);
     engine.replica_cache_path = args.replica.replica_cache_path.clone();
-    if args.instance_role == InstanceRole::Replica {
+    if args.instance_role == InstanceRole::Replica && args.replica.follow_remote.is_none() {
         // Guards the directory the writer owns: any write this process would make there
-        // fails instead.
+        // fails instead. (A replica that follows a remote lays out its own directory.)
         halflife::storage::fence::forbid_writes();
     }
     let forward_events = args.replica.forward_settings(args.api_token.clone())?;
@@ -446,6 +446,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         disable_auth: args.disable_auth,
         replica_update_interval: args.replica.replica_update_interval,
         forward_events,
+        follow_remote: args.replica.follow_remote.clone(),
     };
     // Handlers are installed before any thread starts, so no signal is lost; the main
     // thread then just waits for one.

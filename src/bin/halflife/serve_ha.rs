@@ -52,6 +52,12 @@ pub(crate) struct ReplicaArgs {
     /// unset. Never the data directory, which a replica does not write.
     #[arg(long, env = "RS_REPLICA_CACHE_PATH")]
     pub(crate) replica_cache_path: Option<std::path::PathBuf>,
+    /// REPLICA: follow remote NAME (configured with RS_REMOTE_<NAME>_*) instead of a
+    /// shared data directory: the tiered blocks the writer publishes there are laid out
+    /// in this server's own (empty) data directory and served, with no file of the
+    /// writer's. Records not tiered yet are not on the remote: their reads answer 503.
+    #[arg(long, env = "RS_FOLLOW_REMOTE", value_name = "NAME")]
+    pub(crate) follow_remote: Option<String>,
     /// REPLICA: the URL of the instance its audit, usage and log events are posted to
     /// (into that instance's `$system`, with this server's RS_API_TOKEN, which needs full
     /// access there). Unset with RS_SECONDARY_URL: the events are dropped.

@@ -69,8 +69,11 @@ pub fn record(
     match method {
         "POST" => write(app, bucket_name, entry, req),
         "GET" | "HEAD" => {
-            let bucket = app.store.bucket(bucket_name)?;
             let ts = ts_param(req)?;
+            let bucket = app
+                .store
+                .bucket(bucket_name)
+                .map_err(|e| app.unless_held(bucket_name, entry, ts, e))?;
             // `?q=<id>` reads the next record of an entry query, unless `ts` is given.
             if ts.is_none()
                 && let Some(id_text) = req.head.query_param("q")
@@ -101,8 +104,15 @@ pub fn record(
                 };
                 return Ok(single_record(record, method, entry));
             }
+            if ts.is_none()
+                && let Some(not_held) = app.latest_not_held(bucket_name, entry)
+            {
+                return Err(not_held);
+            }
             // An explicit `ts=0` is a timestamp like any other (404 unless written).
-            let record = bucket.read(entry, ts)?;
+            let record = bucket
+                .read(entry, ts)
+                .map_err(|e| app.unless_held(bucket_name, entry, ts, e))?;
             Ok(single_record(record, method, entry))
         }
         "PATCH" => {

@@ -176,7 +176,20 @@ fn now_us() -> u64 {
 impl Bucket {
     /// Moves (or with `dry_run` counts) the local blocks of the request's entries whose
     /// records all lie in its window to its target (see [`TierRequest`]).
+    ///
+    /// What a run moved is published at once for replicas that follow the remote
+    /// (`storage/remote/manifest.rs`).
     pub fn tier_blocks(&self, request: &TierRequest) -> Result<TierStats> {
+        let stats = self.move_blocks(request)?;
+        if !request.dry_run && stats.blocks > 0 {
+            let entries = self.select_entries(request.entries)?;
+            let remotes = &self.ctx.remotes;
+            remotes.publisher().publish(self, &entries, remotes);
+        }
+        Ok(stats)
+    }
+
+    fn move_blocks(&self, request: &TierRequest) -> Result<TierStats> {
         let TierRequest {
             entries,
             start,

@@ -4,6 +4,7 @@
 
 use super::{Entry, EntryState};
 use crate::error::Result;
+use crate::storage::format::index::BlockEntry;
 
 /// Statistics of an entry, as `GET /b/{bucket}` reports them.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -49,6 +50,17 @@ pub struct TierInfo {
 }
 
 impl Entry {
+    /// The sealed blocks and the first timestamp of the logs, read under one lock: what a
+    /// manifest of the entry's tiered blocks is made of (`storage/remote/manifest.rs`).
+    pub(crate) fn blocks_and_first_logged(&self) -> Result<(Vec<BlockEntry>, Option<u64>)> {
+        let st = self.lock()?;
+        let first_logged = st
+            .logs()
+            .filter_map(|(_, log)| log.records().keys().next().copied())
+            .min();
+        Ok((st.index.blocks.clone(), first_logged))
+    }
+
     /// How many sealed blocks a read of `ts` may have to search: those whose time range
     /// contains it (the read amplification overlap causes; 1 or 0 without overlap).
     pub fn blocks_covering(&self, ts: u64) -> Result<usize> {

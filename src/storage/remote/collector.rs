@@ -219,7 +219,10 @@ fn run(store: Weak<Store>, stop: Arc<AtomicBool>, period: Duration, grace: Durat
                 deleted.deleted
             );
         }
-        if std::time::Instant::now() >= next_listing {
+        // Replicas that follow the remote learn of tier runs, edits and removals.
+        let listing = std::time::Instant::now() >= next_listing;
+        crate::storage::remote::manifest::publish_all(&s, listing);
+        if listing {
             match s.collect_orphans(grace) {
                 Ok(c) if c.orphans > 0 => {
                     log::info!("remote collector: deleted {} orphan object(s)", c.orphans)

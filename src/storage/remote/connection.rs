@@ -30,6 +30,9 @@ pub struct Remote {
     pub bucket: String,
     /// The prefix of every key halflife writes there.
     pub prefix: String,
+    /// Whether the manifests of the blocks tiered here are published (replicas that
+    /// follow this remote read them; `manifest.rs`).
+    pub publishes_manifests: bool,
     client: S3Client,
     /// What it did.
     pub stats: RemoteStats,
@@ -66,6 +69,7 @@ impl Remote {
             endpoint: settings.endpoint.clone(),
             bucket: settings.bucket.clone(),
             prefix: settings.prefix.clone(),
+            publishes_manifests: settings.publish_manifests,
             client,
             stats: RemoteStats::default(),
             answered_last: AtomicBool::new(false),
@@ -146,6 +150,22 @@ impl Remote {
             self.stats.deleted_objects.fetch_add(1, Ordering::Relaxed);
         }
         r
+    }
+
+    /// Every object under `folder` of our prefix.
+    pub fn list_under(&self, folder: &str) -> std::result::Result<Vec<ListedObject>, RemoteFault> {
+        self.counted(self.client.list(&format!("{}{folder}/", self.key_prefix())))
+    }
+
+    /// The whole object `key`; a failure is [`ErrorKind::Unavailable`](crate::error::ErrorKind::Unavailable).
+    pub fn fetch_all(&self, key: &str) -> Result<Vec<u8>> {
+        let Some((size, _)) = self.head(key)? else {
+            return Err(Error::not_found(format!("object '{key}' is not there")));
+        };
+        if size == 0 {
+            return Ok(Vec::new());
+        }
+        self.fetch(key, 0, size)
     }
 
     /// Every object under our prefix.

@@ -141,8 +141,7 @@ impl FrameCache {
     /// A cache in `dir` (emptied now), or `in_memory`, of at most `budget` bytes of
     /// frames.
     pub fn new(dir: &Path, budget: u64, in_memory: bool) -> Result<FrameCache> {
-        // In memory, `dir` names nothing and is left alone (a replica's is its writer's).
-        if !in_memory && dir.exists() {
+        if dir.exists() {
             std::fs::remove_dir_all(dir)
                 .map_err(|e| Error::io(format!("emptying {}", dir.display()), e))?;
         }
@@ -160,6 +159,21 @@ impl FrameCache {
                 misses: AtomicU64::new(0),
             }),
         })
+    }
+
+    /// A cache in memory only, touching no directory (a replica's: the data directory
+    /// is its writer's).
+    pub fn in_memory(budget: u64) -> FrameCache {
+        FrameCache {
+            shared: Arc::new(Shared {
+                dir: PathBuf::new(),
+                in_memory: true,
+                budget,
+                state: Mutex::new(State::default()),
+                hits: AtomicU64::new(0),
+                misses: AtomicU64::new(0),
+            }),
+        }
     }
 
     /// The sparse copy of the tiered block whose stub is `stub`, made now if the cache

@@ -3,12 +3,15 @@
 //! `connection.rs` is one configured remote with what it did,
 //! `stub.rs` is what stays on the local disk of a tiered block, `frame_cache.rs` keeps the
 //! frames fetched back, `pending.rs` the object operations that must survive a restart,
+//! `manifest.rs` what replicas that follow a remote read (`mirror.rs` how they do),
 //! `collector.rs` the work that carries them out and removes orphans.
 
 pub(crate) mod ca;
 pub(crate) mod collector;
 pub(crate) mod connection;
 pub(crate) mod frame_cache;
+pub mod manifest;
+pub mod mirror;
 pub(crate) mod pending;
 pub mod s3;
 pub mod settings;
@@ -33,6 +36,8 @@ pub struct Remotes {
     remotes: BTreeMap<String, Arc<Remote>>,
     cache: Option<FrameCache>,
     pending: Option<Pending>,
+    /// What the writer published for replicas that follow a remote (`manifest.rs`).
+    publisher: manifest::Publisher,
 }
 
 impl Remotes {
@@ -69,6 +74,7 @@ impl Remotes {
             remotes,
             cache,
             pending,
+            publisher: Default::default(),
         })
     }
 
@@ -90,13 +96,14 @@ impl Remotes {
         } else {
             Some(match cache_dir {
                 Some(dir) => FrameCache::new(&dir.join(FRAME_CACHE_DIR), cache_bytes, false)?,
-                None => FrameCache::new(Path::new(FRAME_CACHE_DIR), cache_bytes, true)?,
+                None => FrameCache::in_memory(cache_bytes),
             })
         };
         Ok(Remotes {
             remotes,
             cache,
             pending: None,
+            publisher: Default::default(),
         })
     }
 
@@ -106,6 +113,7 @@ impl Remotes {
             remotes: BTreeMap::new(),
             cache: None,
             pending: None,
+            publisher: Default::default(),
         }
     }
 
@@ -132,6 +140,11 @@ impl Remotes {
     /// The frame cache (present whenever a remote is configured).
     pub fn cache(&self) -> Option<&FrameCache> {
         self.cache.as_ref()
+    }
+
+    /// What the writer published for replicas that follow a remote.
+    pub fn publisher(&self) -> &manifest::Publisher {
+        &self.publisher
     }
 
     /// The pending operations (present whenever a remote is configured, or some were left).

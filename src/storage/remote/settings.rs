@@ -53,10 +53,14 @@ pub struct RemoteSettings {
     pub path_style: bool,
     /// Certificates (PEM) trusted for an `https://` endpoint instead of Mozilla's roots.
     pub ca_file: Option<PathBuf>,
+    /// Publish the manifests of the blocks tiered here, for replicas that follow this
+    /// remote (`RS_REMOTE_<NAME>_PUBLISH_MANIFESTS`, default false: a few small objects
+    /// per entry and tier run that no one reads otherwise).
+    pub publish_manifests: bool,
 }
 
 /// The variable suffixes a remote reads.
-pub const REMOTE_VARIABLES: [&str; 8] = [
+pub const REMOTE_VARIABLES: [&str; 9] = [
     "ENDPOINT",
     "BUCKET",
     "PREFIX",
@@ -65,6 +69,7 @@ pub const REMOTE_VARIABLES: [&str; 8] = [
     "SECRET_ACCESS_KEY_FILE",
     "PATH_STYLE",
     "CA_FILE",
+    "PUBLISH_MANIFESTS",
 ];
 
 /// A remote URL's endpoint, bucket and prefix.
@@ -204,17 +209,17 @@ fn complete(
             var_name("SECRET_ACCESS_KEY_FILE")
         )));
     }
-    let path_style = match var("PATH_STYLE").map(|v| v.to_ascii_lowercase()) {
-        None => true,
-        Some(v) if v == "true" || v == "1" => true,
-        Some(v) if v == "false" || v == "0" => false,
-        Some(v) => {
-            return Err(Error::unprocessable(format!(
-                "{} '{v}' is not true or false",
-                var_name("PATH_STYLE")
-            )));
-        }
+    let flag = |suffix: &str, default: bool| match var(suffix).map(|v| v.to_ascii_lowercase()) {
+        None => Ok(default),
+        Some(v) if v == "true" || v == "1" => Ok(true),
+        Some(v) if v == "false" || v == "0" => Ok(false),
+        Some(v) => Err(Error::unprocessable(format!(
+            "{} '{v}' is not true or false",
+            var_name(suffix)
+        ))),
     };
+    let path_style = flag("PATH_STYLE", true)?;
+    let publish_manifests = flag("PUBLISH_MANIFESTS", false)?;
     Ok(RemoteSettings {
         endpoint,
         bucket,
@@ -224,6 +229,7 @@ fn complete(
         secret_access_key: Secret::new(secret),
         path_style,
         ca_file: var("CA_FILE").map(PathBuf::from),
+        publish_manifests,
         name,
     })
 }

@@ -1,0 +1,255 @@
+//! The manifest of a remote's tiered blocks, for replicas that share only the object
+//! store (`--follow-remote`, `docs/high-availability.md`). For every entry with blocks on
+//! a remote, the writer publishes under `<prefix>/.halflife-replica/<bucket>/<entry>/`:
+//! - `<seq>.tier`: each tiered block's stub (its record table and footer; the frames
+//!   are the block's object), uploaded once — a stub never changes;
+//! - `<seq>.edt`: the block's edit log (relabels, tombstones), uploaded again when it grew;
+//! - `manifest.json` ([`EntryManifest`]): the bucket's settings, the tiered blocks' index
+//!   entries, the edit logs' published lengths, and `complete_until` — every record of the
+//!   entry before that instant is in those blocks. Uploaded last, so everything it names
+//!   is there before it is.
+//!
+//! Only remotes with `RS_REMOTE_<NAME>_PUBLISH_MANIFESTS=true` get manifests. The writer
+//! publishes after every tier run (the entries it moved) and at each round of
+//! the remote collector (every entry, so removals, edits and deletions are published too;
+//! the manifests of entries with no tiered block left are deleted).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::storage::bucket::Bucket;
+use crate::storage::entry::Entry;
+use crate::storage::format::index::{BlockEntry, edits_path};
+use crate::storage::remote::connection::Remote;
+use crate::storage::settings::BucketSettings;
+
+/// The folder, under a remote's prefix, of the manifests.
+pub const MANIFEST_DIR: &str = ".halflife-replica";
+/// The manifest's file name in an entry's folder.
+pub const MANIFEST_FILE: &str = "manifest.json";
+/// The format this version writes and reads.
+const FORMAT: u32 = 1;
+
+/// What a replica needs of one entry's tiered blocks on one remote.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EntryManifest {
+    /// [`FORMAT`].
+    pub format: u32,
+    /// The bucket's settings (a replica's bucket reports them).
+    pub settings: BucketSettings,
+    /// The index entries of the entry's blocks on this remote, by first timestamp.
+    pub blocks: Vec<BlockEntry>,
+    /// The published length of each edit log, by block sequence number.
+    pub edits: BTreeMap<u64, u64>,
+    /// Every record of the entry before this instant (µs) is in `blocks`; from it on,
+    /// records may exist only on the writer's disk (`u64::MAX`: all of it is here).
+    pub complete_until: u64,
+}
+
+/// The key of a file in an entry's manifest folder on `remote`.
+pub fn manifest_key(remote: &Remote, bucket: &str, entry: &str, file: &str) -> String {
+    format!(
+        "{}{MANIFEST_DIR}/{bucket}/{entry}/{file}",
+        remote.key_prefix()
+    )
+}
+
+/// The bucket and entry of a manifest's key, if it is one.
+pub fn parse_manifest_key(remote: &Remote, key: &str) -> Option<(String, String)> {
+    let path = key
+        .strip_prefix(&remote.key_prefix())?
+        .strip_prefix(MANIFEST_DIR)?
+        .strip_prefix('/')?
+        .strip_suffix(MANIFEST_FILE)?
+        .strip_suffix('/')?;
+    let (bucket, entry) = path.split_once('/')?;
+    (!bucket.is_empty() && !entry.is_empty()).then(|| (bucket.to_string(), entry.to_string()))
+}
+
+/// The name of a block's stub in a manifest folder.
+pub fn stub_file(seq: u64) -> String {
+    format!("{seq:016x}.tier")
+}
+
+/// The name of a block's edit log in a manifest folder.
+pub fn edits_file(seq: u64) -> String {
+    format!("{seq:016x}.edt")
+}
+
+/// What the writer has published, so an unchanged entry costs no upload.
+#[derive(Default)]
+pub struct Publisher {
+    state: Mutex<Published>,
+}
+
+#[derive(Default)]
+struct Published {
+    /// Manifest key → the manifest as uploaded.
+    manifests: HashMap<String, EntryManifest>,
+    /// Stub keys uploaded.
+    stubs: HashSet<String>,
+}
+
+impl Publisher {
+    /// Publishes the manifests of `entries` of `bucket` on every remote holding blocks of
+    /// theirs; returns the manifest keys that are current. An entry that fails is logged
+    /// and tried again next time.
+    pub fn publish(
+        &self,
+        bucket: &Bucket,
+        entries: &[std::sync::Arc<Entry>],
+        remotes: &crate::storage::remote::Remotes,
+    ) -> HashSet<String> {
+        let mut current = HashSet::new();
+        for entry in entries {
+            match self.publish_entry(bucket, entry, remotes) {
+                Ok(keys) => current.extend(keys),
+                Err(e) => log::warn!(
+                    "remote manifest of {}/{} not published: {e}",
+                    bucket.name(),
+                    entry.name()
+                ),
+            }
+        }
+        current
+    }
+
+    fn publish_entry(
+        &self,
+        bucket: &Bucket,
+        entry: &Entry,
+        remotes: &crate::storage::remote::Remotes,
+    ) -> Result<Vec<String>> {
+        let (blocks, first_logged) = entry.blocks_and_first_logged()?;
+        let mut by_remote: BTreeMap<&str, Vec<&BlockEntry>> = BTreeMap::new();
+        for b in &blocks {
+            if let Some(loc) = &b.remote {
+                by_remote.entry(loc.remote.as_str()).or_default().push(b);
+            }
+        }
+        let mut keys = Vec::new();
+        for (name, on_remote) in by_remote {
+            let Some(remote) = remotes.get(name).filter(|r| r.publishes_manifests) else {
+                continue;
+            };
+            // Before this instant every record is on this remote: the first record kept
+            // elsewhere (on the local disk, or on another remote) bounds it.
+            let elsewhere = blocks
+                .iter()
+                .filter(|b| b.remote.as_ref().is_none_or(|l| l.remote != name))
+                .map(|b| b.first_ts)
+                .chain(first_logged)
+                .min()
+                .unwrap_or(u64::MAX);
+            let key = manifest_key(remote, bucket.name(), entry.name(), MANIFEST_FILE);
+            self.publish_on(remote, bucket, entry, &on_remote, elsewhere, &key)?;
+            keys.push(key);
+        }
+        Ok(keys)
+    }
+
+    fn publish_on(
+        &self,
+        remote: &Remote,
+        bucket: &Bucket,
+        entry: &Entry,
+        blocks: &[&BlockEntry],
+        complete_until: u64,
+        key: &str,
+    ) -> Result<()> {
+        let upload =
+            |key: &str, bytes: &[u8]| remote.upload(key, bytes).map(|_| ()).map_err(Error::from);
+        let mut edits = BTreeMap::new();
+        for b in blocks {
+            let stub_key = manifest_key(remote, bucket.name(), entry.name(), &stub_file(b.seq));
+            if !self.lock().stubs.contains(&stub_key) {
+                upload(&stub_key, &read(&entry.dir().join(b.file_name()))?)?;
+                self.lock().stubs.insert(stub_key);
+            }
+            if b.edited {
+                let path = edits_path(entry.dir(), b.seq);
+                let bytes = read(&path)?;
+                let published = self
+                    .lock()
+                    .manifests
+                    .get(key)
+                    .and_then(|m| m.edits.get(&b.seq).copied());
+                if published != Some(bytes.len() as u64) {
+                    let edt_key =
+                        manifest_key(remote, bucket.name(), entry.name(), &edits_file(b.seq));
+                    upload(&edt_key, &bytes)?;
+                }
+                edits.insert(b.seq, bytes.len() as u64);
+            }
+        }
+        let manifest = EntryManifest {
+            format: FORMAT,
+            settings: bucket.settings(),
+            blocks: blocks.iter().map(|b| (*b).clone()).collect(),
+            edits,
+            complete_until,
+        };
+        if self.lock().manifests.get(key) == Some(&manifest) {
+            return Ok(());
+        }
+        let body = serde_json::to_vec(&manifest)
+            .map_err(|e| Error::internal(format!("encoding a manifest: {e}")))?;
+        upload(key, &body)?;
+        self.lock().manifests.insert(key.to_string(), manifest);
+        Ok(())
+    }
+
+    /// Deletes the manifests on `remote` that `current` does not name (entries removed,
+    /// or with no block left there), so replicas drop them.
+    pub fn delete_stale(&self, remote: &Remote, current: &HashSet<String>) -> Result<usize> {
+        let listed = remote.list_under(MANIFEST_DIR)?;
+        let mut deleted = 0;
+        for object in listed {
+            if parse_manifest_key(remote, &object.key).is_some() && !current.contains(&object.key) {
+                remote.delete(&object.key)?;
+                self.lock().manifests.remove(&object.key);
+                deleted += 1;
+            }
+        }
+        Ok(deleted)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Published> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn read(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))
+}
+
+/// Publishes the manifests of every entry of `store` with tiered blocks; with
+/// `delete_stale`, also deletes the manifests of entries that have none any more (a
+/// listing of each remote).
+pub fn publish_all(store: &crate::storage::Store, delete_stale: bool) {
+    let remotes = store.remotes();
+    let mut current = HashSet::new();
+    for bucket in store.buckets() {
+        current.extend(
+            remotes
+                .publisher()
+                .publish(&bucket, &bucket.entries(), remotes),
+        );
+    }
+    if delete_stale {
+        for remote in remotes.all().filter(|r| r.publishes_manifests) {
+            match remotes.publisher().delete_stale(remote, &current) {
+                Ok(0) => {}
+                Ok(n) => log::info!(
+                    "remote '{}': {n} manifest(s) of entries with no tiered block left deleted",
+                    remote.name
+                ),
+                Err(e) => log::warn!("remote '{}': stale manifests not deleted: {e}", remote.name),
+            }
+        }
+    }
+}
