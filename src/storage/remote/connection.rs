@@ -157,11 +157,18 @@ impl Remote {
         self.counted(self.client.list(&format!("{}{folder}/", self.key_prefix())))
     }
 
-    /// The whole object `key`; a failure is [`ErrorKind::Unavailable`](crate::error::ErrorKind::Unavailable).
-    pub fn fetch_all(&self, key: &str) -> Result<Vec<u8>> {
+    /// The whole object `key`, refused when larger than `max` bytes (what the caller
+    /// can hold); a failure is [`ErrorKind::Unavailable`](crate::error::ErrorKind::Unavailable).
+    pub fn fetch_all(&self, key: &str, max: u64) -> Result<Vec<u8>> {
         let Some((size, _)) = self.head(key)? else {
             return Err(Error::not_found(format!("object '{key}' is not there")));
         };
+        if size > max {
+            return Err(Error::internal(format!(
+                "object '{key}' of remote '{}' is {size} bytes, more than the {max} expected",
+                self.name
+            )));
+        }
         if size == 0 {
             return Ok(Vec::new());
         }

@@ -22,6 +22,13 @@ use crate::storage::remote::manifest::{
     stub_file,
 };
 
+/// The largest manifest read (an entry of a million tiered blocks takes some 300 MB; a
+/// manifest past this is refused, not read into memory).
+const MAX_MANIFEST: u64 = 512 << 20;
+
+/// The largest stub or edit log read (a block's record table and footer, or its edits).
+const MAX_FILE: u64 = 1 << 30;
+
 /// What one pull changed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Pulled {
@@ -34,14 +41,14 @@ pub struct Pulled {
 /// A bucket and an entry of it.
 type EntryName = (String, String);
 
-/// A manifest laid out, with the size and date of its object when it was read.
+/// A manifest laid out, with the size and ETag of its object when it was read.
 type LaidOut = (EntryManifest, u64, String);
 
 /// A replica's copy of the manifests of one remote.
 pub struct Mirror {
     remote: Arc<Remote>,
     data: PathBuf,
-    /// Per (bucket, entry): the manifest laid out, and the listing's size and date of
+    /// Per (bucket, entry): the manifest laid out, and the listing's size and ETag of
     /// its object (an unchanged one is not fetched again).
     seen: Mutex<HashMap<EntryName, LaidOut>>,
     /// Per (bucket, entry): before which instant this replica holds every record.
@@ -91,19 +98,19 @@ impl Mirror {
                 );
                 continue;
             }
-            listed.insert((bucket, entry), (object.size, object.last_modified));
+            listed.insert((bucket, entry), (object.size, object.etag));
         }
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        for ((bucket, entry), (size, modified)) in &listed {
+        for ((bucket, entry), (size, etag)) in &listed {
             let key = (bucket.clone(), entry.clone());
             if seen
                 .get(&key)
-                .is_some_and(|(_, s, m)| s == size && m == modified)
+                .is_some_and(|(_, s, e)| s == size && e == etag)
             {
                 continue;
             }
             let manifest_at = manifest_key(&self.remote, bucket, entry, MANIFEST_FILE);
-            let manifest: EntryManifest = match self.remote.fetch_all(&manifest_at) {
+            let manifest: EntryManifest = match self.remote.fetch_all(&manifest_at, MAX_MANIFEST) {
                 Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
                     Error::internal(format!("manifest {manifest_at} does not parse: {e}"))
                 })?,
@@ -112,7 +119,7 @@ impl Mirror {
                 Err(e) => return Err(e),
             };
             if seen.get(&key).is_some_and(|(m, _, _)| *m == manifest) {
-                seen.insert(key, (manifest, *size, modified.clone()));
+                seen.insert(key, (manifest, *size, etag.clone()));
                 continue;
             }
             self.lay_out(bucket, entry, &manifest)?;
@@ -120,7 +127,7 @@ impl Mirror {
                 .write()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(key.clone(), manifest.complete_until);
-            seen.insert(key, (manifest, *size, modified.clone()));
+            seen.insert(key, (manifest, *size, etag.clone()));
             pulled.updated += 1;
         }
         let gone: Vec<(String, String)> = seen
@@ -155,7 +162,7 @@ impl Mirror {
         }
         let fetch = |file: &str| {
             self.remote
-                .fetch_all(&manifest_key(&self.remote, bucket, entry, file))
+                .fetch_all(&manifest_key(&self.remote, bucket, entry, file), MAX_FILE)
         };
         for b in &manifest.blocks {
             let stub = dir.join(b.file_name());

@@ -93,6 +93,8 @@ pub struct ListedObject {
     pub size: u64,
     /// When it was last written, as the store says (RFC 3339).
     pub last_modified: String,
+    /// Its ETag, as the store lists it (changes with every write of other bytes).
+    pub etag: String,
 }
 
 /// How many times a call the store answered with a server error is asked again (after
@@ -580,6 +582,7 @@ impl S3Client {
                         .into_owned(),
                     size: c.size,
                     last_modified: c.last_modified,
+                    etag: c.etag.trim_matches('"').to_string(),
                 }
             }));
             match page.next_continuation_token {
