@@ -1,7 +1,8 @@
 //! A REPLICA's follower thread (`docs/high-availability.md`): every
 //! `RS_ENGINE_REPLICA_UPDATE_INTERVAL` it reads what the writer of the shared directory
 //! changed — buckets, entries and records (`Store::follow_writer`), lifecycle
-//! definitions, tokens — without writing anything there.
+//! definitions, tokens — without writing anything there; a replica that follows a
+//! remote first lays out what the writer published there (`open_mirror`).
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -9,6 +10,8 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::server::state::App;
+use crate::storage::Store;
+use crate::storage::remote::mirror::Mirror;
 
 /// The running follower; [`Follower::stop`] ends it.
 pub(super) struct Follower {
@@ -86,4 +89,37 @@ fn follow_once(app: &App) {
     }
     app.replica_updates
         .fetch_add(1, std::sync::atomic::Ordering::Release);
+}
+
+/// The mirror of a REPLICA that follows a remote (`--follow-remote NAME`), with what is
+/// published already laid out and opened; `None` without the option. Refused on another
+/// role: only a replica reads a remote's manifests instead of its own writes.
+pub(super) fn open_mirror(
+    follow_remote: Option<&str>,
+    replica: bool,
+    store: &Store,
+) -> Result<Option<Arc<Mirror>>> {
+    let Some(name) = follow_remote else {
+        return Ok(None);
+    };
+    if !replica {
+        return Err(Error::unprocessable(format!(
+            "--follow-remote {name}: only a REPLICA follows a remote (RS_INSTANCE_ROLE=REPLICA)"
+        )));
+    }
+    let remote = store.remotes().require(name)?.clone();
+    let mirror = Arc::new(Mirror::new(remote, store.data_path()));
+    // What is published already is served from the first request on.
+    match mirror.pull() {
+        Ok(pulled) if pulled.updated == 0 => log::warn!(
+            "replica: remote '{name}' has no manifest yet: the writer publishes them with RS_REMOTE_<NAME>_PUBLISH_MANIFESTS=true, at its next tier run or collector round"
+        ),
+        Ok(pulled) => log::info!(
+            "replica: following remote '{name}': {} tiered entr(y/ies)",
+            pulled.updated
+        ),
+        Err(e) => log::warn!("replica: remote '{name}' not read yet: {e}"),
+    }
+    store.follow_writer()?;
+    Ok(Some(mirror))
 }

@@ -254,34 +254,7 @@ impl Server {
             // Before tokens and policies load: they must name a bucket by its final name.
             bucket_rename::recover(&store)?;
         }
-        let mirror = match (&config.follow_remote, replica) {
-            (Some(name), false) => {
-                return Err(Error::unprocessable(format!(
-                    "--follow-remote {name}: only a REPLICA follows a remote (RS_INSTANCE_ROLE=REPLICA)"
-                )));
-            }
-            (Some(name), true) => {
-                let remote = store.remotes().require(name)?.clone();
-                let mirror = Arc::new(crate::storage::remote::mirror::Mirror::new(
-                    remote,
-                    store.data_path(),
-                ));
-                // What is published already is served from the first request on.
-                match mirror.pull() {
-                    Ok(pulled) if pulled.updated == 0 => log::warn!(
-                        "replica: remote '{name}' has no manifest yet: the writer publishes them with RS_REMOTE_<NAME>_PUBLISH_MANIFESTS=true, at its next tier run or collector round"
-                    ),
-                    Ok(pulled) => log::info!(
-                        "replica: following remote '{name}': {} tiered entr(y/ies)",
-                        pulled.updated
-                    ),
-                    Err(e) => log::warn!("replica: remote '{name}' not read yet: {e}"),
-                }
-                store.follow_writer()?;
-                Some(mirror)
-            }
-            (None, _) => None,
-        };
+        let mirror = follower::open_mirror(config.follow_remote.as_deref(), replica, &store)?;
         probe_remotes(&store);
         let collector = if config.role == InstanceRole::Replica {
             None
@@ -375,37 +348,12 @@ impl Server {
             }
             Some(repo.with_provisioned(provisioned_tokens)?)
         };
-        // The trail, unless system events are off; a replica's goes to the instance that
-        // writes (it writes nothing here), or nowhere.
-        let forward = config
-            .forward_events
-            .clone()
-            .filter(|settings| !settings.urls.is_empty());
-        let trail = match (config.engine.system_events, replica, forward) {
-            (false, _, _) => None,
-            (true, false, _) => Some(trail::Trail::new(
-                &store,
-                &config.engine.instance_name,
-                config.engine.system_events_quota,
-            )),
-            (true, true, Some(settings)) => {
-                log::info!(
-                    "replica: its audit, usage and log events go to {}",
-                    settings.urls.join(" or ")
-                );
-                Some(trail::Trail::forwarding(
-                    &store,
-                    &config.engine.instance_name,
-                    trail::forward::Forwarder::new(settings)?,
-                ))
-            }
-            (true, true, None) => {
-                log::warn!(
-                    "replica: its audit, usage and log events are dropped (it writes nothing in the data directory); set RS_PRIMARY_URL / RS_SECONDARY_URL to send them to the instance that writes"
-                );
-                None
-            }
-        };
+        let trail = trail::Trail::for_instance(
+            &store,
+            &config.engine,
+            replica,
+            config.forward_events.clone(),
+        )?;
         let trail_writer = match &trail {
             Some(trail) => {
                 trail.apply_quota(config.engine.system_events_quota)?;

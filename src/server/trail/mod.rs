@@ -89,6 +89,43 @@ impl Trail {
         Self::with_sink(store, instance, quota, None)
     }
 
+    /// The trail of an instance with `engine`'s settings: none with system events off;
+    /// a replica's events are posted to the instance that writes (`forward`, with at
+    /// least one URL), or dropped with a WARN.
+    pub fn for_instance(
+        store: &Arc<Store>,
+        engine: &crate::storage::config::Config,
+        replica: bool,
+        forward: Option<forward::ForwardSettings>,
+    ) -> Result<Option<Arc<Trail>>> {
+        let forward = forward.filter(|settings| !settings.urls.is_empty());
+        Ok(match (engine.system_events, replica, forward) {
+            (false, _, _) => None,
+            (true, false, _) => Some(Trail::new(
+                store,
+                &engine.instance_name,
+                engine.system_events_quota,
+            )),
+            (true, true, Some(settings)) => {
+                log::info!(
+                    "replica: its audit, usage and log events go to {}",
+                    settings.urls.join(" or ")
+                );
+                Some(Trail::forwarding(
+                    store,
+                    &engine.instance_name,
+                    forward::Forwarder::new(settings)?,
+                ))
+            }
+            (true, true, None) => {
+                log::warn!(
+                    "replica: its audit, usage and log events are dropped (it writes nothing in the data directory); set RS_PRIMARY_URL / RS_SECONDARY_URL to send them to the instance that writes"
+                );
+                None
+            }
+        })
+    }
+
     /// A replica's trail of `store`: its events are posted by `forward` (`forward.rs`).
     pub fn forwarding(
         store: &Arc<Store>,
