@@ -264,30 +264,58 @@ impl QueryIter {
                 Err(e)
             }
             (None, None) => Ok(None),
-            (None, Some((_, i))) => self.pop_record(&mut cursors[i]).map(Some),
+            (None, Some((_, i))) => match self.pop_record(&mut cursors[i]) {
+                Ok(Some(record)) => Ok(Some(record)),
+                // Removed under a replica's query: on to the next record.
+                Ok(None) => {
+                    self.cursors = cursors;
+                    return self.advance();
+                }
+                Err(e) => Err(e),
+            },
         };
         self.cursors = cursors;
         result
     }
 
-    /// Returns the cursor's next ready record, labels trimmed by `#select_labels`.
-    fn pop_record(&self, c: &mut Cursor) -> Result<Record> {
+    /// Returns the cursor's next ready record, labels trimmed by `#select_labels`;
+    /// `None` when a replica's writer removed it meanwhile.
+    fn pop_record(&self, c: &mut Cursor) -> Result<Option<Record>> {
         let ready = c.ready.pop_front().expect("the cursor has a ready record");
-        let (mut meta, payload) = match ready {
+        let read = match ready {
             Ready::Here(i) => {
                 let (chunk, _) = c.chunk.as_ref().expect("a Here record's chunk is current");
-                chunk_record(chunk, i, self.with_payload, &mut c.last_frame)?
+                let ts = chunk_meta(chunk, i).timestamp;
+                (
+                    ts,
+                    chunk_record(chunk, i, self.with_payload, &mut c.last_frame),
+                )
             }
-            Ready::Kept(at) => locator_record(&at, self.with_payload, &mut c.last_frame)?,
+            Ready::Kept(at) => (
+                at.meta().timestamp,
+                locator_record(&at, self.with_payload, &mut c.last_frame),
+            ),
+        };
+        let (mut meta, payload) = match read {
+            (_, Ok(found)) => found,
+            // A replica's payload whose object or file its writer removed meanwhile: read
+            // again through the entry, which follows the writer's new state (a record
+            // removed since is then a 404).
+            (ts, Err(_)) if c.entry.is_replica() => match c.entry.read(Some(ts)) {
+                Ok(record) => (record.meta, record.payload.filter(|_| self.with_payload)),
+                Err(e) if e.kind() == crate::error::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(e),
+            },
+            (_, Err(e)) => return Err(e),
         };
         if let Some(keep) = &self.directives.select_labels {
             meta.labels.retain(|name, _| keep.contains(name));
         }
-        Ok(Record {
+        Ok(Some(Record {
             entry: c.entry.name().to_string(),
             meta,
             payload,
-        })
+        }))
     }
 }
 

@@ -120,3 +120,66 @@ fn a_replica_reads_right_while_its_writer_tiers_blocks_away() {
     }
     assert!(found > 100, "{found} found, {missing} missing");
 }
+
+/// A replica's query that has begun reading a tiered block whose records the writer then
+/// removes (its object deleted from the remote) goes on: the records it cannot fetch any
+/// more are left out, the rest read byte-exact, and no error ends the query.
+#[test]
+#[cfg_attr(
+    halflife_missing = "garage",
+    ignore = "needs Garage (cargo install garage --version 2.5.0 --locked); HALFLIFE_REQUIRE_GARAGE=1 makes it a failure"
+)]
+fn a_replica_query_goes_on_when_the_writer_removes_a_tiered_block_under_it() {
+    use super::library::{fill, payload as record_payload, store_with, tier_all};
+    use halflife::storage::QueryOptions;
+    let bin = garage();
+    let garage = Garage::single(&bin);
+    let dir = tempfile::tempdir().unwrap();
+    // A frame per record: the replica fetches each payload on its own.
+    let writer = store_with(dir.path(), garage.settings("cold", "rq"), |c| {
+        c.frame_size = 64;
+    });
+    fill(&writer, 100, 20);
+    assert_eq!(tier_all(&writer, u64::MAX).blocks, 4);
+    // Caches too small to keep a frame: every payload is fetched when it is read.
+    let replica = store_with(dir.path(), garage.settings("cold", "rq"), |c| {
+        c.read_only = true;
+        c.frame_size = 64;
+        c.remote_cache_in_memory = true;
+        c.remote_cache_bytes = 0;
+        c.frame_cache_bytes = 0;
+        c.block_cache = 1;
+    });
+    let query = QueryOptions {
+        entries: vec!["e".to_string()],
+        ..Default::default()
+    };
+    let mut records = replica.bucket("b").unwrap().query(&query).unwrap();
+    let first = records.next().unwrap().unwrap();
+    assert_eq!(first.meta.timestamp, 1);
+    // The writer removes the rest of the first block and deletes its object.
+    let bucket = writer.bucket("b").unwrap();
+    bucket.remove_records(&["e".into()], 0, 21, None).unwrap();
+    assert_eq!(writer.delete_pending_objects(false).deleted, 1);
+    let rest: Vec<u64> = records
+        .map(|r| {
+            let r = r.unwrap();
+            let ts = r.meta.timestamp;
+            assert_eq!(
+                r.payload.unwrap().as_slice(),
+                record_payload(ts),
+                "record {ts}"
+            );
+            ts
+        })
+        .collect();
+    // Records 2..=20 fetched before the removal may still come (the replica answers
+    // from the state it had); then the rest, in order, each once.
+    let split = rest.iter().position(|&ts| ts > 20).unwrap();
+    assert!(
+        rest[..split].iter().all(|ts| (2..=20).contains(ts)),
+        "{rest:?}"
+    );
+    assert!(rest[..split].windows(2).all(|w| w[0] < w[1]), "{rest:?}");
+    assert_eq!(rest[split..], (21..=100).collect::<Vec<u64>>()[..]);
+}

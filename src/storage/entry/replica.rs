@@ -198,6 +198,11 @@ impl Entry {
         Ok(entry)
     }
 
+    /// Whether this is a replica's entry (read from a directory another process writes).
+    pub(crate) fn is_replica(&self) -> bool {
+        self.ctx.read_only
+    }
+
     /// A replica's look at the entry's files: loads its state again when the writer
     /// changed them (`Look::Appended` only when `appends` — a read retrying after a
     /// vanished file cares only for commits). Returns what the look found;

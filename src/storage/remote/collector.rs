@@ -212,6 +212,10 @@ fn run(store: Weak<Store>, stop: Arc<AtomicBool>, period: Duration, grace: Durat
     let mut next_listing = std::time::Instant::now();
     while !stop.load(Ordering::Acquire) {
         let Some(s) = store.upgrade() else { return };
+        // Replicas that follow the remote learn of tier runs, edits and removals — before
+        // the objects of removed blocks go, so a replica stops naming them first.
+        let listing = std::time::Instant::now() >= next_listing;
+        crate::storage::remote::manifest::publish_all(&s, listing);
         let deleted = s.delete_pending_objects(first);
         if deleted.deleted > 0 {
             log::info!(
@@ -219,9 +223,6 @@ fn run(store: Weak<Store>, stop: Arc<AtomicBool>, period: Duration, grace: Durat
                 deleted.deleted
             );
         }
-        // Replicas that follow the remote learn of tier runs, edits and removals.
-        let listing = std::time::Instant::now() >= next_listing;
-        crate::storage::remote::manifest::publish_all(&s, listing);
         if listing {
             match s.collect_orphans(grace) {
                 Ok(c) if c.orphans > 0 => {
