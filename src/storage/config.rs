@@ -129,7 +129,7 @@ pub struct Config {
     /// Open the directory as a replica (`RS_INSTANCE_ROLE=REPLICA`,
     /// `docs/high-availability.md`): without its lock, writing nothing in it (no
     /// recovery, no merges, no cache files), and following what its writer changes with
-    /// [`crate::storage::Store::refresh`].
+    /// [`crate::storage::Store::follow_writer`].
     pub read_only: bool,
     /// Where a replica keeps fetched remote frames (`--replica-cache-path`); in memory
     /// when `None`. Never the data directory, which a replica does not write.

@@ -37,7 +37,7 @@ const FORMAT: u32 = 1;
 /// What a replica needs of one entry's tiered blocks on one remote.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EntryManifest {
-    /// [`FORMAT`].
+    /// The format version (1).
     pub format: u32,
     /// The bucket's settings (a replica's bucket reports them).
     pub settings: BucketSettings,
