@@ -78,6 +78,11 @@ fn a_replica_with_only_the_object_store_serves_every_tiered_record() {
             200
         );
     }
+    // A second entry, removed and made again later (its block numbers start over).
+    for i in 0..45 {
+        let path = format!("/api/v1/b/b/lens?ts={}", ts(i));
+        assert_eq!(writer.request("POST", &path, &[], &payload(i)).status, 200);
+    }
     let policy =
         json!({"type":"tier","bucket":"b","older_than":"1h","interval":"1h","remote":"cold"});
     let r = writer.request(
@@ -188,6 +193,40 @@ fn a_replica_with_only_the_object_store_serves_every_tiered_record() {
             == Some("dusk")
             && replica.get(&format!("/api/v1/b/b/cam?ts={}", ts(8))).status == 404
     });
+
+    // The second entry removed and made again with other records: block numbers the
+    // replica has seen name other blocks now, and it serves the new records.
+    assert_eq!(
+        replica.get(&format!("/api/v1/b/b/lens?ts={}", ts(3))).body,
+        payload(3)
+    );
+    let r = writer.request("DELETE", "/api/v1/b/b/lens", &[], b"");
+    assert_eq!(r.status, 200, "{}", r.error());
+    let other = |i: u64| format!("another {i}").into_bytes();
+    // Later timestamps (the policy has done the old ones), the same block numbers.
+    for i in 0..45 {
+        let path = format!("/api/v1/b/b/lens?ts={}", ts(200 + i));
+        assert_eq!(writer.request("POST", &path, &[], &other(i)).status, 200);
+    }
+    tier(&writer);
+    wait_until("the replica serves the entry made again", || {
+        replica
+            .get(&format!("/api/v1/b/b/lens?ts={}", ts(203)))
+            .body
+            == other(3)
+    });
+    for i in 0..40 {
+        let r = replica.get(&format!("/api/v1/b/b/lens?ts={}", ts(200 + i)));
+        assert_eq!(r.status, 200, "lens {i}: {}", r.error());
+        assert_eq!(r.body, other(i), "lens {i}");
+    }
+    // The old records are gone with the entry, and the replica knows it.
+    assert_eq!(
+        replica
+            .get(&format!("/api/v1/b/b/lens?ts={}", ts(3)))
+            .status,
+        404
+    );
 
     // The writer gone: the replica serves what it holds.
     let (status, _) = writer.terminate();

@@ -265,7 +265,7 @@ impl Entry {
             let same = fresh.index.blocks.iter().any(|n| {
                 n.seq == b.seq
                     && n.meta_crc == b.meta_crc
-                    && n.remote.is_some() == b.remote.is_some()
+                    && n.remote == b.remote
                     && n.edits == b.edits
             });
             if !same {

@@ -90,8 +90,9 @@ pub struct Publisher {
 struct Published {
     /// Manifest key → the manifest as uploaded.
     manifests: HashMap<String, EntryManifest>,
-    /// Stub keys uploaded.
-    stubs: HashSet<String>,
+    /// Stub keys uploaded, with the object key of the block each described (a block
+    /// number names another block once an entry was removed and made again).
+    stubs: HashMap<String, String>,
 }
 
 impl Publisher {
@@ -166,9 +167,10 @@ impl Publisher {
         let mut edits = BTreeMap::new();
         for b in blocks {
             let stub_key = manifest_key(remote, bucket.name(), entry.name(), &stub_file(b.seq));
-            if !self.lock().stubs.contains(&stub_key) {
+            let object = b.remote.as_ref().map(|l| l.key.clone()).unwrap_or_default();
+            if self.lock().stubs.get(&stub_key) != Some(&object) {
                 upload(&stub_key, &read(&entry.dir().join(b.file_name()))?)?;
-                self.lock().stubs.insert(stub_key);
+                self.lock().stubs.insert(stub_key, object);
             }
             if b.edited {
                 let path = edits_path(entry.dir(), b.seq);

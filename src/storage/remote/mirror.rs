@@ -21,6 +21,7 @@ use crate::storage::remote::manifest::{
     EntryManifest, MANIFEST_DIR, MANIFEST_FILE, edits_file, manifest_key, parse_manifest_key,
     stub_file,
 };
+use crate::storage::remote::stub::read_stub;
 
 /// The largest manifest read (an entry of a million tiered blocks takes some 300 MB; a
 /// manifest past this is refused, not read into memory).
@@ -122,7 +123,12 @@ impl Mirror {
                 seen.insert(key, (manifest, *size, etag.clone()));
                 continue;
             }
-            self.lay_out(bucket, entry, &manifest)?;
+            // One entry that cannot be laid out now waits for the next pull; the others
+            // go on.
+            if let Err(e) = self.lay_out(bucket, entry, &manifest) {
+                log::warn!("replica: {bucket}/{entry} keeps its last state: {e}");
+                continue;
+            }
             self.held
                 .write()
                 .unwrap_or_else(|p| p.into_inner())
@@ -164,16 +170,34 @@ impl Mirror {
             self.remote
                 .fetch_all(&manifest_key(&self.remote, bucket, entry, file), MAX_FILE)
         };
+        let mut fetched = Vec::new();
         for b in &manifest.blocks {
             let stub = dir.join(b.file_name());
-            if !stub.exists() {
-                write_atomic(&stub, &fetch(&stub_file(b.seq))?)?;
+            // A sequence number names another block once the writer's entry was removed
+            // and made again: the stub's header says which object it describes.
+            let current = read_stub(&stub)
+                .ok()
+                .is_some_and(|(header, _)| Some(&header.location) == b.remote.as_ref());
+            if !current {
+                let bytes = fetch(&stub_file(b.seq))?;
+                write_atomic(&stub, &bytes)?;
+                // The writer uploads a stub before the manifest naming it; one that still
+                // describes another object is an older upload: this entry waits.
+                let fits = read_stub(&stub)
+                    .is_ok_and(|(header, _)| Some(&header.location) == b.remote.as_ref());
+                if !fits {
+                    return Err(Error::internal(format!(
+                        "the stub of block {} of {bucket}/{entry} on remote '{}' is not the manifest's yet",
+                        b.first_ts, self.remote.name
+                    )));
+                }
+                fetched.push(b.seq);
             }
         }
         for (&seq, &len) in &manifest.edits {
             let path = edits_path(&dir, seq);
             let local = std::fs::metadata(&path).map(|m| m.len()).ok();
-            if local != Some(len) {
+            if local != Some(len) || fetched.contains(&seq) {
                 write_atomic(&path, &fetch(&edits_file(seq))?)?;
             }
         }
