@@ -670,3 +670,25 @@ pub fn system_events(s: &ServerProcess, family: &str, name: &str) -> Vec<serde_j
 pub fn lifecycle_events(s: &ServerProcess, policy: &str) -> Vec<serde_json::Value> {
     system_events(s, "lifecycle", policy)
 }
+
+/// Every file and folder under `dir`, sorted by path, with its length, modification time
+/// and bytes: two calls compare equal only when nothing under `dir` changed.
+pub fn file_tree(dir: &Path) -> Vec<(String, u64, std::time::SystemTime, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(at) = stack.pop() {
+        for item in std::fs::read_dir(&at).unwrap().flatten() {
+            let meta = item.metadata().unwrap();
+            let name = item.path().strip_prefix(dir).unwrap().display().to_string();
+            if meta.is_dir() {
+                stack.push(item.path());
+                files.push((name, 0, meta.modified().unwrap(), Vec::new()));
+            } else {
+                let bytes = std::fs::read(item.path()).unwrap();
+                files.push((name, meta.len(), meta.modified().unwrap(), bytes));
+            }
+        }
+    }
+    files.sort();
+    files
+}

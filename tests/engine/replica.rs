@@ -22,12 +22,7 @@ fn payload(entry: &str, ts: u64) -> Vec<u8> {
 }
 
 fn meta(ts: u64) -> RecordMeta {
-    RecordMeta {
-        timestamp: ts,
-        labels: Default::default(),
-        content_type: "text/plain".into(),
-        size: 0,
-    }
+    crate::common::meta(ts, &[])
 }
 
 /// A replica's configuration, with caches of one block: a read opens the files it needs
@@ -81,26 +76,6 @@ fn contents(store: &Store) -> Contents {
         }
     }
     all
-}
-
-/// Every file under `dir` with its length, modification time and bytes.
-fn snapshot(dir: &Path) -> BTreeMap<String, (u64, std::time::SystemTime, Vec<u8>)> {
-    let mut files = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(at) = stack.pop() {
-        for item in std::fs::read_dir(&at).unwrap().flatten() {
-            let meta = item.metadata().unwrap();
-            let name = item.path().strip_prefix(dir).unwrap().display().to_string();
-            if meta.is_dir() {
-                files.insert(name, (0, meta.modified().unwrap(), Vec::new()));
-                stack.push(item.path());
-            } else {
-                let bytes = std::fs::read(item.path()).unwrap();
-                files.insert(name, (meta.len(), meta.modified().unwrap(), bytes));
-            }
-        }
-    }
-    files
 }
 
 #[test]
@@ -195,7 +170,7 @@ fn a_replica_writes_nothing_in_the_directory() {
     let mut torn = std::fs::read(&log).unwrap();
     torn.extend_from_slice(&[9, 0, 0, 0, 1, 2]);
     std::fs::write(&log, &torn).unwrap();
-    let before = snapshot(dir.path());
+    let before = crate::common::file_tree(dir.path());
     {
         let replica = Store::open(replica_config(dir.path())).unwrap();
         let seen = contents(&replica);
@@ -210,7 +185,10 @@ fn a_replica_writes_nothing_in_the_directory() {
         // here having been written: compared below.
         let _ = bucket.read("e", None).unwrap();
     }
-    assert!(before == snapshot(dir.path()), "the replica changed files");
+    assert!(
+        before == crate::common::file_tree(dir.path()),
+        "the replica changed files"
+    );
 }
 
 #[test]

@@ -258,7 +258,7 @@ fn a_replica_follows_buckets_policies_and_tokens_and_leaves_the_directory_alone(
     // The writer stops; what the replica did to the directory is nothing.
     let (status, _) = writer.terminate();
     assert!(status.success());
-    let before = tree(data.path());
+    let before = crate::common::file_tree(data.path());
     for _ in 0..5 {
         assert_eq!(
             replica.request("GET", "/api/v1/b/uno", &auth, b"").status,
@@ -277,7 +277,7 @@ fn a_replica_follows_buckets_policies_and_tokens_and_leaves_the_directory_alone(
         updates(&replica) >= looked + 3
     });
     assert!(
-        before == tree(data.path()),
+        before == crate::common::file_tree(data.path()),
         "the replica changed the directory"
     );
 }
@@ -291,27 +291,6 @@ fn updates(replica: &ServerProcess) -> u64 {
         .find_map(|line| line.strip_prefix("halflife_replica_updates_total "))
         .and_then(|v| v.trim().parse::<f64>().ok())
         .map_or(0, |v| v as u64)
-}
-
-/// Every file under `dir` with its length, modification time and bytes.
-fn tree(dir: &std::path::Path) -> Vec<(String, u64, std::time::SystemTime, Vec<u8>)> {
-    let mut files = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(at) = stack.pop() {
-        for item in std::fs::read_dir(&at).unwrap().flatten() {
-            let meta = item.metadata().unwrap();
-            let name = item.path().strip_prefix(dir).unwrap().display().to_string();
-            if meta.is_dir() {
-                stack.push(item.path());
-                files.push((name, 0, meta.modified().unwrap(), Vec::new()));
-            } else {
-                let bytes = std::fs::read(item.path()).unwrap();
-                files.push((name, meta.len(), meta.modified().unwrap(), bytes));
-            }
-        }
-    }
-    files.sort();
-    files
 }
 
 #[test]

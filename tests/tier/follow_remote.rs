@@ -7,31 +7,9 @@
 
 use serde_json::json;
 
+use super::replica::{payload, serve, ts};
 use crate::common::garage::{Garage, garage};
-use crate::common::{ServerProcess, start_server, wait_until};
-
-fn payload(i: u64) -> Vec<u8> {
-    let mut p = format!("frame {i} ").into_bytes();
-    p.extend((0..1500).map(|k| ((k * 13 + i) % 256) as u8));
-    p
-}
-
-fn ts(i: u64) -> u64 {
-    1_000_000 + i
-}
-
-fn serve(
-    data: &std::path::Path,
-    secrets: &std::path::Path,
-    garage: &Garage,
-    extra: &[(&str, &str)],
-) -> ServerProcess {
-    let mut env = garage.remote_env("cold", "srv", secrets);
-    env.push(("RS_LIFECYCLE_MIN_INTERVAL".into(), "1s".into()));
-    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    let refs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    start_server(data, &refs)
-}
+use crate::common::{ServerProcess, wait_until};
 
 /// Runs the writer's tier policy and waits for its event.
 fn tier(writer: &ServerProcess) {

@@ -8,17 +8,20 @@ use serde_json::json;
 use crate::common::garage::{Garage, garage};
 use crate::common::{Connection, ServerProcess, start_server, wait_until};
 
-fn payload(i: u64) -> Vec<u8> {
+/// A payload telling record `i` apart.
+pub fn payload(i: u64) -> Vec<u8> {
     let mut p = format!("frame {i} ").into_bytes();
     p.extend((0..1500).map(|k| ((k * 11 + i) % 256) as u8));
     p
 }
 
-fn ts(i: u64) -> u64 {
+/// Record `i`'s timestamp.
+pub fn ts(i: u64) -> u64 {
     1_000_000 + i
 }
 
-fn serve(
+/// A server on `data` with remote `cold` on `garage` and `extra` settings.
+pub fn serve(
     data: &std::path::Path,
     secrets: &std::path::Path,
     garage: &Garage,

@@ -22,7 +22,7 @@ use crate::storage::attachments::{is_attachment_entry, record_removal_refused};
 use crate::storage::bulk::{RecordFilter, RemoveControl, RemoveStats};
 use crate::storage::condition::Condition;
 use crate::storage::entry::{Entry, EntryContext, EntryInfo, holds_entry};
-use crate::storage::format::fsutil::{TMP_SUFFIX, fsync_dir, remove_file_if_exists, write_atomic};
+use crate::storage::format::fsutil::{fsync_dir, write_atomic};
 use crate::storage::merge::MergeQueue;
 use crate::storage::names::{validate_entry_name, validate_label_set, validate_labels};
 
@@ -33,6 +33,7 @@ mod moves;
 pub use judge::Judged;
 pub use tier::{TierRequest, TierStats, TierTarget};
 mod open;
+pub(crate) use open::remove_trash;
 mod quota;
 mod replica;
 mod tier;
@@ -58,27 +59,6 @@ pub(crate) fn trash_name() -> String {
         "{TRASH_PREFIX}{nanos}-{}",
         NEXT_TRASH.fetch_add(1, Ordering::Relaxed)
     )
-}
-
-/// Removes leftovers of interrupted changes in `dir`: `.trash-*` directories (deletions,
-/// bucket creations) and `*.tmp` files (atomic replaces of settings or `.lifecycles`).
-pub(crate) fn remove_trash(dir: &Path) -> Result<()> {
-    let listing =
-        std::fs::read_dir(dir).map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
-    for item in listing.flatten() {
-        let name = item.file_name().to_string_lossy().into_owned();
-        if name.ends_with(TMP_SUFFIX) && item.file_type().is_ok_and(|t| t.is_file()) {
-            log::info!("removing leftover {}", item.path().display());
-            remove_file_if_exists(&item.path())?;
-            continue;
-        }
-        if name.starts_with(TRASH_PREFIX) {
-            log::info!("removing leftover {}", item.path().display());
-            std::fs::remove_dir_all(item.path())
-                .map_err(|e| Error::io(format!("removing {}", item.path().display()), e))?;
-        }
-    }
-    Ok(())
 }
 
 /// Summary of a bucket, as listed by `GET /list`.

@@ -7,10 +7,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::{Bucket, SETTINGS_FILE, remove_trash};
+use super::{Bucket, SETTINGS_FILE, TRASH_PREFIX};
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::entry::{Entry, EntryContext, holds_entry};
 use crate::storage::fan_out::for_each_on_threads;
+use crate::storage::format::fsutil::{TMP_SUFFIX, remove_file_if_exists};
 use crate::storage::merge::MergeQueue;
 use crate::storage::names::validate_entry_name;
 use crate::storage::settings::BucketSettings;
@@ -174,4 +175,25 @@ pub(super) fn read_settings(dir: &Path) -> Result<BucketSettings> {
         std::fs::read(&path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
     serde_json::from_slice(&raw)
         .map_err(|e| Error::internal(format!("{} does not parse: {e}", path.display())))
+}
+
+/// Removes leftovers of interrupted changes in `dir`: `.trash-*` directories (deletions,
+/// bucket creations) and `*.tmp` files (atomic replaces of settings or `.lifecycles`).
+pub(crate) fn remove_trash(dir: &Path) -> Result<()> {
+    let listing =
+        std::fs::read_dir(dir).map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
+    for item in listing.flatten() {
+        let name = item.file_name().to_string_lossy().into_owned();
+        if name.ends_with(TMP_SUFFIX) && item.file_type().is_ok_and(|t| t.is_file()) {
+            log::info!("removing leftover {}", item.path().display());
+            remove_file_if_exists(&item.path())?;
+            continue;
+        }
+        if name.starts_with(TRASH_PREFIX) {
+            log::info!("removing leftover {}", item.path().display());
+            std::fs::remove_dir_all(item.path())
+                .map_err(|e| Error::io(format!("removing {}", item.path().display()), e))?;
+        }
+    }
+    Ok(())
 }

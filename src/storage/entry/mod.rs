@@ -16,13 +16,16 @@
 //!
 //! Files: `state.rs` (the state behind the lock and its lookups); `commit.rs` (committing
 //! sealed blocks); `edits.rs` (relabels and removals of sealed records through edit logs);
-//! `removal.rs` (bulk removal); `read.rs` and `tiered_source.rs` (reads, local and tiered);
-//! `stale.rs` (sealing logs nobody writes to); `background.rs` (coordinating with merges and
-//! removals outside the lock); `obsolete.rs` (files removed after a commit); `rebuild.rs`
-//! (rebuilding a lost index); `summary.rs` (what an entry holds, from its index);
-//! `histogram.rs` (records per stretch of time); `tier.rs` (handing blocks to a remote).
+//! `removal.rs` (bulk removal); `read.rs`, `chunk.rs` and `tiered_source.rs` (reads,
+//! local and tiered); `stale.rs` (sealing logs nobody writes to); `background.rs`
+//! (coordinating with merges and removals outside the lock); `obsolete.rs` (files removed
+//! after a commit); `rebuild.rs` (rebuilding a lost index); `summary.rs` (what an entry
+//! holds, from its index); `histogram.rs` (records per stretch of time); `tier.rs`
+//! (handing blocks to a remote); `replica.rs` (a replica's entry: loaded without writing,
+//! and again as its writer changes it).
 
 mod background;
+mod chunk;
 mod commit;
 mod edits;
 mod histogram;
@@ -56,13 +59,13 @@ use crate::storage::names::validate_label_set;
 use crate::storage::record::{Labels, RecordMeta};
 use crate::storage::sync::{Durability, Pending};
 
+pub use chunk::Chunk;
+pub(crate) use chunk::{
+    LastFrame, MergedRecord, chunk_len, chunk_locator, chunk_meta, chunk_record, locator_record,
+};
 use edits::load_edits;
 pub use histogram::Histogram;
 pub(crate) use obsolete::{ObsoleteFiles, remove_in};
-pub use read::Chunk;
-pub(crate) use read::{
-    LastFrame, MergedRecord, chunk_len, chunk_locator, chunk_meta, chunk_record, locator_record,
-};
 use rebuild::rebuild_index;
 pub(crate) use rebuild::{EntryFiles, holds_entry, unnamed_files};
 pub(crate) use replica::Look;

@@ -84,14 +84,43 @@ fn index_identity(bytes: &[u8]) -> (usize, u32) {
     (bytes.len(), trailer)
 }
 
+/// [`index_identity`] of the index on disk, read from its length and last four bytes
+/// only (one descriptor: an index replaced meanwhile is another file), `None` when it is
+/// not there.
+fn index_identity_on_disk(dir: &Path) -> Result<Option<(usize, u32)>> {
+    use std::os::unix::fs::FileExt;
+    let path = dir.join(INDEX_FILE);
+    let io = |e| Error::io(format!("reading {}", path.display()), e);
+    let file = match std::fs::File::open(&path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(e)),
+    };
+    let len = file.metadata().map_err(io)?.len();
+    let len = usize::try_from(len).unwrap_or(usize::MAX);
+    let mut tail = [0u8; 4];
+    if len >= 4 {
+        file.read_exact_at(&mut tail, (len - 4) as u64)
+            .map_err(io)?;
+    }
+    Ok(Some((
+        len,
+        if len >= 4 {
+            u32::from_le_bytes(tail)
+        } else {
+            0
+        },
+    )))
+}
+
 impl DiskVersion {
     /// How the entry's files at `dir` compare with this version.
     pub(crate) fn look(&self, dir: &Path) -> Look {
         if dir_identity(dir) != self.dir || self.dir.is_none() {
             return Look::Recreated;
         }
-        match read_index(dir) {
-            Ok(Some(bytes)) if index_identity(&bytes) == self.index => {}
+        match index_identity_on_disk(dir) {
+            Ok(Some(identity)) if identity == self.index => {}
             Ok(None) => return Look::Recreated,
             _ => return Look::Committed,
         }
@@ -112,11 +141,11 @@ impl DiskVersion {
 pub(super) fn load(bucket: &str, name: &str, dir: &Path, ctx: &EntryContext) -> Result<EntryState> {
     let mut attempt = 1;
     loop {
-        let before = read_index(dir)?.map(|bytes| index_identity(&bytes));
+        let before = index_identity_on_disk(dir)?;
         match load_once(bucket, name, dir, ctx) {
             Ok(state) => return Ok(state),
             Err(e) => {
-                let after = read_index(dir)?.map(|bytes| index_identity(&bytes));
+                let after = index_identity_on_disk(dir)?;
                 if attempt >= LOAD_ATTEMPTS || after == before {
                     return Err(e);
                 }

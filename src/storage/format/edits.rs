@@ -112,19 +112,7 @@ impl BlockEdits {
             }
             Ok(())
         };
-        let (file, len) = if read_only {
-            oplog::open_read_only(path, EDITS_MAGIC, replay)?
-        } else {
-            oplog::open(path, EDITS_MAGIC, replay)?
-        };
-        let file = if read_only {
-            LazyFile::new_read_only(path, file)
-        } else {
-            LazyFile::new(path, file)
-        };
-        // What a killed process left in the page cache may not be on disk: the next sync
-        // covers it (a replica has nothing of its own to sync).
-        let sync = FileSync::new(file.clone(), path, len, read_only);
+        let (file, sync, len) = oplog::open_replayed(path, EDITS_MAGIC, read_only, replay)?;
         Ok(BlockEdits {
             path: path.to_path_buf(),
             file,

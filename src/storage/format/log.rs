@@ -164,36 +164,23 @@ impl OpenLog {
 
     /// Opens a log, replays its operations and cuts off a torn tail.
     pub fn open(path: &Path) -> Result<Self> {
-        let what = path.display().to_string();
-        let mut live = LiveRecords::default();
-        let (file, len) = oplog::open(path, LOG_MAGIC, |body, offset| {
-            live.replay(body, offset, &what)
-        })?;
-        let file = LazyFile::new(path, file);
-        // What a killed process left in the page cache may not be on disk yet: the next
-        // sync covers it.
-        let sync = FileSync::new(file.clone(), path, len, false);
-        Ok(OpenLog {
-            path: path.to_path_buf(),
-            file,
-            sync,
-            len,
-            live,
-        })
+        Self::replay(path, false)
     }
 
     /// Replays a log another process may be appending to, without writing in it (a
     /// replica): the records up to the last complete operation; the log is never
     /// appended to through this handle.
     pub fn open_read_only(path: &Path) -> Result<Self> {
+        Self::replay(path, true)
+    }
+
+    fn replay(path: &Path, read_only: bool) -> Result<Self> {
         let what = path.display().to_string();
         let mut live = LiveRecords::default();
-        let (file, len) = oplog::open_read_only(path, LOG_MAGIC, |body, offset| {
-            live.replay(body, offset, &what)
-        })?;
-        let file = LazyFile::new_read_only(path, file);
-        // Nothing of this process's to sync.
-        let sync = FileSync::new(file.clone(), path, len, true);
+        let (file, sync, len) =
+            oplog::open_replayed(path, LOG_MAGIC, read_only, |body, offset| {
+                live.replay(body, offset, &what)
+            })?;
         Ok(OpenLog {
             path: path.to_path_buf(),
             file,

@@ -282,6 +282,30 @@ pub fn open_read_only(
     Ok((file, found.end(bytes.len()) as u64))
 }
 
+/// [`open`], or with `read_only` [`open_read_only`], with the file taken over as a
+/// [`LazyFile`] and its group-commit state: what the open and late logs and the edit logs
+/// all start from. A writer's file may hold what a killed process left in the page cache,
+/// not on disk yet (its next sync covers it); a replica has nothing of its own to sync.
+pub fn open_replayed(
+    path: &Path,
+    magic: &[u8; 8],
+    read_only: bool,
+    replay: impl FnMut(&[u8], u64) -> Result<()>,
+) -> Result<(Arc<LazyFile>, Arc<FileSync>, u64)> {
+    let (file, len) = if read_only {
+        open_read_only(path, magic, replay)?
+    } else {
+        open(path, magic, replay)?
+    };
+    let file = if read_only {
+        LazyFile::new_read_only(path, file)
+    } else {
+        LazyFile::new(path, file)
+    };
+    let sync = FileSync::new(file.clone(), path, len, read_only);
+    Ok((file, sync, len))
+}
+
 /// Keeps a copy of damaged bytes beside their file, once, for whoever inspects them; a
 /// failure to write it is logged and changes nothing else.
 fn set_aside(path: &Path, offset: usize, damaged: &[u8]) {

@@ -168,24 +168,34 @@ impl Publisher {
         for b in blocks {
             let stub_key = manifest_key(remote, bucket.name(), entry.name(), &stub_file(b.seq));
             let object = b.remote.as_ref().map(|l| l.key.clone()).unwrap_or_default();
-            if self.lock().stubs.get(&stub_key) != Some(&object) {
+            let new_block = self.lock().stubs.get(&stub_key) != Some(&object);
+            if new_block {
                 upload(&stub_key, &read(&entry.dir().join(b.file_name()))?)?;
                 self.lock().stubs.insert(stub_key, object);
             }
             if b.edited {
+                // An edit log only grows: its size tells whether it changed since it was
+                // published, without reading it (unless its block number now names
+                // another block).
                 let path = edits_path(entry.dir(), b.seq);
-                let bytes = read(&path)?;
+                let size = std::fs::metadata(&path)
+                    .map_err(|e| Error::io(format!("reading {}", path.display()), e))?
+                    .len();
                 let published = self
                     .lock()
                     .manifests
                     .get(key)
                     .and_then(|m| m.edits.get(&b.seq).copied());
-                if published != Some(bytes.len() as u64) {
+                let size = if published == Some(size) && !new_block {
+                    size
+                } else {
+                    let bytes = read(&path)?;
                     let edt_key =
                         manifest_key(remote, bucket.name(), entry.name(), &edits_file(b.seq));
                     upload(&edt_key, &bytes)?;
-                }
-                edits.insert(b.seq, bytes.len() as u64);
+                    bytes.len() as u64
+                };
+                edits.insert(b.seq, size);
             }
         }
         let manifest = EntryManifest {

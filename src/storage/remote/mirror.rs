@@ -21,7 +21,7 @@ use crate::storage::remote::manifest::{
     EntryManifest, MANIFEST_DIR, MANIFEST_FILE, edits_file, manifest_key, parse_manifest_key,
     stub_file,
 };
-use crate::storage::remote::stub::read_stub;
+use crate::storage::remote::stub::{parse_header, read_header};
 
 /// The largest manifest read (an entry of a million tiered blocks takes some 300 MB; a
 /// manifest past this is refused, not read into memory).
@@ -175,15 +175,13 @@ impl Mirror {
             let stub = dir.join(b.file_name());
             // A sequence number names another block once the writer's entry was removed
             // and made again: the stub's header says which object it describes.
-            let current = read_stub(&stub)
-                .ok()
-                .is_some_and(|(header, _)| Some(&header.location) == b.remote.as_ref());
+            let current =
+                read_header(&stub).is_ok_and(|header| Some(&header.location) == b.remote.as_ref());
             if !current {
                 let bytes = fetch(&stub_file(b.seq))?;
-                write_atomic(&stub, &bytes)?;
                 // The writer uploads a stub before the manifest naming it; one that still
                 // describes another object is an older upload: this entry waits.
-                let fits = read_stub(&stub)
+                let fits = parse_header(&bytes, &stub)
                     .is_ok_and(|(header, _)| Some(&header.location) == b.remote.as_ref());
                 if !fits {
                     return Err(Error::internal(format!(
@@ -191,6 +189,7 @@ impl Mirror {
                         b.first_ts, self.remote.name
                     )));
                 }
+                write_atomic(&stub, &bytes)?;
                 fetched.push(b.seq);
             }
         }

@@ -46,10 +46,9 @@ pub fn write_stub(path: &Path, header: &StubHeader, block: &[u8]) -> Result<()> 
     write_new_file(path, &bytes)
 }
 
-/// Reads the stub at `path`: its header and the block's bytes from its metadata on.
-pub fn read_stub(path: &Path) -> Result<(StubHeader, Vec<u8>)> {
-    let bytes =
-        std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+/// The header of a stub's bytes `bytes` (read from, or to be written at, `path`), and
+/// where the metadata after it starts.
+pub fn parse_header(bytes: &[u8], path: &Path) -> Result<(StubHeader, usize)> {
     let corrupt = |why: &str| Error::internal(format!("{} is corrupt: {why}", path.display()));
     if bytes.len() < 12 || &bytes[..8] != STUB_MAGIC {
         return Err(corrupt("not a tier stub"));
@@ -60,7 +59,38 @@ pub fn read_stub(path: &Path) -> Result<(StubHeader, Vec<u8>)> {
         .ok_or_else(|| corrupt("header cut short"))?;
     let header: StubHeader =
         serde_json::from_slice(json).map_err(|e| corrupt(&format!("header: {e}")))?;
-    let tail = bytes[12 + len..].to_vec();
+    Ok((header, 12 + len))
+}
+
+/// The header of the stub at `path` alone (which object it describes), without reading
+/// the metadata after it.
+pub fn read_header(path: &Path) -> Result<StubHeader> {
+    use std::io::Read;
+    let io = |e| Error::io(format!("reading {}", path.display()), e);
+    let corrupt = |why: &str| Error::internal(format!("{} is corrupt: {why}", path.display()));
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let mut start = [0u8; 12];
+    file.read_exact(&mut start).map_err(io)?;
+    if &start[..8] != STUB_MAGIC {
+        return Err(corrupt("not a tier stub"));
+    }
+    let len = u32::from_le_bytes([start[8], start[9], start[10], start[11]]) as usize;
+    // A header is a location and a size: a few hundred bytes.
+    if len > 64 << 10 {
+        return Err(corrupt("header too long"));
+    }
+    let mut json = vec![0u8; len];
+    file.read_exact(&mut json).map_err(io)?;
+    serde_json::from_slice(&json).map_err(|e| corrupt(&format!("header: {e}")))
+}
+
+/// Reads the stub at `path`: its header and the block's bytes from its metadata on.
+pub fn read_stub(path: &Path) -> Result<(StubHeader, Vec<u8>)> {
+    let bytes =
+        std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    let (header, end) = parse_header(&bytes, path)?;
+    let corrupt = |why: &str| Error::internal(format!("{} is corrupt: {why}", path.display()));
+    let tail = bytes[end..].to_vec();
     if header.location.meta_offset.checked_add(tail.len() as u64) != Some(header.size) {
         return Err(corrupt("its metadata does not end where the block does"));
     }
