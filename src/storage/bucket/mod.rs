@@ -194,6 +194,13 @@ impl Bucket {
         self.entries_ref().values().cloned().collect()
     }
 
+    /// Seals, in the caller's thread, the full logs of every entry that wait for the
+    /// background sealer; returns once none waits (tests and tools that look at the
+    /// blocks on disk; reads never need it).
+    pub fn seal_full_logs(&self) -> Result<()> {
+        self.entries().iter().try_for_each(|e| e.seal_all())
+    }
+
     /// Info of every listed entry (attachment entries are hidden), sorted by name.
     pub fn entry_infos(&self) -> Result<Vec<EntryInfo>> {
         self.entries()
@@ -343,6 +350,7 @@ impl Bucket {
             .write(meta, payload, limits)
             .map_err(|e| self.raced_removal(&entry, e))?;
         self.merges.request_if_needed(&entry, limits);
+        self.ctx.seals.request_if_needed(&entry);
         Ok(pending)
     }
 
