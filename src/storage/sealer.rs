@@ -11,10 +11,20 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::error::{Error, Result};
-use crate::storage::entry::Entry;
+
+/// What the sealer seals: an entry (`entry/seal.rs`), seen through this trait so that
+/// entries can hold the queue that sends them here.
+pub(crate) trait Sealable: Send + Sync {
+    /// The entry's name, for the log.
+    fn name(&self) -> &str;
+    /// True once after a log was taken off the write path (the request is then taken).
+    fn take_seal_request(&self) -> bool;
+    /// Seals every full log waiting for its seal.
+    fn seal_all(&self) -> Result<()>;
+}
 
 enum SealJob {
-    Entry(Arc<Entry>),
+    Entry(Arc<dyn Sealable>),
     Stop,
 }
 
@@ -27,11 +37,11 @@ pub(crate) struct SealQueue {
 impl SealQueue {
     /// Asks for the seal of `entry`'s full logs if its last write took one off the
     /// write path.
-    pub(crate) fn request_if_needed(&self, entry: &Arc<Entry>) {
+    pub(crate) fn request_if_needed(&self, entry: Arc<dyn Sealable>) {
         if entry.take_seal_request() {
             // A send fails only when the sealer has stopped (the store is closing): the
             // index names the full logs, and the next open seals them.
-            let _ = self.tx.send(SealJob::Entry(entry.clone()));
+            let _ = self.tx.send(SealJob::Entry(entry));
         }
     }
 }

@@ -350,7 +350,7 @@ impl Bucket {
             .write(meta, payload, limits)
             .map_err(|e| self.raced_removal(&entry, e))?;
         self.merges.request_if_needed(&entry, limits);
-        self.ctx.seals.request_if_needed(&entry);
+        self.ctx.seals.request_if_needed(entry.clone());
         Ok(pending)
     }
 

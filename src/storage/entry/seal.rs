@@ -23,15 +23,62 @@
 //! seals the oldest itself first (back pressure: disk and memory stay bounded when the
 //! disk cannot keep up).
 
-use std::sync::MutexGuard;
+use std::fs::File;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard};
 
 use super::{Entry, EntryState, LogKind, ObsoleteFiles, take_index_log};
 use crate::error::Result;
+use crate::storage::format::block_meta::BlockSummary;
 use crate::storage::format::fsutil::remove_file_if_exists;
 use crate::storage::format::index::{BlockEntry, block_path, log_path};
 use crate::storage::format::log::LogRecord;
 use crate::storage::format::rewrite::write_log_records;
+use crate::storage::sealer::Sealable;
+
+impl Sealable for Entry {
+    fn name(&self) -> &str {
+        Entry::name(self)
+    }
+
+    fn take_seal_request(&self) -> bool {
+        self.seal_wanted.load(Ordering::Relaxed) && self.seal_wanted.swap(false, Ordering::AcqRel)
+    }
+
+    fn seal_all(&self) -> Result<()> {
+        Entry::seal_all(self)
+    }
+}
+
+/// What a seal read of a full log under the lock: enough to copy it without the lock.
+struct SealSnapshot {
+    /// The log's sequence number.
+    seq: u64,
+    /// Its length then: a log that grew since (a relabel, a removal) is sealed again.
+    len: u64,
+    /// Its live records then, in timestamp order.
+    records: Vec<LogRecord>,
+    /// A handle on its file, which outlives the file's removal.
+    file: Arc<File>,
+    /// The block's sequence number.
+    block_seq: u64,
+}
+
+impl SealSnapshot {
+    fn block_path(&self, dir: &Path) -> PathBuf {
+        block_path(dir, self.block_seq)
+    }
+}
+
+/// How a seal's commit went.
+enum Sealed {
+    Committed,
+    /// The log changed during the copy: seal it again.
+    Changed,
+    /// The entry's removal began: nothing more is written.
+    Stopped,
+}
 
 /// How many full logs of one entry may wait for their seal before a writer seals one.
 pub(crate) const MAX_SEALING_LOGS: usize = 2;
@@ -77,12 +124,6 @@ impl Entry {
         Ok(())
     }
 
-    /// True once after a log was taken off the write path: the caller asks the
-    /// background sealer for this entry.
-    pub(crate) fn take_seal_request(&self) -> bool {
-        self.seal_wanted.load(Ordering::Relaxed) && self.seal_wanted.swap(false, Ordering::AcqRel)
-    }
-
     /// Seals every log waiting for its seal.
     pub(crate) fn seal_all(&self) -> Result<()> {
         while self.seal_next()? {}
@@ -104,56 +145,89 @@ impl Entry {
         };
         for attempt in 1..=SEAL_ATTEMPTS {
             let mut st = self.lock()?;
-            let Some((seq, log)) = st.sealing.first() else {
+            let Some(snapshot) = self.seal_snapshot(&mut st)? else {
                 return Ok(false);
             };
-            let seq = *seq;
-            if log.records().is_empty() {
+            if snapshot.records.is_empty() {
                 // Every record was removed: the log goes with nothing to write.
-                self.retire_sealed_log(st, seq, None)?;
+                self.retire_sealed_log(st, snapshot.seq, None)?;
                 return Ok(true);
             }
-            let len = log.file_len();
-            let records: Vec<LogRecord> = log.records().values().cloned().collect();
-            let file = log.file()?;
-            let block_seq = st.index.take_seq();
-            let block = block_path(&self.dir, block_seq);
             // The last attempt copies under the lock, so nothing can change the log.
             let held = (attempt == SEAL_ATTEMPTS).then_some(st);
-            let written = write_log_records(
-                &file,
-                &log_path(&self.dir, seq),
-                &records,
-                &block,
-                self.ctx.frame_size,
-            );
+            let written = self.write_sealed_block(&snapshot);
             let st = match held {
                 Some(st) => st,
                 None => match self.lock() {
                     Ok(st) => st,
                     Err(e) => {
-                        let _ = remove_file_if_exists(&block);
+                        let _ = remove_file_if_exists(&snapshot.block_path(&self.dir));
                         return Err(e);
                     }
                 },
             };
-            let summary = written?;
-            let unchanged = st
-                .log(LogKind::Sealing(seq))
-                .is_some_and(|log| log.file_len() == len);
-            if self.is_removing() || !unchanged {
-                // The removal waits for this guard, so the path still names this
-                // entry's directory. A changed log is sealed again from its new state.
-                let _ = remove_file_if_exists(&block);
-                if self.is_removing() {
-                    return Ok(false);
-                }
-                continue;
+            match self.commit_seal(st, &snapshot, written?)? {
+                Sealed::Committed => return Ok(true),
+                Sealed::Stopped => return Ok(false),
+                Sealed::Changed => continue,
             }
-            self.retire_sealed_log(st, seq, Some(BlockEntry::from_summary(block_seq, &summary)))?;
-            return Ok(true);
         }
         Ok(true)
+    }
+
+    /// Step 1: what the oldest log waiting for its seal holds, and a fresh sequence
+    /// number for its block; `None` when no log waits.
+    fn seal_snapshot(&self, st: &mut EntryState) -> Result<Option<SealSnapshot>> {
+        let Some((seq, log)) = st.sealing.first() else {
+            return Ok(None);
+        };
+        let snapshot = SealSnapshot {
+            seq: *seq,
+            len: log.file_len(),
+            records: log.records().values().cloned().collect(),
+            file: log.file()?,
+            block_seq: 0,
+        };
+        Ok(Some(SealSnapshot {
+            block_seq: st.index.take_seq(),
+            ..snapshot
+        }))
+    }
+
+    /// Step 2: the block file of a snapshot's records, written and fsynced.
+    fn write_sealed_block(&self, snapshot: &SealSnapshot) -> Result<BlockSummary> {
+        write_log_records(
+            &snapshot.file,
+            &log_path(&self.dir, snapshot.seq),
+            &snapshot.records,
+            &snapshot.block_path(&self.dir),
+            self.ctx.frame_size,
+        )
+    }
+
+    /// Step 3: commits the block written from `snapshot` if the log did not change
+    /// since; otherwise removes the block.
+    fn commit_seal(
+        &self,
+        st: MutexGuard<'_, EntryState>,
+        snapshot: &SealSnapshot,
+        summary: BlockSummary,
+    ) -> Result<Sealed> {
+        let unchanged = st
+            .log(LogKind::Sealing(snapshot.seq))
+            .is_some_and(|log| log.file_len() == snapshot.len);
+        if self.is_removing() || !unchanged {
+            // The removal waits for the seal guard, so the path still names this
+            // entry's directory. A changed log is sealed again from its new state.
+            let _ = remove_file_if_exists(&snapshot.block_path(&self.dir));
+            return Ok(match self.is_removing() {
+                true => Sealed::Stopped,
+                false => Sealed::Changed,
+            });
+        }
+        let block = BlockEntry::from_summary(snapshot.block_seq, &summary);
+        self.retire_sealed_log(st, snapshot.seq, Some(block))?;
+        Ok(Sealed::Committed)
     }
 
     /// Commits the index that names `block` (the sealed log's records, synced) instead
@@ -177,5 +251,158 @@ impl Entry {
         drop(st);
         files.remove();
         Ok(())
+    }
+}
+
+/// A kill at each step of a seal: the data directory as a killed process leaves it
+/// there (every byte written is in the page cache, so a copy of the directory is what a
+/// restart finds), opened again, serves every record once and keeps no leftover.
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::storage::config::Config;
+    use crate::storage::format::index::{EntryIndex, log_path};
+    use crate::storage::query::QueryOptions;
+    use crate::storage::record::RecordMeta;
+    use crate::storage::settings::BucketSettings;
+    use crate::storage::store::Store;
+
+    const RECORDS: u64 = 5;
+
+    fn payload(ts: u64) -> Vec<u8> {
+        format!("frame {ts}; ").repeat(300).into_bytes()
+    }
+
+    fn write(store: &Store, ts: u64) {
+        let meta = RecordMeta {
+            timestamp: ts,
+            labels: Default::default(),
+            content_type: "application/octet-stream".into(),
+            size: 0,
+        };
+        let bucket = store.bucket("b").expect("bucket");
+        bucket.write("e", meta, &payload(ts)).expect("write");
+    }
+
+    fn copy_dir(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).expect("mkdir");
+        for item in std::fs::read_dir(from).expect("listing") {
+            let item = item.expect("item");
+            let target = to.join(item.file_name());
+            if item.file_type().expect("type").is_dir() {
+                copy_dir(&item.path(), &target);
+            } else {
+                std::fs::copy(item.path(), &target).expect("copy");
+            }
+        }
+    }
+
+    /// Opens the copy `data`, checks every record (`1..=records`) once and byte-exact, and that the
+    /// entry's directory holds only what its index names, no log waiting for a seal.
+    fn verify(data: &Path, step: &str, records: u64) {
+        let store = Store::open(Config::new(data)).expect(step);
+        let bucket = store.bucket("b").expect(step);
+        for ts in 1..=records {
+            let record = bucket.read("e", Some(ts)).expect(step);
+            let got = record.payload.expect(step);
+            assert_eq!(got.as_slice(), payload(ts), "{step}: record {ts}");
+        }
+        let options = QueryOptions {
+            entries: vec!["e".into()],
+            ..Default::default()
+        };
+        let stamps: Vec<u64> = bucket
+            .query(&options)
+            .expect(step)
+            .map(|r| r.expect(step).meta.timestamp)
+            .collect();
+        assert_eq!(stamps, (1..=records).collect::<Vec<_>>(), "{step}");
+        drop(store);
+        let dir = data.join("b").join("e");
+        let index = EntryIndex::load(&dir).expect(step);
+        assert!(index.sealing_logs.is_empty(), "{step}: sealed at open");
+        let kept = index.kept_files();
+        for item in std::fs::read_dir(&dir).expect(step) {
+            let name = item.expect(step).file_name().to_string_lossy().to_string();
+            assert!(kept.contains(&name), "{step}: leftover {name}");
+        }
+    }
+
+    #[test]
+    fn a_kill_at_each_step_of_a_seal_loses_nothing_and_leaves_nothing() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let data = tmp.path().join("data");
+        let store = Store::open(Config::new(&data)).expect("store");
+        let settings = BucketSettings {
+            max_block_records: RECORDS - 1,
+            ..Default::default()
+        };
+        store.create_bucket("b", settings).expect("bucket");
+        for ts in 1..RECORDS {
+            write(&store, ts);
+        }
+        let entry = store.bucket("b").expect("b").entry("e").expect("e");
+        let entry_dir = data.join("b").join("e");
+        let mut steps = Vec::new();
+        let mut snapshot = |name: &str| {
+            let to = tmp.path().join(name);
+            copy_dir(&data, &to);
+            steps.push(name.to_string());
+            to.join("b").join("e")
+        };
+
+        // Held, the sealer thread waits: this test takes the seal's steps itself.
+        let held = entry.sealing.lock().expect("seal guard");
+        // Killed inside the freeze: the next log created, the index not yet replaced.
+        let next_seq = EntryIndex::load(&entry_dir).expect("index").next_seq;
+        let copy = snapshot("freezing");
+        std::fs::write(log_path(&copy, next_seq), b"HLLOG001").expect("stray log");
+        std::fs::write(copy.join(".index.tmp"), b"{\"half").expect("stray index");
+
+        write(&store, RECORDS);
+        let index = EntryIndex::load(&entry_dir).expect("index");
+        assert_eq!(index.sealing_logs.len(), 1, "the write froze the full log");
+        assert!(index.blocks.is_empty(), "and did not copy it");
+        let frozen = snapshot("frozen");
+
+        let mut st = entry.lock().expect("lock");
+        let taken = entry
+            .seal_snapshot(&mut st)
+            .expect("snapshot")
+            .expect("one");
+        drop(st);
+        let summary = entry.write_sealed_block(&taken).expect("block");
+        snapshot("block-written");
+        let copy = snapshot("block-half-written");
+        let block = taken.block_path(&copy);
+        let len = std::fs::metadata(&block).expect("block").len();
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&block)
+            .expect("open");
+        file.set_len(len / 2).expect("truncate");
+
+        let st = entry.lock().expect("lock");
+        assert!(matches!(
+            entry.commit_seal(st, &taken, summary).expect("commit"),
+            super::Sealed::Committed
+        ));
+        snapshot("sealed");
+        let copy = snapshot("committed-log-not-removed");
+        let log = log_path(&frozen, taken.seq);
+        std::fs::copy(&log, log_path(&copy, taken.seq)).expect("log back");
+        drop(held);
+        drop(store);
+
+        for step in steps {
+            // Killed before the fifth write was acknowledged, the copy holds four.
+            let records = if step == "freezing" {
+                RECORDS - 1
+            } else {
+                RECORDS
+            };
+            verify(&tmp.path().join(&step), &step, records);
+        }
     }
 }
