@@ -405,4 +405,50 @@ mod tests {
             verify(&tmp.path().join(&step), &step, records);
         }
     }
+
+    /// A relabel and a removal that reach a full log while its copy is made make the
+    /// copy stale: it is not committed, and the seal made again keeps both.
+    #[test]
+    fn a_change_during_the_copy_is_sealed_with_the_log() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(Config::new(tmp.path())).expect("store");
+        let settings = BucketSettings {
+            max_block_records: RECORDS - 1,
+            ..Default::default()
+        };
+        let bucket = store.create_bucket("b", settings).expect("bucket");
+        for ts in 1..RECORDS {
+            write(&store, ts);
+        }
+        let entry = bucket.entry("e").expect("e");
+        let held = entry.sealing.lock().expect("seal guard");
+        write(&store, RECORDS);
+        let mut st = entry.lock().expect("lock");
+        let taken = entry
+            .seal_snapshot(&mut st)
+            .expect("snapshot")
+            .expect("one");
+        drop(st);
+        let mut labels = crate::storage::record::Labels::new();
+        labels.insert("seen".into(), "yes".into());
+        bucket.update_labels("e", 2, &labels).expect("relabel");
+        bucket.remove_record("e", 3).expect("remove");
+        let summary = entry.write_sealed_block(&taken).expect("block");
+        let block = taken.block_path(entry.dir());
+        let st = entry.lock().expect("lock");
+        assert!(matches!(
+            entry.commit_seal(st, &taken, summary).expect("commit"),
+            super::Sealed::Changed
+        ));
+        assert!(!block.exists(), "the stale copy is removed");
+        drop(held);
+        bucket.seal_full_logs().expect("seal");
+        let index = EntryIndex::load(entry.dir()).expect("index");
+        assert!(index.sealing_logs.is_empty());
+        assert_eq!(index.blocks.len(), 1);
+        assert_eq!(index.blocks[0].record_count, RECORDS - 2);
+        let relabeled = bucket.read("e", Some(2)).expect("read");
+        assert_eq!(relabeled.meta.labels, labels);
+        assert!(bucket.read("e", Some(3)).is_err(), "removed");
+    }
 }
