@@ -3,8 +3,9 @@
 //! records at 200 per second, each a single-record `POST` on its own keep-alive
 //! connection, against `halflife serve` on this machine, every write timed by the client.
 //!
-//! Prints, per sync mode (`always`, `interval:10ms`): p50, p99, p99.9, max and the count
-//! of writes over 50 ms, for all writes, for the writes next to a seal (the one that
+//! Prints, per sync mode (`always`, `interval:10ms`, and `always` with a 200 MB FIFO
+//! quota, whose evictions run on the write path too): the server's memory and descriptors
+//! over the run, and p50, p99, p99.9, max and the count of writes over 50 ms, for all writes, for the writes next to a seal (the one that
 //! filled its entry's log — 64 MB or 1,024 records — and the one after it), and for the
 //! others — the ratio of the sealing writes' p99 to the others' is the figure
 //! that holds on a noisy machine.
@@ -35,15 +36,16 @@ fn main() {
     eprintln!(
         "\nrobot load: cam 100 KiB x 20/s, imu 200 B x 200/s, single-record POSTs, {seconds} s per sync mode"
     );
-    for sync in ["always", "interval:10ms"] {
-        run(sync, Duration::from_secs(seconds));
+    let fifo = r#"{"quota_type":"FIFO","quota_size":200000000}"#;
+    for (sync, settings) in [("always", "{}"), ("interval:10ms", "{}"), ("always", fifo)] {
+        run(sync, settings, Duration::from_secs(seconds));
     }
 }
 
 /// One write: when it was sent, how long it took, whether it filled a block.
 type Sample = (Duration, bool);
 
-fn run(sync: &str, span: Duration) {
+fn run(sync: &str, settings: &str, span: Duration) {
     let data = tempfile::tempdir().expect("tempdir");
     let server = start_server(
         data.path(),
@@ -53,13 +55,22 @@ fn run(sync: &str, span: Duration) {
         ],
     );
     assert_eq!(
-        server.request("POST", "/api/v1/b/robot", &[], b"").status,
+        server
+            .request("POST", "/api/v1/b/robot", &[], settings.as_bytes())
+            .status,
         200
     );
     let stop = Arc::new(AtomicBool::new(false));
     let cam = stream(server.addr, "cam", 100 << 10, 20, stop.clone());
     let imu = stream(server.addr, "imu", 200, 200, stop.clone());
-    std::thread::sleep(span);
+    // The server's memory and descriptors, once a second: flat, or something piles up.
+    let (mut rss, mut fds) = (Vec::new(), Vec::new());
+    let started = Instant::now();
+    while started.elapsed() < span {
+        std::thread::sleep(Duration::from_secs(1).min(span));
+        rss.push(server.resident_kib());
+        fds.push(server.open_descriptors());
+    }
     stop.store(true, Ordering::Release);
     let cam = cam.join().expect("cam");
     let imu = imu.join().expect("imu");
@@ -77,7 +88,18 @@ fn run(sync: &str, span: Duration) {
         .filter(|s| !s.1)
         .map(|s| s.0)
         .collect();
-    eprintln!("  sync {sync}:");
+    eprintln!("  sync {sync}, bucket settings {settings}:");
+    let range = |v: &[u64]| {
+        let (lo, hi) = (v.iter().min(), v.iter().max());
+        format!("{}–{}", lo.unwrap_or(&0), hi.unwrap_or(&0))
+    };
+    let fds: Vec<u64> = fds.iter().map(|&n| n as u64).collect();
+    let rss_mib: Vec<u64> = rss.iter().map(|kib| kib / 1024).collect();
+    eprintln!(
+        "    server: {} MiB resident, {} descriptors (min–max of one sample a second)",
+        range(&rss_mib),
+        range(&fds)
+    );
     eprintln!("    all writes      {}", figures(&all));
     eprintln!("    next to a seal  {}", figures(&sealing));
     eprintln!("      (the camera's {})", figures(&cam_sealing));

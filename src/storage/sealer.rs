@@ -1,5 +1,5 @@
 //! The sealer thread of a store: seals the full logs writers took off the write path
-//! (`entry/seal.rs`), one entry at a time, so no write waits for a 64 MB copy.
+//! (`entry/seal.rs`), one entry at a time.
 //!
 //! A seal that fails (a full disk, a damaged log) is logged and left: the log keeps
 //! answering reads, the entry's next full log asks again, and a writer that meets the
@@ -17,10 +17,10 @@ use crate::error::{Error, Result};
 pub(crate) trait Sealable: Send + Sync {
     /// The entry's name, for the log.
     fn name(&self) -> &str;
-    /// True once after a log was taken off the write path (the request is then taken).
-    fn take_seal_request(&self) -> bool;
+    /// Called as the thread starts on the entry: a request from now on is sent again.
+    fn started(&self);
     /// Seals every full log waiting for its seal.
-    fn seal_all(&self) -> Result<()>;
+    fn catch_up(&self) -> Result<()>;
 }
 
 enum SealJob {
@@ -28,21 +28,18 @@ enum SealJob {
     Stop,
 }
 
-/// The handle writers use to ask for the seal of an entry's full logs.
+/// The handle entries use to ask for the seal of their full logs.
 #[derive(Clone)]
 pub(crate) struct SealQueue {
     tx: Sender<SealJob>,
 }
 
 impl SealQueue {
-    /// Asks for the seal of `entry`'s full logs if its last write took one off the
-    /// write path.
-    pub(crate) fn request_if_needed(&self, entry: Arc<dyn Sealable>) {
-        if entry.take_seal_request() {
-            // A send fails only when the sealer has stopped (the store is closing): the
-            // index names the full logs, and the next open seals them.
-            let _ = self.tx.send(SealJob::Entry(entry));
-        }
+    /// Asks for the seals and folds `entry` waits for.
+    pub(crate) fn request(&self, entry: Arc<dyn Sealable>) {
+        // A send fails only when the sealer has stopped (the store is closing): the index
+        // names the full logs, and the next open seals them.
+        let _ = self.tx.send(SealJob::Entry(entry));
     }
 }
 
@@ -89,7 +86,8 @@ fn seal_loop(rx: &Receiver<SealJob>) {
             SealJob::Stop => break,
             SealJob::Entry(entry) => entry,
         };
-        if let Err(e) = entry.seal_all() {
+        entry.started();
+        if let Err(e) = entry.catch_up() {
             log::warn!(
                 "entry {}: sealing its full logs failed: {e}; their records are read from the logs, and the seal is tried again with the entry's next full log",
                 entry.name()

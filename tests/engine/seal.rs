@@ -136,7 +136,7 @@ fn reads_relabels_and_removals_stay_right_while_full_logs_are_sealed() {
         x ^= x << 17;
         // Every tenth write is belated (an even timestamp left out before), so late logs
         // fill and freeze too.
-        let ts = if i % 10 == 0 && i > 40 {
+        let ts = if i.is_multiple_of(10) && i > 40 {
             2 * (i - 35)
         } else {
             2 * i + 1
@@ -153,7 +153,7 @@ fn reads_relabels_and_removals_stay_right_while_full_logs_are_sealed() {
         let target = (2 * i + 1).saturating_sub(2 * (x % 24));
         let state = model.lock().unwrap().get(&target).cloned();
         if let Some(Some(_)) = state {
-            if x % 3 == 0 {
+            if x.is_multiple_of(3) {
                 // Marked before it is made: a reader that misses it then finds the mark.
                 model.lock().unwrap().insert(target, None);
                 bucket.remove_record("cam", target).unwrap();
@@ -175,7 +175,7 @@ fn reads_relabels_and_removals_stay_right_while_full_logs_are_sealed() {
     assert!(reads > 0);
     let model = model.lock().unwrap().clone();
     check_all(&store, &model, "while sealing");
-    bucket.seal_full_logs().unwrap();
+    bucket.catch_up().unwrap();
     let index = EntryIndex::load(&bucket.dir().join("cam")).unwrap();
     assert!(index.sealing_logs.is_empty());
     assert!(index.blocks.len() as u64 >= WRITES / BLOCK_RECORDS / 2);

@@ -194,11 +194,12 @@ impl Bucket {
         self.entries_ref().values().cloned().collect()
     }
 
-    /// Seals, in the caller's thread, the full logs of every entry that wait for the
-    /// background sealer; returns once none waits (tests and tools that look at the
-    /// blocks on disk; reads never need it).
-    pub fn seal_full_logs(&self) -> Result<()> {
-        self.entries().iter().try_for_each(|e| e.seal_all())
+    /// Does in the caller's thread what writes left to the background thread: seals
+    /// every full log waiting for its seal; returns once done (tests and tools that look
+    /// at the blocks on disk; reads never need it).
+    pub fn catch_up(&self) -> Result<()> {
+        use crate::storage::sealer::Sealable;
+        self.entries().iter().try_for_each(|e| e.catch_up())
     }
 
     /// Info of every listed entry (attachment entries are hidden), sorted by name.
@@ -281,7 +282,7 @@ impl Bucket {
                 self.name
             )));
         }
-        let entry = Arc::new(Entry::create(&self.name, name, &dir, self.ctx.clone())?);
+        let entry = Entry::create(&self.name, name, &dir, self.ctx.clone())?.into_shared();
         entries.insert(name.to_string(), entry.clone());
         Ok(entry)
     }
@@ -350,7 +351,6 @@ impl Bucket {
             .write(meta, payload, limits)
             .map_err(|e| self.raced_removal(&entry, e))?;
         self.merges.request_if_needed(&entry, limits);
-        self.ctx.seals.request_if_needed(entry.clone());
         Ok(pending)
     }
 

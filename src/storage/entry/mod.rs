@@ -44,7 +44,7 @@ mod tiered_source;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 
 use crate::error::{Error, Result};
 use crate::storage::cache::BlockCache;
@@ -167,9 +167,12 @@ pub struct Entry {
     /// sealer, or a writer the backlog stopped; the entry's removal takes it, as
     /// `merging`.
     sealing: Mutex<()>,
-    /// Set when a log was taken off the write path and the background sealer has not
-    /// been asked for it yet.
-    seal_wanted: AtomicBool,
+    /// Set while the background sealer is asked for this entry and has not started on
+    /// it, so it is asked once.
+    background_queued: AtomicBool,
+    /// This entry as the bucket shares it ([`Entry::into_shared`]): what is sent to the
+    /// background thread.
+    this: Weak<Entry>,
     /// Held by a replica's load of the state again (`replica.rs`), so two at once do not
     /// both read the files.
     reloading: Mutex<()>,
@@ -210,9 +213,8 @@ impl Entry {
         // one that fails stays readable where it is and is tried again with the next seal.
         if let Err(e) = entry.seal_all() {
             log::error!(
-                "entry {bucket}/{name}: sealing the logs left full by a crash failed ({e}); their records are read from the logs meanwhile"
+                "entry {bucket}/{name}: sealing the logs left full by a crash failed ({e}); their records are read from the logs meanwhile, and the seal is tried again with the next log that fills"
             );
-            entry.seal_wanted.store(true, Ordering::Release);
         }
         Ok(entry)
     }
@@ -316,10 +318,20 @@ impl Entry {
             uploading: RwLock::new(()),
             removing: AtomicBool::new(false),
             sealing: Mutex::new(()),
-            seal_wanted: AtomicBool::new(false),
+            background_queued: AtomicBool::new(false),
+            this: Weak::new(),
             reloading: Mutex::new(()),
             state: Mutex::new(state),
         }
+    }
+
+    /// The entry as its bucket shares it, able to ask the background thread for work
+    /// (seals, folds) on its own behalf.
+    pub(crate) fn into_shared(mut self) -> Arc<Entry> {
+        Arc::new_cyclic(|this| {
+            self.this = this.clone();
+            self
+        })
     }
 
     /// The entry name.
@@ -417,9 +429,17 @@ impl Entry {
                         }
                         continue;
                     }
-                    // The full log waits for the background seal; this write starts the
-                    // next one (`seal.rs`).
+                    // The full log is frozen and a new one started (`seal.rs`); this
+                    // writer then seals it without the lock before it appends, so readers
+                    // and other writers of the entry never wait for the copy. (Leaving
+                    // the seal to the background thread and appending at once is what
+                    // the module is built for, but the power-cut test finds an entry
+                    // counting one record more than it serves after a cut in that
+                    // state; until that is understood the writer waits for its seal.)
                     self.freeze(&mut st, kind, true)?;
+                    drop(st);
+                    self.seal_all()?;
+                    continue;
                 }
                 Some(_) => {}
             }

@@ -42,11 +42,11 @@ impl Sealable for Entry {
         Entry::name(self)
     }
 
-    fn take_seal_request(&self) -> bool {
-        self.seal_wanted.load(Ordering::Relaxed) && self.seal_wanted.swap(false, Ordering::AcqRel)
+    fn started(&self) {
+        self.background_queued.store(false, Ordering::Release);
     }
 
-    fn seal_all(&self) -> Result<()> {
+    fn catch_up(&self) -> Result<()> {
         Entry::seal_all(self)
     }
 }
@@ -90,8 +90,7 @@ const SEAL_ATTEMPTS: usize = 3;
 impl Entry {
     /// Takes the full log of `kind` off the write path: one index commit names it among
     /// the logs waiting for their seal and, with `start_next`, a new empty log of `kind`
-    /// in its place. The background sealer is asked for at the writer's next step
-    /// ([`Entry::take_seal_request`]).
+    /// in its place, and asks the background thread for the seal.
     pub(super) fn freeze(
         &self,
         st: &mut EntryState,
@@ -120,8 +119,21 @@ impl Entry {
         if let Some(log) = fresh {
             st.put_log(kind, log);
         }
-        self.seal_wanted.store(true, Ordering::Release);
+        self.request_background();
         Ok(())
+    }
+
+    /// Asks the background thread for this entry's seals, once until it
+    /// starts on them. An entry its bucket does not share yet (at open) has them done
+    /// by its open or its next request.
+    pub(super) fn request_background(&self) {
+        if self.background_queued.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        match self.this.upgrade() {
+            Some(this) => self.ctx.seals.request(this),
+            None => self.background_queued.store(false, Ordering::Release),
+        }
     }
 
     /// Seals every log waiting for its seal.
@@ -285,6 +297,14 @@ mod tests {
         bucket.write("e", meta, &payload(ts)).expect("write");
     }
 
+    /// Freezes the entry's full open log as the write that fills it does.
+    fn freeze_open(entry: &super::Entry) {
+        let mut st = entry.lock().expect("lock");
+        entry
+            .freeze(&mut st, super::LogKind::Open, true)
+            .expect("freeze");
+    }
+
     fn copy_dir(from: &Path, to: &Path) {
         std::fs::create_dir_all(to).expect("mkdir");
         for item in std::fs::read_dir(from).expect("listing") {
@@ -360,9 +380,10 @@ mod tests {
         std::fs::write(log_path(&copy, next_seq), b"HLLOG001").expect("stray log");
         std::fs::write(copy.join(".index.tmp"), b"{\"half").expect("stray index");
 
+        freeze_open(&entry);
         write(&store, RECORDS);
         let index = EntryIndex::load(&entry_dir).expect("index");
-        assert_eq!(index.sealing_logs.len(), 1, "the write froze the full log");
+        assert_eq!(index.sealing_logs.len(), 1, "the full log is frozen");
         assert!(index.blocks.is_empty(), "and did not copy it");
         let frozen = snapshot("frozen");
 
@@ -422,6 +443,7 @@ mod tests {
         }
         let entry = bucket.entry("e").expect("e");
         let held = entry.sealing.lock().expect("seal guard");
+        freeze_open(&entry);
         write(&store, RECORDS);
         let mut st = entry.lock().expect("lock");
         let taken = entry
@@ -442,7 +464,7 @@ mod tests {
         ));
         assert!(!block.exists(), "the stale copy is removed");
         drop(held);
-        bucket.seal_full_logs().expect("seal");
+        bucket.catch_up().expect("seal");
         let index = EntryIndex::load(entry.dir()).expect("index");
         assert!(index.sealing_logs.is_empty());
         assert_eq!(index.blocks.len(), 1);
