@@ -7,8 +7,7 @@
 //! <data>/<bucket>/.settings                 bucket settings (JSON, atomic replace)
 //! <data>/<bucket>/<entry…>/.index           entry index: blocks + open log (JSON + CRC)
 //! <data>/<bucket>/<entry…>/<seq>.blk        sealed blocks (frames + record table)
-//! <data>/<bucket>/<entry…>/<seq>.log        the open and late logs, and full logs
-//!                                           waiting for their seal (append-only)
+//! <data>/<bucket>/<entry…>/<seq>.log        the open block (append-only log)
 //! ```
 //!
 //! Where things are:
@@ -20,7 +19,6 @@
 //!   recovery;
 //! - `format/`: the files themselves (blocks, logs, edit logs, index, atomic replace);
 //! - `compress/`, `merge.rs`: recompression and the merge of overlapping blocks;
-//!   `sealer.rs`: the thread that seals full logs into blocks off the write path;
 //! - `remote/`: the object-store tier (S3 client, stubs, pending operations, frame cache,
 //!   collector);
 //! - `sync/`: what an acknowledgement waits for (group commit, the interval syncer, the log
@@ -66,7 +64,6 @@ pub(crate) mod query;
 pub(crate) mod record;
 pub mod remote;
 pub(crate) mod replica;
-pub(crate) mod sealer;
 pub(crate) mod settings;
 pub(crate) mod storage_cap;
 pub(crate) mod store;

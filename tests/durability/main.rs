@@ -13,5 +13,4 @@ mod powercut;
 mod powercut_failover;
 mod powercut_rename;
 mod powercut_replication;
-mod powercut_seal;
 mod powercut_tier;

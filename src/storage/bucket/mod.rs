@@ -194,14 +194,6 @@ impl Bucket {
         self.entries_ref().values().cloned().collect()
     }
 
-    /// Does in the caller's thread what writes left to the background thread: seals
-    /// every full log waiting for its seal; returns once done (tests and tools that look
-    /// at the blocks on disk; reads never need it).
-    pub fn catch_up(&self) -> Result<()> {
-        use crate::storage::sealer::Sealable;
-        self.entries().iter().try_for_each(|e| e.catch_up())
-    }
-
     /// Info of every listed entry (attachment entries are hidden), sorted by name.
     pub fn entry_infos(&self) -> Result<Vec<EntryInfo>> {
         self.entries()
@@ -282,7 +274,7 @@ impl Bucket {
                 self.name
             )));
         }
-        let entry = Entry::create(&self.name, name, &dir, self.ctx.clone())?.into_shared();
+        let entry = Arc::new(Entry::create(&self.name, name, &dir, self.ctx.clone())?);
         entries.insert(name.to_string(), entry.clone());
         Ok(entry)
     }

@@ -408,7 +408,10 @@ impl Entry {
                 .map(|(_, r)| r.clone())
                 .collect();
             // A log's number stands in for a block's in the report of a failure to open it.
-            let seq = st.log_seq(kind);
+            let seq = match kind {
+                LogKind::Open => st.index.open_log,
+                LogKind::Late => st.index.late_log,
+            };
             let file = log.file().map_err(|e| (seq.unwrap_or(u64::MAX), e))?;
             Ok((file, records))
         };

@@ -1,7 +1,7 @@
 //! Removing records in bulk: a time range (remove-queries, delete policies, maintenance)
 //! planned before anything is written, and whole blocks (the FIFO quota).
 
-use super::{Entry, ObsoleteFiles, take_index_log};
+use super::{Entry, ObsoleteFiles, index_log};
 use crate::error::Result;
 use crate::storage::bulk::{BlockPlan, RecordFilter, RemoveStats, plan_removal};
 use crate::storage::format::edits::BlockChange;
@@ -43,7 +43,7 @@ impl Entry {
         for (kind, doomed) in &plan.logs {
             let log = st.log(*kind).expect("the plan names only existing logs");
             if doomed.len() == log.records().len()
-                && let Some(seq) = take_index_log(&mut next, *kind)
+                && let Some(seq) = index_log(&mut next, *kind).take()
             {
                 dropped_logs.push((*kind, seq));
             }
@@ -73,12 +73,12 @@ impl Entry {
         }
         for (kind, doomed) in plan.logs {
             if let Some((_, seq)) = dropped_logs.iter().find(|(k, _)| *k == kind) {
-                if let Some(log) = st.take_log(kind) {
+                if let Some(log) = st.log_slot(kind).take() {
                     // The commit dropped it: nothing in it is needed any more.
                     log.retire();
                 }
                 let _ = remove_file_if_exists(&log_path(&self.dir, *seq));
-            } else if let Some(log) = st.log_mut(kind) {
+            } else if let Some(log) = st.log_slot(kind).as_mut() {
                 for ts in doomed {
                     log.append_remove(ts)?;
                 }

@@ -209,9 +209,29 @@ impl OpenLog {
         Ok(payload_offset)
     }
 
-    /// The log's path.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Maps the log for bulk reads (sealing). The caller holds the entry lock, so nothing
+    /// is appended while the mapping is in use.
+    pub fn map(&self) -> Result<Mmap> {
+        // SAFETY: the log is append-only and the caller holds the entry lock, so the mapped
+        // range is never written while mapped; the file is never truncated below `len`
+        // except at open, before any mapping exists.
+        let file = self.handle()?;
+        unsafe { Mmap::map(&*file) }
+            .map_err(|e| Error::io(format!("mapping {}", self.path.display()), e))
+    }
+
+    /// The payload of `rec` inside a mapping from [`OpenLog::map`], checked against its
+    /// operation's checksum.
+    pub fn payload_in<'m>(&self, map: &'m Mmap, rec: &LogRecord) -> Result<&'m [u8]> {
+        let end = (rec.offset + rec.meta.size) as usize;
+        let op_bytes = map.get(rec.op as usize..end).ok_or_else(|| {
+            Error::internal(format!(
+                "record {} lies past the end of {}",
+                rec.meta.timestamp,
+                self.path.display()
+            ))
+        })?;
+        rec.verified(op_bytes, &self.path.display())
     }
 
     /// The group-commit state of the file: what a writer waits on to make its append
@@ -300,28 +320,6 @@ impl OpenLog {
         let len = buf.len();
         Ok(Payload::Owned(Arc::new(buf), start..len))
     }
-}
-
-/// Maps log `file` (at `path`) for bulk reads of the records it held when mapped. A log
-/// is append-only and never truncated after its open, so the mapped bytes do not change
-/// while mapped (appends land past the mapping's end).
-pub fn map_log(file: &File, path: &Path) -> Result<Mmap> {
-    // SAFETY: the mapped range is never written while mapped (see above).
-    unsafe { Mmap::map(file) }.map_err(|e| Error::io(format!("mapping {}", path.display()), e))
-}
-
-/// The payload of `rec` inside `map`, a mapping of the log at `path` from [`map_log`],
-/// checked against its operation's checksum.
-pub fn payload_in_map<'m>(map: &'m [u8], rec: &LogRecord, path: &Path) -> Result<&'m [u8]> {
-    let end = (rec.offset + rec.meta.size) as usize;
-    let op_bytes = map.get(rec.op as usize..end).ok_or_else(|| {
-        Error::internal(format!(
-            "record {} lies past the end of {}",
-            rec.meta.timestamp,
-            path.display()
-        ))
-    })?;
-    rec.verified(op_bytes, &path.display())
 }
 
 #[cfg(test)]
@@ -451,7 +449,7 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let err = OpenLog::read_payload(&log.file().unwrap(), &rec).unwrap_err();
         assert!(err.message().contains("checksum"), "{}", err.message());
-        let map = map_log(&log.file().unwrap(), &path).unwrap();
-        assert!(payload_in_map(&map, &rec, &path).is_err());
+        let map = log.map().unwrap();
+        assert!(log.payload_in(&map, &rec).is_err());
     }
 }
