@@ -250,10 +250,17 @@ fn check_entry(dir: &Path, report: &mut CheckReport, remotes: &[Arc<Remote>]) ->
             Some("removed"),
         );
     }
-    for seq in index.open_log.iter().chain(&index.late_log) {
-        let path = log_path(dir, *seq);
+    for seq in index.log_seqs() {
+        let path = log_path(dir, seq);
         if path.exists() {
             report_scan(report, &path, OpenLog::scan(&path)?);
+        } else if index.sealing_logs.contains(&seq) {
+            report.add(
+                Severity::Error,
+                &path,
+                "the index names this full log, waiting for its seal, but it is missing: its records are lost".into(),
+                Some("dropped from the index"),
+            );
         } else {
             report.add(
                 Severity::Warning,

@@ -7,7 +7,8 @@
 //! <data>/<bucket>/.settings                 bucket settings (JSON, atomic replace)
 //! <data>/<bucket>/<entry…>/.index           entry index: blocks + open log (JSON + CRC)
 //! <data>/<bucket>/<entry…>/<seq>.blk        sealed blocks (frames + record table)
-//! <data>/<bucket>/<entry…>/<seq>.log        the open block (append-only log)
+//! <data>/<bucket>/<entry…>/<seq>.log        the open and late logs, and full logs
+//!                                           waiting for their seal (append-only)
 //! ```
 //!
 //! Where things are:
@@ -19,6 +20,8 @@
 //!   recovery;
 //! - `format/`: the files themselves (blocks, logs, edit logs, index, atomic replace);
 //! - `compress/`, `merge.rs`: recompression and the merge of overlapping blocks;
+//!   `sealer.rs`: the background thread of the large I/O no write waits for (seals of
+//!   full logs, folds of tombstoned blocks, unlinks of evicted files);
 //! - `remote/`: the object-store tier (S3 client, stubs, pending operations, frame cache,
 //!   collector);
 //! - `sync/`: what an acknowledgement waits for (group commit, the interval syncer, the log
@@ -64,6 +67,7 @@ pub(crate) mod query;
 pub(crate) mod record;
 pub mod remote;
 pub(crate) mod replica;
+pub(crate) mod sealer;
 pub(crate) mod settings;
 pub(crate) mod storage_cap;
 pub(crate) mod store;

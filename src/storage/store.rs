@@ -15,6 +15,7 @@ use crate::storage::merge::Merger;
 use crate::storage::names::{validate_bucket_name, validate_system_bucket_name};
 use crate::storage::observer::{ChangeObserver, Observers};
 use crate::storage::remote::Remotes;
+use crate::storage::sealer::{SealQueue, Sealer};
 use crate::storage::settings::BucketSettings;
 use crate::storage::storage_cap::StorageCap;
 use crate::storage::sync::{Durability, Syncer};
@@ -107,8 +108,10 @@ fn entry_context(
     cache: &Arc<BlockCache>,
     observer: &Arc<Observers>,
     remotes: &Arc<Remotes>,
+    seals: SealQueue,
 ) -> EntryContext {
     EntryContext {
+        seals,
         remotes: remotes.clone(),
         observer: observer.clone(),
         durability: durability.clone(),
@@ -127,6 +130,9 @@ pub struct Store {
     buckets: RwLock<BTreeMap<String, Arc<Bucket>>>,
     /// The background merge thread; stopped (and joined) when the store is dropped.
     merger: Merger,
+    /// The thread sealing full logs; stopped after the seals asked for, when the store
+    /// is dropped.
+    sealer: Sealer,
     /// The sync mode every entry's appends follow.
     durability: Arc<Durability>,
     /// The block caches every entry shares (bounded by the configuration, not the data).
@@ -199,6 +205,7 @@ impl Store {
     ) -> Result<Store> {
         let data = &config.data_path;
         let merger = Merger::start()?;
+        let sealer = Sealer::start()?;
         let durability = Durability::new(config.sync_mode);
         let syncer = Syncer::start(&durability)?;
         let observer = Arc::new(Observers::default());
@@ -210,7 +217,14 @@ impl Store {
         }));
         let mut unavailable_buckets = 0;
         let mut buckets = BTreeMap::new();
-        let ctx = entry_context(&config, &durability, &cache, &observer, &remotes);
+        let ctx = entry_context(
+            &config,
+            &durability,
+            &cache,
+            &observer,
+            &remotes,
+            sealer.queue(),
+        );
         for (name, dir) in bucket_dirs(data, config.read_only)? {
             match Bucket::open(&dir, &name, ctx.clone(), merger.queue()) {
                 Ok(bucket) => {
@@ -234,6 +248,7 @@ impl Store {
             config,
             buckets: RwLock::new(buckets),
             merger,
+            sealer,
             durability,
             cache,
             observer,
@@ -261,6 +276,7 @@ impl Store {
             &self.cache,
             &self.observer,
             &self.remotes,
+            self.sealer.queue(),
         )
     }
 

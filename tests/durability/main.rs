@@ -13,4 +13,5 @@ mod powercut;
 mod powercut_failover;
 mod powercut_rename;
 mod powercut_replication;
+mod powercut_seal;
 mod powercut_tier;

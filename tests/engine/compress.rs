@@ -47,6 +47,7 @@ fn store_in_order(
             None => fixtures::write_into(&bucket, entry, records).unwrap(),
         }
     }
+    bucket.catch_up().unwrap();
     store
 }
 

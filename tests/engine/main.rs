@@ -21,6 +21,7 @@ mod overlap;
 mod predict;
 mod replica;
 mod scheduler_healing;
+mod seal;
 mod selection;
 mod storage_api;
 mod tiny_caches;

@@ -84,6 +84,9 @@ struct State {
     dead: bool,
     /// Fsyncs left before an armed cut ([`PowerFs::cut_after_syncs`]), and its kind.
     armed: Option<(u64, Cut)>,
+    /// A cut armed on the fsyncs of files whose names end so
+    /// ([`PowerFs::cut_at_sync_of`]): the suffix, fsyncs left, and its kind.
+    armed_named: Option<(String, u64, Cut)>,
     cuts: u64,
 }
 
@@ -133,6 +136,7 @@ impl PowerFs {
                 next_ino: ROOT + 1,
                 dead: false,
                 armed: None,
+                armed_named: None,
                 cuts: 0,
             })),
         }
@@ -176,6 +180,12 @@ impl PowerFs {
         self.lock().armed = Some((n.max(1), how));
     }
 
+    /// Arms a cut that happens inside the `n`-th fsync from now of a file whose name ends
+    /// with `suffix` (`.blk`: a block being sealed or rewritten), instead of it.
+    pub fn cut_at_sync_of(&self, suffix: &str, n: u64, how: Cut) {
+        self.lock().armed_named = Some((suffix.to_string(), n.max(1), how));
+    }
+
     /// Whether the power is off (a cut happened since the last mount).
     pub fn is_cut(&self) -> bool {
         self.lock().dead
@@ -211,6 +221,7 @@ impl State {
         }
         self.dead = true;
         self.armed = None;
+        self.armed_named = None;
         self.cuts += 1;
         let mut rng = match how {
             Cut::Clean => None,
@@ -360,6 +371,16 @@ impl State {
         Ok(())
     }
 
+    /// Whether a directory names file `ino` with a name ending in `suffix`.
+    fn is_named(&self, ino: u64, suffix: &str) -> bool {
+        self.inodes.values().any(|inode| match &inode.node {
+            Node::Dir { entries, .. } => entries
+                .iter()
+                .any(|(name, child)| *child == ino && name.to_string_lossy().ends_with(suffix)),
+            Node::File { .. } => false,
+        })
+    }
+
     /// An fsync of a file (its data and size) or a directory (its entries). An armed cut
     /// happens instead of the sync that brings its count to zero.
     fn sync(&mut self, ino: u64) -> Result<(), Errno> {
@@ -370,6 +391,16 @@ impl State {
                 return Err(Errno::EIO);
             }
             self.armed = Some((left - 1, how));
+        }
+        if let Some((suffix, left, how)) = self.armed_named.clone()
+            && self.is_named(ino, &suffix)
+        {
+            if left <= 1 {
+                self.armed_named = None;
+                self.cut(how);
+                return Err(Errno::EIO);
+            }
+            self.armed_named = Some((suffix, left - 1, how));
         }
         match self.inodes.get_mut(&ino).map(|i| &mut i.node) {
             Some(Node::File { undo, .. }) => undo.clear(),

@@ -194,6 +194,18 @@ impl Bucket {
         self.entries_ref().values().cloned().collect()
     }
 
+    /// Does in the caller's thread what writes and removals left to the background
+    /// thread: seals every full log waiting for its seal, folds every block due for a
+    /// fold; returns once done and once the thread has finished what it was asked before
+    /// (tests and tools that look at the files on disk; reads never need it).
+    pub fn catch_up(&self) -> Result<()> {
+        use crate::storage::sealer::Sealable;
+        // The thread first: a job it started before would otherwise still be writing
+        // (or, on a failure, removing) a file when this returns.
+        self.ctx.seals.barrier();
+        self.entries().iter().try_for_each(|e| e.catch_up())
+    }
+
     /// Info of every listed entry (attachment entries are hidden), sorted by name.
     pub fn entry_infos(&self) -> Result<Vec<EntryInfo>> {
         self.entries()
@@ -274,7 +286,7 @@ impl Bucket {
                 self.name
             )));
         }
-        let entry = Arc::new(Entry::create(&self.name, name, &dir, self.ctx.clone())?);
+        let entry = Entry::create(&self.name, name, &dir, self.ctx.clone())?.into_shared();
         entries.insert(name.to_string(), entry.clone());
         Ok(entry)
     }

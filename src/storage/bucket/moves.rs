@@ -151,7 +151,7 @@ impl Bucket {
             let to = target(name);
             match Entry::open(&self.name, &to, &self.dir.join(&to), self.ctx.clone()) {
                 Ok(entry) => {
-                    entries.insert(to, Arc::new(entry));
+                    entries.insert(to, entry.into_shared());
                 }
                 Err(e) => log::error!(
                     "entry {}/{to} (renamed from {name}) is not available: {e}",

@@ -119,7 +119,7 @@ impl Bucket {
             match Entry::open(&self.name, name, path, self.ctx.clone()) {
                 Ok(entry) => {
                     let mut found = found.lock().unwrap_or_else(|p| p.into_inner());
-                    found.insert(name.clone(), Arc::new(entry));
+                    found.insert(name.clone(), entry.into_shared());
                 }
                 // A replica finds an entry its writer is creating: next time.
                 Err(e) if self.ctx.read_only && e.kind() == ErrorKind::NotFound => {}

@@ -71,7 +71,8 @@ impl Bucket {
     fn open_followed(&self, name: &str, path: &std::path::Path) {
         match Entry::open(&self.name, name, path, self.ctx.clone()) {
             Ok(entry) => {
-                self.entries_mut().insert(name.to_string(), Arc::new(entry));
+                self.entries_mut()
+                    .insert(name.to_string(), entry.into_shared());
                 self.unavailable
                     .write()
                     .unwrap_or_else(|p| p.into_inner())

@@ -210,6 +210,14 @@ impl Bucket {
         let pending = remotes
             .pending()
             .ok_or_else(|| Error::internal("a remote is configured without its journal"))?;
+        if !dry_run {
+            // A full log waiting for its background seal holds records as old as a
+            // block's: sealed first, so a run moves what its window says however far the
+            // background thread has got.
+            for entry in self.select_entries(entries)? {
+                entry.seal_all()?;
+            }
+        }
         let mut stats = TierStats::default();
         let (jobs, ready) = self.tier_jobs(entries, start, stop, pending, dry_run, &mut stats)?;
         if dry_run {

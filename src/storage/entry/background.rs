@@ -11,6 +11,7 @@ use super::Entry;
 /// entry's files while it lives ([`Entry::begin_removal`]).
 pub(crate) struct WritersStopped<'a> {
     _writers: MutexGuard<'a, ()>,
+    _sealers: MutexGuard<'a, ()>,
     _uploads: RwLockWriteGuard<'a, ()>,
 }
 
@@ -53,8 +54,9 @@ impl Entry {
         self.removing.load(Ordering::Acquire)
     }
 
-    /// Begins the entry's removal: asks running merges, recompressions and tier uploads
-    /// to stop, and waits until none holds the merge guard or an upload guard. While the returned guard lives no such
+    /// Begins the entry's removal: asks running merges, recompressions, seals and tier
+    /// uploads to stop, and waits until none holds the merge guard, the seal guard or an
+    /// upload guard. While the returned guard lives no such
     /// writer touches the entry's directory, so it can be renamed away and its name
     /// reused with nothing written into the new entry's files.
     ///
@@ -66,9 +68,11 @@ impl Entry {
         self.removing.store(true, Ordering::Release);
         let writers = self.merging.lock().unwrap_or_else(|p| p.into_inner());
         drop(self.state.lock().unwrap_or_else(|p| p.into_inner()));
+        let sealers = self.sealing.lock().unwrap_or_else(|p| p.into_inner());
         let uploads = self.uploading.write().unwrap_or_else(|p| p.into_inner());
         WritersStopped {
             _writers: writers,
+            _sealers: sealers,
             _uploads: uploads,
         }
     }

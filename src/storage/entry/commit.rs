@@ -129,6 +129,15 @@ impl Entry {
         Ok(ObsoleteFiles::collect(&self.dir, files))
     }
 
+    /// Saves `next` as the index file, the edit logs synced first: the index in memory may
+    /// rely on edits (a range narrowed by a tombstone, a block marked edited), and
+    /// "fsynced with the next commit" is the durability an edit was acknowledged with. Every
+    /// save of an entry's index goes through here, whatever else it commits.
+    pub(super) fn save_index(&self, st: &mut EntryState, next: &EntryIndex) -> Result<()> {
+        st.edits.values_mut().try_for_each(BlockEdits::sync)?;
+        next.save(&self.dir)
+    }
+
     /// Saves `next` as the index and retires the replaced blocks; returns their files.
     fn commit_index(
         &self,
@@ -140,10 +149,7 @@ impl Entry {
         // Edits can move a block's first timestamp (its first record removed), and sealed
         // or merged blocks are appended: restore the order the lookups rely on.
         next.blocks.sort_by_key(|b| b.first_ts);
-        // The index may now rely on edits (a range narrowed by a tombstone), and "fsynced
-        // with the next commit" is the durability an edit was acknowledged with.
-        let synced = st.edits.values_mut().try_for_each(BlockEdits::sync);
-        if let Err(e) = synced.and_then(|()| next.save(&self.dir)) {
+        if let Err(e) = self.save_index(st, &next) {
             for path in created {
                 let _ = remove_file_if_exists(path);
             }
@@ -186,6 +192,70 @@ mod tests {
     use crate::storage::record::RecordMeta;
     use crate::storage::settings::BucketSettings;
     use crate::storage::store::Store;
+
+    /// A tombstone that narrows a block's range is in the index in memory before it is
+    /// synced (sync mode `never`); any save of the index (here the one that starts a late
+    /// log, then the one that freezes a full log) persists that range, so it must sync the
+    /// edit log first: otherwise a power cut keeps the narrowed range and loses the
+    /// tombstone, and the entry counts a record it no longer serves.
+    #[test]
+    fn every_index_save_syncs_the_edit_logs_it_relies_on() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut config = Config::new(dir.path());
+        config.sync_mode = crate::storage::sync::SyncMode::Never;
+        // Tombstones stay tombstones (no fold rewrites the block).
+        config.tombstone_fold_share = 1.0;
+        let store = Store::open(config).expect("store");
+        let settings = BucketSettings {
+            max_block_records: 4,
+            ..Default::default()
+        };
+        let bucket = store.create_bucket("b", settings).expect("bucket");
+        let write = |ts: u64| {
+            let meta = RecordMeta {
+                timestamp: ts,
+                labels: Default::default(),
+                content_type: "text/plain".into(),
+                size: 1,
+            };
+            bucket.write("e", meta, b"x").expect("write");
+        };
+        for ts in [10, 20, 30, 40, 50] {
+            write(ts);
+        }
+        bucket.catch_up().expect("seal");
+        let entry = bucket.entry("e").expect("entry");
+        let block = entry.sealed_blocks().expect("blocks")[0].seq;
+        let edits_clean = || {
+            let st = entry.lock().expect("lock");
+            st.edits[&block].sync_handle().is_clean()
+        };
+        let tombstone = |ts: u64| {
+            bucket.remove_record("e", ts).expect("remove");
+            assert!(
+                !edits_clean(),
+                "never mode: the tombstone is not synced yet"
+            );
+        };
+        // A block's first change commits the index itself; the next ones wait for a commit.
+        bucket.remove_record("e", 20).expect("remove");
+        tombstone(40);
+        write(15);
+        assert!(
+            edits_clean(),
+            "the save that started the late log synced it"
+        );
+
+        for ts in [60, 70, 80] {
+            write(ts);
+        }
+        tombstone(30);
+        write(90);
+        let st = entry.lock().expect("lock");
+        assert!(!st.sealing.is_empty(), "the open log was frozen");
+        drop(st);
+        assert!(edits_clean(), "the save that froze the full log synced it");
+    }
 
     /// A commit that arrives after the entry's directory was renamed away (its removal
     /// under way, the entry not yet marked removed) must not write an index into whatever

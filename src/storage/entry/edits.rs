@@ -1,7 +1,7 @@
 //! Changes to records of sealed blocks: appended to the block's edit log (see
-//! `storage::format::edits`), then, for removals, the block dropped when empty, folded into
-//! a rewrite past the tombstone threshold or once its edit log is larger than the block,
-//! or its range narrowed.
+//! `storage::format::edits`), then, for removals, the block dropped when empty, or its
+//! range narrowed (and, past the tombstone threshold or once its edit log is larger than
+//! the block, a fold asked of the background thread: `fold.rs`).
 
 use std::sync::atomic::Ordering;
 
@@ -9,15 +9,14 @@ use super::{Entry, EntryState};
 use crate::error::Result;
 use crate::storage::format::edits::{BlockChange, BlockEdits};
 use crate::storage::format::index::max_overlap;
-use crate::storage::format::index::{BlockEntry, EditState, block_path, edits_path};
-use crate::storage::format::rewrite::write_records;
+use crate::storage::format::index::{EditState, edits_path};
 use crate::storage::sync::Pending;
 
 impl Entry {
     /// Changes records of sealed block `pos` by appending to its edit log (created on
     /// the first change): one small `pwrite`, as durable as a write, fsynced with the
-    /// entry's next commit. Removals then drop a block left empty, rewrite one whose
-    /// tombstoned share reached the fold threshold, or narrow its range. A block's first
+    /// entry's next commit. Removals then drop a block left empty or narrow its range,
+    /// and ask for the fold of one whose tombstones reached the threshold. A block's first
     /// change also commits the index, which from then on names the block as edited.
     pub(super) fn change_block(
         &self,
@@ -51,8 +50,8 @@ impl Entry {
             }
         };
         edits.append(&change)?;
-        // When a drop or fold below commits, the edit log is retired and this returns at
-        // once: the commit made the change durable.
+        // When a drop below commits, the edit log is retired and this returns at once:
+        // the commit made the change durable.
         let pending = self
             .ctx
             .durability
@@ -66,47 +65,23 @@ impl Entry {
         if !matches!(change, BlockChange::Remove(_)) {
             return Ok((pending, created));
         }
-        let b = &st.index.blocks[pos];
-        // A compressed block of small records is smaller than the tombstones of a third
-        // of them: once its edit log outgrows it, the removal is folded into a rewrite
-        // (same codec), so a removal never leaves the entry larger than its data.
-        let log_outgrew_block = st.edits.get(&seq).is_some_and(|e| e.file_len() > b.size);
-        if b.live_records() == 0 {
+        if st.index.blocks[pos].live_records() == 0 {
             let mut next = st.index.clone();
             next.blocks.remove(pos);
-            self.commit(st, next, &[], &[seq])?;
-        } else if b.remote.is_none()
-            && (b.edits.removed as f64 >= self.ctx.fold_share * b.record_count as f64
-                || log_outgrew_block)
-        {
-            // A tiered block keeps its tombstones in its edit log: folding would fetch
-            // it back to rewrite it locally.
-            self.fold(st, pos)?;
-        } else {
-            self.narrow_range(st, seq)?;
-            return Ok((pending, created));
+            // The unlink of a block file can take milliseconds: the background thread
+            // makes it, and no writer of the entry waits for it.
+            let files = self.commit_deferred(st, next, &[], &[seq])?;
+            self.ctx.seals.later(Box::new(move || files.remove()));
+            return Ok((pending, false));
         }
-        Ok((pending, false))
-    }
-
-    /// Rewrites sealed block `pos` with its edits folded in (tombstoned records dropped,
-    /// labels applied), keeping its codec, and commits it in place of the old file.
-    fn fold(&self, st: &mut EntryState, pos: usize) -> Result<()> {
-        let old = st.index.blocks[pos].clone();
-        let view = self.block_in(st, &old)?;
-        let mut next = st.index.clone();
-        let seq = next.take_seq();
-        let path = block_path(&self.dir, seq);
-        let summary = write_records(&view, old.codec, &path, self.ctx.frame_size)?;
-        log::debug!(
-            "entry {}/{}: folded {} tombstone(s) of block {} into a rewrite",
-            self.bucket,
-            self.name,
-            old.edits.removed,
-            old.first_ts
-        );
-        next.blocks[pos] = BlockEntry::from_summary(seq, &summary);
-        self.commit(st, next, &[path], &[old.seq])
+        let b = &st.index.blocks[pos];
+        if self.wants_fold(b, st.edits.get(&seq)) {
+            // The rewrite is as large as the block: the background thread makes it
+            // (`fold.rs`); until then the tombstones answer for it.
+            self.request_background();
+        }
+        self.narrow_range(st, seq)?;
+        Ok((pending, created))
     }
 
     /// Narrows block `seq`'s range to its live records when a tombstone removed its first

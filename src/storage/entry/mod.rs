@@ -10,12 +10,14 @@
 //! first timestamps and a walk back that stops as soon as `reach` falls below `ts`, without
 //! scanning the blocks before it (see [`EntryState::covering`]).
 //!
-//! This file and its `commit.rs`, `edits.rs` and `removal.rs` are the only places that
-//! change an entry's state; `read.rs` reads it, and the rewrites it commits are written by
+//! This file and its `commit.rs`, `edits.rs`, `removal.rs`, `seal.rs` and `fold.rs` are
+//! the only places that change an entry's state; `read.rs` reads it, and the rewrites it commits are written by
 //! functions of `storage::format` and `storage::merge`.
 //!
 //! Files: `state.rs` (the state behind the lock and its lookups); `commit.rs` (committing
-//! sealed blocks); `edits.rs` (relabels and removals of sealed records through edit logs);
+//! sealed blocks); `seal.rs` (full logs frozen by a write, sealed into blocks off the
+//! lock); `edits.rs` (relabels and removals of sealed records through edit logs);
+//! `fold.rs` (tombstones folded into rewrites off the lock);
 //! `removal.rs` (bulk removal); `read.rs`, `chunk.rs` and `tiered_source.rs` (reads,
 //! local and tiered); `stale.rs` (sealing logs nobody writes to); `background.rs`
 //! (coordinating with merges and removals outside the lock); `obsolete.rs` (files removed
@@ -28,12 +30,14 @@ mod background;
 mod chunk;
 mod commit;
 mod edits;
+mod fold;
 mod histogram;
 mod obsolete;
 mod read;
 mod rebuild;
 mod removal;
 mod replica;
+mod seal;
 mod stale;
 mod state;
 mod summary;
@@ -43,18 +47,15 @@ mod tiered_source;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 
 use crate::error::{Error, Result};
 use crate::storage::cache::BlockCache;
 use crate::storage::format::edits::BlockChange;
 use crate::storage::format::fsutil::{create_dirs_durably, fsync_dir, remove_file_if_exists};
 use crate::storage::format::index::max_overlap;
-use crate::storage::format::index::{
-    BlockEntry, EntryIndex, IndexLoad, block_path, edits_path, log_path,
-};
+use crate::storage::format::index::{BlockEntry, EntryIndex, IndexLoad, edits_path, log_path};
 use crate::storage::format::log::OpenLog;
-use crate::storage::format::rewrite::write_log_block;
 use crate::storage::names::validate_label_set;
 use crate::storage::record::{Labels, RecordMeta};
 use crate::storage::sync::{Durability, Pending};
@@ -69,8 +70,9 @@ pub(crate) use obsolete::{ObsoleteFiles, remove_in};
 use rebuild::rebuild_index;
 pub(crate) use rebuild::{EntryFiles, holds_entry, unnamed_files};
 pub(crate) use replica::Look;
+use seal::MAX_SEALING_LOGS;
 pub(crate) use stale::StaleLog;
-use state::index_log;
+use state::take_index_log;
 pub(crate) use state::{EntryState, LogKind, Place};
 pub use summary::{EntryInfo, RecordSpan, TierInfo};
 pub use tier::{Outgoing, TierStep, Uploaded};
@@ -98,6 +100,8 @@ pub(crate) struct EntryContext {
     pub observer: Arc<crate::storage::observer::Observers>,
     /// The remote object stores tiered blocks live on.
     pub remotes: Arc<crate::storage::remote::Remotes>,
+    /// Where full logs are sent to be sealed off the write path.
+    pub seals: crate::storage::sealer::SealQueue,
 }
 
 /// Gives every entry instance a unique id so cached blocks of a removed and re-created
@@ -162,6 +166,16 @@ pub struct Entry {
     /// Set when the entry's removal begins: writers holding `merging` stop at their next
     /// step and let the removal go on.
     removing: AtomicBool,
+    /// Held by whoever seals a log waiting for its seal (`seal.rs`): the background
+    /// sealer, or a writer the backlog stopped; the entry's removal takes it, as
+    /// `merging`.
+    sealing: Mutex<()>,
+    /// Set while the background sealer is asked for this entry and has not started on
+    /// it, so it is asked once.
+    background_queued: AtomicBool,
+    /// This entry as the bucket shares it ([`Entry::into_shared`]): what is sent to the
+    /// background thread.
+    this: Weak<Entry>,
     /// Held by a replica's load of the state again (`replica.rs`), so two at once do not
     /// both read the files.
     reloading: Mutex<()>,
@@ -197,6 +211,13 @@ impl Entry {
         {
             let mut st = entry.lock()?;
             entry.narrow_ranges(&mut st)?;
+        }
+        // Logs a crash left waiting for their seal are sealed now, before anyone writes;
+        // one that fails stays readable where it is and is tried again with the next seal.
+        if let Err(e) = entry.seal_all() {
+            log::error!(
+                "entry {bucket}/{name}: sealing the logs left full by a crash failed ({e}); their records are read from the logs meanwhile, and the seal is tried again with the next log that fills"
+            );
         }
         Ok(entry)
     }
@@ -242,13 +263,32 @@ impl Entry {
         let open = replay(index.open_log)?;
         let late = replay(index.late_log)?;
         let mut index = index;
+        let mut sealing = Vec::new();
+        let mut lost_logs = false;
+        for seq in std::mem::take(&mut index.sealing_logs) {
+            let path = log_path(dir, seq);
+            if path.exists() {
+                sealing.push((seq, OpenLog::open(&path)?));
+                index.sealing_logs.push(seq);
+            } else {
+                // It was the entry's open or late log before it filled, so its creation
+                // was durable: only damage from outside takes it.
+                log::error!(
+                    "entry {bucket}/{name}: the index names the full log {} but it is missing; its records are lost",
+                    path.display()
+                );
+                lost_logs = true;
+            }
+        }
         let (edits, lost_edits) =
             load_edits(bucket, name, dir, &mut index, ctx.accept_lost_edits, false)?;
-        if lost_edits {
+        if lost_edits || lost_logs {
             // The index stops expecting the lost logs.
             index.save(dir)?;
         }
-        Ok(EntryState::new(index, open, late, edits))
+        let mut state = EntryState::new(index, open, late, edits);
+        state.sealing = sealing;
+        Ok(state)
     }
 
     /// A tombstone on a block's first or last record narrows its range; the index on
@@ -280,9 +320,21 @@ impl Entry {
             merging: Mutex::new(()),
             uploading: RwLock::new(()),
             removing: AtomicBool::new(false),
+            sealing: Mutex::new(()),
+            background_queued: AtomicBool::new(false),
+            this: Weak::new(),
             reloading: Mutex::new(()),
             state: Mutex::new(state),
         }
+    }
+
+    /// The entry as its bucket shares it, able to ask the background thread for work
+    /// (seals, folds) on its own behalf.
+    pub(crate) fn into_shared(mut self) -> Arc<Entry> {
+        Arc::new_cyclic(|this| {
+            self.this = this.clone();
+            self
+        })
     }
 
     /// The entry name.
@@ -342,45 +394,54 @@ impl Entry {
                 u64::MAX - 1
             )));
         }
-        let mut st = self.lock()?;
-        if self.has_record(&st, ts)? {
-            return Err(Error::conflict(format!(
-                "A record with timestamp {ts} already exists"
-            )));
-        }
-        let full = |log: &OpenLog| {
-            log.records().len() as u64 >= limits.max_block_records
-                || log.payload_bytes() + payload.len() as u64 > limits.max_block_size
-        };
-        let mut kind = if st.is_belated(ts) {
-            LogKind::Late
-        } else {
-            LogKind::Open
-        };
-        if kind == LogKind::Open
-            && let Some(open) = st.open.as_ref()
-            && full(open)
-            && open.records().keys().next_back().is_some_and(|&l| ts < l)
-        {
-            // A full open block seals only when a write extends it (so its records stay
-            // newer than every sealed block); a write inside its range goes to the late
-            // log instead of growing it past the limits.
-            kind = LogKind::Late;
-        }
-        match st.log(kind) {
-            None => self.start_log(&mut st, kind)?,
-            Some(log) if full(log) && !log.records().is_empty() => {
-                self.seal(&mut st, kind)?;
-                self.start_log(&mut st, kind)?;
+        loop {
+            let mut st = self.lock()?;
+            if self.has_record(&st, ts)? {
+                return Err(Error::conflict(format!(
+                    "A record with timestamp {ts} already exists"
+                )));
             }
-            Some(_) => {}
+            let full = |log: &OpenLog| {
+                log.records().len() as u64 >= limits.max_block_records
+                    || log.payload_bytes() + payload.len() as u64 > limits.max_block_size
+            };
+            let mut kind = if st.is_belated(ts) {
+                LogKind::Late
+            } else {
+                LogKind::Open
+            };
+            if kind == LogKind::Open
+                && let Some(open) = st.open.as_ref()
+                && full(open)
+                && open.records().keys().next_back().is_some_and(|&l| ts < l)
+            {
+                // A full open block seals only when a write extends it (so its records stay
+                // newer than every sealed block); a write inside its range goes to the late
+                // log instead of growing it past the limits.
+                kind = LogKind::Late;
+            }
+            match st.log(kind) {
+                None => self.start_log(&mut st, kind)?,
+                Some(log) if full(log) && !log.records().is_empty() => {
+                    if st.sealing.len() >= MAX_SEALING_LOGS {
+                        // Back pressure: the background seal is this many logs behind, so
+                        // this writer seals the oldest itself (off the lock) before going on.
+                        drop(st);
+                        if !self.seal_next()? && self.is_removing() {
+                            return Err(self.entry_gone());
+                        }
+                        continue;
+                    }
+                    // The full log waits for the background seal; this write starts the
+                    // next one and is acknowledged as any other (`seal.rs`).
+                    self.freeze(&mut st, kind, true)?;
+                }
+                Some(_) => {}
+            }
+            let log = st.log_mut(kind).expect("a log exists after start_log");
+            log.append_record(meta, payload)?;
+            return Ok(self.after_append(log));
         }
-        let log = st
-            .log_slot(kind)
-            .as_mut()
-            .expect("a log exists after start_log");
-        log.append_record(meta, payload)?;
-        Ok(self.after_append(log))
     }
 
     /// What the writer of an append to `log` waits for, as the sync mode has it.
@@ -393,17 +454,38 @@ impl Entry {
     /// Starts a new, empty log of `kind` and commits the index naming it.
     fn start_log(&self, st: &mut EntryState, kind: LogKind) -> Result<()> {
         let mut next = st.index.clone();
-        let seq = next.take_seq();
-        *index_log(&mut next, kind) = Some(seq);
-        let path = log_path(&self.dir, seq);
-        let log = OpenLog::create(&path)?;
-        if let Err(e) = next.save(&self.dir) {
-            let _ = remove_file_if_exists(&path);
+        let log = self.create_log(&mut next, kind)?;
+        if let Err(e) = self.save_index(st, &next) {
+            let _ = remove_file_if_exists(log.path());
             return Err(e);
         }
         st.index = next;
-        *st.log_slot(kind) = Some(log);
+        st.put_log(kind, log);
         Ok(())
+    }
+
+    /// Creates the file of a new log of `kind` (open or late) and names it in `next`, the
+    /// index the caller commits.
+    fn create_log(&self, next: &mut EntryIndex, kind: LogKind) -> Result<OpenLog> {
+        let seq = next.take_seq();
+        match kind {
+            LogKind::Open => next.open_log = Some(seq),
+            LogKind::Late => next.late_log = Some(seq),
+            LogKind::Sealing(_) => {
+                return Err(Error::internal(
+                    "a log waiting for its seal is never started".to_string(),
+                ));
+            }
+        }
+        OpenLog::create(&log_path(&self.dir, seq))
+    }
+
+    /// The error of a change to an entry whose removal has begun.
+    fn entry_gone(&self) -> Error {
+        Error::not_found(format!(
+            "Entry '{}' not found in bucket '{}'",
+            self.name, self.bucket
+        ))
     }
 
     /// Changes labels: a non-empty value sets the label, an empty value removes it.
@@ -429,10 +511,7 @@ impl Entry {
         };
         match self.place(&st, ts)?.ok_or_else(|| self.not_found(ts))? {
             Place::Log(kind) => {
-                let log = st
-                    .log_slot(kind)
-                    .as_mut()
-                    .expect("a record was found in this log");
+                let log = st.log_mut(kind).expect("a record was found in this log");
                 let current = &log.records()[&ts].meta;
                 let labels = apply(&current.labels);
                 if labels == current.labels {
@@ -461,10 +540,7 @@ impl Entry {
         let mut st = self.lock()?;
         match self.place(&st, ts)?.ok_or_else(|| self.not_found(ts))? {
             Place::Log(kind) => {
-                let log = st
-                    .log_slot(kind)
-                    .as_mut()
-                    .expect("a record was found in this log");
+                let log = st.log_mut(kind).expect("a record was found in this log");
                 log.append_remove(ts)?;
                 Ok(self.after_append(log))
             }
@@ -474,31 +550,6 @@ impl Entry {
                 self.change_block(&mut st, pos, BlockChange::Remove(vec![(ts, size)]))
             }
         }
-    }
-
-    /// Turns a log into a sealed block file and commits it; the entry then has no log of
-    /// that kind until the next write that needs one starts it.
-    fn seal(&self, st: &mut EntryState, kind: LogKind) -> Result<()> {
-        let log = st.log(kind).expect("seal is only called with a log");
-        let mut next = st.index.clone();
-        let old_log = index_log(&mut next, kind).take();
-        let mut created = Vec::new();
-        if !log.records().is_empty() {
-            let seq = next.take_seq();
-            let path = block_path(&self.dir, seq);
-            let summary = write_log_block(log, &path, self.ctx.frame_size)?;
-            next.blocks.push(BlockEntry::from_summary(seq, &summary));
-            created.push(path);
-        }
-        self.commit(st, next, &created, &[])?;
-        if let Some(log) = st.log_slot(kind).take() {
-            // Every live record is now in a synced, committed block.
-            log.retire();
-        }
-        if let Some(seq) = old_log {
-            let _ = remove_file_if_exists(&log_path(&self.dir, seq));
-        }
-        Ok(())
     }
 
     /// A snapshot of the sealed blocks, sorted by first timestamp.

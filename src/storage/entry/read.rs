@@ -408,10 +408,7 @@ impl Entry {
                 .map(|(_, r)| r.clone())
                 .collect();
             // A log's number stands in for a block's in the report of a failure to open it.
-            let seq = match kind {
-                LogKind::Open => st.index.open_log,
-                LogKind::Late => st.index.late_log,
-            };
+            let seq = st.log_seq(kind);
             let file = log.file().map_err(|e| (seq.unwrap_or(u64::MAX), e))?;
             Ok((file, records))
         };

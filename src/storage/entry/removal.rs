@@ -1,11 +1,10 @@
 //! Removing records in bulk: a time range (remove-queries, delete policies, maintenance)
 //! planned before anything is written, and whole blocks (the FIFO quota).
 
-use super::{Entry, ObsoleteFiles, index_log};
+use super::{Entry, ObsoleteFiles, take_index_log};
 use crate::error::Result;
 use crate::storage::bulk::{BlockPlan, RecordFilter, RemoveStats, plan_removal};
 use crate::storage::format::edits::BlockChange;
-use crate::storage::format::fsutil::remove_file_if_exists;
 use crate::storage::format::index::log_path;
 use crate::storage::sync::Pending;
 
@@ -43,7 +42,7 @@ impl Entry {
         for (kind, doomed) in &plan.logs {
             let log = st.log(*kind).expect("the plan names only existing logs");
             if doomed.len() == log.records().len()
-                && let Some(seq) = index_log(&mut next, *kind).take()
+                && let Some(seq) = take_index_log(&mut next, *kind)
             {
                 dropped_logs.push((*kind, seq));
             }
@@ -71,22 +70,26 @@ impl Entry {
             let next = st.index.clone();
             self.commit(&mut st, next, &[], &[])?;
         }
+        let mut dropped_log_files = Vec::new();
         for (kind, doomed) in plan.logs {
             if let Some((_, seq)) = dropped_logs.iter().find(|(k, _)| *k == kind) {
-                if let Some(log) = st.log_slot(kind).take() {
+                if let Some(log) = st.take_log(kind) {
                     // The commit dropped it: nothing in it is needed any more.
                     log.retire();
                 }
-                let _ = remove_file_if_exists(&log_path(&self.dir, *seq));
-            } else if let Some(log) = st.log_slot(kind).as_mut() {
+                dropped_log_files.push(log_path(&self.dir, *seq));
+            } else if let Some(log) = st.log_mut(kind) {
                 for ts in doomed {
                     log.append_remove(ts)?;
                 }
                 pending.add(self.after_append(log));
             }
         }
+        // A dropped log may be a full one (64 MB): unlinked after the lock, as the blocks.
+        let dropped_log_files = ObsoleteFiles::collect(&self.dir, dropped_log_files);
         drop(st);
         dropped_files.remove();
+        dropped_log_files.remove();
         pending.wait()?;
         Ok(plan.stats)
     }
@@ -102,7 +105,70 @@ impl Entry {
         let gone = next.blocks.remove(pos);
         let files = self.commit_deferred(&mut st, next, &[], &[seq])?;
         drop(st);
-        files.remove();
+        // The write that asked for room waits for the commit, not for the unlink.
+        self.ctx.seals.later(Box::new(move || files.remove()));
         Ok(gone.live_records())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::storage::config::Config;
+    use crate::storage::format::index::block_path;
+    use crate::storage::record::{Labels, RecordMeta};
+    use crate::storage::settings::BucketSettings;
+    use crate::storage::store::Store;
+
+    /// A FIFO eviction waits for the commit that drops the block, not for the unlink of
+    /// its file: that is queued for the background thread, held off here behind another
+    /// entry's seal, and done once the thread gets to it.
+    #[test]
+    fn an_eviction_leaves_the_unlink_to_the_background_thread() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(Config::new(dir.path())).expect("store");
+        let settings = BucketSettings {
+            max_block_records: 2,
+            ..Default::default()
+        };
+        let bucket = store.create_bucket("b", settings).expect("bucket");
+        let write = |entry: &str, ts: u64| {
+            let meta = RecordMeta {
+                timestamp: ts,
+                labels: Labels::new(),
+                content_type: "text/plain".into(),
+                size: 0,
+            };
+            bucket.write(entry, meta, b"payload").expect("write");
+        };
+        for ts in 1..=3 {
+            write("e", ts);
+        }
+        bucket.catch_up().expect("sealed");
+        write("busy", 1);
+        let busy = bucket.entry("busy").expect("busy");
+        let held = busy.sealing.lock().expect("guard");
+        // The third write freezes a full log and asks the thread, which waits for the
+        // guard: what is queued after it waits too.
+        write("busy", 2);
+        write("busy", 3);
+        let entry = bucket.entry("e").expect("e");
+        let evicted = entry.sealed_blocks().expect("blocks")[0].seq;
+        assert_eq!(entry.drop_block(evicted).expect("evict"), 2);
+        let file = block_path(entry.dir(), evicted);
+        assert!(
+            !entry
+                .sealed_blocks()
+                .expect("blocks")
+                .iter()
+                .any(|b| b.seq == evicted),
+            "committed"
+        );
+        assert!(file.exists(), "the evicting writer did not unlink it");
+        drop(held);
+        let started = std::time::Instant::now();
+        while file.exists() && started.elapsed() < std::time::Duration::from_secs(10) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(!file.exists(), "the background thread unlinked it");
     }
 }

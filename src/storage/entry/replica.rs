@@ -187,6 +187,12 @@ fn load_once(bucket: &str, name: &str, dir: &Path, ctx: &EntryContext) -> Result
     };
     let open = replay(index.open_log)?;
     let late = replay(index.late_log)?;
+    let mut sealing = Vec::new();
+    for &seq in &index.sealing_logs {
+        if let Some(log) = replay(Some(seq))? {
+            sealing.push((seq, log));
+        }
+    }
     for b in &index.blocks {
         let path = super::edits_path(dir, b.seq);
         let identity = file_identity(&path);
@@ -196,6 +202,7 @@ fn load_once(bucket: &str, name: &str, dir: &Path, ctx: &EntryContext) -> Result
     }
     let (edits, _) = load_edits(bucket, name, dir, &mut index, ctx.accept_lost_edits, true)?;
     let mut state = EntryState::new(index, open, late, edits);
+    state.sealing = sealing;
     state.seen = Some(DiskVersion {
         dir: dir_id,
         index: index_identity(&bytes),

@@ -48,18 +48,24 @@ impl Entry {
     /// Seals the logs whose every record lies in `[start, stop)`, so a compress run over
     /// that window compresses them too: an entry that stopped receiving writes would
     /// otherwise keep its last block raw forever. A later write starts a new log. Returns
-    /// how many were sealed.
+    /// how many were sealed. The logs are taken off the write path under the lock and
+    /// copied without it (`seal.rs`), as a full log is.
     pub(crate) fn seal_stale_logs(&self, start: u64, stop: u64) -> Result<usize> {
-        let mut st = self.lock()?;
-        let kinds = Self::stale_kinds(&st, start, stop);
-        for &kind in &kinds {
-            self.seal(&mut st, kind)?;
-        }
+        let kinds = {
+            let mut st = self.lock()?;
+            let kinds = Self::stale_kinds(&st, start, stop);
+            for &kind in &kinds {
+                self.freeze(&mut st, kind, false)?;
+            }
+            kinds
+        };
+        self.seal_all()?;
         Ok(kinds.len())
     }
 
     fn stale_kinds(st: &EntryState, start: u64, stop: u64) -> Vec<LogKind> {
         st.logs()
+            .filter(|(kind, _)| !matches!(kind, LogKind::Sealing(_)))
             .filter(|(_, log)| {
                 let stamps = log.records();
                 stamps.keys().next().is_some_and(|&first| first >= start)

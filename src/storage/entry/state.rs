@@ -1,6 +1,7 @@
-//! The state of an entry behind its lock — its index, its two logs and `reach`, the
-//! running maximum of the blocks' last timestamps — with the lookups over it. The state is
-//! changed only by `Entry` in `mod.rs`.
+//! The state of an entry behind its lock — its index, its two logs, the full logs waiting
+//! for their seal, and `reach`, the running maximum of the blocks' last timestamps — with
+//! the lookups over it. The state is changed only by `Entry` in `mod.rs` and the files it
+//! names.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,13 +11,16 @@ use crate::storage::format::edits::BlockEdits;
 use crate::storage::format::index::EntryIndex;
 use crate::storage::format::log::OpenLog;
 
-/// The two append-only logs of an entry.
+/// The append-only logs of an entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LogKind {
     /// The open block: writes at or after its first record.
     Open,
     /// Belated writes, older than the open block.
     Late,
+    /// A full log (this sequence number) taken off the write path and waiting for the
+    /// background seal: no record is added to it, relabels and removals still are.
+    Sealing(u64),
 }
 
 /// Where an existing record lives.
@@ -36,6 +40,9 @@ pub(crate) struct EntryState {
     pub(crate) index: EntryIndex,
     pub(crate) open: Option<OpenLog>,
     pub(crate) late: Option<OpenLog>,
+    /// The full logs waiting for their seal, oldest first, with their sequence numbers
+    /// (the index's `sealing_logs`).
+    pub(crate) sealing: Vec<(u64, OpenLog)>,
     /// The edit logs of sealed blocks that have one, by block sequence number.
     pub(crate) edits: HashMap<u64, BlockEdits>,
     /// `reach[i]` = the greatest `last_ts` of `index.blocks[..=i]`.
@@ -56,6 +63,7 @@ impl EntryState {
             index,
             open,
             late,
+            sealing: Vec::new(),
             edits,
             reach: Vec::new(),
             removed: false,
@@ -109,37 +117,100 @@ impl EntryState {
         match kind {
             LogKind::Open => self.open.as_ref(),
             LogKind::Late => self.late.as_ref(),
+            LogKind::Sealing(seq) => self
+                .sealing
+                .iter()
+                .find(|(s, _)| *s == seq)
+                .map(|(_, log)| log),
         }
     }
 
-    pub(super) fn log_slot(&mut self, kind: LogKind) -> &mut Option<OpenLog> {
+    pub(super) fn log_mut(&mut self, kind: LogKind) -> Option<&mut OpenLog> {
         match kind {
-            LogKind::Open => &mut self.open,
-            LogKind::Late => &mut self.late,
+            LogKind::Open => self.open.as_mut(),
+            LogKind::Late => self.late.as_mut(),
+            LogKind::Sealing(seq) => self
+                .sealing
+                .iter_mut()
+                .find(|(s, _)| *s == seq)
+                .map(|(_, log)| log),
         }
     }
 
-    /// The logs that exist, with their kind.
+    /// Installs `log` as the open or late log (a log waiting for its seal is added by
+    /// the freeze that takes it off the write path).
+    pub(super) fn put_log(&mut self, kind: LogKind, log: OpenLog) {
+        match kind {
+            LogKind::Open => self.open = Some(log),
+            LogKind::Late => self.late = Some(log),
+            LogKind::Sealing(seq) => self.sealing.push((seq, log)),
+        }
+    }
+
+    /// Takes the log of `kind` out of the state (its file is the caller's to retire).
+    pub(super) fn take_log(&mut self, kind: LogKind) -> Option<OpenLog> {
+        match kind {
+            LogKind::Open => self.open.take(),
+            LogKind::Late => self.late.take(),
+            LogKind::Sealing(seq) => {
+                let pos = self.sealing.iter().position(|(s, _)| *s == seq)?;
+                Some(self.sealing.remove(pos).1)
+            }
+        }
+    }
+
+    /// The logs that exist, with their kind: the open log, the late log, then the logs
+    /// waiting for their seal.
     pub(crate) fn logs(&self) -> impl Iterator<Item = (LogKind, &OpenLog)> {
-        [LogKind::Open, LogKind::Late]
+        let written = [LogKind::Open, LogKind::Late]
             .into_iter()
-            .filter_map(|k| self.log(k).map(|l| (k, l)))
+            .filter_map(|k| self.log(k).map(|l| (k, l)));
+        written.chain(
+            self.sealing
+                .iter()
+                .map(|(seq, log)| (LogKind::Sealing(*seq), log)),
+        )
+    }
+
+    /// The sequence number of the log of `kind`, as the index names it.
+    pub(crate) fn log_seq(&self, kind: LogKind) -> Option<u64> {
+        match kind {
+            LogKind::Open => self.index.open_log,
+            LogKind::Late => self.index.late_log,
+            LogKind::Sealing(seq) => Some(seq),
+        }
     }
 
     /// True when a write at `ts` is belated: older than the open block's first record, or,
-    /// with no record in the open block, not past every sealed block.
+    /// with no record in the open block, not past every sealed block and every log
+    /// waiting for its seal (blocks a moment from now).
     pub(super) fn is_belated(&self, ts: u64) -> bool {
         match self.open.as_ref().and_then(|o| o.records().keys().next()) {
             Some(&first) => ts < first,
-            None => self.sealed_latest().is_some_and(|last| ts <= last),
+            None => {
+                let sealing = self
+                    .sealing
+                    .iter()
+                    .filter_map(|(_, log)| log.records().keys().next_back().copied());
+                self.sealed_latest()
+                    .into_iter()
+                    .chain(sealing)
+                    .max()
+                    .is_some_and(|last| ts <= last)
+            }
         }
     }
 }
 
-/// The index field naming a log.
-pub(super) fn index_log(index: &mut EntryIndex, kind: LogKind) -> &mut Option<u64> {
+/// Takes the log of `kind` out of `index`: the open or late log's field cleared, or a
+/// sealing log's number removed. Returns its sequence number.
+pub(super) fn take_index_log(index: &mut EntryIndex, kind: LogKind) -> Option<u64> {
     match kind {
-        LogKind::Open => &mut index.open_log,
-        LogKind::Late => &mut index.late_log,
+        LogKind::Open => index.open_log.take(),
+        LogKind::Late => index.late_log.take(),
+        LogKind::Sealing(seq) => {
+            let pos = index.sealing_logs.iter().position(|s| *s == seq)?;
+            Some(index.sealing_logs.remove(pos))
+        }
     }
 }

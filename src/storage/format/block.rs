@@ -27,6 +27,7 @@ use crate::storage::format::block_record::BlockRecord;
 use crate::storage::format::codec::Codec;
 use crate::storage::format::columns::TableColumns;
 use crate::storage::format::frames::{BlockFrames, DecodedFrame, Fetch, FileIdentity, FrameChecks};
+use crate::storage::format::writeback::Writeback;
 use crate::storage::record::{Payload, RecordMeta};
 
 mod footer;
@@ -60,6 +61,7 @@ pub struct BlockWriter {
     frames: Vec<FrameInfo>,
     records: Vec<BlockRecord>,
     payload_bytes: u64,
+    writeback: Writeback,
 }
 
 impl BlockWriter {
@@ -83,6 +85,7 @@ impl BlockWriter {
             frames: Vec::new(),
             records: Vec::new(),
             payload_bytes: 0,
+            writeback: Writeback::default(),
         };
         writer.write(BLOCK_MAGIC)?;
         Ok(writer)
@@ -93,6 +96,13 @@ impl BlockWriter {
             .write_all(bytes)
             .map_err(|e| Error::io(format!("writing block {}", self.path.display()), e))?;
         self.pos += bytes.len() as u64;
+        if self.writeback.due(self.pos) {
+            // Handed to the kernel first, so the request covers the bytes.
+            self.out
+                .flush()
+                .map_err(|e| Error::io(format!("writing block {}", self.path.display()), e))?;
+            self.writeback.start(self.out.get_ref(), self.pos);
+        }
         Ok(())
     }
 

@@ -5,7 +5,10 @@
 //! Format 1 (read only) required sealed blocks to cover disjoint time ranges and had no late
 //! log. Format 2 (written now) lets blocks overlap in time — a belated write appends to the
 //! late log, which seals into a block whose range may overlap others — and names the late
-//! log. A format-1 index is a valid format-2 index without a late log.
+//! log. A format-1 index is a valid format-2 index without a late log. Format 3 adds
+//! `sealing_logs`, the full logs waiting for the background seal; it is written only while
+//! there are some (so a version that reads 2 refuses, instead of removing them as files
+//! it does not know), and format 2 otherwise.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -19,8 +22,10 @@ use crate::storage::format::fsutil::{strip_crc_trailer, with_crc_trailer, write_
 
 /// File name of the index inside an entry directory.
 pub const INDEX_FILE: &str = ".index";
-/// The format this version writes.
-pub const INDEX_FORMAT: u32 = 2;
+/// The newest format this version writes (only while logs wait for their seal).
+pub const INDEX_FORMAT: u32 = 3;
+/// The format written when no log waits for its seal, which older versions still read.
+const PLAIN_FORMAT: u32 = 2;
 /// The oldest format this version still reads.
 const OLDEST_READABLE_FORMAT: u32 = 1;
 
@@ -170,6 +175,10 @@ pub struct EntryIndex {
     /// Sequence number of the late log (writes older than the open block), if there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub late_log: Option<u64>,
+    /// Full logs taken off the write path, oldest first: their records are read from
+    /// them until the background seal commits each as a block (`entry/seal.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sealing_logs: Vec<u64>,
 }
 
 /// What reading an entry's index found.
@@ -241,7 +250,7 @@ impl EntryIndex {
     /// An empty index.
     pub fn new() -> Self {
         EntryIndex {
-            format: INDEX_FORMAT,
+            format: PLAIN_FORMAT,
             ..Default::default()
         }
     }
@@ -256,11 +265,21 @@ impl EntryIndex {
     /// Names of every file this index refers to.
     pub fn file_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self.blocks.iter().map(BlockEntry::file_name).collect();
-        for seq in self.open_log.iter().chain(&self.late_log) {
+        for seq in self.log_seqs() {
             names.push(format!("{seq:016x}.log"));
         }
         names.push(INDEX_FILE.to_string());
         names
+    }
+
+    /// The sequence numbers of every log the index names: the open log, the late log, and
+    /// the logs waiting for their seal.
+    pub fn log_seqs(&self) -> impl Iterator<Item = u64> + '_ {
+        self.open_log
+            .iter()
+            .chain(&self.late_log)
+            .chain(&self.sealing_logs)
+            .copied()
     }
 
     /// Every file of the entry directory this index keeps: the files it names and the
@@ -324,9 +343,14 @@ impl EntryIndex {
     /// Commits the index: atomic replace, the moment a change happens.
     pub fn save(&self, dir: &Path) -> Result<()> {
         let mut current = std::borrow::Cow::Borrowed(self);
-        if self.format != INDEX_FORMAT {
+        let format = if self.sealing_logs.is_empty() {
+            PLAIN_FORMAT
+        } else {
+            INDEX_FORMAT
+        };
+        if self.format != format {
             // An index loaded in an older format is written in the current one.
-            current.to_mut().format = INDEX_FORMAT;
+            current.to_mut().format = format;
         }
         let body = serde_json::to_vec(&*current)
             .map_err(|e| Error::internal(format!("encoding index: {e}")))?;
@@ -382,6 +406,7 @@ mod tests {
         index.open_log = Some(index.take_seq());
         index.late_log = Some(index.take_seq());
         index.save(dir.path()).unwrap();
+        index.format = PLAIN_FORMAT;
         assert_eq!(EntryIndex::load(dir.path()).unwrap(), index);
         assert_eq!(
             index.file_names(),

@@ -12,7 +12,7 @@
 //! (a block's edit log); `index.rs` (the entry index, the commit point); `rewrite.rs`
 //! (writing a block from existing records); `journaled_map.rs` (small durable maps:
 //! policies, replication tasks); `binary.rs`, `codec.rs`, `fsutil.rs` (encoding, codecs,
-//! atomic replace).
+//! atomic replace); `writeback.rs` (a block file written back a chunk at a time).
 
 pub(crate) mod binary;
 pub mod block;
@@ -30,3 +30,4 @@ pub(crate) mod lookup;
 pub(crate) mod oplog;
 pub(crate) mod rewrite;
 pub(crate) mod table_row;
+pub(crate) mod writeback;

@@ -86,9 +86,11 @@ pub fn create(path: &Path, magic: &[u8; 8], sync: bool) -> Result<File> {
 pub enum Header {
     /// The magic: the file is what it claims to be.
     Valid,
-    /// Shorter than the magic and a prefix of it: a creation that was interrupted.
+    /// Shorter than the magic, a prefix of it (then zeros, if anything): a creation that
+    /// was interrupted.
     Interrupted,
-    /// Zeros where the magic belongs: the file's size reached the disk before its data.
+    /// Zeros where the magic belongs, or a prefix of it then zeros: the file's size
+    /// reached the disk before all of its data (its header's write torn by a power loss).
     Zeros,
     /// Something else: damaged bytes (or a creation whose first bytes were torn by a power
     /// loss while the file's name was already durable). The operations after it are
@@ -119,14 +121,19 @@ impl Scan {
 /// Scans the bytes of an op file: which operations are valid, where damage sits inside it,
 /// and what tail a crash left. Pure: `open` and `halflife check` act on the same answer.
 pub fn scan(bytes: &[u8], magic: &[u8; 8]) -> Scan {
-    let header = if bytes.len() < magic.len() && magic.starts_with(bytes) {
-        Header::Interrupted
-    } else if bytes.len() >= magic.len() && bytes[..magic.len()].iter().all(|&b| b == 0) {
-        Header::Zeros
-    } else if bytes.len() < magic.len() || &bytes[..magic.len()] != magic {
-        Header::Bad
-    } else {
+    let head = &bytes[..bytes.len().min(magic.len())];
+    let matched = head.iter().zip(magic).take_while(|(a, b)| a == b).count();
+    // A prefix of the magic (maybe empty), then zeros: the header's write did not all
+    // reach the disk (a creation cut short, or torn by a power loss before its sync).
+    let cut_short = head[matched..].iter().all(|&b| b == 0);
+    let header = if head == magic {
         Header::Valid
+    } else if cut_short && bytes.len() < magic.len() {
+        Header::Interrupted
+    } else if cut_short {
+        Header::Zeros
+    } else {
+        Header::Bad
     };
     let mut found = Scan {
         header,

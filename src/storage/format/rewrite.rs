@@ -3,6 +3,7 @@
 //! a new file (fsynced) and return what it holds, and the caller commits the index naming
 //! it (`docs/storage.md`, "The write path"). On error the partial file is removed.
 
+use std::fs::File;
 use std::path::Path;
 
 use crate::error::Result;
@@ -10,7 +11,7 @@ use crate::storage::format::block::{BlockWriter, SealedBlock};
 use crate::storage::format::block_meta::BlockSummary;
 use crate::storage::format::codec::Codec;
 use crate::storage::format::fsutil::remove_file_if_exists;
-use crate::storage::format::log::OpenLog;
+use crate::storage::format::log::{LogRecord, OpenLog, read_payload_into};
 
 /// Creates block file `path` with `codec`, lets `write` push its records, and finishes
 /// (fsyncs) it. A failure after the file was created removes it; a file that could not be
@@ -50,10 +51,29 @@ pub fn write_records(
 
 /// Writes the live records of a log (which must hold at least one) into block file `path`.
 pub fn write_log_block(log: &OpenLog, path: &Path, frame_size: usize) -> Result<BlockSummary> {
+    write_log_records(
+        &*log.file()?,
+        log.path(),
+        log.records().values(),
+        path,
+        frame_size,
+    )
+}
+
+/// Writes `records` (in timestamp order, at least one) of the log file `log` at `log_path`
+/// into block file `path`: the seal of a log taken off the write path, which reads a
+/// snapshot of its records without the entry lock.
+pub fn write_log_records<'r>(
+    log: &File,
+    log_path: &Path,
+    records: impl IntoIterator<Item = &'r LogRecord>,
+    path: &Path,
+    frame_size: usize,
+) -> Result<BlockSummary> {
     write_new_block(path, Codec::None, frame_size, |writer| {
-        let map = log.map()?;
-        for rec in log.records().values() {
-            writer.push(&rec.meta, log.payload_in(&map, rec)?)?;
+        let mut buf = Vec::new();
+        for rec in records {
+            writer.push(&rec.meta, read_payload_into(log, rec, log_path, &mut buf)?)?;
         }
         Ok(())
     })

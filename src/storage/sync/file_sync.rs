@@ -67,6 +67,16 @@ impl FileSync {
         })
     }
 
+    /// Tracks a file just created, `len` bytes long, none of them synced, whose directory
+    /// entry the caller makes durable itself (the index commit that names a new log syncs
+    /// its directory before any append): the first sync is one `fdatasync`, with no
+    /// directory sync.
+    pub fn named_by_commit(file: Arc<LazyFile>, path: &Path, len: u64) -> Arc<FileSync> {
+        let sync = FileSync::new(file, path, len, false);
+        sync.lock().dir = None;
+        sync
+    }
+
     fn lock(&self) -> MutexGuard<'_, SyncState> {
         // The state is plain numbers updated in single steps: a panic elsewhere cannot
         // leave it half-changed.
