@@ -36,6 +36,8 @@ fn store_with(dir: &Path, records: &[FixtureRecord], per_block: u64) -> Store {
         )
         .unwrap();
     fixtures::write_into(&bucket, "e", records).unwrap();
+    // The full logs sealed: the tests look at the blocks on disk.
+    bucket.catch_up().unwrap();
     store
 }
 

@@ -53,6 +53,8 @@ pub fn fill(store: &Store, count: u64, per_block: u64) {
         };
         bucket.write("e", meta, &body).unwrap();
     }
+    // The full logs sealed: every block the tests count is on disk.
+    bucket.catch_up().unwrap();
 }
 
 /// The remote the tests tier to, as it is (no recompression).
