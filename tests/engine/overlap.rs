@@ -55,6 +55,8 @@ fn write_interleaved(bucket: &Bucket) -> Vec<u64> {
             bucket.write("e", meta(ts, series), &payload(ts)).unwrap();
         }
     }
+    // The full late logs sealed into their blocks (the background thread's work).
+    bucket.catch_up().unwrap();
     let mut all: Vec<u64> = (1000..1500).chain([1_000_000]).collect();
     all.sort();
     all

@@ -150,6 +150,9 @@ fn records_write_read_latest_and_duplicates() {
         )
         .unwrap();
     }
+    // Full logs sealed into blocks (the background thread's work): the messages below
+    // name the block that would hold a record.
+    b.catch_up().unwrap();
     let rec = b.read("cam/front", Some(30)).unwrap();
     assert_eq!(rec.payload.unwrap().as_slice(), payload(30));
     assert_eq!(rec.meta.labels["n"], "30");

@@ -11,8 +11,8 @@
 //! scanning the blocks before it (see [`EntryState::covering`]).
 //!
 //! This file and its `commit.rs`, `edits.rs`, `removal.rs`, `seal.rs` and `fold.rs` are
-//! the only places that change an entry's state; `read.rs` reads it, and the rewrites it commits are written by
-//! functions of `storage::format` and `storage::merge`.
+//! the only places that change an entry's state; `read.rs` reads it, and the rewrites it
+//! commits are written by functions of `storage::format` and `storage::merge`.
 //!
 //! Files: `state.rs` (the state behind the lock and its lookups); `commit.rs` (committing
 //! sealed blocks); `seal.rs` (full logs frozen by a write, sealed into blocks off the
@@ -100,7 +100,8 @@ pub(crate) struct EntryContext {
     pub observer: Arc<crate::storage::observer::Observers>,
     /// The remote object stores tiered blocks live on.
     pub remotes: Arc<crate::storage::remote::Remotes>,
-    /// Where full logs are sent to be sealed off the write path.
+    /// The store's background thread: seals of full logs, folds, unlinks of evicted
+    /// files — the large I/O no write waits for.
     pub seals: crate::storage::sealer::SealQueue,
 }
 
@@ -166,9 +167,9 @@ pub struct Entry {
     /// Set when the entry's removal begins: writers holding `merging` stop at their next
     /// step and let the removal go on.
     removing: AtomicBool,
-    /// Held by whoever seals a log waiting for its seal (`seal.rs`): the background
-    /// sealer, or a writer the backlog stopped; the entry's removal takes it, as
-    /// `merging`.
+    /// Held by whoever seals a log waiting for its seal (`seal.rs`) or folds a block
+    /// (`fold.rs`): the background thread, a writer the backlog stopped, or a catch-up;
+    /// the entry's removal takes it, as `merging`.
     sealing: Mutex<()>,
     /// Set while the background sealer is asked for this entry and has not started on
     /// it, so it is asked once.
