@@ -12,9 +12,14 @@
 //! it); and for the others. The ratios of those groups' p99 to the others' are the
 //! figures that hold on a noisy machine.
 //!
+//! A fourth run (`always`) adds a client that removes every other camera frame a block
+//! behind the camera, so blocks reach the fold threshold and are rewritten while the
+//! camera writes; its removals are timed too.
+//!
 //! `cargo bench --bench robot_load`; `HALFLIFE_ROBOT_SECONDS` sets the length of the
-//! first two runs (default 120); the quota run lasts 2.5 times as long, so the quota
-//! fills (after about 100 s) and evicts a block about every 32 s.
+//! runs (default 120); the quota run lasts 2.5 times as long, so the quota fills (after
+//! about 100 s) and evicts a block about every 32 s. `HALFLIFE_ROBOT_RUNS` picks runs by
+//! name (`always,interval,fifo,removals`; all by default).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -37,16 +42,20 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(120);
     eprintln!(
-        "\nrobot load: cam 100 KiB x 20/s, imu 200 B x 200/s, single-record POSTs, {seconds} s per sync mode"
+        "\nrobot load: cam 100 KiB x 20/s, imu 200 B x 200/s, single-record POSTs, {seconds} s per run"
     );
     let fifo = r#"{"quota_type":"FIFO","quota_size":200000000}"#;
     let span = Duration::from_secs(seconds);
-    for (sync, settings, span) in [
-        ("always", "{}", span),
-        ("interval:10ms", "{}", span),
-        ("always", fifo, span * 5 / 2),
+    let only = std::env::var("HALFLIFE_ROBOT_RUNS").unwrap_or_default();
+    for (name, sync, settings, span, removals) in [
+        ("always", "always", "{}", span, false),
+        ("interval", "interval:10ms", "{}", span, false),
+        ("fifo", "always", fifo, span * 5 / 2, false),
+        ("removals", "always", "{}", span, true),
     ] {
-        run(sync, settings, span);
+        if only.is_empty() || only.split(',').any(|n| n.trim() == name) {
+            run(sync, settings, span, removals);
+        }
     }
 }
 
@@ -59,7 +68,7 @@ type Sample = (Duration, Duration, bool);
 /// milliseconds on this machine.
 const SEAL_WINDOW: Duration = Duration::from_secs(1);
 
-fn run(sync: &str, settings: &str, span: Duration) {
+fn run(sync: &str, settings: &str, span: Duration, removals: bool) {
     let data = tempfile::tempdir().expect("tempdir");
     let server = start_server(
         data.path(),
@@ -78,6 +87,7 @@ fn run(sync: &str, settings: &str, span: Duration) {
     let started = Instant::now();
     let cam = stream(server.addr, "cam", 100 << 10, 20, started, stop.clone());
     let imu = stream(server.addr, "imu", 200, 200, started, stop.clone());
+    let remover = removals.then(|| remove_frames(server.addr, started, stop.clone()));
     // The server's memory and descriptors, once a second: flat, or something piles up.
     let (mut rss, mut fds) = (Vec::new(), Vec::new());
     while started.elapsed() < span {
@@ -88,6 +98,7 @@ fn run(sync: &str, settings: &str, span: Duration) {
     stop.store(true, Ordering::Release);
     let cam = cam.join().expect("cam");
     let imu = imu.join().expect("imu");
+    let removed = remover.map(|r| r.join().expect("remover"));
     // The camera's freezing writes (the second of each pair is the write after one).
     let seals: Vec<Duration> = cam.iter().filter(|s| s.2).map(|s| s.0).collect();
     let during_seal = |at: Duration| {
@@ -106,7 +117,12 @@ fn run(sync: &str, settings: &str, span: Duration) {
     let freezing = pick(&|s| s.2);
     let sealing = pick(&|s| during_seal(s.0));
     let others = pick(&|s| !s.2 && !during_seal(s.0));
-    eprintln!("  sync {sync}, bucket settings {settings}:");
+    let also = if removals {
+        ", every other camera frame removed a block behind the camera"
+    } else {
+        ""
+    };
+    eprintln!("  sync {sync}, bucket settings {settings}{also}:");
     let range = |v: &[u64]| {
         let (lo, hi) = (v.iter().min(), v.iter().max());
         format!("{}–{}", lo.unwrap_or(&0), hi.unwrap_or(&0))
@@ -122,6 +138,9 @@ fn run(sync: &str, settings: &str, span: Duration) {
     eprintln!("    freezing a log  {}", figures(&freezing));
     eprintln!("    during a seal   {}", figures(&sealing));
     eprintln!("    the others      {}", figures(&others));
+    if let Some(removed) = &removed {
+        eprintln!("    removals        {}", figures(removed));
+    }
     if !others.is_empty() {
         let others_p99 = percentile(&others, 0.99).as_secs_f64().max(1e-9);
         for (what, v) in [("freezing", &freezing), ("during a seal", &sealing)] {
@@ -132,6 +151,27 @@ fn run(sync: &str, settings: &str, span: Duration) {
                 );
             }
         }
+    }
+    if removals {
+        // The camera's block files: a folded one is half the size of a full one, and has
+        // no edit log left.
+        let dir = data.path().join("robot").join("cam");
+        let mut sizes = Vec::new();
+        let mut edit_logs = 0;
+        for file in std::fs::read_dir(&dir)
+            .expect("the camera's directory")
+            .flatten()
+        {
+            let name = file.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".blk") {
+                let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+                sizes.push(len / 1_000_000);
+            } else if name.ends_with(".edt") {
+                edit_logs += 1;
+            }
+        }
+        sizes.sort_unstable();
+        eprintln!("    the camera's blocks (MB): {sizes:?}, {edit_logs} with tombstones left");
     }
     let (status, _) = server.terminate();
     assert!(status.success());
@@ -181,6 +221,41 @@ fn stream(
             n += 1;
         }
         samples.into_inner().expect("samples")
+    })
+}
+
+/// The camera's frame interval (20 per second), in microseconds of record time.
+const FRAME_US: u64 = 50_000;
+
+/// Removes every other camera frame, from the first, keeping 700 frames (more than one
+/// 64 MB block) behind the camera, at most 40 removals a second, each a single `DELETE`
+/// timed: half of each sealed block goes, which reaches the fold threshold (0.5) as the
+/// block's last frames are removed, so each block is folded into a rewrite of half its
+/// size while the camera writes.
+fn remove_frames(
+    addr: SocketAddr,
+    run_start: Instant,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Vec<Duration>> {
+    std::thread::spawn(move || {
+        let mut conn = Connection::open(addr);
+        let mut samples = Vec::new();
+        let mut n = 0u64;
+        while !stop.load(Ordering::Acquire) {
+            let written = run_start.elapsed().as_micros() as u64 / FRAME_US;
+            if n + 700 > written {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+            let ts = 1_700_000_000_000_000 + n * FRAME_US;
+            let sent = Instant::now();
+            let r = conn.call("DELETE", &format!("/api/v1/b/robot/cam?ts={ts}"), &[], b"");
+            samples.push(sent.elapsed());
+            assert_eq!(r.status, 200, "removing frame {n}: {}", r.error());
+            n += 2;
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        samples
     })
 }
 
