@@ -54,21 +54,47 @@ impl Store {
     }
 
     /// Deletes the queued objects and the objects of uploads a previous run left in flight
-    /// that no index names (`at_start`: this process started none of them).
+    /// that no index names (`at_start`: this process started none of the uploads pending
+    /// now).
     pub fn delete_pending_objects(&self, at_start: bool) -> CollectStats {
+        let leftovers = at_start.then(|| self.pending_uploads());
+        self.delete_pending_objects_of(leftovers.as_ref())
+    }
+
+    /// The names of the uploads pending now: when the server starts, before any policy
+    /// runs, those a previous run left in flight.
+    fn pending_uploads(&self) -> HashSet<String> {
+        self.remotes()
+            .pending()
+            .map(|p| {
+                p.all()
+                    .into_iter()
+                    .filter(|(_, op)| matches!(op, PendingOp::Upload { .. }))
+                    .map(|(name, _)| name)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// [`Store::delete_pending_objects`], with the uploads a previous run left in flight
+    /// named: only those are deleted when no index names their object. An upload this
+    /// process started is never touched here — its run commits it or queues its deletion
+    /// itself — even when the collector's first round comes while it is under way.
+    fn delete_pending_objects_of(&self, leftovers: Option<&HashSet<String>>) -> CollectStats {
         let mut stats = CollectStats::default();
         let remotes = self.remotes();
         let Some(pending) = remotes.pending() else {
             return stats;
         };
-        let named = if at_start {
-            self.tiered_objects()
-        } else {
-            None
+        let named = match leftovers {
+            Some(_) => self.tiered_objects(),
+            None => None,
         };
         for (name, op) in pending.all() {
+            let left_over = leftovers.is_some_and(|l| l.contains(&name));
             let (remote_name, key) = match &op {
                 PendingOp::Delete { remote, key } => (remote, key),
+                PendingOp::Upload { .. } if !left_over => continue,
                 PendingOp::Upload { remote, key } => match &named {
                     Some(named) if !named.contains(&(remote.to_ascii_lowercase(), key.clone())) => {
                         (remote, key)
@@ -183,11 +209,13 @@ impl Collector {
         if store.remotes().pending().is_none() {
             return Ok(Collector { stop, thread: None });
         }
+        // Taken now, before any policy runs: the first round deletes only these.
+        let leftovers = store.pending_uploads();
         let weak: Weak<Store> = Arc::downgrade(store);
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
             .name("remote-collector".into())
-            .spawn(move || run(weak, flag, period, grace))
+            .spawn(move || run(weak, flag, period, grace, leftovers))
             .map_err(|e| Error::io("starting the remote collector", e))?;
         Ok(Collector {
             stop,
@@ -207,7 +235,13 @@ impl Collector {
     }
 }
 
-fn run(store: Weak<Store>, stop: Arc<AtomicBool>, period: Duration, grace: Duration) {
+fn run(
+    store: Weak<Store>,
+    stop: Arc<AtomicBool>,
+    period: Duration,
+    grace: Duration,
+    leftovers: HashSet<String>,
+) {
     let mut first = true;
     let mut next_listing = std::time::Instant::now();
     while !stop.load(Ordering::Acquire) {
@@ -216,7 +250,7 @@ fn run(store: Weak<Store>, stop: Arc<AtomicBool>, period: Duration, grace: Durat
         // the objects of removed blocks go, so a replica stops naming them first.
         let listing = std::time::Instant::now() >= next_listing;
         crate::storage::remote::manifest::publish_all(&s, listing);
-        let deleted = s.delete_pending_objects(first);
+        let deleted = s.delete_pending_objects_of(first.then_some(&leftovers));
         if deleted.deleted > 0 {
             log::info!(
                 "remote collector: deleted {} object(s) no index names",
