@@ -306,6 +306,15 @@ mod tests {
             .expect("freeze");
     }
 
+    /// Step 1 of a seal, as the sealer takes it: the oldest waiting log's snapshot.
+    fn snapshot_oldest(entry: &super::Entry) -> super::SealSnapshot {
+        let mut st = entry.lock().expect("lock");
+        entry
+            .seal_snapshot(&mut st)
+            .expect("snapshot")
+            .expect("a log waits for its seal")
+    }
+
     fn copy_dir(from: &Path, to: &Path) {
         std::fs::create_dir_all(to).expect("mkdir");
         for item in std::fs::read_dir(from).expect("listing") {
@@ -388,12 +397,7 @@ mod tests {
         assert!(index.blocks.is_empty(), "and did not copy it");
         let frozen = snapshot("frozen");
 
-        let mut st = entry.lock().expect("lock");
-        let taken = entry
-            .seal_snapshot(&mut st)
-            .expect("snapshot")
-            .expect("one");
-        drop(st);
+        let taken = snapshot_oldest(&entry);
         let summary = entry.write_sealed_block(&taken).expect("block");
         snapshot("block-written");
         let copy = snapshot("block-half-written");
@@ -446,12 +450,7 @@ mod tests {
         let held = entry.sealing.lock().expect("seal guard");
         freeze_open(&entry);
         write(&store, RECORDS);
-        let mut st = entry.lock().expect("lock");
-        let taken = entry
-            .seal_snapshot(&mut st)
-            .expect("snapshot")
-            .expect("one");
-        drop(st);
+        let taken = snapshot_oldest(&entry);
         let mut labels = crate::storage::record::Labels::new();
         labels.insert("seen".into(), "yes".into());
         bucket.update_labels("e", 2, &labels).expect("relabel");
