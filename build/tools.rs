@@ -26,10 +26,12 @@ pub enum Tool {
     Root,
     /// A ReductStore 1.21.5 binary named by `REDUCTSTORE_BIN`.
     ReductStore,
+    /// OpenSSH's server and sshfs over FUSE: a network file system client on loopback.
+    Sshfs,
 }
 
 /// Every tool, in the order the build script reports them.
-pub const ALL: [Tool; 7] = [
+pub const ALL: [Tool; 8] = [
     Tool::Garage,
     Tool::Browser,
     Tool::Firefox,
@@ -37,6 +39,7 @@ pub const ALL: [Tool; 7] = [
     Tool::Fuse,
     Tool::Root,
     Tool::ReductStore,
+    Tool::Sshfs,
 ];
 
 impl Tool {
@@ -50,6 +53,7 @@ impl Tool {
             Tool::Fuse => "fuse",
             Tool::Root => "root",
             Tool::ReductStore => "reductstore",
+            Tool::Sshfs => "sshfs",
         }
     }
 
@@ -75,6 +79,9 @@ impl Tool {
             Tool::Fuse => "apt-get install fuse3, and a user who may open /dev/fuse",
             Tool::Root => "run the tests as root",
             Tool::ReductStore => "set REDUCTSTORE_BIN to a ReductStore 1.21.5 binary",
+            Tool::Sshfs => {
+                "apt-get install openssh-server sshfs fuse3, and run the tests as root (sshd's privilege separation)"
+            }
         }
     }
 
@@ -100,6 +107,17 @@ impl Tool {
             Tool::Root => is_root()
                 .then(Vec::new)
                 .ok_or_else(|| "not running as root".into()),
+            Tool::Sshfs => {
+                if !Path::new("/dev/fuse").exists() {
+                    return Err("no /dev/fuse".into());
+                }
+                Ok(vec![
+                    first_file(&["/usr/sbin/sshd"])?,
+                    on_path_or_cargo("sshfs")?,
+                    on_path_or_cargo("ssh-keygen")?,
+                    on_path_or_cargo("fusermount3")?,
+                ])
+            }
             Tool::ReductStore => {
                 let bin = std::env::var_os("REDUCTSTORE_BIN")
                     .ok_or_else(|| "REDUCTSTORE_BIN is not set".to_string())?;

@@ -14,6 +14,7 @@ mod credentials_in_logs;
 mod failover;
 mod hostile;
 mod network_edge;
+mod network_volume;
 mod open_files;
 mod policy_bounds;
 mod query_links;

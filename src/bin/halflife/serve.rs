@@ -396,6 +396,15 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     engine.system_events_quota = Some(args.system_events_quota_size).filter(|&q| q > 0);
     engine.max_storage_size = args.engine_max_storage_size.filter(|&m| m > 0);
     engine.replica_cache_path = args.replica.replica_cache_path.clone();
+    let shares_directory = matches!(
+        args.instance_role,
+        InstanceRole::Primary | InstanceRole::Secondary
+    ) || (args.instance_role == InstanceRole::Replica
+        && args.replica.follow_remote.is_none());
+    if shares_directory {
+        args.lease
+            .check_volume(&args.data_path, args.instance_role.as_str())?;
+    }
     if args.instance_role == InstanceRole::Replica && args.replica.follow_remote.is_none() {
         // Guards the directory the writer owns: any write this process would make there
         // fails instead. (A replica that follows a remote lays out its own directory.)

@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::Args;
 
 use halflife::server::ha::lease::{LeaseRecord, LeaseTiming};
+use halflife::server::ha::volume::Volume;
 use halflife::server::ha::{
     CurrentLease, FailureAction, HaSettings, renew_until_lost, wait_for_lease,
 };
@@ -37,6 +38,19 @@ pub(crate) struct LeaseArgs {
     /// `proceed` goes on waiting as a standby (never a second writer).
     #[arg(long, env = "RS_LOCK_FILE_FAILURE_ACTION", default_value = "abort")]
     lock_file_failure_action: FailureAction,
+    /// PRIMARY/SECONDARY/REPLICA on a shared data directory: start on these file systems
+    /// (comma-separated types as the mount table names them, e.g. `fuse.sshfs`) though
+    /// the start's check refuses them. The check accepts local file systems, NFS mounted
+    /// with `sync` and close-to-open, and CephFS, GFS2, OCFS2, Lustre and GPFS; it refuses
+    /// FUSE network mounts (sshfs, s3fs, gcsfuse), whose caches can hide a renewal of the
+    /// lease, and anything unknown. Naming one here accepts that risk.
+    #[arg(
+        long,
+        env = "RS_TRUST_VOLUME",
+        value_name = "TYPES",
+        value_delimiter = ','
+    )]
+    trust_volume: Vec<String>,
 }
 
 /// A REPLICA's settings.
@@ -114,6 +128,17 @@ impl ReplicaArgs {
 }
 
 impl LeaseArgs {
+    /// Checks that `dir`'s file system can be shared by `role` (`RS_TRUST_VOLUME` aside).
+    pub(crate) fn check_volume(&self, dir: &std::path::Path, role: &str) -> Result<()> {
+        let trusted: Vec<String> = self
+            .trust_volume
+            .iter()
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+            .collect();
+        Volume::check_shared(dir, role, &trusted).map(|_| ())
+    }
+
     /// The settings, checked: the TTL must leave room for a slow renewal.
     pub(crate) fn settings(&self) -> Result<HaSettings> {
         let timing = LeaseTiming {
@@ -202,6 +227,7 @@ pub(crate) fn serve_with_lease(
             .unwrap_or_else(|| format!("http://{}:{}/", config.host, config.port)),
         role: role.to_string(),
         released: false,
+        renewals: 0,
     };
     let data_path = config.engine.data_path.clone();
     loop {

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use super::fresh_read::read_fresh;
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::fence::Fence;
 use crate::storage::format::fsutil::{fsync_dir, replace_atomically};
@@ -52,12 +53,17 @@ pub struct LeaseRecord {
     /// at once instead of after the TTL.
     #[serde(default)]
     pub released: bool,
+    /// Grows by one at every renewal of the epoch: what a standby judges a renewal by, so
+    /// that neither a file's metadata nor a wall clock set back can hide one.
+    #[serde(default)]
+    pub renewals: u64,
 }
 
 impl LeaseRecord {
-    /// The lease file of `dir`, if there is a readable one.
+    /// The lease file of `dir`, if there is a readable one, read past this host's page
+    /// cache where the file system allows it (a renewal made from another host is seen).
     pub fn read(dir: &Path) -> Option<LeaseRecord> {
-        let bytes = std::fs::read(dir.join(LEASE_FILE)).ok()?;
+        let bytes = read_fresh(&dir.join(LEASE_FILE)).ok()?;
         serde_json::from_slice(&bytes).ok()
     }
 }
@@ -192,6 +198,7 @@ impl Lease {
         let began = Instant::now();
         let mut record = self.record();
         record.renewed_at = wall_ms();
+        record.renewals += 1;
         write_record(&self.dir, &record)?;
         // Durable: the holder's time starts again from when this renewal began.
         self.renewed.fetch_max(self.nanos(began), Ordering::AcqRel);
@@ -308,8 +315,9 @@ impl Watch {
         Watch { seen: None }
     }
 
-    /// Looks at `dir`'s lease: it may be taken once it has been seen unchanged for the
-    /// TTL, or at once when there is none and `eager` (a PRIMARY starting).
+    /// Looks at `dir`'s lease: it may be taken once it has been seen unchanged — the same
+    /// epoch, owner and renewal count — for the TTL, or at once when there is none and
+    /// `eager` (a PRIMARY starting).
     pub fn look(&mut self, dir: &Path, timing: LeaseTiming, eager: bool) -> Look {
         let now = Instant::now();
         let current = LeaseRecord::read(dir);
@@ -392,6 +400,7 @@ mod tests {
             url: format!("http://{owner}/"),
             role: "PRIMARY".into(),
             released: false,
+            renewals: 0,
         }
     }
 
@@ -464,6 +473,45 @@ mod tests {
         assert_eq!(watch.look(dir.path(), timing(), false), Look::Take(2));
         // And by then the holder's own clock had stopped it.
         assert!(a.check().is_err());
+    }
+
+    #[test]
+    fn a_renewal_is_told_by_its_count_even_when_the_wall_clock_repeats() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Lease::take(dir.path(), record("a", 1), timing())
+            .unwrap()
+            .unwrap();
+        a.renew().unwrap();
+        a.renew().unwrap();
+        let on_disk = LeaseRecord::read(dir.path()).unwrap();
+        assert_eq!(on_disk.renewals, 2);
+        let mut watch = Watch::new();
+        assert!(matches!(
+            watch.look(dir.path(), timing(), false),
+            Look::Held(Some(_))
+        ));
+        // A renewal written with the same wall-clock time (a clock set back): still a
+        // renewal, so the TTL counts again from this look.
+        std::thread::sleep(timing().ttl);
+        write_record(
+            dir.path(),
+            &LeaseRecord {
+                renewals: 3,
+                ..on_disk.clone()
+            },
+        )
+        .unwrap();
+        assert!(matches!(
+            watch.look(dir.path(), timing(), false),
+            Look::Held(Some(_))
+        ));
+        // A file without the count (written by an older halflife) still reads.
+        std::fs::write(
+            dir.path().join(LEASE_FILE),
+            br#"{"owner":"old","epoch":1,"renewed_at":5,"url":"u","role":"PRIMARY"}"#,
+        )
+        .unwrap();
+        assert_eq!(LeaseRecord::read(dir.path()).unwrap().renewals, 0);
     }
 
     #[test]

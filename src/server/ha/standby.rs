@@ -213,6 +213,7 @@ mod tests {
             url: "http://10.0.0.1:8383/\r\nx-evil: 1".into(),
             role: "PRIMARY".into(),
             released: false,
+            renewals: 0,
         };
         let alive =
             String::from_utf8(respond("GET", "/api/v1/alive", "SECONDARY", Some(&holder))).unwrap();
