@@ -37,6 +37,13 @@ pub fn install(fence: Arc<dyn Fence>) -> bool {
 
 /// Whether this process may write in its data directory now.
 pub fn check() -> Result<()> {
+    #[cfg(test)]
+    if !thread_fence::passes() {
+        return Err(crate::error::Error::new(
+            crate::error::ErrorKind::Unavailable,
+            "this thread's test fence is closed",
+        ));
+    }
     if READ_ONLY.load(Ordering::Acquire) {
         return Err(crate::error::Error::forbidden(
             "this instance is a replica: it writes nothing in its data directory",
@@ -51,4 +58,34 @@ pub fn check() -> Result<()> {
 /// Whether a fence is installed (the server answers changes only while it holds).
 pub fn installed() -> bool {
     FENCE.get().is_some()
+}
+
+/// A fence of one thread, for unit tests of the write primitives: the process's fence is
+/// global and once-only, and unit tests run side by side in one process.
+#[cfg(test)]
+pub(crate) mod thread_fence {
+    use std::cell::Cell;
+
+    thread_local! {
+        /// How many more checks pass on this thread; `None`: no test fence.
+        static LEFT: Cell<Option<usize>> = const { Cell::new(None) };
+    }
+
+    /// From now on on this thread, `checks` more checks pass and every later one fails
+    /// (`None`: no test fence).
+    pub(crate) fn set(checks: Option<usize>) {
+        LEFT.with(|left| left.set(checks));
+    }
+
+    /// Whether this check passes (and counts it).
+    pub(super) fn passes() -> bool {
+        LEFT.with(|left| match left.get() {
+            None => true,
+            Some(0) => false,
+            Some(n) => {
+                left.set(Some(n - 1));
+                true
+            }
+        })
+    }
 }

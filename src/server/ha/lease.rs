@@ -269,18 +269,10 @@ impl Fence for Lease {
             let reason = self.reason.lock().unwrap_or_else(|p| p.into_inner());
             return Err(self.lost_error(reason.as_deref().unwrap_or("lost")));
         }
-        let now = self.nanos(Instant::now());
-        let since = Duration::from_nanos(now.saturating_sub(self.renewed.load(Ordering::Acquire)));
-        if since + self.timing.margin() >= self.timing.ttl {
-            return Err(self.lose(format!(
-                "no renewal for {since:?}, within {:?} of the TTL ({:?})",
-                self.timing.margin(),
-                self.timing.ttl
-            )));
-        }
         // The next epoch's claim (a standby whose TTL is shorter than this holder's
         // would take over early) is looked for at most once a millisecond: a stat per
         // write costs more than the window it would close.
+        let now = self.nanos(Instant::now());
         let looked = self.claim_looked.load(Ordering::Acquire);
         if now.saturating_sub(looked) >= CLAIM_LOOK_NS
             && self
@@ -290,6 +282,18 @@ impl Fence for Lease {
             && claim_path(&self.dir, self.epoch() + 1).exists()
         {
             return Err(self.lose(format!("epoch {} was taken", self.epoch() + 1)));
+        }
+        // The clock last, read again: the `stat` above is a system call, at whose end a
+        // pause can take effect; what the check answers must be as of its own end, right
+        // before the write it guards.
+        let now = self.nanos(Instant::now());
+        let since = Duration::from_nanos(now.saturating_sub(self.renewed.load(Ordering::Acquire)));
+        if since + self.timing.margin() >= self.timing.ttl {
+            return Err(self.lose(format!(
+                "no renewal for {since:?}, within {:?} of the TTL ({:?})",
+                self.timing.margin(),
+                self.timing.ttl
+            )));
         }
         Ok(())
     }

@@ -3,6 +3,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
 
@@ -85,24 +86,55 @@ pub fn parent_of(path: &Path) -> &Path {
 /// Replaces `path` with `bytes` atomically: write a temp file, fsync it, rename it over the
 /// target, fsync the directory. A crash leaves either the old or the new content. A write
 /// that fails (a full disk) removes its temp file, so it does not hold on to the space.
+///
+/// The fence is asked before the temp file is made and again right before the rename, the
+/// commit point: writing and syncing the temp file can take long enough (milliseconds on a
+/// network file system) for a pause to fall between the two, and a process that lost the
+/// lease meanwhile must not put its older content over what the new holder committed.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     crate::storage::fence::check()?;
-    replace_atomically(path, bytes)
+    replace(path, bytes, true)
 }
 
 /// [`write_atomic`] without asking the fence: for the lease file, the fence's own state.
 pub fn replace_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(TMP_SUFFIX);
-    let tmp = PathBuf::from(tmp);
-    let written = create_synced(&tmp, bytes).and_then(|()| {
-        fs::rename(&tmp, path).map_err(|e| Error::io(format!("renaming {}", tmp.display()), e))
-    });
+    replace(path, bytes, false)
+}
+
+fn replace(path: &Path, bytes: &[u8], fenced: bool) -> Result<()> {
+    let tmp = temp_path(path);
+    let written = create_synced(&tmp, bytes)
+        .and_then(|()| {
+            if fenced {
+                crate::storage::fence::check()
+            } else {
+                Ok(())
+            }
+        })
+        .and_then(|()| {
+            fs::rename(&tmp, path).map_err(|e| Error::io(format!("renaming {}", tmp.display()), e))
+        });
     if let Err(e) = written {
+        // This call's own name: no other process or call writes it.
         let _ = fs::remove_file(&tmp);
         return Err(e);
     }
     fsync_dir(parent_of(path))
+}
+
+/// A temp name for one replace of `path`, of this process and this call alone
+/// (`<name>.<pid>-<n>.tmp`): two processes sharing a directory (an old lease holder
+/// resumed and the new one) never write or truncate each other's temp file, and a leftover
+/// still ends with [`TMP_SUFFIX`].
+fn temp_path(path: &Path) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(
+        ".{}-{}{TMP_SUFFIX}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    PathBuf::from(tmp)
 }
 
 /// Creates (or truncates) a file with `bytes` and fsyncs it.
@@ -125,7 +157,10 @@ fn create_synced(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// Removes a file, treating "already gone" as success (cleanup after a commit is idempotent).
+/// A removal is a write into the directory: a process that lost the lease removes nothing
+/// (the name may be a file the new holder made since, a block its index names).
 pub fn remove_file_if_exists(path: &Path) -> Result<()> {
+    crate::storage::fence::check()?;
     match fs::remove_file(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -172,6 +207,48 @@ mod tests {
         write_atomic(&path, b"two").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"two");
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_replace_whose_lease_is_lost_before_its_rename_leaves_the_commit_alone() {
+        use crate::storage::fence::thread_fence;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index");
+        write_atomic(&path, b"committed by the new holder").unwrap();
+        // The first check passes, the one before the rename does not: a pause fell
+        // between them and another instance took the lease.
+        thread_fence::set(Some(1));
+        let e = write_atomic(&path, b"an old holder's index").unwrap_err();
+        thread_fence::set(None);
+        assert_eq!(e.kind(), crate::error::ErrorKind::Unavailable, "{e}");
+        assert_eq!(fs::read(&path).unwrap(), b"committed by the new holder");
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "its temp file is gone"
+        );
+        // Nor does a fenced process remove a file (a block the new holder's index names).
+        thread_fence::set(Some(0));
+        assert!(remove_file_if_exists(&path).is_err());
+        thread_fence::set(None);
+        assert!(path.exists());
+        remove_file_if_exists(&path).unwrap();
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn each_replace_writes_a_temp_file_of_its_own() {
+        let path = Path::new("/data/b/e/index");
+        let (one, two) = (temp_path(path), temp_path(path));
+        assert_ne!(one, two);
+        for tmp in [one, two] {
+            let name = tmp.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(
+                name.starts_with(&format!("index.{}-", std::process::id())),
+                "{name}"
+            );
+            assert!(name.ends_with(TMP_SUFFIX), "{name}");
+        }
     }
 
     #[test]

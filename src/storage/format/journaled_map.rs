@@ -197,7 +197,7 @@ impl<T: Serialize + DeserializeOwned> JournaledMap<T> {
         let len = op.buf.len() as u64 + payload.len() as u64;
         if let Some(e) = sync.then(|| self.journal.sync_data().err()).flatten() {
             // Not acknowledged: cut it off so a restart does not apply it either.
-            let _ = self.journal.set_len(self.journal_len);
+            oplog::cut_back(&self.journal, self.journal_len);
             return Err(Error::io(
                 format!("syncing {}", self.journal_path.display()),
                 e,

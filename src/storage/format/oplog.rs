@@ -73,9 +73,10 @@ pub fn create(path: &Path, magic: &[u8; 8], sync: bool) -> Result<File> {
         .write_all_at(magic, 0)
         .and_then(|_| if sync { file.sync_all() } else { Ok(()) });
     if let Err(e) = written {
-        // Ours (create_new): remove it, so a retry can create it again.
+        // Ours (create_new): remove it, so a retry can create it again (unless the lease
+        // was lost meanwhile: the name may be the new holder's by now).
         drop(file);
-        let _ = std::fs::remove_file(path);
+        let _ = crate::storage::format::fsutil::remove_file_if_exists(path);
         return Err(Error::io(format!("writing {}", path.display()), e));
     }
     Ok(file)
@@ -255,6 +256,7 @@ pub fn open(
             tail.len(),
             tail.start
         );
+        crate::storage::fence::check()?;
         file.set_len(tail.start as u64)
             .and_then(|_| file.sync_all())
             .map_err(io)?;
@@ -379,15 +381,65 @@ pub fn append_op(
 pub fn append_at(file: &File, path: &Path, start: u64, op: &[u8], payload: &[u8]) -> Result<()> {
     // A fenced process writes nothing more in a directory another instance now holds.
     crate::storage::fence::check()?;
-    let written = file.write_all_at(op, start).and_then(|_| {
-        if payload.is_empty() {
-            Ok(())
-        } else {
-            file.write_all_at(payload, start + op.len() as u64)
-        }
-    });
-    written.map_err(|e| {
-        let _ = file.set_len(start);
+    let failed = |e| {
+        cut_back(file, start);
         Error::io(format!("appending to {}", path.display()), e)
-    })
+    };
+    file.write_all_at(op, start).map_err(failed)?;
+    if !payload.is_empty() {
+        // Asked again before the second write: a pause that falls between the two (the
+        // first takes milliseconds on a network file system) must not put this payload
+        // over what a new holder appended since. The header alone is a torn tail, which
+        // the next open cuts off.
+        crate::storage::fence::check()?;
+        file.write_all_at(payload, start + op.len() as u64)
+            .map_err(failed)?;
+    }
+    Ok(())
+}
+
+/// Cuts `file` back to `len` after an append that failed or was not acknowledged — only
+/// while this process may still write there: after a take-over, the bytes past `len` may
+/// be the new holder's.
+pub fn cut_back(file: &File, len: u64) {
+    if crate::storage::fence::check().is_ok() {
+        let _ = file.set_len(len);
+    }
+}
+
+#[cfg(test)]
+mod fence_tests {
+    use super::*;
+    use crate::storage::fence::thread_fence;
+
+    #[test]
+    fn an_append_whose_lease_is_lost_between_its_writes_leaves_what_follows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("1.log");
+        // What a new holder appended from offset 100 on, after it took over.
+        let theirs: Vec<u8> = (0..200u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &theirs).unwrap();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let mut op = start_op(1);
+        finish_op(&mut op, b"an old holder's record").unwrap();
+        // The header's write passed the fence; the payload's must ask again.
+        thread_fence::set(Some(1));
+        let e = append_at(&file, &path, 100, &op.buf, b"an old holder's record").unwrap_err();
+        thread_fence::set(None);
+        assert_eq!(e.kind(), crate::error::ErrorKind::Unavailable, "{e}");
+        let after = std::fs::read(&path).unwrap();
+        assert_eq!(after.len(), theirs.len(), "nothing was cut off");
+        assert_eq!(&after[100 + op.buf.len()..], &theirs[100 + op.buf.len()..]);
+        // A failed append is cut back only while the lease holds.
+        thread_fence::set(Some(0));
+        cut_back(&file, 100);
+        thread_fence::set(None);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 200);
+        cut_back(&file, 100);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 100);
+    }
 }
