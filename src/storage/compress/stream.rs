@@ -7,6 +7,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::fs::File;
 use std::path::PathBuf;
 use std::sync::{Arc, MutexGuard};
 
@@ -366,8 +367,13 @@ impl<'a> Run<'a> {
             // nothing but wear the disk.
             None if unchanged => out.unchanged += 1,
             None => {
-                let mut writer =
-                    BlockWriter::create(&out.path, self.target, job.entry.frame_size())?;
+                // Held by the output from its creation on: a write that fails next leaves
+                // the file to the output's discard, which removes it.
+                let writer = out.writer.insert(BlockWriter::create(
+                    &out.path,
+                    self.target,
+                    job.entry.frame_size(),
+                )?);
                 if let Source::Block(block) = &out.source {
                     for i in 0..out.unchanged {
                         let info = &block.frames()[i];
@@ -379,7 +385,6 @@ impl<'a> Run<'a> {
                     }
                 }
                 writer.append_encoded_frame(codec, &bytes, raw_len)?;
-                out.writer = Some(writer);
             }
             Some(writer) => writer.append_encoded_frame(codec, &bytes, raw_len)?,
         }
@@ -390,7 +395,26 @@ impl<'a> Run<'a> {
             .output
             .take()
             .expect("the output being finished exists");
-        let (finished, file) = match (out.writer, &out.source, job.old.as_slice()) {
+        let path = out.path.clone();
+        let finishing = self.finish_output(out, job);
+        if finishing.is_err()
+            && let Some(_writing) = job.entry.merge_guard()
+        {
+            // The file was created, and is not finished: ours to remove (under the merge
+            // guard, and not once the entry's removal began, as a discard).
+            let _ = remove_file_if_exists(&path);
+        }
+        let (finished, file) = finishing?;
+        (self.on_block)(job.entry.name(), finished.old.iter().map(|b| b.size).sum());
+        self.commits
+            .send((job.entry.clone(), finished, file))
+            .map_err(|_| Error::internal("the block committer stopped"))
+    }
+
+    /// Finishes the block file of `out` (whose last frame was written) into what the
+    /// committer commits.
+    fn finish_output(&self, out: Output<'_>, job: &Job) -> Result<(Finished, Option<File>)> {
+        Ok(match (out.writer, &out.source, job.old.as_slice()) {
             (Some(writer), Source::Block(block), [old]) => {
                 let (summary, file) =
                     writer.finish_copied(block, &old.summary(), &out.packed_records)?;
@@ -431,10 +455,6 @@ impl<'a> Run<'a> {
                     "a recompressed block without its writer or its source",
                 ));
             }
-        };
-        (self.on_block)(job.entry.name(), finished.old.iter().map(|b| b.size).sum());
-        self.commits
-            .send((job.entry.clone(), finished, file))
-            .map_err(|_| Error::internal("the block committer stopped"))
+        })
     }
 }
