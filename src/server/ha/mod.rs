@@ -4,10 +4,9 @@
 //!
 //! Files: `lease.rs` (the lease, its fence, and what a standby watches), `standby.rs`
 //! (the waiting instance's answers), `fresh_read.rs` (reading the lease past this host's
-//! caches), `volume.rs` (which file systems can carry a shared
-//! directory, checked at start). The binary's `serve` loops over them: wait for the
-//! lease, start the server on the same listener, and step down to waiting when the lease
-//! is lost.
+//! caches), `volume.rs` (which file systems can carry a shared directory, checked at
+//! start). The binary's `serve` loops over them: wait for the lease, start the server on
+//! the same listener, and step down to waiting when the lease is lost.
 
 pub mod fresh_read;
 pub mod lease;
