@@ -348,3 +348,36 @@ fn a_stopped_primary_lets_the_lease_go_and_the_standby_takes_it_at_once() {
     });
     read_back(&secondary, &[(7, Instant::now())]);
 }
+
+#[test]
+fn a_lock_file_timeout_of_zero_waits_for_good_and_the_standby_takes_over_each_time() {
+    // ReductStore reads RS_LOCK_FILE_TIMEOUT=0 as "wait indefinitely"; a pair set up so
+    // for ReductStore starts here too.
+    let data = tempfile::tempdir().unwrap();
+    let start_waiting_for_good = |role: &str, name: &str| {
+        let mut env = vec![
+            ("RS_INSTANCE_ROLE", role),
+            ("RS_INSTANCE_NAME", name),
+            ("RS_LOCK_FILE_TIMEOUT", "0"),
+        ];
+        env.extend(LEASE);
+        start_server(data.path(), &env)
+    };
+    let primary = start_waiting_for_good("PRIMARY", "a");
+    wait_until("the primary serves", || ready(&primary) == 200);
+    let secondary = start_waiting_for_good("SECONDARY", "b");
+    assert_eq!(ready(&secondary), 503);
+    // Paused past the TTL: the secondary takes over; resumed, the primary waits.
+    signal(&primary, libc::SIGSTOP);
+    wait_until("the secondary takes over", || ready(&secondary) == 200);
+    signal(&primary, libc::SIGCONT);
+    wait_until("the resumed primary waits", || ready(&primary) == 503);
+    assert!(
+        !primary.logged("RS_LOCK_FILE_TIMEOUT"),
+        "{:?}",
+        primary.log_lines("RS_LOCK_FILE_TIMEOUT")
+    );
+    // Killed later: the waiting primary takes over again.
+    drop(secondary);
+    wait_until("the primary takes over again", || ready(&primary) == 200);
+}

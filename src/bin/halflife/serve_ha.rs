@@ -31,8 +31,9 @@ pub(crate) struct LeaseArgs {
     #[arg(long, env = "RS_LOCK_FILE_POLLING_INTERVAL", default_value = "10", value_parser = seconds)]
     lock_file_polling_interval: Duration,
     /// PRIMARY: how long it waits for a lease another instance holds before
-    /// RS_LOCK_FILE_FAILURE_ACTION (seconds, or a duration). A SECONDARY waits for good.
-    #[arg(long, env = "RS_LOCK_FILE_TIMEOUT", default_value = "60", value_parser = seconds)]
+    /// RS_LOCK_FILE_FAILURE_ACTION (seconds, or a duration); 0 waits for good, as
+    /// ReductStore reads it. A SECONDARY waits for good whatever it says.
+    #[arg(long, env = "RS_LOCK_FILE_TIMEOUT", default_value = "60", value_parser = seconds_or_zero)]
     lock_file_timeout: Duration,
     /// PRIMARY: after RS_LOCK_FILE_TIMEOUT, `abort` exits with an error naming the holder;
     /// `proceed` goes on waiting as a standby (never a second writer).
@@ -148,7 +149,7 @@ impl LeaseArgs {
         timing.validate().map_err(Error::unprocessable)?;
         Ok(HaSettings {
             timing,
-            timeout: self.lock_file_timeout,
+            timeout: Some(self.lock_file_timeout).filter(|t| !t.is_zero()),
             failure_action: self.lock_file_failure_action,
         })
     }
@@ -164,6 +165,18 @@ fn seconds(text: &str) -> std::result::Result<Duration, String> {
         };
     }
     crate::positive_duration(text)
+}
+
+/// [`seconds`], or 0 (`RS_LOCK_FILE_TIMEOUT=0`: no limit).
+fn seconds_or_zero(text: &str) -> std::result::Result<Duration, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if s == 0.0 => Ok(Duration::ZERO),
+        Ok(s) if s > 0.0 && s.is_finite() => Ok(Duration::from_secs_f64(s)),
+        Ok(_) => Err(format!(
+            "'{text}' must be 0 (wait for good) or a positive number of seconds"
+        )),
+        Err(_) => crate::positive_duration(text),
+    }
 }
 
 /// What ends one term of serving.

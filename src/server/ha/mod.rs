@@ -53,8 +53,9 @@ impl std::str::FromStr for FailureAction {
 pub struct HaSettings {
     /// The lease's TTL and polling interval.
     pub timing: LeaseTiming,
-    /// How long a PRIMARY waits for the lease before `failure_action`.
-    pub timeout: Duration,
+    /// How long a PRIMARY waits for the lease before `failure_action`; `None`: for good
+    /// (`RS_LOCK_FILE_TIMEOUT=0`, as ReductStore reads it).
+    pub timeout: Option<Duration>,
     /// What a PRIMARY does after `timeout`.
     pub failure_action: FailureAction,
 }
@@ -147,19 +148,21 @@ pub fn wait_for_lease(
                 standby.show_holder(holder);
             }
         }
-        if primary && !said_timeout && began.elapsed() >= settings.timeout {
+        if let Some(timeout) = settings
+            .timeout
+            .filter(|t| primary && began.elapsed() >= *t)
+            && !said_timeout
+        {
             said_timeout = true;
             match settings.failure_action {
                 FailureAction::Abort => {
                     let _ = standby.stop();
                     return Err(Error::conflict(format!(
-                        "PRIMARY: the data directory's lease is still held after {:?} (RS_LOCK_FILE_TIMEOUT); RS_LOCK_FILE_FAILURE_ACTION=abort",
-                        settings.timeout
+                        "PRIMARY: the data directory's lease is still held after {timeout:?} (RS_LOCK_FILE_TIMEOUT); RS_LOCK_FILE_FAILURE_ACTION=abort"
                     )));
                 }
                 FailureAction::Proceed => log::warn!(
-                    "PRIMARY: the lease is still held after {:?} (RS_LOCK_FILE_TIMEOUT); waiting on as a standby (RS_LOCK_FILE_FAILURE_ACTION=proceed)",
-                    settings.timeout
+                    "PRIMARY: the lease is still held after {timeout:?} (RS_LOCK_FILE_TIMEOUT); waiting on as a standby (RS_LOCK_FILE_FAILURE_ACTION=proceed)"
                 ),
             }
         }
