@@ -170,7 +170,7 @@ fn seconds(text: &str) -> std::result::Result<Duration, String> {
 /// [`seconds`], or 0 (`RS_LOCK_FILE_TIMEOUT=0`: no limit).
 fn seconds_or_zero(text: &str) -> std::result::Result<Duration, String> {
     match text.trim().parse::<f64>() {
-        Ok(s) if s == 0.0 => Ok(Duration::ZERO),
+        Ok(0.0) => Ok(Duration::ZERO),
         Ok(s) if s > 0.0 && s.is_finite() => Ok(Duration::from_secs_f64(s)),
         Ok(_) => Err(format!(
             "'{text}' must be 0 (wait for good) or a positive number of seconds"
