@@ -116,6 +116,14 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     browser.click("form button[type=submit]");
     browser.wait_for_text("h1", "Dashboard");
     browser.wait_for_text(".cards", "STANDALONE");
+    browser.wait_for_text(
+        ".cards",
+        concat!(
+            "halflife ",
+            env!("CARGO_PKG_VERSION"),
+            " (ReductStore API 1.21.5)"
+        ),
+    );
     assert_eq!(current_nav(&browser), "Dashboard");
     // An instant in a card: its date, its time to the second, the exact value on hover.
     let card = browser.script(

@@ -19,6 +19,23 @@ fn buckets_and_server_info() {
     assert_eq!(info["latest_record"], json!(0));
     assert_eq!(info["defaults"]["bucket"]["max_block_records"], json!(1024));
     assert_eq!(s.get("/api/v1/alive").status, 200);
+    // `version` is the ReductStore release whose API this is, compared as the SDKs do
+    // (reduct-py's `test__info` and reduct-js want at least 1.10.0); halflife's own is
+    // beside it and in the `server` header.
+    let version = |v: &serde_json::Value| -> Vec<u64> {
+        v.as_str()
+            .unwrap()
+            .split('.')
+            .map(|n| n.parse().unwrap())
+            .collect()
+    };
+    assert_eq!(info["version"], json!("1.21.5"));
+    assert!(version(&info["version"]) >= vec![1, 10, 0], "{info}");
+    assert_eq!(info["halflife_version"], json!(env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        r.header("server"),
+        Some(concat!("halflife/", env!("CARGO_PKG_VERSION")))
+    );
 
     // Create with no body (the client's octet-stream POST), then with settings.
     let r = s.request(

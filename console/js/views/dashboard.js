@@ -34,7 +34,8 @@ export async function show({ view, go }) {
   fill(view,
     h('h1', {}, 'Dashboard'),
     h('div', { class: 'cards' },
-      card('Version', info.version),
+      // halflife's own version; `version` is the ReductStore API it answers as.
+      card('Version', info.halflife_version ? `halflife ${info.halflife_version} (ReductStore API ${info.version})` : info.version),
       // A PRIMARY or SECONDARY that answers is the active one of its pair.
       card('Role', info.instance_state ? `${info.instance_role} (${info.instance_state})` : info.instance_role || '—'),
       card('Uptime', duration(info.uptime)),

@@ -212,7 +212,9 @@ fn server_line(info: &serde_json::Value) -> String {
     format!(
         "served by instance {} (halflife {}): {}{state}",
         text("instance_name"),
-        text("version"),
+        info["halflife_version"]
+            .as_str()
+            .map_or_else(|| text("version"), str::to_string),
         text("instance_role")
     )
 }

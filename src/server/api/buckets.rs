@@ -40,7 +40,11 @@ pub fn server_info(app: &App) -> Result<Response> {
         .min()
         .unwrap_or(u64::MAX);
     let mut info = json!({
-        "version": env!("CARGO_PKG_VERSION"),
+        // The ReductStore version whose API this is: what the SDKs compare (reduct-py and
+        // reduct-js want at least 1.10.0) and what tools gate features on. halflife's own
+        // version has a field of its own, and the `server` header.
+        "version": REDUCTSTORE_API_VERSION,
+        "halflife_version": env!("CARGO_PKG_VERSION"),
         "instance_name": app.instance_name,
         "instance_role": app.role.as_str(),
         "bucket_count": buckets.len(),
@@ -58,6 +62,9 @@ pub fn server_info(app: &App) -> Result<Response> {
     }
     Ok(Response::json(&info))
 }
+
+/// The ReductStore release whose API halflife answers as (`version` in `/info`).
+pub const REDUCTSTORE_API_VERSION: &str = "1.21.5";
 
 /// `GET /list`: the buckets the caller may read (all of them with authentication off).
 pub fn list(app: &App, caller: Option<&Caller>) -> Result<Response> {
