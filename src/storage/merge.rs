@@ -211,6 +211,24 @@ impl MergeQueue {
     }
 }
 
+impl MergeQueue {
+    /// [`MergeQueue::request_if_needed`] now, and again once the background thread has
+    /// sealed the full logs the entry has waiting: the block a seal adds can take the
+    /// overlap past the bound after the write that froze its log asked, and no write may
+    /// come after it to ask again.
+    pub(crate) fn request_now_and_after_seals(&self, entry: &Arc<Entry>, limits: BlockLimits) {
+        self.request_if_needed(entry, limits);
+        if entry.take_merge_recheck() {
+            let (queue, again) = (self.clone(), entry.clone());
+            // Behind the seal the write asked for: the thread takes its jobs in order.
+            entry.ctx.seals.later(Box::new(move || {
+                again.merge_rechecked();
+                queue.request_if_needed(&again, limits);
+            }));
+        }
+    }
+}
+
 /// The merger thread of a store: merges the entries writers queue, one at a time.
 pub(crate) struct Merger {
     tx: Sender<MergeJob>,

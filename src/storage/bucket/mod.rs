@@ -354,7 +354,7 @@ impl Bucket {
         let pending = entry
             .write(meta, payload, limits)
             .map_err(|e| self.raced_removal(&entry, e))?;
-        self.merges.request_if_needed(&entry, limits);
+        self.merges.request_now_and_after_seals(&entry, limits);
         Ok(pending)
     }
 

@@ -28,6 +28,21 @@ impl Entry {
         !self.merge_queued.swap(true, Ordering::AcqRel)
     }
 
+    /// True when full logs wait for the background thread's seal and no look at the
+    /// overlap after them is queued yet; marks one queued.
+    pub(crate) fn take_merge_recheck(&self) -> bool {
+        if self.merge_recheck_queued.load(Ordering::Relaxed) {
+            return false;
+        }
+        let waiting = self.lock().is_ok_and(|st| !st.sealing.is_empty());
+        waiting && !self.merge_recheck_queued.swap(true, Ordering::AcqRel)
+    }
+
+    /// Clears the mark of [`Entry::take_merge_recheck`] (the look is being made).
+    pub(crate) fn merge_rechecked(&self) {
+        self.merge_recheck_queued.store(false, Ordering::Release);
+    }
+
     /// Records that a background merge failed: no new request until the blocks change.
     pub(crate) fn merge_failed(&self) {
         self.merge_failed.store(true, Ordering::Release);

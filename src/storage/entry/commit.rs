@@ -278,6 +278,8 @@ mod tests {
             };
             bucket.write("e", meta, b"x").expect("write");
         }
+        // The full logs are sealed by the background thread: its blocks, once it is done.
+        bucket.catch_up().expect("the seals");
         let entry = bucket.entry("e").expect("entry");
         let old = entry.sealed_blocks().expect("blocks")[0].clone();
         let mut retiered = old.clone();

@@ -147,6 +147,8 @@ pub struct Entry {
     pub(crate) ctx: EntryContext,
     /// Set while a background merge of this entry is queued, so it is queued once.
     merge_queued: AtomicBool,
+    /// Set while a look at the overlap after the background seals is queued.
+    merge_recheck_queued: AtomicBool,
     /// The most sealed blocks covering one instant, as of the last commit; atomic so every
     /// write can ask whether a merge is due without taking the state lock again.
     depth: AtomicUsize,
@@ -316,6 +318,7 @@ impl Entry {
             uid: NEXT_ENTRY_UID.fetch_add(1, Ordering::Relaxed),
             ctx,
             merge_queued: AtomicBool::new(false),
+            merge_recheck_queued: AtomicBool::new(false),
             depth: AtomicUsize::new(max_overlap(&state.index.blocks).0),
             merge_failed: AtomicBool::new(false),
             merging: Mutex::new(()),
