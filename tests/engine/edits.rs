@@ -407,7 +407,11 @@ fn quotas_count_tombstoned_records_as_gone() {
     };
     // The server asks `make_room` before each write.
     let mut ts = 1;
-    while bucket.make_room(payload.len() as u64).is_ok() {
+    let sized = |ts: u64| RecordMeta {
+        size: payload.len() as u64,
+        ..meta(ts)
+    };
+    while bucket.make_room([&sized(ts)]).is_ok() {
         bucket.write("e", meta(ts), &payload).unwrap();
         ts += 1;
     }
@@ -419,7 +423,7 @@ fn quotas_count_tombstoned_records_as_gone() {
         bucket.remove_record("e", t).unwrap();
     }
     bucket
-        .make_room(payload.len() as u64)
+        .make_room([&sized(ts)])
         .expect("the quota still counts removed records");
 }
 

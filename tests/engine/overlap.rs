@@ -327,8 +327,14 @@ fn fifo_quota_drops_exactly_the_oldest_block_when_blocks_overlap() {
         })
         .unwrap();
     // The server makes room before each write.
-    bucket.make_room(1).unwrap();
-    bucket.write("e", meta(2_000_000, 0), b"x").unwrap();
+    let next = meta(2_000_000, 0);
+    bucket
+        .make_room([&RecordMeta {
+            size: 1,
+            ..next.clone()
+        }])
+        .unwrap();
+    bucket.write("e", next, b"x").unwrap();
     let blocks = index(&bucket, "e").blocks;
     assert!(blocks.iter().all(|b| b.seq != first.seq));
     // Only the dropped block's records are gone; the others in its range stay.

@@ -56,7 +56,7 @@ fn write(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result
     // Even a missing bucket (or a full quota) fails per record, as in ReductStore.
     let bucket = app.store.bucket(bucket_name).and_then(|b| {
         app.store.admit_write(total)?;
-        b.make_room(total)?;
+        b.make_room(&records)?;
         Ok(b)
     });
     let origin = Origin::of(app, bucket_name, &req.head)?;

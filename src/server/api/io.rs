@@ -307,7 +307,7 @@ fn write(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
         )));
     }
     app.store.admit_write(total)?;
-    bucket.make_room(total)?;
+    bucket.make_room(batch.records.iter().map(|r| &r.meta))?;
     let mut response = batch_response(&batch);
     let mut pending = Pending::none();
     for record in &batch.records {

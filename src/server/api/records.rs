@@ -167,7 +167,6 @@ fn write(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result
         None => return Err(Error::unprocessable("content-length header is required")),
     };
     app.store.admit_write(size)?;
-    bucket.make_room(size)?;
     let meta = RecordMeta {
         timestamp: ts,
         labels: labels_from_headers(&req.head),
@@ -179,6 +178,7 @@ fn write(app: &App, bucket_name: &str, entry: &str, req: &mut Request) -> Result
             .to_string(),
         size,
     };
+    bucket.make_room([&meta])?;
     let payload = req
         .body
         .read_all()

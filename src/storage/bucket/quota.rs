@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::bucket::Bucket;
 use crate::storage::entry::Entry;
+use crate::storage::format::log::record_disk_size;
+use crate::storage::record::RecordMeta;
 use crate::storage::settings::QuotaType;
 
 impl Bucket {
@@ -24,10 +26,22 @@ impl Bucket {
         Ok(size)
     }
 
-    /// Checks the bucket's quota before a write of `incoming` bytes: a HARD quota refuses
-    /// it (400 `Quota of 'b' exceeded`); a FIFO quota drops the oldest local sealed blocks
-    /// until the write fits or none is left to drop. Both count local bytes only.
-    pub fn make_room(&self, incoming: u64) -> Result<()> {
+    /// Checks the bucket's quota before a write of `records` (their `size` the
+    /// payloads'): a HARD quota refuses it when the payloads would pass it (400 `Quota of
+    /// 'b' exceeded`), as ReductStore counts; a FIFO quota drops the oldest local sealed
+    /// blocks until what the write adds on disk — payloads, their log operations, a new
+    /// log's header — fits, or none is left to drop, so the bucket stays within it. Both
+    /// count local bytes only.
+    pub fn make_room<'a>(&self, records: impl IntoIterator<Item = &'a RecordMeta>) -> Result<()> {
+        let (mut payloads, mut on_disk) = (0u64, 0u64);
+        for meta in records {
+            payloads = payloads.saturating_add(meta.size);
+            on_disk = on_disk.saturating_add(record_disk_size(meta));
+        }
+        self.make_room_for(payloads, on_disk)
+    }
+
+    fn make_room_for(&self, incoming: u64, on_disk: u64) -> Result<()> {
         let settings = self.settings();
         match settings.quota_type {
             QuotaType::None => Ok(()),
@@ -52,7 +66,7 @@ impl Bucket {
                     ));
                 }
                 let mut sealed = false;
-                while self.local_size()?.saturating_add(incoming) > settings.quota_size {
+                while self.local_size()?.saturating_add(on_disk) > settings.quota_size {
                     if self.drop_oldest_block()? {
                         continue;
                     }

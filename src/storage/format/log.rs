@@ -229,11 +229,7 @@ impl OpenLog {
 
     /// Appends a new record.
     pub fn append_record(&mut self, mut meta: RecordMeta, payload: &[u8]) -> Result<()> {
-        let mut w = oplog::start_op(OP_RECORD);
-        w.u64(meta.timestamp);
-        w.str(&meta.content_type);
-        w.labels(&meta.labels);
-        w.u64(payload.len() as u64);
+        let w = record_op(&meta, payload.len() as u64);
         let op = self.len;
         let offset = self.append(w, payload)?;
         meta.size = payload.len() as u64;
@@ -488,4 +484,20 @@ mod tests {
         let err = read_payload_into(&log.file().unwrap(), &rec, &path, &mut buf).unwrap_err();
         assert!(err.message().contains("checksum"), "{}", err.message());
     }
+}
+
+/// The operation that adds a record of `payload_len` bytes, without its payload.
+fn record_op(meta: &RecordMeta, payload_len: u64) -> BinaryWriter {
+    let mut w = oplog::start_op(OP_RECORD);
+    w.u64(meta.timestamp);
+    w.str(&meta.content_type);
+    w.labels(&meta.labels);
+    w.u64(payload_len);
+    w
+}
+
+/// The most a record of `meta` (its `size` the payload's) adds to the disk when it is
+/// written: its operation and payload, and the header of a log it may start.
+pub fn record_disk_size(meta: &RecordMeta) -> u64 {
+    record_op(meta, meta.size).buf.len() as u64 + meta.size + LOG_MAGIC.len() as u64
 }
