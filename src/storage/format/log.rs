@@ -325,6 +325,22 @@ pub fn read_payload_into<'b>(
     rec.verified(buf, &path.display())
 }
 
+/// The operation that adds a record of `payload_len` bytes, without its payload.
+fn record_op(meta: &RecordMeta, payload_len: u64) -> BinaryWriter {
+    let mut w = oplog::start_op(OP_RECORD);
+    w.u64(meta.timestamp);
+    w.str(&meta.content_type);
+    w.labels(&meta.labels);
+    w.u64(payload_len);
+    w
+}
+
+/// The most a record of `meta` (its `size` the payload's) adds to the disk when it is
+/// written: its operation and payload, and the header of a log it may start.
+pub fn record_disk_size(meta: &RecordMeta) -> u64 {
+    record_op(meta, meta.size).buf.len() as u64 + meta.size + LOG_MAGIC.len() as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -484,20 +500,4 @@ mod tests {
         let err = read_payload_into(&log.file().unwrap(), &rec, &path, &mut buf).unwrap_err();
         assert!(err.message().contains("checksum"), "{}", err.message());
     }
-}
-
-/// The operation that adds a record of `payload_len` bytes, without its payload.
-fn record_op(meta: &RecordMeta, payload_len: u64) -> BinaryWriter {
-    let mut w = oplog::start_op(OP_RECORD);
-    w.u64(meta.timestamp);
-    w.str(&meta.content_type);
-    w.labels(&meta.labels);
-    w.u64(payload_len);
-    w
-}
-
-/// The most a record of `meta` (its `size` the payload's) adds to the disk when it is
-/// written: its operation and payload, and the header of a log it may start.
-pub fn record_disk_size(meta: &RecordMeta) -> u64 {
-    record_op(meta, meta.size).buf.len() as u64 + meta.size + LOG_MAGIC.len() as u64
 }
