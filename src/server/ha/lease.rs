@@ -2,8 +2,9 @@
 //! one writer, with fencing (`docs/high-availability.md`).
 //!
 //! On disk, beside the data:
-//! - `.lease`: JSON `{owner, epoch, renewed_at, url, role}`, replaced atomically (temp,
-//!   fsync, rename, fsync of the directory) by the holder every polling interval;
+//! - `.lease`: JSON `{owner, epoch, renewals, renewed_at, url, role}`, replaced atomically
+//!   (temp, fsync, rename, fsync of the directory) by the holder every polling interval,
+//!   and read past the page cache (`fresh_read.rs`);
 //! - `.lease-epoch-<N>`: created exclusively (`O_EXCL`) by the instance that takes epoch
 //!   `N`, so of two standbys that see the lease run out at once only one takes it.
 //!
