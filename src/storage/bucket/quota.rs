@@ -33,16 +33,14 @@ impl Bucket {
     /// log's header — fits, or none is left to drop, so the bucket stays within it. Both
     /// count local bytes only.
     pub fn make_room<'a>(&self, records: impl IntoIterator<Item = &'a RecordMeta>) -> Result<()> {
-        let (mut payloads, mut on_disk) = (0u64, 0u64);
-        for meta in records {
-            payloads = payloads.saturating_add(meta.size);
-            on_disk = on_disk.saturating_add(record_disk_size(meta));
-        }
-        self.make_room_for(payloads, on_disk)
-    }
-
-    fn make_room_for(&self, incoming: u64, on_disk: u64) -> Result<()> {
         let settings = self.settings();
+        // Payloads, and what lands on disk only where a FIFO quota counts it: a bucket
+        // without a quota pays nothing per write.
+        let fifo = settings.quota_type == QuotaType::Fifo;
+        let (incoming, on_disk) = records.into_iter().fold((0u64, 0u64), |(p, d), meta| {
+            let disk = if fifo { record_disk_size(meta) } else { 0 };
+            (p.saturating_add(meta.size), d.saturating_add(disk))
+        });
         match settings.quota_type {
             QuotaType::None => Ok(()),
             QuotaType::Hard => {
