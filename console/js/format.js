@@ -180,3 +180,17 @@ export function fromInputTime(text) {
   const ms = Date.parse(`${text.length === 16 ? `${text}:00` : text}Z`);
   return Number.isFinite(ms) && ms >= 0 ? (BigInt(ms) * 1000n).toString() : '';
 }
+
+/** A lifecycle policy's state in words, from its info: a run in progress, caught up,
+ * catching up on a backlog it names, or no run yet. "Catching up" only ever stands
+ * beside records still waiting. */
+export function policyState(info) {
+  if (info.running_now) return 'running';
+  if (info.caught_up === true) return 'caught up';
+  if (info.caught_up === false) {
+    const waiting = info.backlog_records || 0;
+    return waiting > 0 ? `catching up (${count(waiting)} records)` : 'nothing waiting';
+  }
+  if (info.last_status === 'error') return 'last run failed';
+  return info.total_runs ? 'no result kept' : 'not run yet';
+}

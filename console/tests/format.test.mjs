@@ -5,7 +5,7 @@ import test from 'node:test';
 
 import {
   bytes, count, dateAndTime, DOWNLOAD_TYPE, downloadName, duration, fromInputTime, hexDump, inputTime, isoTime, millis,
-  previewKind, recordHeader, span, timestamp,
+  policyState, previewKind, recordHeader, span, timestamp,
 } from '../js/format.js';
 import {
   histogram, linear, placeInstant, thin, tierClass, ticks, timeTicks,
@@ -170,4 +170,13 @@ test('each page lights its own link in the navigation', () => {
   assert.equal(section(parse('replications')), 'replications');
   assert.equal(section(parse('tokens')), 'tokens');
   assert.equal(section(parse('login')), null);
+});
+
+test('a policy says catching up only beside records still waiting', () => {
+  assert.equal(policyState({ caught_up: true, backlog_records: 0 }), 'caught up');
+  assert.equal(policyState({ caught_up: false, backlog_records: 1234 }), 'catching up (1,234 records)');
+  assert.equal(policyState({ caught_up: false, backlog_records: 0 }), 'nothing waiting');
+  assert.equal(policyState({ caught_up: null, total_runs: 0 }), 'not run yet');
+  assert.equal(policyState({ caught_up: null, last_status: 'error', total_runs: 2 }), 'last run failed');
+  assert.equal(policyState({ caught_up: true, running_now: true }), 'running');
 });

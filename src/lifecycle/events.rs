@@ -85,6 +85,57 @@ pub struct RunEvent {
     /// (`lifecycle/action/delete/thinning.rs`). Carried over by error events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinning: Option<crate::lifecycle::action::delete::thinning_progress::ThinningProgress>,
+    /// Ours: the policy's runs and results up to and including this one, over every
+    /// instance that ran it on this data, so a server opening the data (or taking it
+    /// over) reports what was done before it.
+    #[serde(flatten)]
+    pub totals: RunTotals,
+}
+
+/// A policy's runs and their results added up: what the latest event carries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunTotals {
+    /// Runs, failed ones included (quiet runs too, written or not).
+    #[serde(default)]
+    pub total_runs: u64,
+    /// Failed runs.
+    #[serde(default)]
+    pub total_failures: u64,
+    /// Records processed.
+    #[serde(default)]
+    pub processed_records_total: u64,
+    /// Blocks processed.
+    #[serde(default)]
+    pub processed_blocks_total: u64,
+    /// Bytes compression saved.
+    #[serde(default)]
+    pub bytes_saved_total: u64,
+}
+
+impl RunTotals {
+    /// These totals with one more run, `event`'s (its own counts, not its totals).
+    pub fn and(mut self, event: &RunEvent) -> RunTotals {
+        self.total_runs += 1;
+        if event.is_error() {
+            self.total_failures += 1;
+        } else {
+            self.processed_records_total += event.processed_records;
+            self.processed_blocks_total += event.processed_blocks;
+            self.bytes_saved_total += event.bytes_saved;
+        }
+        self
+    }
+}
+
+/// What the event trail holds of a policy, whichever instances ran it: what a
+/// scheduler starts from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct History {
+    /// The newest event.
+    pub latest: RunEvent,
+    /// The totals up to it: its own, or for events written without them (older
+    /// versions, ReductStore), the runs the trail holds.
+    pub totals: RunTotals,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -189,22 +240,63 @@ impl EventLog {
         Ok(true)
     }
 
-    /// The latest event of a policy, if it has one.
+    /// The latest event of a policy, if it has one: the newest of every instance's (the
+    /// data's progress is the same whichever instance made it: a standby taking over,
+    /// or a server opening a store `halflife demo` left).
     pub fn latest(&self, policy: &str) -> Result<Option<RunEvent>> {
+        Ok(self.history(policy)?.map(|h| h.latest))
+    }
+
+    /// What the trail holds of a policy: its newest event over every instance, and the
+    /// totals up to it.
+    pub fn history(&self, policy: &str) -> Result<Option<History>> {
         let Some(bucket) = self.system.existing()? else {
             return Ok(None);
         };
-        let record = match bucket.read(&self.entry_name(policy), None) {
-            Ok(record) => record,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        let payload = record
-            .payload
-            .ok_or_else(|| Error::internal("event without payload"))?;
-        serde_json::from_slice(payload.as_slice())
-            .map(Some)
-            .map_err(|e| Error::internal(format!("event of '{policy}' does not parse: {e}")))
+        let own = self.entry_name(policy);
+        let suffix = format!("/{}", sanitize(policy));
+        let mut newest: Option<(u64, bool, RunEvent)> = None;
+        let mut trail = Vec::new();
+        for entry in bucket.entries() {
+            let name = entry.name();
+            let of_policy = name
+                .strip_prefix("lifecycle/")
+                .and_then(|rest| rest.strip_suffix(&suffix))
+                .is_some_and(|instance| !instance.is_empty() && !instance.contains('/'));
+            if !of_policy {
+                continue;
+            }
+            let record = match bucket.read(name, None) {
+                Ok(record) => record,
+                Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            trail.push(entry.clone());
+            let payload = record
+                .payload
+                .ok_or_else(|| Error::internal("event without payload"))?;
+            let event: RunEvent = serde_json::from_slice(payload.as_slice()).map_err(|e| {
+                Error::internal(format!("event of '{policy}' in {name} does not parse: {e}"))
+            })?;
+            // The newest wins; this instance's own on a tie.
+            let key = (record.meta.timestamp, name == own);
+            if newest
+                .as_ref()
+                .is_none_or(|(ts, mine, _)| key > (*ts, *mine))
+            {
+                newest = Some((key.0, key.1, event));
+            }
+        }
+        Ok(newest.map(|(_, _, latest)| {
+            let mut totals = latest.totals;
+            if totals.total_runs == 0 {
+                totals.total_runs = trail
+                    .iter()
+                    .map(|e| e.info().map_or(0, |i| i.record_count))
+                    .sum();
+            }
+            History { latest, totals }
+        }))
     }
 
     /// The saved progress of a policy: `last_processed_ts` of its latest event, or the
@@ -253,6 +345,7 @@ mod tests {
             kept_pending_replication_from: None,
             backlog_records: 0,
             thinning: None,
+            totals: RunTotals::default(),
         }
     }
 
@@ -320,5 +413,31 @@ mod tests {
         let store = Arc::new(Store::open(Config::new(dir.path())).unwrap());
         let log = EventLog::open(&store, "edge 1", None).unwrap();
         assert_eq!(log.last_progress("p").unwrap(), Some(900));
+    }
+
+    #[test]
+    fn the_progress_and_totals_are_the_datas_whichever_instance_ran_the_policy() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(Config::new(dir.path())).unwrap());
+        let demo = EventLog::open(&store, "demo", None).unwrap();
+        let mut first = event("p", Some(500), None);
+        first.totals = RunTotals::default().and(&first);
+        demo.write(1000, &first).unwrap();
+        let mut second = event("p", Some(900), None);
+        second.totals = first.totals.and(&second);
+        demo.write(2000, &second).unwrap();
+        let edge = EventLog::open(&store, "edge", None).unwrap();
+        assert_eq!(edge.last_progress("p").unwrap(), Some(900));
+        let history = edge.history("p").unwrap().unwrap();
+        assert_eq!(history.latest.instance, "edge 1");
+        assert_eq!(history.totals.total_runs, 2);
+        assert_eq!(history.totals.processed_records_total, 20);
+        // A newer event of this instance's wins; other policies' entries are not read.
+        edge.write(3000, &event("p", Some(950), None)).unwrap();
+        edge.write(4000, &event("other", Some(999), None)).unwrap();
+        assert_eq!(edge.last_progress("p").unwrap(), Some(950));
+        // Written without totals (an older version): the runs the trail holds.
+        assert_eq!(edge.history("p").unwrap().unwrap().totals.total_runs, 3);
+        assert_eq!(edge.history("none").unwrap(), None);
     }
 }

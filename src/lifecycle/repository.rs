@@ -148,7 +148,15 @@ impl LifecycleRepository {
             match policy {
                 Ok(policy) => {
                     thinning.register(&policy, events.as_deref());
-                    scheduler.upsert(policy, def.settings.mode)?
+                    scheduler.upsert(policy, def.settings.mode)?;
+                    // What it did before this start (by whichever instance) is what it
+                    // reports until its first run here.
+                    let history = events.as_ref().map(|e| e.history(name)).transpose();
+                    match history {
+                        Ok(Some(Some(history))) => scheduler.restore(name, history)?,
+                        Ok(_) => {}
+                        Err(e) => log::warn!("lifecycle '{name}': its past runs not read: {e}"),
+                    }
                 }
                 Err(e) => {
                     // Kept (never dropped silently): listed, not run, its error in its

@@ -20,12 +20,14 @@ use crossbeam_channel::{Receiver, Sender, select};
 
 use crate::error::{Error, Result};
 use crate::lifecycle::action::{RunOutcome, run_policy};
-use crate::lifecycle::events::{EventLog, RunEvent};
-use crate::lifecycle::meter::{RunMeter, RunProgress};
+use crate::lifecycle::events::{EventLog, History, RunEvent, RunTotals};
+use crate::lifecycle::meter::RunMeter;
 use crate::lifecycle::settings::{LifecycleMode, Policy};
 use crate::storage::{CompressPool, Store};
 
+mod runtime_info;
 mod worker;
+pub use runtime_info::RuntimeInfo;
 use worker::worker;
 
 /// Delay before the next run when a run affected nothing and is not caught up.
@@ -44,44 +46,6 @@ pub fn retry_delay(failures: u64, interval: Duration) -> Duration {
         .min(interval)
 }
 
-/// Runtime state of a policy, as the repository reports it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RuntimeInfo {
-    /// A run is in progress now.
-    pub running_now: bool,
-    /// When the last run started.
-    pub last_run: Option<SystemTime>,
-    /// When the next run is due (`None` while disabled or running).
-    pub next_run: Option<SystemTime>,
-    /// `ok` or `error` for the last run.
-    pub last_status: Option<String>,
-    /// The last run's error message.
-    pub last_error: Option<String>,
-    /// Runs so far (since start).
-    pub total_runs: u64,
-    /// Failed runs so far.
-    pub total_failures: u64,
-    /// Failed runs in a row, up to now (0 after a success); retries back off with it.
-    pub consecutive_failures: u64,
-    /// Records processed over all runs.
-    pub processed_records_total: u64,
-    /// Bytes saved by compression over all runs.
-    pub bytes_saved_total: u64,
-    /// Blocks processed over all runs.
-    pub processed_blocks_total: u64,
-    /// How long the last run took.
-    pub last_duration: Option<Duration>,
-    /// How late the last run on the policy's clock was dispatched after its deadline
-    /// (runs asked for by `run_now` are not counted).
-    pub last_lateness: Option<Duration>,
-    /// The run in progress: how far it is through its window (`None` when idle, or
-    /// before the run has planned its window).
-    pub progress: Option<RunProgress>,
-    /// The last run's `lifecycle_run` event, whether or not it was written to `$system`
-    /// (a quiet run's is not): its result, progress and `caught_up`.
-    pub last_event: Option<RunEvent>,
-}
-
 enum Command {
     /// Create or replace a policy; replies once a run of the old version has stopped.
     Upsert(Arc<Policy>, LifecycleMode, Sender<()>),
@@ -90,11 +54,15 @@ enum Command {
     SetMode(String, LifecycleMode, Sender<()>),
     RunNow(String, Sender<Result<()>>),
     Info(Sender<HashMap<String, RuntimeInfo>>),
+    /// Start a policy that has not run yet from what the event trail holds of it.
+    Restore(String, Box<History>),
     Stats(Sender<SchedulerStats>),
 }
 
 struct Job {
     policy: Arc<Policy>,
+    /// The policy's totals before this run (its event carries them with its own).
+    totals: RunTotals,
     generation: u64,
     dry_run: bool,
     cancel: Arc<AtomicBool>,
@@ -272,6 +240,15 @@ impl Scheduler {
     /// Runtime state of every policy.
     pub fn info(&self) -> Result<HashMap<String, RuntimeInfo>> {
         self.call(Command::Info)
+    }
+
+    /// Starts policy `name`, if it has not run since it was added, from what the event
+    /// trail holds of it (its last run, result and progress, its totals): what a server
+    /// opening the data reports before its own first run.
+    pub fn restore(&self, name: &str, history: History) -> Result<()> {
+        self.commands
+            .send(Command::Restore(name.to_string(), Box::new(history)))
+            .map_err(|_| Error::internal("the lifecycle scheduler has stopped"))
     }
 
     /// Dispatch punctuality so far.
@@ -465,6 +442,14 @@ impl State {
                     lateness_p99: pick(0.99),
                 });
             }
+            Command::Restore(name, history) => {
+                if let Some(slot) = self.slots.get_mut(&name)
+                    && slot.info.total_runs == 0
+                    && slot.running.is_none()
+                {
+                    slot.info.restore(*history);
+                }
+            }
             Command::Info(reply) => {
                 let info = self
                     .slots
@@ -528,6 +513,7 @@ impl State {
         slot.info.last_run = Some(SystemTime::now());
         let job = Job {
             policy: slot.policy.clone(),
+            totals: slot.info.totals(),
             generation: slot.generation,
             dry_run: slot.mode == LifecycleMode::DryRun,
             cancel,

@@ -321,15 +321,31 @@ fn demo_runs_without_the_source_tree_from_the_embedded_fixtures() {
         !keep.with_extension("fixtures").exists(),
         "the unpacked fixtures are removed"
     );
-    // The kept store starts under a plain serve, its policies valid at the defaults.
+    // The kept store starts under a plain serve, its policies valid at the defaults, and
+    // each reports the runs the demo printed (under its instance `demo`), caught up.
     let server = common::start_server(&keep, &[]);
     for name in ["drop-noise", "squeeze"] {
+        let runs: Vec<&str> = text
+            .lines()
+            .filter(|l| l.split_whitespace().next() == Some(name))
+            .collect();
+        assert!(!runs.is_empty(), "{text}");
+        let records: u64 = runs
+            .iter()
+            .map(|l| l.split_whitespace().nth(2).unwrap().parse::<u64>().unwrap())
+            .sum();
         let r = server.get(&format!("/api/v1/lifecycles/{name}"));
         assert_eq!(r.status, 200);
         let info = r.json();
         assert_eq!(info["info"]["is_running"], true, "{info}");
         assert!(info["info"]["last_error"].is_null(), "{info}");
         assert_eq!(info["settings"]["interval"], "1h", "{info}");
+        assert_eq!(info["info"]["total_runs"], runs.len(), "{info}\n{text}");
+        assert_eq!(info["info"]["processed_records_total"], records, "{info}");
+        assert_eq!(info["info"]["caught_up"], true, "{info}");
+        assert_eq!(info["info"]["last_status"], "ok", "{info}");
+        assert!(info["info"]["last_processed_ts"].is_u64(), "{info}");
+        assert_eq!(info["info"]["last_event"]["instance"], "demo", "{info}");
     }
     assert!(
         server.log_lines("invalid").is_empty(),

@@ -232,6 +232,7 @@ fn run_once(
         resume_ts: None,
         backlog_records: outcome.backlog_records,
         thinning: outcome.thinning.clone(),
+        totals: Default::default(),
     };
     // As the worker does: the notes settle once an event holds the progress.
     if events.record_run(now, &event).unwrap() {

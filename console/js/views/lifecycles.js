@@ -7,7 +7,9 @@
 import { call, readable, segment } from '../api.js';
 import { json, readBucketRecords } from '../batch.js';
 import { errorBox, fill, h } from '../dom.js';
-import { bytes, count, isoTime, millis, timestamp } from '../format.js';
+import {
+  bytes, count, isoTime, millis, policyState, timestamp,
+} from '../format.js';
 import { bars, linear, timeAxis } from '../chart.js';
 import { card, isoCard, timeCard } from './cards.js';
 import { systemSegment } from '../protocol.js';
@@ -98,7 +100,7 @@ export async function list(ctx) {
       h('td', {}, p.type), h('td', {}, p.mode),
       h('td', {}, p.last_status || '—', p.last_error ? ` (${p.last_error})` : ''),
       h('td', {}, isoTime(p.last_run)), h('td', {}, isoTime(p.next_run)),
-      h('td', {}, p.caught_up ? 'caught up' : 'catching up'),
+      h('td', {}, policyState(p)),
       h('td', { class: 'num' }, count(p.processed_records_total)),
       h('td', { class: 'num' }, bytes(p.bytes_saved_total)),
       h('td', {}, h('button', {
@@ -240,8 +242,8 @@ export async function detail(ctx) {
         ['Saved', bytes(info.bytes_saved_total)]]
         .map(([label, value]) => card(label, value)),
       isoCard('Next run', info.next_run),
-      card('State', info.caught_up ? 'caught up' : 'catching up'),
-      card('Backlog', info.caught_up ? '—' : `${count(info.backlog_records || 0)} records`),
+      card('State', policyState(info)),
+      card('Backlog', info.caught_up === false ? `${count(info.backlog_records || 0)} records` : '—'),
       timeCard('Processed up to', info.last_processed_ts)),
     h('p', {}, h('button', {
       id: 'run-now',

@@ -69,6 +69,7 @@ pub(super) fn worker(context: &RunContext, jobs: &Receiver<Job>, done: &Sender<D
         }
         let events = context.events.as_deref();
         let mut event = run_event(policy, job.dry_run, duration, &result, events);
+        event.totals = job.totals.and(&event);
         if result.is_err() {
             event.thinning = context.thinning.current(&policy.name);
         }
@@ -131,6 +132,7 @@ fn run_event(
         kept_pending_replication_from: None,
         backlog_records: 0,
         thinning: None,
+        totals: Default::default(),
     };
     match result {
         Ok(o) => {
