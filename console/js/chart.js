@@ -80,6 +80,31 @@ export function placeInstant(ms, times, xs) {
   return null;
 }
 
+/**
+ * Stretches of a round span (µs) over [startUs, stopUs), at most `n` of them, as the
+ * server cuts an entry's histogram: `{ first, step, count }`, `step` the shortest of the
+ * time axis's steps (a millisecond … an hour, a day, a week …; microseconds below) that
+ * covers the range in `n` stretches from the round instant at or before its start
+ * (a Monday for weeks).
+ */
+export function roundStretches(startUs, stopUs, n) {
+  const start = Number(startUs);
+  const stop = Math.max(Number(stopUs), start + 1);
+  const steps = [1, 2, 5, 10, 20, 50, 100, 200, 500, ...TIME_STEPS.map((ms) => ms * 1000)];
+  const monday = 4 * DAY * 1000;
+  const align = (step) => {
+    const origin = step % (7 * DAY * 1000) === 0 && start >= monday ? monday : 0;
+    return origin + Math.floor((start - origin) / step) * step;
+  };
+  const longest = steps[steps.length - 1];
+  for (let i = 0; ; i += 1) {
+    const step = i < steps.length ? steps[i] : (i - steps.length + 2) * longest;
+    const first = align(step);
+    const count = Math.ceil((stop - first) / step);
+    if (count <= Math.max(1, n)) return { first, step, count };
+  }
+}
+
 /** The values of `points` ([x, value] pairs) summed per one of `buckets` equal spans of [start, stop). */
 export function histogram(points, start, stop, buckets) {
   const sums = new Array(buckets).fill(0);

@@ -46,9 +46,10 @@ export function millis(us) {
   return Number(BigInt(us) / 1000n);
 }
 
-/** A span in microseconds for people: "250 ms", "45s", "1h 30m", "2d 4h". */
+/** A span in microseconds for people: "20 µs", "250 ms", "45s", "1h 30m", "2d 4h". */
 export function span(us) {
   const n = Number(us) || 0;
+  if (n < 1000) return `${Math.round(n)} µs`;
   if (n < 1e6) return `${Math.round(n / 1000)} ms`;
   return duration(n / 1e6);
 }

@@ -8,7 +8,7 @@ import {
   policyState, previewKind, recordHeader, span, timestamp,
 } from '../js/format.js';
 import {
-  histogram, linear, placeInstant, thin, tierClass, ticks, timeTicks,
+  histogram, linear, placeInstant, roundStretches, thin, tierClass, ticks, timeTicks,
 } from '../js/chart.js';
 import { link, parse, section } from '../js/route.js';
 import { decodeReadBatch, systemSegment } from '../js/protocol.js';
@@ -179,4 +179,21 @@ test('a policy says catching up only beside records still waiting', () => {
   assert.equal(policyState({ caught_up: null, total_runs: 0 }), 'not run yet');
   assert.equal(policyState({ caught_up: null, last_status: 'error', total_runs: 2 }), 'last run failed');
   assert.equal(policyState({ caught_up: true, running_now: true }), 'running');
+});
+
+test('a chart cuts its range into round stretches, as the server does', () => {
+  const DAY = 86400e6;
+  // The odd span: 353 days in 60 bars was "5d 21h 6m" a bar; a week now, from a Monday.
+  const start = 1765000000e6;
+  const weeks = roundStretches(start, start + 353 * DAY, 60);
+  assert.equal(weeks.step, 7 * DAY);
+  assert.equal(new Date(weeks.first / 1000).toISOString().slice(0, 10), '2025-12-01');
+  assert.equal(new Date(weeks.first / 1000).getUTCDay(), 1);
+  assert.ok(weeks.first <= start && weeks.first + weeks.count * weeks.step >= start + 353 * DAY);
+  assert.ok(weeks.count <= 60);
+  const hours = roundStretches(start, start + 2 * DAY, 60);
+  assert.equal(hours.step, 3600e6);
+  assert.equal(hours.first % 3600e6, 0);
+  assert.deepEqual(roundStretches(100, 200, 3), { first: 100, step: 50, count: 2 });
+  assert.equal(span(50), '50 µs');
 });

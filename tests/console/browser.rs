@@ -215,6 +215,9 @@ fn a_user_walks_through_the_console_in_a_real_browser() {
     );
     browser.click("#range-form button[type=submit]");
     browser.wait_for_text(".chart figcaption", "1 record,");
+    // A second in 60 bars: bars of a round 20 ms (not 16.7).
+    let caption = browser.text(".chart figcaption");
+    assert!(caption.contains("bytes per 20 ms from"), "{caption}");
     let url = browser.url();
     assert!(
         url.contains("start=1700000000000000") && url.contains("stop=1700000001000000"),

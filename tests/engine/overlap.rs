@@ -463,11 +463,15 @@ fn histograms_count_exactly_what_a_pass_over_the_records_counts() {
     ] {
         let h = entry.histogram(start, stop, points).unwrap();
         assert!(h.records.len() <= points, "{start}..{stop}/{points}");
-        assert!(h.step * h.records.len() as u64 >= stop - start);
+        assert!(
+            h.start <= start && h.start % h.step == 0,
+            "{start}..{stop}/{points}"
+        );
+        assert!(h.start as u128 + (h.step * h.records.len() as u64) as u128 >= stop as u128);
         let mut records_model = vec![0u64; h.records.len()];
         let mut bytes_model = vec![0u64; h.records.len()];
         for &(ts, size) in records.iter().filter(|(ts, _)| (start..stop).contains(ts)) {
-            let at = ((ts - start) / h.step) as usize;
+            let at = ((ts - h.start) / h.step) as usize;
             records_model[at] += 1;
             bytes_model[at] += size;
         }

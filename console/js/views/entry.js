@@ -8,7 +8,7 @@
 import { call, segment } from '../api.js';
 import { readRecords } from '../batch.js';
 import { panel as attachments } from './attachments.js';
-import { bars, histogram } from '../chart.js';
+import { bars, histogram, roundStretches } from '../chart.js';
 import { errorBox, fill, h } from '../dom.js';
 import {
   bytes, count, DOWNLOAD_TYPE, downloadName, fromInputTime, hexDump, inputTime, millis,
@@ -40,13 +40,14 @@ async function volume(bucket, entry, base, { start, stop, when }) {
   if (when) {
     const records = await metadata(base, { start, stop, limit: FILTERED_RECORDS, when });
     if (records.length === 0) return null;
-    const first = Number(records[0].ts);
-    const last = Number(records[records.length - 1].ts) + 1;
+    const { first, step, count: stretches } = roundStretches(
+      records[0].ts, Number(records[records.length - 1].ts) + 1, CHART_BARS);
+    const end = first + step * stretches;
     return {
       first,
-      step: (last - first) / CHART_BARS,
-      bytes: histogram(records.map((r) => [Number(r.ts), r.size]), first, last, CHART_BARS),
-      records: histogram(records.map((r) => [Number(r.ts), 1]), first, last, CHART_BARS),
+      step,
+      bytes: histogram(records.map((r) => [Number(r.ts), r.size]), first, end, stretches),
+      records: histogram(records.map((r) => [Number(r.ts), 1]), first, end, stretches),
       note: records.length >= FILTERED_RECORDS ? ` (the first ${count(FILTERED_RECORDS)} records the condition selects)` : ' (the records the condition selects)',
     };
   }

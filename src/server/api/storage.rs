@@ -74,13 +74,7 @@ pub fn histogram(app: &App, bucket: &str, req: &Request) -> Result<Response> {
     let stop = stop.unwrap_or(info.latest_record.saturating_add(1));
     if info.record_count == 0 && start >= stop {
         // Nothing to chart, and no range asked for: no stretches.
-        return Ok(Response::json(&Histogram {
-            start,
-            stop,
-            step: 0,
-            records: Vec::new(),
-            bytes: Vec::new(),
-        }));
+        return Ok(Response::json(&Histogram::empty(start, stop)));
     }
     Ok(Response::json(&entry.histogram(start, stop, points)?))
 }

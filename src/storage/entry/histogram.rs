@@ -22,7 +22,9 @@ const TABLES_PER_HOLD: usize = 16;
 /// Records and payload bytes per stretch of `[start, stop)`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Histogram {
-    /// The first stretch's start (µs).
+    /// The first stretch's start (µs): a round instant at or before the range's start
+    /// (stretches are round spans, [`ROUND_STEPS`]; the first counts from the range's
+    /// start only).
     pub start: u64,
     /// The end of the range (µs, exclusive).
     pub stop: u64,
@@ -33,17 +35,118 @@ pub struct Histogram {
     pub records: Vec<u64>,
     /// Payload bytes per stretch.
     pub bytes: Vec<u64>,
+    /// The range's start: records before it are not counted.
+    #[serde(skip)]
+    from: u64,
+}
+
+/// A microsecond, and the spans of the clock and the calendar built from it.
+const US: u64 = 1;
+const MS: u64 = 1_000 * US;
+const SECOND: u64 = 1_000 * MS;
+const MINUTE: u64 = 60 * SECOND;
+const HOUR: u64 = 60 * MINUTE;
+const DAY: u64 = 24 * HOUR;
+/// The stretches a histogram may take: round spans of the clock and the calendar, as a
+/// time axis steps (the console's `chart.js` has the same list), so a stretch reads as
+/// "an hour" or "a week", never "5d 21h 6m". Past the last, whole multiples of it.
+const ROUND_STEPS: &[u64] = &[
+    US,
+    2 * US,
+    5 * US,
+    10 * US,
+    20 * US,
+    50 * US,
+    100 * US,
+    200 * US,
+    500 * US,
+    MS,
+    2 * MS,
+    5 * MS,
+    10 * MS,
+    20 * MS,
+    50 * MS,
+    100 * MS,
+    200 * MS,
+    500 * MS,
+    SECOND,
+    2 * SECOND,
+    5 * SECOND,
+    10 * SECOND,
+    15 * SECOND,
+    30 * SECOND,
+    MINUTE,
+    2 * MINUTE,
+    5 * MINUTE,
+    10 * MINUTE,
+    15 * MINUTE,
+    30 * MINUTE,
+    HOUR,
+    2 * HOUR,
+    3 * HOUR,
+    6 * HOUR,
+    12 * HOUR,
+    DAY,
+    2 * DAY,
+    7 * DAY,
+    14 * DAY,
+    28 * DAY,
+    91 * DAY,
+    182 * DAY,
+    364 * DAY,
+];
+/// 1970-01-05, a Monday: stretches of whole weeks start on Mondays (UTC).
+const FIRST_MONDAY: u64 = 4 * DAY;
+
+/// Where the stretch of length `step` holding `ts` starts: at a round instant (UTC
+/// midnight for days, a Monday for weeks).
+fn stretch_start(ts: u64, step: u64) -> u64 {
+    let origin = if step.is_multiple_of(7 * DAY) && ts >= FIRST_MONDAY {
+        FIRST_MONDAY
+    } else {
+        0
+    };
+    origin + (ts - origin) / step * step
+}
+
+/// The round steps, shortest first, then whole multiples of the longest.
+fn round_steps() -> impl Iterator<Item = u64> {
+    let longest = ROUND_STEPS[ROUND_STEPS.len() - 1];
+    ROUND_STEPS
+        .iter()
+        .copied()
+        .chain((2..).map_while(move |k: u64| k.checked_mul(longest)))
 }
 
 impl Histogram {
-    fn new(start: u64, stop: u64, columns: usize) -> Histogram {
-        let span = stop - start;
-        let step = span.div_ceil(columns as u64).max(1);
-        let columns = span.div_ceil(step) as usize;
+    /// No stretches: what an empty entry charts when no range is asked for.
+    pub fn empty(start: u64, stop: u64) -> Histogram {
         Histogram {
             start,
             stop,
+            step: 0,
+            from: start,
+            records: Vec::new(),
+            bytes: Vec::new(),
+        }
+    }
+
+    fn new(start: u64, stop: u64, columns: usize) -> Histogram {
+        let columns = columns.max(1) as u64;
+        // The shortest round step whose stretches, from the round instant at or before
+        // `start`, cover the range in at most `columns`.
+        let fits = |step: u64| {
+            let first = stretch_start(start, step);
+            (stop - first).div_ceil(step) <= columns
+        };
+        let step = round_steps().find(|&step| fits(step)).unwrap_or(u64::MAX);
+        let first = stretch_start(start, step);
+        let columns = (stop - first).div_ceil(step) as usize;
+        Histogram {
+            start: first,
+            stop,
             step,
+            from: start,
             records: vec![0; columns],
             bytes: vec![0; columns],
         }
@@ -60,7 +163,7 @@ impl Histogram {
     }
 
     fn holds(&self, ts: u64) -> bool {
-        (self.start..self.stop).contains(&ts)
+        (self.from..self.stop).contains(&ts)
     }
 }
 
@@ -135,17 +238,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stretches_cover_the_range_and_never_outnumber_the_points_asked() {
+    fn stretches_are_round_spans_and_never_outnumber_the_points_asked() {
         let h = Histogram::new(100, 200, 3);
-        assert_eq!((h.step, h.records.len()), (34, 3));
-        assert_eq!(
-            (h.column(100), h.column(133), h.column(134), h.column(199)),
-            (0, 0, 1, 2)
-        );
+        assert_eq!((h.start, h.step, h.records.len()), (100, 50, 2));
+        assert_eq!((h.column(100), h.column(149), h.column(150)), (0, 0, 1));
         let h = Histogram::new(0, 10, 1000);
         assert_eq!((h.step, h.records.len()), (1, 10));
         let h = Histogram::new(0, u64::MAX, 7);
         assert!(h.records.len() <= 7);
+        assert_eq!(h.step % (364 * DAY), 0);
         assert_eq!(h.column(u64::MAX - 1), h.records.len() - 1);
+        // The span: about 60 stretches of 5d 21h 6m over a year became days...
+        let year_ago = 1_765_000_000 * SECOND;
+        let h = Histogram::new(year_ago, year_ago + 353 * DAY, 60);
+        assert_eq!(h.step, 7 * DAY, "a week");
+        // ...starting on a Monday at midnight UTC, the range's start in the first.
+        assert_eq!((h.start - FIRST_MONDAY) % (7 * DAY), 0);
+        assert!(h.start <= year_ago && year_ago - h.start < 7 * DAY);
+        assert!(h.records.len() <= 60);
+        // A day in 60: 30-minute stretches from a round half hour.
+        let h = Histogram::new(year_ago + 17, year_ago + 24 * HOUR, 60);
+        assert_eq!(h.step, 30 * MINUTE);
+        assert_eq!(h.start % (30 * MINUTE), 0);
+        // What lies before the range's start is not counted, though its stretch is.
+        let mut h = Histogram::new(year_ago + 17, year_ago + 24 * HOUR, 60);
+        assert!(!h.holds(year_ago + 16) && h.holds(year_ago + 17));
+        h.add(year_ago + 17, 1, 5);
+        assert_eq!((h.records[0], h.bytes[0]), (1, 5));
     }
 }
