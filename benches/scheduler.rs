@@ -44,7 +44,7 @@ fn policies(store: &Store, interval: &str) -> Vec<Policy> {
 
 fn noop_scheduler() -> Scheduler {
     let context = RunContext {
-        action: Arc::new(|_, _, _, _, _| {
+        action: Arc::new(|_, _| {
             Ok(RunOutcome {
                 caught_up: true,
                 ..Default::default()
@@ -52,6 +52,7 @@ fn noop_scheduler() -> Scheduler {
         }),
         events: None,
         priority: Default::default(),
+        max_behind: None,
         thinning: Default::default(),
     };
     Scheduler::start(context, 2).expect("scheduler")

@@ -16,7 +16,6 @@ use crate::storage::bucket::{SETTINGS_FILE, TRASH_PREFIX};
 use crate::storage::entry::{EntryFiles, holds_entry, unnamed_files};
 use crate::storage::format::block::SealedBlock;
 use crate::storage::format::edits::BlockEdits;
-use crate::storage::format::fsutil::TMP_SUFFIX;
 use crate::storage::format::index::{
     EntryIndex, IndexLoad, RemoteLocation, block_path, edits_path, log_path, stub_path,
 };
@@ -26,6 +25,7 @@ use crate::storage::remote::Remote;
 use crate::storage::remote::pending::{Pending, PendingOp};
 use crate::storage::remote::stub::read_stub;
 use crate::storage::store::lock_data_dir;
+use crate::storage::sync::fsutil::TMP_SUFFIX;
 use std::sync::Arc;
 
 /// How much a finding matters.

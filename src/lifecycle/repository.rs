@@ -18,6 +18,7 @@ use crate::lifecycle::settings::{
 };
 use crate::storage::config::Config;
 use crate::storage::names::validate_lifecycle_name;
+use crate::storage::priority::BackgroundPriority;
 use crate::storage::{CompressPool, Store};
 use crate::timefmt::rfc3339;
 
@@ -67,6 +68,10 @@ pub struct LifecycleInfo {
     pub backlog_records: u64,
     /// Ours: a run is in progress now.
     pub running_now: bool,
+    /// Ours: its runs go at normal priority now, beside the requests: it has been behind
+    /// longer than `RS_LIFECYCLE_MAX_BEHIND` (runs that did not catch up, or one run going
+    /// on), until a run catches up.
+    pub priority_raised: bool,
     /// Ours: the run in progress, how far through its window.
     pub progress: Option<RunProgress>,
     /// Ours, on delete policies whose `when` has aggregates: they judge each record once
@@ -130,15 +135,28 @@ impl LifecycleRepository {
         } else {
             None
         };
+        let threads = config.compress_threads.max(1);
         let pool = Arc::new(CompressPool::background(
-            config.compress_threads.max(1),
+            threads,
             config.lifecycle_priority,
         )?);
+        // Raised runs compress on threads at normal priority (idle until one is).
+        let raised_pool = match config.lifecycle_max_behind {
+            Some(_) if config.lifecycle_priority != BackgroundPriority::Normal => Arc::new(
+                CompressPool::background(threads, BackgroundPriority::Normal)?,
+            ),
+            _ => pool.clone(),
+        };
         let thinning = crate::lifecycle::action::delete::thinning::Thinning::durable(&store);
         store.observe(thinning.clone());
-        let mut context =
-            RunContext::storage(store.clone(), events.clone(), pool, thinning.clone());
+        let mut context = RunContext::storage(
+            store.clone(),
+            events.clone(),
+            [pool, raised_pool],
+            thinning.clone(),
+        );
         context.priority = config.lifecycle_priority;
+        context.max_behind = config.lifecycle_max_behind;
         let scheduler = Scheduler::start(context, config.worker_threads)?;
         let limits = LifecycleLimits::from_config(config);
         let mut invalid = Vec::new();
@@ -555,6 +573,7 @@ fn info(name: &str, def: &Definition, runtime: Option<&RuntimeInfo>) -> Lifecycl
             .and_then(|e| e.last_processed_ts.or(e.resume_ts)),
         backlog_records: runtime.last_event.as_ref().map_or(0, |e| e.backlog_records),
         running_now: runtime.running_now,
+        priority_raised: runtime.priority_raised,
         progress: runtime.progress,
         judged_once: None,
         last_event: None,

@@ -19,14 +19,16 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::{Receiver, Sender, select};
 
 use crate::error::{Error, Result};
-use crate::lifecycle::action::{RunOutcome, run_policy};
-use crate::lifecycle::events::{EventLog, History, RunEvent, RunTotals};
+use crate::lifecycle::action::RunOutcome;
+use crate::lifecycle::events::{History, RunEvent, RunTotals};
 use crate::lifecycle::meter::RunMeter;
 use crate::lifecycle::settings::{LifecycleMode, Policy};
-use crate::storage::{CompressPool, Store};
 
+mod context;
+mod raise;
 mod runtime_info;
 mod worker;
+pub use context::{ActionFn, RunContext, RunTerms};
 pub use runtime_info::RuntimeInfo;
 use worker::worker;
 
@@ -60,6 +62,8 @@ enum Command {
 }
 
 struct Job {
+    /// Its run at normal priority: the policy has been behind longer than the bound.
+    raised: bool,
     policy: Arc<Policy>,
     /// The policy's totals before this run (its event carries them with its own).
     totals: RunTotals,
@@ -88,59 +92,13 @@ struct Slot {
     removed: bool,
     next_run: Option<Instant>,
     info: RuntimeInfo,
-}
-
-/// Runs one policy: `(policy, dry_run, cancel, now_us, meter)` → outcome, reporting its
-/// progress into `meter`. The storage action in production; benches plug in a no-op to
-/// measure the scheduler alone.
-pub type ActionFn =
-    dyn Fn(&Policy, bool, &dyn Fn() -> bool, u64, &RunMeter) -> Result<RunOutcome> + Send + Sync;
-
-/// What the workers need to run policies.
-pub struct RunContext {
-    /// The action a worker runs.
-    pub action: Arc<ActionFn>,
-    /// Where run events go (and progress comes from); `None` when system events are off.
-    pub events: Option<Arc<EventLog>>,
-    /// How the workers are scheduled beside the request handlers.
-    pub priority: crate::storage::priority::BackgroundPriority,
-    /// The thinning delete policies' progress (what an error event carries over).
-    pub thinning: Arc<crate::lifecycle::action::delete::thinning::Thinning>,
-}
-
-impl RunContext {
-    /// The production context: runs policies against `store`, compressing on `pool`.
-    pub fn storage(
-        store: Arc<Store>,
-        events: Option<Arc<EventLog>>,
-        pool: Arc<CompressPool>,
-        thinning: Arc<crate::lifecycle::action::delete::thinning::Thinning>,
-    ) -> Self {
-        let log = events.clone();
-        let thin = thinning.clone();
-        let action = move |policy: &Policy,
-                           dry_run: bool,
-                           cancel: &dyn Fn() -> bool,
-                           now: u64,
-                           meter: &RunMeter| {
-            let run = crate::lifecycle::action::RunRequest {
-                dry_run,
-                events: log.as_deref(),
-                pool: &pool,
-                cancel,
-                now,
-                meter,
-                thinning: &thin,
-            };
-            run_policy(&store, policy, &run)
-        };
-        RunContext {
-            action: Arc::new(action),
-            events,
-            priority: Default::default(),
-            thinning,
-        }
-    }
+    /// Since when the policy has been behind (a run did not catch up, or is running):
+    /// what raises its runs' priority (`raise.rs`).
+    behind_since: Option<Instant>,
+    /// The running run's number (a raise deadline names the run it is for).
+    run_seq: u64,
+    /// The running run was stopped to go on at normal priority: the next starts at once.
+    restart_raised: bool,
 }
 
 /// How punctual dispatching is: lateness of runs behind their deadline.
@@ -176,6 +134,9 @@ impl Scheduler {
         let (job_tx, job_rx) = crossbeam_channel::unbounded::<Job>();
         let (done_tx, done_rx) = crossbeam_channel::unbounded::<Done>();
         let shutdown = Arc::new(AtomicBool::new(false));
+        let raise_after = context
+            .max_behind
+            .filter(|_| context.priority != crate::storage::priority::BackgroundPriority::Normal);
         let context = Arc::new(context);
         let mut threads = Vec::new();
         for i in 0..workers.max(1) {
@@ -193,6 +154,10 @@ impl Scheduler {
                 let mut state = State {
                     slots: HashMap::new(),
                     heap: BinaryHeap::new(),
+                    raise_heap: BinaryHeap::new(),
+                    raise_after,
+                    raised_threads: Vec::new(),
+                    raised_runs: Default::default(),
                     jobs: job_tx,
                     lateness: Vec::new(),
                     dispatched: 0,
@@ -281,6 +246,14 @@ impl Drop for Scheduler {
 struct State {
     slots: HashMap<String, Slot>,
     heap: BinaryHeap<Reverse<(Instant, String, u64)>>,
+    /// When a running run at background priority is to be raised: `(when, policy, run)`.
+    raise_heap: BinaryHeap<Reverse<(Instant, String, u64)>>,
+    /// [`RunContext::max_behind`], when raising changes anything.
+    raise_after: Option<Duration>,
+    /// Threads raised in place for runs that passed the bound (`raise.rs`)...
+    raised_threads: Vec<crate::storage::priority::RaisedThread>,
+    /// ...and the policies whose runs they were raised for.
+    raised_runs: std::collections::HashSet<String>,
     jobs: Sender<Job>,
     /// Ring of recent lateness samples (µs).
     lateness: Vec<u64>,
@@ -293,8 +266,13 @@ impl State {
             if stop.load(Ordering::Acquire) {
                 break;
             }
-            let timer = match self.heap.peek() {
-                Some(Reverse((deadline, _, _))) => crossbeam_channel::at(*deadline),
+            let next = [self.heap.peek(), self.raise_heap.peek()]
+                .into_iter()
+                .flatten()
+                .map(|Reverse((deadline, _, _))| *deadline)
+                .min();
+            let timer = match next {
+                Some(deadline) => crossbeam_channel::at(deadline),
                 None => crossbeam_channel::never(),
             };
             select! {
@@ -357,6 +335,9 @@ impl State {
                     removed: false,
                     next_run: None,
                     info: RuntimeInfo::default(),
+                    behind_since: None,
+                    run_seq: 0,
+                    restart_raised: false,
                 });
                 slot.policy = policy;
                 slot.mode = mode;
@@ -468,6 +449,7 @@ impl State {
     }
 
     fn dispatch_due(&mut self) {
+        self.raise_due();
         let now = Instant::now();
         while let Some(Reverse((next, _, _))) = self.heap.peek() {
             if *next > now {
@@ -511,7 +493,12 @@ impl State {
         slot.next_run = None;
         slot.info.next_run = None;
         slot.info.last_run = Some(SystemTime::now());
+        let raised = self.start_run(name);
+        let Some(slot) = self.slots.get_mut(name) else {
+            return;
+        };
         let job = Job {
+            raised,
             policy: slot.policy.clone(),
             totals: slot.info.totals(),
             generation: slot.generation,
@@ -526,11 +513,14 @@ impl State {
     }
 
     fn finished(&mut self, done: Done) {
+        self.lower_after(&done.name);
         let Some(slot) = self.slots.get_mut(&done.name) else {
             return;
         };
         slot.running = None;
         slot.meter = None;
+        let caught_up = done.result.as_ref().is_ok_and(|o| o.caught_up);
+        let restart = Self::run_ended(slot, caught_up);
         slot.info.last_event = Some(done.event);
         slot.info.last_run = Some(done.started);
         slot.info.last_duration = Some(done.started.elapsed().unwrap_or_default());
@@ -574,7 +564,7 @@ impl State {
         // An update during the run already scheduled the new version; otherwise (same
         // version, or re-enabled while it ran) schedule the next run now.
         if slot.generation == done.generation || slot.next_run.is_none() {
-            self.schedule(&done.name, delay);
+            self.schedule(&done.name, if restart { Duration::ZERO } else { delay });
         }
     }
 }

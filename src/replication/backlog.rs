@@ -22,8 +22,8 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::storage::format::binary::BinaryReader;
-use crate::storage::format::fsutil::{remove_file_if_exists, write_atomic};
 use crate::storage::format::oplog;
+use crate::storage::sync::fsutil::{remove_file_if_exists, write_atomic};
 use crate::storage::sync::{Durability, FileSync, LazyFile, Pending};
 
 const BACKLOG_MAGIC: &[u8; 8] = b"HLRPBKL1";

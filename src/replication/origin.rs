@@ -14,8 +14,8 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::storage::format::fsutil::write_atomic;
 use crate::storage::names::MAX_NAME_LEN;
+use crate::storage::sync::fsutil::write_atomic;
 
 /// The request header naming where the changes of a replicated batch began.
 pub const ORIGIN_HEADER: &str = "x-halflife-origin";

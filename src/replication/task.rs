@@ -14,8 +14,8 @@ use crate::error::{Error, Result};
 use crate::replication::backlog::{Backlog, BacklogItem, ItemKind};
 use crate::replication::settings::{ReplicationMode, ReplicationSettings, ValidatedReplication};
 use crate::storage::attachments::{META_SEGMENT, is_attachment_entry};
-use crate::storage::format::fsutil::{create_dirs_durably, fsync_dir};
 use crate::storage::observer::{Change, ChangeKind, ObservedBucket};
+use crate::storage::sync::fsutil::{create_dirs_durably, fsync_dir};
 use crate::storage::sync::{Durability, Pending};
 
 /// Backlog files end so.

@@ -21,7 +21,7 @@ use crate::replication::Replications;
 use crate::server::auth::TokenRepository;
 use crate::server::state::App;
 use crate::storage::Store;
-use crate::storage::format::fsutil::{fsync_dir, remove_file_if_exists, write_atomic};
+use crate::storage::sync::fsutil::{fsync_dir, remove_file_if_exists, write_atomic};
 
 /// The intent file in the data directory, present only while a rename is under way.
 pub const INTENT_FILE: &str = ".bucket-rename";

@@ -15,7 +15,8 @@
 //! `provision/`, `unsupported.rs`, `console.rs`, `browser_guard.rs`, `cors.rs`, `links.rs`);
 //! the codecs and the records kept of requests (`protocol/`, `metrics/`, `trail/`,
 //! `queries.rs`); the transport (`http/`); and who is calling (`auth/`, with the variables'
-//! grouping of `provision/env.rs`). A file imports only its own layer and those below.
+//! grouping of `env_groups.rs`). A file imports only its own layer and those below, and
+//! no two folders import each other.
 
 pub(crate) mod api;
 pub mod auth;
@@ -23,6 +24,7 @@ pub(crate) mod browser_guard;
 pub(crate) mod bucket_rename;
 pub(crate) mod console;
 pub mod cors;
+pub(crate) mod env_groups;
 mod follower;
 pub mod ha;
 pub mod http;
@@ -171,7 +173,7 @@ pub struct Server {
     /// Writes the `$system` trail; flushed after the last request.
     trail_writer: Option<trail::TrailWriter>,
     /// Deletes remote objects no index names (not on a replica).
-    collector: Option<crate::storage::remote::collector::Collector>,
+    collector: Option<crate::storage::remote_collector::Collector>,
     /// A replica's: reads what the writer changed.
     follower: Option<follower::Follower>,
 }
@@ -259,7 +261,7 @@ impl Server {
         let collector = if config.role == InstanceRole::Replica {
             None
         } else {
-            Some(crate::storage::remote::collector::Collector::start(
+            Some(crate::storage::remote_collector::Collector::start(
                 &store,
                 config.engine.remote_collect_interval,
                 config.engine.remote_orphan_grace,

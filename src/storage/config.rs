@@ -99,6 +99,10 @@ pub struct Config {
     /// How the lifecycle's workers and compression threads are scheduled beside the
     /// request handlers (default: idle, they take only CPU time nothing else wants).
     pub lifecycle_priority: crate::storage::priority::BackgroundPriority,
+    /// How long a lifecycle policy may stay behind at `lifecycle_priority` (runs that do
+    /// not catch up, or one run going on) before its runs go at normal priority until it
+    /// catches up; `None`: never (default 5 minutes).
+    pub lifecycle_max_behind: Option<std::time::Duration>,
     /// Lifecycle worker threads (runs of different policies in parallel); default 2.
     pub worker_threads: usize,
     /// Smallest lifecycle `interval` accepted, in µs (default 10 minutes).
@@ -195,8 +199,9 @@ impl Config {
             remote_cache_in_memory: false,
             remote_orphan_grace: std::time::Duration::from_secs(3600),
             remote_collect_interval: std::time::Duration::from_secs(600),
-            compress_threads: crate::storage::CompressPool::default_threads(),
+            compress_threads: crate::storage::compress::CompressPool::default_threads(),
             lifecycle_priority: Default::default(),
+            lifecycle_max_behind: Some(std::time::Duration::from_secs(300)),
             worker_threads: 2,
             lifecycle_min_interval: 10 * 60 * 1_000_000,
             lifecycle_min_older_than: 3600 * 1_000_000,

@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::storage::format::fsutil::write_atomic;
+use crate::storage::sync::fsutil::write_atomic;
 
 /// The marker file's name.
 pub const MARKER_FILE: &str = ".halflife";

@@ -27,10 +27,10 @@ use crate::error::{Error, Result};
 use crate::storage::entry::{BlockLimits, Entry, Replacement};
 use crate::storage::format::block::SealedBlock;
 use crate::storage::format::codec::Codec;
-use crate::storage::format::fsutil::remove_file_if_exists;
 pub use crate::storage::format::index::max_overlap;
 use crate::storage::format::index::{BlockEntry, block_path};
 use crate::storage::format::rewrite::write_new_block;
+use crate::storage::sync::fsutil::remove_file_if_exists;
 
 /// The blocks to merge when more than `bound` of them cover one instant: those covering
 /// the busiest instant.

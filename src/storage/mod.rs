@@ -18,18 +18,17 @@
 //!   tiering entry points, quota;
 //! - `entry/`: one time series — the open and late logs, sealed blocks, edits, reads,
 //!   recovery;
-//! - `format/`: the files themselves (blocks, logs, edit logs, index, atomic replace);
+//! - `format/`: the files themselves (blocks, logs, edit logs, index);
 //! - `compress/`, `merge.rs`: recompression and the merge of overlapping blocks;
 //!   `sealer.rs`: the background thread of the large I/O no write waits for (seals of
 //!   full logs, folds of tombstoned blocks, unlinks of evicted files);
 //! - `remote/`: the object-store tier (S3 client, stubs, pending operations, frame cache,
-//!   collector);
+//!   manifests); `remote_collector.rs`: the thread that cleans it up for the whole store;
 //! - `sync/`: what an acknowledgement waits for (group commit, the interval syncer, the log
-//!   descriptor bound);
+//!   descriptor bound, the durable file-system steps);
 //! - `condition/`: the `when` language; `pattern.rs`: entry-name patterns; `names.rs`: name
 //!   rules;
-//! - `query.rs`: streaming queries; `bulk.rs`: planning bulk removals; `record.rs`: records
-//!   as callers see them;
+//! - `query.rs`: streaming queries; `record.rs`: records as callers see them;
 //! - `cache.rs`: the shared caches within `--memory-budget`; `storage_cap.rs`: the
 //!   store-wide disk cap;
 //! - `settings.rs`, `config.rs`: bucket settings and the engine's configuration;
@@ -43,12 +42,20 @@
 //! - `priority.rs`: background threads below request handlers; `fan_out.rs`: waiting work
 //!   spread on a few threads.
 //!
+//! Layers, top first (`tests/cli/layout.rs` holds them, `ARCHITECTURE.md` draws them): this
+//! outline; what works on the whole store (`system.rs`, `replica.rs`,
+//! `remote_collector.rs`); `store.rs`; `config.rs`, `marker.rs`; `bucket/`; `compress/`,
+//! `query.rs`; `merge.rs`; `entry/`; what an entry hands work to (`remote/`, the caches,
+//! `sealer.rs`, `observer.rs`, `fan_out.rs`); `format/`; `sync/`; and the leaves
+//! (`condition/`, names, patterns, settings, records, priorities, the fence). A file
+//! imports its own layer and those below, by the file that holds the item (this outline's
+//! re-exports are for callers outside the engine), and no two folders import each other.
+//!
 //! How the files fit on disk, and why each rewrite survives a crash: `docs/storage.md` and
 //! `docs/crash-safety.md`.
 
 pub(crate) mod attachments;
 pub mod bucket;
-pub(crate) mod bulk;
 pub(crate) mod cache;
 pub mod compress;
 pub mod condition;
@@ -66,6 +73,7 @@ pub mod priority;
 pub(crate) mod query;
 pub(crate) mod record;
 pub mod remote;
+pub(crate) mod remote_collector;
 pub(crate) mod replica;
 pub(crate) mod sealer;
 pub(crate) mod settings;
@@ -75,8 +83,8 @@ pub mod sync;
 pub mod system;
 
 pub use bucket::{Bucket, BucketInfo};
-pub use bulk::{RecordFilter, RemoveControl, RemoveStats};
 pub use compress::{CompressPool, CompressRequest, CompressStats, CompressWindow};
+pub use entry::bulk::{RecordFilter, RemoveControl, RemoveStats};
 pub use entry::{Entry, EntryInfo, TierInfo};
 pub use format::codec::Codec;
 pub use query::{QueryIter, QueryOptions};

@@ -2,7 +2,7 @@
 //! the data directory: only `[A-Za-z0-9_-]` segments, so no `.`, `..`, `/` tricks or `%2F`.
 
 use crate::error::{Error, Result, quoted};
-use crate::storage::Labels;
+use crate::storage::record::Labels;
 
 fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '-'

@@ -131,6 +131,97 @@ pub fn run_in_background(priority: BackgroundPriority) {
     }
 }
 
+/// The names (as the kernel keeps them: 15 bytes at most) of the threads that run
+/// lifecycle work: a run's own thread and those it starts (`halflife-run`), and the
+/// compression pools' (`halflife-compress-N`).
+pub const BACKGROUND_THREADS: [&str; 2] = ["halflife-run", "halflife-compre"];
+
+/// A thread raised to normal priority by [`raise_threads`], and how it ran before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RaisedThread {
+    tid: libc::pid_t,
+    name: String,
+    policy: libc::c_int,
+    nice: libc::c_int,
+}
+
+/// Raises to normal priority every thread of this process whose name starts with one of
+/// `names` and that runs below it (`SCHED_IDLE`, or a positive nice value); returns them
+/// to lower again ([`lower_again`]). A thread lowered this way can be raised only by a
+/// process with `CAP_SYS_NICE`, or whose `RLIMIT_NICE` allows nice 0 (`LimitNICE=-20`
+/// under systemd): otherwise the error, with nothing changed.
+pub fn raise_threads(names: &[&str]) -> std::io::Result<Vec<RaisedThread>> {
+    let mut raised = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task")? {
+        let task = task?;
+        let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) else {
+            continue;
+        };
+        let Ok(name) = std::fs::read_to_string(task.path().join("comm")) else {
+            continue; // the thread ended
+        };
+        let name = name.trim_end().to_string();
+        if !names.iter().any(|n| name.starts_with(n)) {
+            continue;
+        }
+        // SAFETY: plain queries and changes of a thread of this process by its id.
+        let (policy, nice) = unsafe {
+            *libc::__errno_location() = 0;
+            let nice = libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t);
+            (libc::sched_getscheduler(tid), nice)
+        };
+        if policy != libc::SCHED_IDLE && nice <= 0 {
+            continue;
+        }
+        let thread = RaisedThread {
+            tid,
+            name,
+            policy,
+            nice,
+        };
+        // SAFETY: as above.
+        let failed = unsafe {
+            let param = libc::sched_param { sched_priority: 0 };
+            libc::sched_setscheduler(tid, libc::SCHED_OTHER, &param) != 0
+                || libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 0) != 0
+        };
+        if failed {
+            let error = std::io::Error::last_os_error();
+            if error.raw_os_error() == Some(libc::ESRCH) {
+                continue; // it ended meanwhile
+            }
+            lower_again(&raised);
+            lower_again(std::slice::from_ref(&thread));
+            return Err(error);
+        }
+        raised.push(thread);
+    }
+    Ok(raised)
+}
+
+/// Lowers the threads [`raise_threads`] raised back to how they ran, those still there
+/// under the same name (lowering needs no privilege).
+pub fn lower_again(raised: &[RaisedThread]) {
+    for thread in raised {
+        let comm = format!("/proc/self/task/{}/comm", thread.tid);
+        if !std::fs::read_to_string(comm).is_ok_and(|n| n.trim_end() == thread.name) {
+            continue;
+        }
+        // SAFETY: plain changes of a thread of this process by its id.
+        unsafe {
+            libc::setpriority(
+                libc::PRIO_PROCESS,
+                thread.tid as libc::id_t,
+                thread.nice.max(0),
+            );
+            if thread.policy == libc::SCHED_IDLE {
+                let param = libc::sched_param { sched_priority: 0 };
+                libc::sched_setscheduler(thread.tid, libc::SCHED_IDLE, &param);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,17 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::storage::entry::BlockLimits;
+/// When a log is sealed and a new one starts (from the bucket settings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockLimits {
+    /// Seal before a record would take the block's payload past this many bytes.
+    pub max_block_size: u64,
+    /// Seal once the block holds this many records.
+    pub max_block_records: u64,
+}
+
+/// File holding a bucket's settings (JSON), in the bucket's folder.
+pub const SETTINGS_FILE: &str = ".settings";
 
 /// Default `max_block_size`: 64 MB.
 pub const DEFAULT_MAX_BLOCK_SIZE: u64 = 64_000_000;

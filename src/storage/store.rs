@@ -10,7 +10,6 @@ use crate::storage::bucket::{Bucket, BucketInfo, remove_trash, trash_name};
 use crate::storage::cache::{BlockCache, CacheLimits, CacheStats};
 use crate::storage::config::Config;
 use crate::storage::entry::EntryContext;
-use crate::storage::format::fsutil::{create_dirs_durably, fsync_dir};
 use crate::storage::merge::Merger;
 use crate::storage::names::{validate_bucket_name, validate_system_bucket_name};
 use crate::storage::observer::{ChangeObserver, Observers};
@@ -18,6 +17,7 @@ use crate::storage::remote::Remotes;
 use crate::storage::sealer::{SealQueue, Sealer};
 use crate::storage::settings::BucketSettings;
 use crate::storage::storage_cap::StorageCap;
+use crate::storage::sync::fsutil::{create_dirs_durably, fsync_dir};
 use crate::storage::sync::{Durability, Syncer};
 
 /// Name of the lock file in the data directory.

@@ -5,8 +5,10 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::storage::settings::QuotaType;
-use crate::storage::{Bucket, BucketSettings, Labels, RecordMeta, Store};
+use crate::storage::bucket::Bucket;
+use crate::storage::record::{Labels, RecordMeta};
+use crate::storage::settings::{BucketSettings, QuotaType};
+use crate::storage::store::Store;
 
 /// The system bucket's name.
 pub const SYSTEM_BUCKET: &str = "$system";

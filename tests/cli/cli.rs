@@ -393,6 +393,7 @@ fn serve_help_lists_every_setting_with_defaults() {
         "RS_LIFECYCLE_MIN_INTERVAL",
         "RS_LIFECYCLE_MIN_OLDER_THAN",
         "RS_LIFECYCLE_PRIORITY",
+        "RS_LIFECYCLE_MAX_BEHIND",
         "RS_MAX_BLOCK_OVERLAP",
         "RS_TOMBSTONE_FOLD_SHARE",
         "RS_LIFECYCLE_<ID>_NAME",

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use halflife::Config;
 use halflife::lifecycle::action::RunOutcome;
 use halflife::lifecycle::events::EventLog;
-use halflife::lifecycle::scheduler::{FIRST_RETRY, RunContext, Scheduler, retry_delay};
+use halflife::lifecycle::scheduler::{FIRST_RETRY, RunContext, RunTerms, Scheduler, retry_delay};
 use halflife::lifecycle::settings::{LifecycleLimits, LifecycleSettings, Policy};
 use halflife::storage::{BucketSettings, Store};
 
@@ -71,7 +71,7 @@ fn a_panicking_run_is_an_error_event_and_never_hangs_the_scheduler() {
     let seen = calls.clone();
     // "boom" always panics; "flaky" fails twice, then succeeds.
     let context = RunContext {
-        action: Arc::new(move |policy, _, _, _, _| {
+        action: Arc::new(move |policy, _| {
             let n = seen.fetch_add(1, Ordering::SeqCst);
             match policy.name.as_str() {
                 "boom" => panic!("test hook: run {n} panics"),
@@ -84,6 +84,7 @@ fn a_panicking_run_is_an_error_event_and_never_hangs_the_scheduler() {
         }),
         events: Some(events.clone()),
         priority: Default::default(),
+        max_behind: None,
         thinning: Default::default(),
     };
     let scheduler = Arc::new(Scheduler::start(context, 2).unwrap());
@@ -147,7 +148,8 @@ fn a_running_policy_reports_its_progress_and_keeps_its_last_event() {
     let (release_tx, release_rx) = mpsc::channel::<()>();
     let release_rx = std::sync::Mutex::new(release_rx);
     let context = RunContext {
-        action: Arc::new(move |_, _, _, _, meter| {
+        action: Arc::new(move |_, terms: &RunTerms| {
+            let meter = terms.meter;
             meter.plan(100, 200, 10, 2, 0);
             meter.advance(4, 1, 0);
             let _ = release_rx.lock().unwrap().recv_timeout(DEADLINE);
@@ -162,6 +164,7 @@ fn a_running_policy_reports_its_progress_and_keeps_its_last_event() {
         }),
         events: None,
         priority: Default::default(),
+        max_behind: None,
         thinning: Default::default(),
     };
     let scheduler = Scheduler::start(context, 1).unwrap();

@@ -9,6 +9,7 @@ mod common;
 mod attachments;
 mod attack_findings;
 mod bucket_rename;
+mod busy_machine;
 mod catch_up;
 mod credentials_in_logs;
 mod failover;

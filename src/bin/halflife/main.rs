@@ -171,6 +171,18 @@ fn positive_duration(text: &str) -> std::result::Result<std::time::Duration, Str
     }
 }
 
+/// Parses a duration that may be 0 (a setting 0 turns off).
+fn duration_or_zero(text: &str) -> std::result::Result<std::time::Duration, String> {
+    if text.trim() == "0" {
+        return Ok(std::time::Duration::ZERO);
+    }
+    match parse_duration(text) {
+        Ok(micros) if micros >= 0 => Ok(std::time::Duration::from_micros(micros as u64)),
+        Ok(_) => Err(format!("'{text}' must not be negative")),
+        Err(e) => Err(format!("'{text}': {e}")),
+    }
+}
+
 /// Checks `--older-than`: a duration that is not negative (0 means every record).
 fn older_than(text: &str) -> std::result::Result<String, String> {
     match parse_duration(text) {

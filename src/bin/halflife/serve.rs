@@ -262,6 +262,14 @@ pub(crate) struct ServeArgs {
     /// (as requests).
     #[arg(long, env = "RS_LIFECYCLE_PRIORITY", default_value = "idle", value_parser = lifecycle_priority)]
     lifecycle_priority: BackgroundPriority,
+    /// How long a lifecycle policy may fall behind at that priority before its runs go at
+    /// normal priority, beside the requests, until one catches up: behind means runs that
+    /// did not catch up, or one run going on (stopped then, and started again raised;
+    /// what it did stays done). A duration such as 5m; 0 never raises them (on a machine
+    /// that is always busy, compression may then wait for good). The policy's info and
+    /// /metrics show it (`priority_raised`).
+    #[arg(long, env = "RS_LIFECYCLE_MAX_BEHIND", default_value = "5m", value_parser = crate::duration_or_zero)]
+    lifecycle_max_behind: std::time::Duration,
     /// Most lifecycle policies this server holds; creating one more is refused (422).
     #[arg(long, env = "RS_LIFECYCLE_MAX_POLICIES", default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     lifecycle_max_policies: u64,
@@ -385,6 +393,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     engine.lifecycle_max_policies = args.lifecycle_max_policies as usize;
     engine.lifecycle_max_definitions_size = args.lifecycle_max_definitions_size;
     engine.lifecycle_priority = args.lifecycle_priority;
+    engine.lifecycle_max_behind = Some(args.lifecycle_max_behind).filter(|d| !d.is_zero());
     engine.replication_timeout = std::time::Duration::from_secs(args.replication_timeout);
     engine.replication_log_size = usize::try_from(args.replication_log_size).unwrap_or(usize::MAX);
     engine.replication_verify_ssl = args.replication_verify_ssl;

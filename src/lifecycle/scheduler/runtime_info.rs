@@ -39,6 +39,11 @@ pub struct RuntimeInfo {
     /// The run in progress: how far it is through its window (`None` when idle, or
     /// before the run has planned its window).
     pub progress: Option<RunProgress>,
+    /// Its runs go at normal priority now: it has been behind longer than the bound
+    /// (`raise.rs`), until a run catches up.
+    pub priority_raised: bool,
+    /// How many times its runs were raised so far (since the server started).
+    pub priority_raises: u64,
     /// The last run's `lifecycle_run` event, whether or not it was written to `$system`
     /// (a quiet run's is not): its result, progress and `caught_up`.
     pub last_event: Option<RunEvent>,

@@ -6,20 +6,21 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::{Done, Job, RunContext, micros};
+use super::{Done, Job, RunContext, RunTerms, micros};
 use crate::error::{Error, Result};
 use crate::lifecycle::action::RunOutcome;
 use crate::lifecycle::events::{EventLog, RunEvent, STATUS_OK};
 use crate::lifecycle::settings::{LifecycleType, Policy};
+use crate::storage::priority::BackgroundPriority;
 
 pub(super) fn worker(context: &RunContext, jobs: &Receiver<Job>, done: &Sender<Done>) {
-    // Runs yield the CPU to requests. Workers (and the delete runs on them) at nice 19 at
-    // most, so a delete policy keeps freeing space under a sustained full load; a compress
-    // run, on a thread of its own, at the configured priority (`idle`: SCHED_IDLE, which a
-    // waking request preempts at once, where a nice-19 thread may keep the CPU for a
-    // scheduler slice: `priority.rs`).
-    let worker_priority = context.priority.for_workers();
-    crate::storage::priority::run_in_background(worker_priority);
+    // Runs yield the CPU to requests, each on a thread of its own at its priority: a
+    // delete run at nice 19 at most, so a delete policy keeps freeing space under a
+    // sustained full load; a compress run at the configured priority (`idle`: SCHED_IDLE,
+    // which a waking request preempts at once, where a nice-19 thread may keep the CPU
+    // for a scheduler slice: `priority.rs`); a raised run (`raise.rs`) at normal
+    // priority. The worker itself stays at normal priority: a lowered thread cannot be
+    // raised again, nor can the threads it starts.
     for job in jobs.iter() {
         let started = SystemTime::now();
         let clock = Instant::now();
@@ -27,21 +28,25 @@ pub(super) fn worker(context: &RunContext, jobs: &Receiver<Job>, done: &Sender<D
         // A panicking run is a failed run: the worker survives, the scheduler hears back,
         // and the failure becomes an error event like any other.
         let action = || {
-            (context.action)(
-                &job.policy,
-                job.dry_run,
-                &|| cancel.load(Ordering::Relaxed),
-                micros(started),
-                &job.meter,
-            )
+            let terms = RunTerms {
+                dry_run: job.dry_run,
+                cancel: &|| cancel.load(Ordering::Relaxed),
+                now: micros(started),
+                meter: &job.meter,
+                raised: job.raised,
+            };
+            (context.action)(&job.policy, &terms)
+        };
+        let priority = match job.policy.settings.kind {
+            _ if job.raised => BackgroundPriority::Normal,
+            LifecycleType::Compress => context.priority,
+            _ => context.priority.for_workers(),
         };
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            if job.policy.settings.kind == LifecycleType::Compress
-                && context.priority != worker_priority
-            {
-                crate::storage::priority::run_at(context.priority, action)
-            } else {
+            if priority == BackgroundPriority::Normal {
                 action()
+            } else {
+                crate::storage::priority::run_at(priority, action)
             }
         }));
         let result = run.unwrap_or_else(|panic| {
@@ -207,7 +212,7 @@ mod tests {
         let seen = Arc::new(Mutex::new(HashMap::new()));
         let record = seen.clone();
         let context = RunContext {
-            action: Arc::new(move |policy, _, _, _, _| {
+            action: Arc::new(move |policy, _| {
                 record
                     .lock()
                     .unwrap()
@@ -219,6 +224,7 @@ mod tests {
             }),
             events: None,
             priority,
+            max_behind: None,
             thinning: Default::default(),
         };
         let scheduler = Scheduler::start(context, 1).unwrap();

@@ -184,13 +184,13 @@ pub fn exposition(app: &App, caller: Option<&Caller>) -> Result<String> {
     counters(
         &mut registry,
         "lifecycle_runs",
-        "Runs of a lifecycle policy since the server started",
+        "Runs of a lifecycle policy (its history on this data, from its last event at start)",
         per_policy(&|i| i.total_runs),
     );
     counters(
         &mut registry,
         "lifecycle_failures",
-        "Failed runs of a lifecycle policy since the server started",
+        "Failed runs of a lifecycle policy (its history on this data)",
         per_policy(&|i| i.total_failures),
     );
     counters(
@@ -210,6 +210,20 @@ pub fn exposition(app: &App, caller: Option<&Caller>) -> Result<String> {
         "lifecycle_saved_bytes",
         "Bytes a compress policy saved",
         per_policy(&|i| i.bytes_saved_total),
+    );
+    counters(
+        &mut registry,
+        "lifecycle_priority_raises",
+        "Times a policy's runs went to normal priority, behind past RS_LIFECYCLE_MAX_BEHIND",
+        per_policy(&|i| i.priority_raises),
+    );
+    gauges(
+        &mut registry,
+        "lifecycle_priority_raised",
+        "1 while a policy's runs go at normal priority (behind past the bound), else 0",
+        per_policy(&|i| u64::from(i.priority_raised))
+            .into_iter()
+            .map(|(l, v)| (l, signed(v))),
     );
     gauges(
         &mut registry,

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::storage::format::fsutil::write_atomic;
+use crate::storage::sync::fsutil::write_atomic;
 use crate::timefmt::{parse_rfc3339, rfc3339};
 
 /// File of the created tokens in the data directory.

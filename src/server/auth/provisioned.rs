@@ -12,7 +12,7 @@ use super::{
     random_hex, salted_hash, time_text,
 };
 use crate::error::{Error, Result};
-use crate::server::provision::env::group_by_id;
+use crate::server::env_groups::group_by_id;
 
 /// A token given by the environment.
 #[derive(Debug, Clone, PartialEq, Eq)]

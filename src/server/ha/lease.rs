@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use super::fresh_read::read_fresh;
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::fence::Fence;
-use crate::storage::format::fsutil::{fsync_dir, replace_atomically};
+use crate::storage::sync::fsutil::{fsync_dir, replace_atomically};
 
 /// The lease file's name in the data directory.
 pub const LEASE_FILE: &str = ".lease";

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::fence::Fence;
-use crate::storage::format::fsutil::create_dirs_durably;
+use crate::storage::sync::fsutil::create_dirs_durably;
 use lease::{Lease, LeaseRecord, LeaseTiming, Look, Watch};
 use standby::Standby;
 

@@ -9,10 +9,9 @@
 //!
 //! A bucket or policy exists for every `<ID>` with a `_NAME`. Buckets are applied first, so
 //! a provisioned policy can name a provisioned bucket on a fresh data directory.
-//! Replication tasks are in `replications.rs`, tokens in `auth/provisioned.rs`; `env.rs`
-//! groups the variables of every family.
+//! Replication tasks are in `replications.rs`, tokens in `auth/provisioned.rs`;
+//! `server/env_groups.rs` groups the variables of every family.
 
-pub(crate) mod env;
 pub(crate) mod replications;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -21,7 +20,7 @@ use serde_json::{Map, Value};
 
 use crate::error::ErrorKind;
 use crate::lifecycle::LifecycleSettings;
-use crate::server::provision::env::group_by_id;
+use crate::server::env_groups::group_by_id;
 use crate::storage::names::validate_bucket_name;
 use crate::storage::{BucketSettings, BucketSettingsUpdate, QuotaType, Store};
 
@@ -253,13 +252,14 @@ pub(crate) const LIFECYCLE_FIELDS: [&str; 10] = [
     "REMOTE",
 ];
 /// Server settings that share the prefix.
-const OWN_SETTINGS: [&str; 6] = [
+const OWN_SETTINGS: [&str; 7] = [
     "RS_LIFECYCLE_WORKERS",
     "RS_LIFECYCLE_MIN_INTERVAL",
     "RS_LIFECYCLE_MIN_OLDER_THAN",
     "RS_LIFECYCLE_CATCH_UP_SHARE",
     "RS_LIFECYCLE_MAX_RECORDS_PER_RUN",
     "RS_LIFECYCLE_PRIORITY",
+    "RS_LIFECYCLE_MAX_BEHIND",
 ];
 
 /// A provisioned policy, or why an ID could not become one.

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use crate::replication::ReplicationSettings;
-use crate::server::provision::env::group_by_id;
+use crate::server::env_groups::group_by_id;
 
 pub(crate) const REPLICATION_PREFIX: &str = "RS_REPLICATION_";
 /// Field suffixes, longest first so `_DST_PREFIX` is not read as another field's tail.

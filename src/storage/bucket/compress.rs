@@ -3,7 +3,9 @@
 
 use super::Bucket;
 use crate::error::Result;
-use crate::storage::compress::{self, BlockSink, CompressRequest, CompressStats, CompressWindow};
+use crate::storage::compress::{
+    self, BlockSink, CompressRequest, CompressStats, CompressWindow, Scope,
+};
 
 impl Bucket {
     /// What [`Bucket::compress_blocks`] would rewrite, changing nothing: eligible blocks,
@@ -21,19 +23,19 @@ impl Bucket {
         window: &CompressWindow,
         walked: &dyn Fn(u64),
     ) -> Result<CompressStats> {
-        compress::estimate(self, window, walked)
+        compress::estimate(self.compress_scope(window)?, window, walked)
     }
 
     /// Like [`Bucket::estimate_compress`] without the prediction (`bytes_after` is 0):
     /// only the block indexes are read. What a progress bar needs to know first.
     pub fn eligible_for_compress(&self, window: &CompressWindow) -> Result<CompressStats> {
-        compress::eligible(self, window)
+        compress::eligible(self.compress_scope(window)?, window)
     }
 
     /// Recompresses the sealed blocks of `request`'s window on its pool. When its
     /// `cancel` says yes, the run commits what it finished and stops.
     pub fn compress_blocks(&self, request: &CompressRequest) -> Result<CompressStats> {
-        compress::run(self, request, None)
+        compress::run(self.compress_scope(&request.window)?, request, None)
     }
 
     /// [`Bucket::compress_blocks`] whose recompressed blocks go to `sink` instead of
@@ -45,6 +47,15 @@ impl Bucket {
         request: &CompressRequest,
         sink: BlockSink,
     ) -> Result<CompressStats> {
-        compress::run(self, request, Some(sink))
+        compress::run(self.compress_scope(&request.window)?, request, Some(sink))
+    }
+
+    /// The entries `window` names, with this bucket's block limits.
+    fn compress_scope(&self, window: &CompressWindow) -> Result<Scope> {
+        compress::validate_target(window.target)?;
+        Ok(Scope {
+            entries: self.select_entries(window.entries)?,
+            limits: self.settings().block_limits(),
+        })
     }
 }

@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::storage::bucket::Bucket;
-use crate::storage::bulk::{RemoveControl, RemoveStats};
 use crate::storage::condition::{Condition, Matcher, Verdict};
 use crate::storage::entry::Entry;
+use crate::storage::entry::bulk::{RemoveControl, RemoveStats};
 use crate::storage::query::{QueryIter, QueryOptions};
 use crate::storage::record::RecordMeta;
 

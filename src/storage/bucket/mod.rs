@@ -19,12 +19,12 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::storage::attachments::{is_attachment_entry, record_removal_refused};
-use crate::storage::bulk::{RecordFilter, RemoveControl, RemoveStats};
 use crate::storage::condition::Condition;
+use crate::storage::entry::bulk::{RecordFilter, RemoveControl, RemoveStats};
 use crate::storage::entry::{Entry, EntryContext, EntryInfo, holds_entry};
-use crate::storage::format::fsutil::{fsync_dir, write_atomic};
 use crate::storage::merge::MergeQueue;
 use crate::storage::names::{validate_entry_name, validate_label_set, validate_labels};
+use crate::storage::sync::fsutil::{fsync_dir, write_atomic};
 
 mod attachments;
 mod compress;
@@ -43,8 +43,7 @@ use crate::storage::record::{Labels, Record, RecordMeta};
 use crate::storage::settings::BucketSettings;
 use crate::storage::sync::Pending;
 
-/// File holding a bucket's settings (JSON).
-pub const SETTINGS_FILE: &str = ".settings";
+pub use crate::storage::settings::SETTINGS_FILE;
 /// Prefix of directories being deleted; leftovers are removed at open.
 pub const TRASH_PREFIX: &str = ".trash-";
 

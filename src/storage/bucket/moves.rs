@@ -9,9 +9,9 @@ use super::{Bucket, trash_name};
 use crate::error::{Error, Result};
 use crate::storage::attachments::is_attachment_entry;
 use crate::storage::entry::Entry;
-use crate::storage::format::fsutil::fsync_dir;
 use crate::storage::names::validate_entry_name;
 use crate::storage::observer::ChangeObserver;
+use crate::storage::sync::fsutil::fsync_dir;
 
 impl Bucket {
     /// Removes an entry and every sub-entry under `name/`, by renaming its directory away

@@ -11,10 +11,10 @@ use super::{Bucket, SETTINGS_FILE, TRASH_PREFIX};
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::entry::{Entry, EntryContext, holds_entry};
 use crate::storage::fan_out::for_each_on_threads;
-use crate::storage::format::fsutil::{TMP_SUFFIX, remove_file_if_exists};
 use crate::storage::merge::MergeQueue;
 use crate::storage::names::validate_entry_name;
 use crate::storage::settings::BucketSettings;
+use crate::storage::sync::fsutil::{TMP_SUFFIX, remove_file_if_exists};
 
 /// Entries opened at once.
 const OPEN_THREADS: usize = 4;

@@ -18,6 +18,7 @@
 //! blocks would otherwise be recompressed again; a remote that cannot be reached stops the
 //! run: no new upload starts, and the ones under way finish.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -33,6 +34,7 @@ use crate::storage::compress::{
 use crate::storage::entry::{Entry, Outgoing, TierStep, Uploaded};
 use crate::storage::format::codec::Codec;
 use crate::storage::format::index::BlockEntry;
+use crate::storage::remote::manifest::EntryBlocks;
 use crate::storage::remote::pending::{Pending, PendingOp, backoff_name};
 
 /// The first wait after a failed hand-over; doubled per failure in a row.
@@ -182,11 +184,35 @@ impl Bucket {
     pub fn tier_blocks(&self, request: &TierRequest) -> Result<TierStats> {
         let stats = self.move_blocks(request)?;
         if !request.dry_run && stats.blocks > 0 {
-            let entries = self.select_entries(request.entries)?;
-            let remotes = &self.ctx.remotes;
-            remotes.publisher().publish(self, &entries, remotes);
+            self.publish_manifests(&self.select_entries(request.entries)?);
         }
         Ok(stats)
+    }
+
+    /// Publishes the manifests of `entries` on the remotes that publish them, for
+    /// replicas following the remote (`storage/remote/manifest.rs`); returns the keys
+    /// that are current. An entry whose blocks cannot be listed is logged and skipped.
+    pub(crate) fn publish_manifests(&self, entries: &[Arc<Entry>]) -> HashSet<String> {
+        let listed: Vec<EntryBlocks> = entries
+            .iter()
+            .filter_map(|entry| match entry.blocks_and_first_logged() {
+                Ok((blocks, first_logged)) => Some(EntryBlocks {
+                    name: entry.name().to_string(),
+                    dir: entry.dir().to_path_buf(),
+                    blocks,
+                    first_logged,
+                }),
+                Err(e) => {
+                    let (bucket, name) = (self.name(), entry.name());
+                    log::warn!("remote manifest of {bucket}/{name} not published: {e}");
+                    None
+                }
+            })
+            .collect();
+        let remotes = &self.ctx.remotes;
+        remotes
+            .publisher()
+            .publish(self.name(), &self.settings(), &listed, remotes)
     }
 
     fn move_blocks(&self, request: &TierRequest) -> Result<TierStats> {
@@ -396,12 +422,17 @@ impl Bucket {
                         let result = match &job.work {
                             // Stopped meanwhile: no new upload starts.
                             Work::Recompressed(f) if stop.load(Ordering::Relaxed) => {
-                                job.entry.drop_recompressed(f);
+                                job.entry.drop_recompressed(f.path.as_deref());
                                 Ok(None)
                             }
                             _ if stop.load(Ordering::Relaxed) => Ok(None),
                             Work::Local(b) => job.entry.upload_block(b, out),
-                            Work::Recompressed(f) => job.entry.upload_recompressed(f, out),
+                            Work::Recompressed(f) => job.entry.upload_recompressed(
+                                &f.old,
+                                &f.new,
+                                f.path.as_deref(),
+                                out,
+                            ),
                         };
                         if result
                             .as_ref()

@@ -22,8 +22,8 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use super::CompressStats;
 use crate::error::{Error, Result};
 use crate::storage::entry::{Entry, ObsoleteFiles, Replacement, remove_in};
-use crate::storage::format::fsutil::remove_file_if_exists;
 use crate::storage::format::index::BlockEntry;
+use crate::storage::sync::fsutil::remove_file_if_exists;
 
 /// Commit an entry's finished blocks once they replace this many blocks (a joined block
 /// replaces several: counting outputs would hold a whole entry's unlinks until the stream

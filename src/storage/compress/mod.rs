@@ -29,7 +29,7 @@
 //! `CompressRequest`); `join.rs` (joining small blocks); `stream.rs` (the encoding side);
 //! `commit.rs` (the committer); `seal.rs` (sealing stale logs first); `predict.rs` (the
 //! dry run's prediction). `storage/bucket/compress.rs` holds the `Bucket` methods that call
-//! them.
+//! them with the [`Scope`] they cover: this folder works on entries and knows no bucket.
 
 mod commit;
 mod join;
@@ -45,7 +45,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::storage::bucket::Bucket;
 use crate::storage::entry::{BlockLimits, Entry};
 use crate::storage::format::codec::Codec;
 use crate::storage::format::index::BlockEntry;
@@ -305,40 +304,49 @@ fn job_runs(
     join::runs(recompress, frame_size, max_block_records, neighbours)
 }
 
-/// [`Bucket::estimate_compress`] telling `walked` the stored bytes of each block and
+/// What a compression covers: the entries its window names, and their bucket's block
+/// limits (a joined block holds at most `max_block_records`).
+pub struct Scope {
+    /// The entries selected by the window's `entries`.
+    pub entries: Vec<Arc<Entry>>,
+    /// The bucket's block limits.
+    pub limits: BlockLimits,
+}
+
+/// `Bucket::estimate_compress` telling `walked` the stored bytes of each block and
 /// log as the sampling passes it (they add up to `bytes_before`): what a progress bar
 /// follows, since sampling at a slow level takes a while.
 pub(crate) fn estimate(
-    bucket: &Bucket,
+    scope: Scope,
     window: &CompressWindow,
     walked: &dyn Fn(u64),
 ) -> Result<CompressStats> {
-    let (mut stats, plans) = plan(bucket, window)?;
+    let (mut stats, plans) = plan(scope, window)?;
     stats.bytes_after = predict_bytes_after(&plans, window.target, walked);
     Ok(stats)
 }
 
-/// Like [`Bucket::estimate_compress`] without the prediction (`bytes_after` is 0):
+/// Like `Bucket::estimate_compress` without the prediction (`bytes_after` is 0):
 /// only the block indexes are read. What a progress bar needs to know first.
-pub(crate) fn eligible(bucket: &Bucket, window: &CompressWindow) -> Result<CompressStats> {
-    Ok(plan(bucket, window)?.0)
+pub(crate) fn eligible(scope: Scope, window: &CompressWindow) -> Result<CompressStats> {
+    Ok(plan(scope, window)?.0)
 }
 
 /// The blocks and logs a compression over the window would rewrite, entry by entry
 /// (each entry compresses in its own way: predictions are made per entry), with
 /// their totals.
-fn plan(bucket: &Bucket, window: &CompressWindow) -> Result<(CompressStats, Vec<EntryPlan>)> {
+fn plan(scope: Scope, window: &CompressWindow) -> Result<(CompressStats, Vec<EntryPlan>)> {
     let CompressWindow {
-        entries,
         start,
         stop,
         target,
+        ..
     } = *window;
     validate_target(target)?;
-    let limits = bucket.settings().block_limits();
+    let Scope { entries, limits } = scope;
     let mut stats = CompressStats::default();
     let mut plans = Vec::new();
-    for entry in bucket.select_entries(entries)? {
+    for entry in entries {
         let sealed = entry.sealed_blocks()?;
         let plan = CompressPlan::new(&sealed, start, stop, target);
         stats.keep(&plan.kept);
@@ -386,10 +394,10 @@ fn plan(bucket: &Bucket, window: &CompressWindow) -> Result<(CompressStats, Vec<
     Ok((stats, plans))
 }
 
-/// A compression run ([`Bucket::compress_blocks`]), its finished blocks committed
-/// locally or handed to `sink`.
+/// A compression run (`Bucket::compress_blocks`) over `scope`, its finished blocks
+/// committed locally or handed to `sink`.
 pub(crate) fn run(
-    bucket: &Bucket,
+    scope: Scope,
     request: &CompressRequest,
     sink: Option<BlockSink>,
 ) -> Result<CompressStats> {
@@ -400,16 +408,15 @@ pub(crate) fn run(
         on_block,
     } = *request;
     let CompressWindow {
-        entries,
         start,
         stop,
         target,
+        ..
     } = window;
     validate_target(target)?;
-    let limits = bucket.settings().block_limits();
+    let Scope { entries, limits } = scope;
     let mut jobs = Vec::new();
     let mut compacted = CompressStats::default();
-    let entries = bucket.select_entries(entries)?;
     // An open block (or late log) whose records all lie in the window (every one
     // older than its end) is sealed first, so it is compressed with the rest.
     if !cancel() {

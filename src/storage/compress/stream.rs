@@ -18,8 +18,8 @@ use crate::error::{Error, Result};
 use crate::storage::format::block::{BlockWriter, SealedBlock, encode_frame};
 use crate::storage::format::block_meta as meta;
 use crate::storage::format::codec::Codec;
-use crate::storage::format::fsutil::remove_file_if_exists;
 use crate::storage::format::index::{BlockEntry, block_path};
+use crate::storage::sync::fsutil::remove_file_if_exists;
 
 /// Input out at once (handed to the pool and not written back yet), per pool thread, in
 /// units of the configured frame size (8 MiB with the default 1 MiB frames). Measured in

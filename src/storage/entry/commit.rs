@@ -10,8 +10,8 @@ use std::sync::atomic::Ordering;
 use super::{Entry, EntryState, ObsoleteFiles, Replacement};
 use crate::error::Result;
 use crate::storage::format::edits::BlockEdits;
-use crate::storage::format::fsutil::remove_file_if_exists;
 use crate::storage::format::index::{EntryIndex, block_path, edits_path, max_overlap};
+use crate::storage::sync::fsutil::remove_file_if_exists;
 
 impl Entry {
     /// Drops a replaced block from the cache and retires its edit log; returns the files

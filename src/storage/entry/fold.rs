@@ -25,9 +25,9 @@ use super::{Entry, EntryState, Replacement};
 use crate::error::Result;
 use crate::storage::format::block::SealedBlock;
 use crate::storage::format::edits::BlockEdits;
-use crate::storage::format::fsutil::remove_file_if_exists;
 use crate::storage::format::index::{BlockEntry, block_path};
 use crate::storage::format::rewrite::write_records;
+use crate::storage::sync::fsutil::remove_file_if_exists;
 
 /// Folds of one block tried without the lock before it is folded under it.
 const FOLD_ATTEMPTS: usize = 3;

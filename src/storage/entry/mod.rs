@@ -17,9 +17,9 @@
 //! Files: `state.rs` (the state behind the lock and its lookups); `commit.rs` (committing
 //! sealed blocks); `seal.rs` (full logs frozen by a write, sealed into blocks off the
 //! lock); `edits.rs` (relabels and removals of sealed records through edit logs);
-//! `fold.rs` (tombstones folded into rewrites off the lock);
-//! `removal.rs` (bulk removal); `read.rs`, `chunk.rs` and `tiered_source.rs` (reads,
-//! local and tiered); `stale.rs` (sealing logs nobody writes to); `background.rs`
+//! `fold.rs` (tombstones folded into rewrites off the lock); `bulk.rs`, `removal.rs`
+//! (planning a bulk removal, carrying it out); `read.rs`, `chunk.rs` and
+//! `tiered_source.rs` (reads, local and tiered); `stale.rs` (sealing logs nobody writes to); `background.rs`
 //! (coordinating with merges and removals outside the lock); `obsolete.rs` (files removed
 //! after a commit); `rebuild.rs` (rebuilding a lost index); `summary.rs` (what an entry
 //! holds, from its index); `histogram.rs` (records per stretch of time); `tier.rs`
@@ -27,6 +27,7 @@
 //! and again as its writer changes it).
 
 mod background;
+pub(crate) mod bulk;
 mod chunk;
 mod commit;
 mod edits;
@@ -52,14 +53,15 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use crate::error::{Error, Result};
 use crate::storage::cache::BlockCache;
 use crate::storage::format::edits::BlockChange;
-use crate::storage::format::fsutil::{create_dirs_durably, fsync_dir, remove_file_if_exists};
 use crate::storage::format::index::max_overlap;
 use crate::storage::format::index::{BlockEntry, EntryIndex, IndexLoad, edits_path, log_path};
 use crate::storage::format::log::OpenLog;
 use crate::storage::names::validate_label_set;
 use crate::storage::record::{Labels, RecordMeta};
+use crate::storage::sync::fsutil::{create_dirs_durably, fsync_dir, remove_file_if_exists};
 use crate::storage::sync::{Durability, Pending};
 
+pub use crate::storage::settings::BlockLimits;
 pub use chunk::Chunk;
 pub(crate) use chunk::{
     LastFrame, MergedRecord, chunk_len, chunk_locator, chunk_meta, chunk_record, locator_record,
@@ -108,15 +110,6 @@ pub(crate) struct EntryContext {
 /// Gives every entry instance a unique id so cached blocks of a removed and re-created
 /// entry can never be confused with the new one's.
 static NEXT_ENTRY_UID: AtomicU64 = AtomicU64::new(1);
-
-/// When a log is sealed and a new one starts (from the bucket settings).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BlockLimits {
-    /// Seal before a record would take the block's payload past this many bytes.
-    pub max_block_size: u64,
-    /// Seal once the block holds this many records.
-    pub max_block_records: u64,
-}
 
 /// Blocks written without the entry lock, to be swapped in for the blocks they replace
 /// (see [`Entry::replace_blocks`]).

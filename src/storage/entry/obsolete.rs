@@ -18,7 +18,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::storage::format::fsutil::remove_file_if_exists;
+use crate::storage::sync::fsutil::remove_file_if_exists;
 
 /// Files to remove once the commit that dropped them is durable; see the module doc.
 #[must_use = "obsolete files stay on disk until removed"]

@@ -20,9 +20,6 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::storage::format::block::{BLOCK_MAGIC, SealedBlock};
 use crate::storage::format::edits::{BlockChange, BlockEdits};
-use crate::storage::format::fsutil::{
-    DAMAGED_MARK, SUPERSEDED_MARK, is_set_aside, remove_file_if_exists, set_aside,
-};
 use crate::storage::format::index::{
     BlockEntry, EntryFileKind, EntryIndex, INDEX_FILE, RemoteLocation, block_path, edits_path,
     log_path, parse_file_name, stub_path,
@@ -30,6 +27,9 @@ use crate::storage::format::index::{
 use crate::storage::format::log::OpenLog;
 use crate::storage::format::rewrite::write_log_block;
 use crate::storage::remote::stub::read_stub;
+use crate::storage::sync::fsutil::{
+    DAMAGED_MARK, SUPERSEDED_MARK, is_set_aside, remove_file_if_exists, set_aside,
+};
 
 /// The data files of an entry directory by kind, each list sorted by sequence number.
 #[derive(Debug, Default)]

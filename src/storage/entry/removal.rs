@@ -3,7 +3,7 @@
 
 use super::{Entry, ObsoleteFiles, take_index_log};
 use crate::error::Result;
-use crate::storage::bulk::{BlockPlan, RecordFilter, RemoveStats, plan_removal};
+use crate::storage::entry::bulk::{BlockPlan, RecordFilter, RemoveStats, plan_removal};
 use crate::storage::format::edits::BlockChange;
 use crate::storage::format::index::log_path;
 use crate::storage::sync::Pending;

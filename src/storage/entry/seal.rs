@@ -31,11 +31,11 @@ use std::sync::{Arc, MutexGuard};
 use super::{Entry, EntryState, LogKind, ObsoleteFiles, take_index_log};
 use crate::error::Result;
 use crate::storage::format::block_meta::BlockSummary;
-use crate::storage::format::fsutil::remove_file_if_exists;
 use crate::storage::format::index::{BlockEntry, block_path, log_path};
 use crate::storage::format::log::LogRecord;
 use crate::storage::format::rewrite::write_log_records;
 use crate::storage::sealer::Sealable;
+use crate::storage::sync::fsutil::remove_file_if_exists;
 
 impl Sealable for Entry {
     fn name(&self) -> &str {

@@ -27,18 +27,17 @@
 //! leftover the next open removes. So every record is read from exactly one place at any
 //! instant.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::Entry;
 use crate::error::{Error, Result};
-use crate::storage::compress::Finished;
 use crate::storage::format::block::SealedBlock;
-use crate::storage::format::fsutil::{fsync_dir, remove_file_if_exists};
 use crate::storage::format::index::{BlockEntry, RemoteLocation, block_path, stub_path};
 use crate::storage::remote::Remote;
 use crate::storage::remote::pending::{Pending, PendingOp, object_op_name};
 use crate::storage::remote::stub::{StubHeader, write_stub};
+use crate::storage::sync::fsutil::{fsync_dir, remove_file_if_exists};
 
 /// The steps of a hand-over, reported as they finish (the crash tests kill at each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,20 +113,21 @@ impl Entry {
         self.upload_mapped(vec![b.clone()], &mapped, None, out)
     }
 
-    /// Uploads a block the compress stream just wrote in place of `finished.old` and
-    /// writes its stub (steps 1–4); `None` when the entry went away first. Its file is
-    /// removed unless the upload goes on to its commit.
+    /// Uploads `new`, a block the compress stream just wrote to `path` in place of `old`,
+    /// and writes its stub (steps 1–4); `None` when the entry went away first. Its file
+    /// is removed unless the upload goes on to its commit.
     pub(crate) fn upload_recompressed(
         &self,
-        finished: &Finished,
+        old: &[BlockEntry],
+        new: &BlockEntry,
+        path: Option<&Path>,
         out: &Outgoing,
     ) -> Result<Option<Uploaded>> {
-        let Some(path) = finished.path.clone() else {
+        let Some(path) = path else {
             return Err(crate::error::Error::internal(
                 "a recompressed block without its file",
             ));
         };
-        let new = &finished.new;
         let mapped = {
             let Some(_guard) = self.upload_guard() else {
                 return Ok(None);
@@ -136,27 +136,26 @@ impl Entry {
                 "block {:016x}.blk of entry {}/{}",
                 new.seq, self.bucket, self.name
             );
-            SealedBlock::open_frames(&path, what, Some(new.meta_crc))
+            SealedBlock::open_frames(path, what, Some(new.meta_crc))
         };
         let uploaded = mapped.and_then(|mapped| {
             self.upload_mapped(
-                finished.old.clone(),
+                old.to_vec(),
                 &mapped,
-                Some((new.clone(), path.clone())),
+                Some((new.clone(), path.to_path_buf())),
                 out,
             )
         });
         if !matches!(uploaded, Ok(Some(_))) {
-            self.drop_recompressed(finished);
+            self.drop_recompressed(Some(path));
         }
         uploaded
     }
 
-    /// Removes the file the compress stream wrote for `finished`, which will not be
-    /// uploaded (not at all once the entry's removal has begun: it went with the
-    /// directory).
-    pub(crate) fn drop_recompressed(&self, finished: &Finished) {
-        if let Some(path) = &finished.path
+    /// Removes the file the compress stream wrote at `path`, which will not be uploaded
+    /// (not at all once the entry's removal has begun: it went with the directory).
+    pub(crate) fn drop_recompressed(&self, path: Option<&Path>) {
+        if let Some(path) = path
             && let Some(_guard) = self.upload_guard()
         {
             let _ = remove_file_if_exists(path);

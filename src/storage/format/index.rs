@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::storage::format::block_meta::BlockSummary;
 use crate::storage::format::codec::Codec;
-use crate::storage::format::fsutil::{strip_crc_trailer, with_crc_trailer, write_atomic};
+use crate::storage::sync::fsutil::{strip_crc_trailer, with_crc_trailer, write_atomic};
 
 /// File name of the index inside an entry directory.
 pub const INDEX_FILE: &str = ".index";

@@ -23,8 +23,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::{Error, Result};
-use crate::storage::format::fsutil::{fsync_dir, write_atomic};
 use crate::storage::format::oplog;
+use crate::storage::sync::fsutil::{fsync_dir, write_atomic};
 
 /// Fewest journal operations that trigger a compaction (a small map compacts rarely).
 pub const MIN_COMPACTION_OPS: usize = 256;

@@ -1,9 +1,9 @@
 //! The on-disk format of an entry, and nothing else: block files, their metadata section,
-//! the binary encoding and codecs they use, the append-only logs, the entry index (the
-//! commit point) and the atomic-file helpers of the crash-safety protocol. These types know
+//! the binary encoding and codecs they use, the append-only logs and the entry index (the
+//! commit point), written with the durable steps of `storage::sync`. These types know
 //! nothing of entries, locks or caches; `storage::entry` decides what to write and when.
 //!
-//! Dependencies run one way: `binary`, `codec`, `fsutil` ← `columns` ← `block_meta` ←
+//! Dependencies run one way: `binary`, `codec` ← `columns` ← `block_meta` ←
 //! `frames` ← `block` ← `lookup`, `index` ← `rewrite`; `log` needs only `binary`.
 //!
 //! Files: `block.rs`, `block_meta.rs`, `block_record.rs`, `columns.rs`, `table_row.rs`
@@ -11,8 +11,8 @@
 //! (a block's compact lookup); `log.rs`, `oplog.rs` (the open and late logs); `edits.rs`
 //! (a block's edit log); `index.rs` (the entry index, the commit point); `rewrite.rs`
 //! (writing a block from existing records); `journaled_map.rs` (small durable maps:
-//! policies, replication tasks); `binary.rs`, `codec.rs`, `fsutil.rs` (encoding, codecs,
-//! atomic replace); `writeback.rs` (a block file written back a chunk at a time).
+//! policies, replication tasks); `binary.rs`, `codec.rs` (encoding, codecs);
+//! `writeback.rs` (a block file written back a chunk at a time).
 
 pub(crate) mod binary;
 pub mod block;
@@ -22,7 +22,6 @@ pub mod codec;
 pub(crate) mod columns;
 pub(crate) mod edits;
 pub(crate) mod frames;
-pub(crate) mod fsutil;
 pub mod index;
 pub(crate) mod journaled_map;
 pub(crate) mod log;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::storage::format::binary::BinaryWriter;
-use crate::storage::format::fsutil::{DAMAGED_MARK, write_new_file};
+use crate::storage::sync::fsutil::{DAMAGED_MARK, write_new_file};
 use crate::storage::sync::{FileSync, LazyFile};
 
 /// Length of `[body_len][crc]` before each body.
@@ -76,7 +76,7 @@ pub fn create(path: &Path, magic: &[u8; 8], sync: bool) -> Result<File> {
         // Ours (create_new): remove it, so a retry can create it again (unless the lease
         // was lost meanwhile: the name may be the new holder's by now).
         drop(file);
-        let _ = crate::storage::format::fsutil::remove_file_if_exists(path);
+        let _ = crate::storage::sync::fsutil::remove_file_if_exists(path);
         return Err(Error::io(format!("writing {}", path.display()), e));
     }
     Ok(file)

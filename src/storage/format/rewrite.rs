@@ -10,8 +10,8 @@ use crate::error::Result;
 use crate::storage::format::block::{BlockWriter, SealedBlock};
 use crate::storage::format::block_meta::BlockSummary;
 use crate::storage::format::codec::Codec;
-use crate::storage::format::fsutil::remove_file_if_exists;
 use crate::storage::format::log::{LogRecord, OpenLog, read_payload_into};
+use crate::storage::sync::fsutil::remove_file_if_exists;
 
 /// Creates block file `path` with `codec`, lets `write` push its records, and finishes
 /// (fsyncs) it. A failure after the file was created removes it; a file that could not be

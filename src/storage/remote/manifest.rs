@@ -15,14 +15,12 @@
 //! the manifests of entries with no tiered block left are deleted).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::storage::bucket::Bucket;
-use crate::storage::entry::Entry;
 use crate::storage::format::index::{BlockEntry, edits_path};
 use crate::storage::remote::connection::Remote;
 use crate::storage::settings::BucketSettings;
@@ -80,14 +78,27 @@ pub fn edits_file(seq: u64) -> String {
     format!("{seq:016x}.edt")
 }
 
+/// What the publisher needs of one entry: its blocks and where its files are. The
+/// bucket gathers it (this layer knows neither buckets nor entries).
+pub struct EntryBlocks {
+    /// The entry's name.
+    pub name: String,
+    /// Its folder, where the stubs and edit logs are read from.
+    pub dir: PathBuf,
+    /// Its blocks, local and tiered, by first timestamp.
+    pub blocks: Vec<BlockEntry>,
+    /// The first record still in a log, if any.
+    pub first_logged: Option<u64>,
+}
+
 /// What the writer has published, so an unchanged entry costs no upload.
 #[derive(Default)]
 pub struct Publisher {
-    state: Mutex<Published>,
+    state: Mutex<Uploaded>,
 }
 
 #[derive(Default)]
-struct Published {
+struct Uploaded {
     /// Manifest key → the manifest as uploaded.
     manifests: HashMap<String, EntryManifest>,
     /// Stub keys uploaded, with the object key of the block each described (a block
@@ -96,23 +107,23 @@ struct Published {
 }
 
 impl Publisher {
-    /// Publishes the manifests of `entries` of `bucket` on every remote holding blocks of
-    /// theirs; returns the manifest keys that are current. An entry that fails is logged
-    /// and tried again next time.
+    /// Publishes the manifests of `entries` of bucket `bucket` (its `settings`) on every
+    /// remote holding blocks of theirs; returns the manifest keys that are current. An
+    /// entry that fails is logged and tried again next time.
     pub fn publish(
         &self,
-        bucket: &Bucket,
-        entries: &[std::sync::Arc<Entry>],
+        bucket: &str,
+        settings: &BucketSettings,
+        entries: &[EntryBlocks],
         remotes: &crate::storage::remote::Remotes,
     ) -> HashSet<String> {
         let mut current = HashSet::new();
         for entry in entries {
-            match self.publish_entry(bucket, entry, remotes) {
+            match self.publish_entry(bucket, settings, entry, remotes) {
                 Ok(keys) => current.extend(keys),
                 Err(e) => log::warn!(
-                    "remote manifest of {}/{} not published: {e}",
-                    bucket.name(),
-                    entry.name()
+                    "remote manifest of {bucket}/{} not published: {e}",
+                    entry.name
                 ),
             }
         }
@@ -121,13 +132,14 @@ impl Publisher {
 
     fn publish_entry(
         &self,
-        bucket: &Bucket,
-        entry: &Entry,
+        bucket: &str,
+        settings: &BucketSettings,
+        entry: &EntryBlocks,
         remotes: &crate::storage::remote::Remotes,
     ) -> Result<Vec<String>> {
-        let (blocks, first_logged) = entry.blocks_and_first_logged()?;
+        let blocks = &entry.blocks;
         let mut by_remote: BTreeMap<&str, Vec<&BlockEntry>> = BTreeMap::new();
-        for b in &blocks {
+        for b in blocks {
             if let Some(loc) = &b.remote {
                 by_remote.entry(loc.remote.as_str()).or_default().push(b);
             }
@@ -143,11 +155,16 @@ impl Publisher {
                 .iter()
                 .filter(|b| b.remote.as_ref().is_none_or(|l| l.remote != name))
                 .map(|b| b.first_ts)
-                .chain(first_logged)
+                .chain(entry.first_logged)
                 .min()
                 .unwrap_or(u64::MAX);
-            let key = manifest_key(remote, bucket.name(), entry.name(), MANIFEST_FILE);
-            self.publish_on(remote, bucket, entry, &on_remote, elsewhere, &key)?;
+            let key = manifest_key(remote, bucket, &entry.name, MANIFEST_FILE);
+            let published = Published {
+                bucket,
+                settings,
+                entry,
+            };
+            self.publish_on(remote, &published, &on_remote, elsewhere, &key)?;
             keys.push(key);
         }
         Ok(keys)
@@ -156,8 +173,7 @@ impl Publisher {
     fn publish_on(
         &self,
         remote: &Remote,
-        bucket: &Bucket,
-        entry: &Entry,
+        of: &Published,
         blocks: &[&BlockEntry],
         complete_until: u64,
         key: &str,
@@ -166,18 +182,18 @@ impl Publisher {
             |key: &str, bytes: &[u8]| remote.upload(key, bytes).map(|_| ()).map_err(Error::from);
         let mut edits = BTreeMap::new();
         for b in blocks {
-            let stub_key = manifest_key(remote, bucket.name(), entry.name(), &stub_file(b.seq));
+            let stub_key = manifest_key(remote, of.bucket, &of.entry.name, &stub_file(b.seq));
             let object = b.remote.as_ref().map(|l| l.key.clone()).unwrap_or_default();
             let new_block = self.lock().stubs.get(&stub_key) != Some(&object);
             if new_block {
-                upload(&stub_key, &read(&entry.dir().join(b.file_name()))?)?;
+                upload(&stub_key, &read(&of.entry.dir.join(b.file_name()))?)?;
                 self.lock().stubs.insert(stub_key, object);
             }
             if b.edited {
                 // An edit log only grows: its size tells whether it changed since it was
                 // published, without reading it (unless its block number now names
                 // another block).
-                let path = edits_path(entry.dir(), b.seq);
+                let path = edits_path(&of.entry.dir, b.seq);
                 let size = std::fs::metadata(&path)
                     .map_err(|e| Error::io(format!("reading {}", path.display()), e))?
                     .len();
@@ -191,7 +207,7 @@ impl Publisher {
                 } else {
                     let bytes = read(&path)?;
                     let edt_key =
-                        manifest_key(remote, bucket.name(), entry.name(), &edits_file(b.seq));
+                        manifest_key(remote, of.bucket, &of.entry.name, &edits_file(b.seq));
                     upload(&edt_key, &bytes)?;
                     bytes.len() as u64
                 };
@@ -200,7 +216,7 @@ impl Publisher {
         }
         let manifest = EntryManifest {
             format: FORMAT,
-            settings: bucket.settings(),
+            settings: *of.settings,
             blocks: blocks.iter().map(|b| (*b).clone()).collect(),
             edits,
             complete_until,
@@ -230,38 +246,18 @@ impl Publisher {
         Ok(deleted)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Published> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Uploaded> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
-fn read(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))
+/// One entry being published, with its bucket.
+struct Published<'a> {
+    bucket: &'a str,
+    settings: &'a BucketSettings,
+    entry: &'a EntryBlocks,
 }
 
-/// Publishes the manifests of every entry of `store` with tiered blocks; with
-/// `delete_stale`, also deletes the manifests of entries that have none any more (a
-/// listing of each remote).
-pub fn publish_all(store: &crate::storage::Store, delete_stale: bool) {
-    let remotes = store.remotes();
-    let mut current = HashSet::new();
-    for bucket in store.buckets() {
-        current.extend(
-            remotes
-                .publisher()
-                .publish(&bucket, &bucket.entries(), remotes),
-        );
-    }
-    if delete_stale {
-        for remote in remotes.all().filter(|r| r.publishes_manifests) {
-            match remotes.publisher().delete_stale(remote, &current) {
-                Ok(0) => {}
-                Ok(n) => log::info!(
-                    "remote '{}': {n} manifest(s) of entries with no tiered block left deleted",
-                    remote.name
-                ),
-                Err(e) => log::warn!("remote '{}': stale manifests not deleted: {e}", remote.name),
-            }
-        }
-    }
+fn read(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))
 }

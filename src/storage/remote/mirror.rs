@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::error::{Error, Result};
-use crate::storage::format::fsutil::write_atomic;
 use crate::storage::format::index::{EntryIndex, edits_path};
 use crate::storage::names::{validate_bucket_name, validate_entry_name};
 use crate::storage::remote::connection::Remote;
@@ -22,6 +21,7 @@ use crate::storage::remote::manifest::{
     stub_file,
 };
 use crate::storage::remote::stub::{parse_header, read_header};
+use crate::storage::sync::fsutil::write_atomic;
 
 /// The largest manifest read (an entry of a million tiered blocks takes some 300 MB; a
 /// manifest past this is refused, not read into memory).
@@ -162,7 +162,7 @@ impl Mirror {
             .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         let settings = serde_json::to_vec_pretty(&manifest.settings)
             .map_err(|e| Error::internal(format!("encoding settings: {e}")))?;
-        let settings_path = bucket_dir.join(crate::storage::bucket::SETTINGS_FILE);
+        let settings_path = bucket_dir.join(crate::storage::settings::SETTINGS_FILE);
         if std::fs::read(&settings_path).ok().as_deref() != Some(&settings[..]) {
             write_atomic(&settings_path, &settings)?;
         }

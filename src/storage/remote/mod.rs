@@ -7,7 +7,6 @@
 //! `collector.rs` the work that carries them out and removes orphans.
 
 pub(crate) mod ca;
-pub(crate) mod collector;
 pub(crate) mod connection;
 pub(crate) mod frame_cache;
 pub mod manifest;

@@ -18,8 +18,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::storage::format::fsutil::write_new_file;
 use crate::storage::format::index::RemoteLocation;
+use crate::storage::sync::fsutil::write_new_file;
 
 const STUB_MAGIC: &[u8; 8] = b"HLTIER01";
 

@@ -11,8 +11,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
-use crate::storage::format::fsutil::fsync_dir;
 use crate::storage::sync::LazyFile;
+use crate::storage::sync::fsutil::fsync_dir;
 
 /// The sync state of one append-only file, shared by its owner and by waiting writers.
 pub struct FileSync {

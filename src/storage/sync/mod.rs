@@ -8,9 +8,12 @@
 //!
 //! Files: `mode.rs` (the sync modes), `file_sync.rs` (group commit for one append-only
 //! file), `syncer.rs` (the interval syncer), `open_files.rs` (the bound on descriptors logs
-//! hold).
+//! hold), `fsutil.rs` (durable file-system steps: atomic replace, durable directories,
+//! fenced writes and removals). The file formats (`format/`) build on this folder, never
+//! the other way round.
 
 mod file_sync;
+pub(crate) mod fsutil;
 mod mode;
 pub mod open_files;
 mod syncer;

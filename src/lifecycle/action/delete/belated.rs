@@ -18,7 +18,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::replication::backlog::{Backlog, BacklogItem, ItemKind};
 use crate::replication::task::{dir_name, hex, unhex};
-use crate::storage::format::fsutil::create_dirs_durably;
+use crate::storage::sync::fsutil::create_dirs_durably;
 use crate::storage::sync::{Durability, Pending};
 
 const SUFFIX: &str = ".backlog";

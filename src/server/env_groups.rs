@@ -1,5 +1,5 @@
 //! The grouping every provisioning family of variables shares: `RS_<FAMILY>_<ID>_<FIELD>`
-//! gathered by ID. A leaf, so the families (buckets and policies in `provision/mod.rs`,
+//! gathered by ID. A leaf below them all, so the families (buckets and policies in `provision/mod.rs`,
 //! replications in `provision/replications.rs`, tokens in `auth/provisioned.rs`) each use
 //! it without using each other.
 

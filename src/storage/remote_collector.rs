@@ -5,7 +5,9 @@
 //! *orphans* — objects no index names, no upload is writing, and older than the grace
 //! period (an object younger than that may belong to an upload whose intent was lost with
 //! the power, or to a commit under way). Nothing is collected while some bucket or entry
-//! could not be opened: its index may name any object.
+//! could not be opened: its index may name any object. Each round also publishes the
+//! manifests of tiered blocks for replicas following the remote
+//! (`storage/remote/manifest.rs`). It works on the whole store, above the remote layer.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -235,6 +237,29 @@ impl Collector {
     }
 }
 
+/// Publishes the manifests of every entry of `store` with tiered blocks; with
+/// `delete_stale`, also deletes the manifests of entries that have none any more (a
+/// listing of each remote).
+pub fn publish_all(store: &Store, delete_stale: bool) {
+    let remotes = store.remotes();
+    let mut current = HashSet::new();
+    for bucket in store.buckets() {
+        current.extend(bucket.publish_manifests(&bucket.entries()));
+    }
+    if delete_stale {
+        for remote in remotes.all().filter(|r| r.publishes_manifests) {
+            match remotes.publisher().delete_stale(remote, &current) {
+                Ok(0) => {}
+                Ok(n) => log::info!(
+                    "remote '{}': {n} manifest(s) of entries with no tiered block left deleted",
+                    remote.name
+                ),
+                Err(e) => log::warn!("remote '{}': stale manifests not deleted: {e}", remote.name),
+            }
+        }
+    }
+}
+
 fn run(
     store: Weak<Store>,
     stop: Arc<AtomicBool>,
@@ -249,7 +274,7 @@ fn run(
         // Replicas that follow the remote learn of tier runs, edits and removals — before
         // the objects of removed blocks go, so a replica stops naming them first.
         let listing = std::time::Instant::now() >= next_listing;
-        crate::storage::remote::manifest::publish_all(&s, listing);
+        publish_all(&s, listing);
         let deleted = s.delete_pending_objects_of(first.then_some(&leftovers));
         if deleted.deleted > 0 {
             log::info!(
