@@ -5,7 +5,9 @@
 //!
 //! Prints, per sync mode (`always`, `interval:10ms`, and `always` with a 200 MB FIFO
 //! quota, whose evictions come from the writes too): the server's memory and descriptors
-//! over the run, and p50, p99, p99.9, max and the count of writes over 50 ms, for all
+//! over the run; the bytes it wrote to the device (`write_bytes` of `/proc/<pid>/io`) for
+//! the payload acknowledged, and their ratio (every write path counted: logs, blocks,
+//! indexes, edit logs); and p50, p99, p99.9, max and the count of writes over 50 ms, for all
 //! writes; for the writes that froze a full log (the one that filled its entry's log —
 //! 64 MB or 1,024 records — and the one after it); for the writes of both entries sent
 //! in the second after the camera froze a 64 MB log (while the background thread seals
@@ -83,6 +85,7 @@ fn run(sync: &str, settings: &str, span: Duration, removals: bool) {
             .status,
         200
     );
+    let written_before = server.device_writes();
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
     let cam = stream(server.addr, "cam", 100 << 10, 20, started, stop.clone());
@@ -99,6 +102,10 @@ fn run(sync: &str, settings: &str, span: Duration, removals: bool) {
     let cam = cam.join().expect("cam");
     let imu = imu.join().expect("imu");
     let removed = remover.map(|r| r.join().expect("remover"));
+    // What reached the device while the writes were acknowledged, beside their payload
+    // (every write is acknowledged before its sample is taken).
+    let written_after = server.device_writes();
+    let acknowledged = cam.len() as u64 * (100 << 10) + imu.len() as u64 * 200;
     // The camera's freezing writes (the second of each pair is the write after one).
     let seals: Vec<Duration> = cam.iter().filter(|s| s.2).map(|s| s.0).collect();
     let during_seal = |at: Duration| {
@@ -133,6 +140,16 @@ fn run(sync: &str, settings: &str, span: Duration, removals: bool) {
         "    server: {} MiB resident, {} descriptors (min–max of one sample a second)",
         range(&rss_mib),
         range(&fds)
+    );
+    let mib = |b: u64| b as f64 / f64::from(1 << 20);
+    let written = written_after.0 - written_before.0;
+    eprintln!(
+        "    device writes   {:.0} MiB for {:.0} MiB acknowledged: {:.2}x \
+         (write_bytes of /proc/<pid>/io; {:.0} MiB more dirtied but dropped before the device)",
+        mib(written),
+        mib(acknowledged),
+        written as f64 / acknowledged.max(1) as f64,
+        mib(written_after.1 - written_before.1)
     );
     eprintln!("    all writes      {}", figures(&all));
     eprintln!("    freezing a log  {}", figures(&freezing));

@@ -7,7 +7,8 @@
 //! popped. A policy's next deadline is computed only when its run's outcome arrives, so it
 //! never overlaps itself: after `interval` once caught up; while catching up on a backlog,
 //! after a pause in proportion to the run (`Policy::catch_up_pause`), or after 100 ms when
-//! the run affected nothing.
+//! the run affected nothing. A second heap holds when each run at background priority is
+//! to be raised, should its policy fall behind that long (`raise.rs`).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};

@@ -281,6 +281,21 @@ impl ServerProcess {
         self.child.id()
     }
 
+    /// The bytes the server has caused to be written to the storage device so far, and
+    /// those it dirtied but that were dropped before reaching it (a file truncated or
+    /// removed first): `write_bytes` and `cancelled_write_bytes` of `/proc/<pid>/io`.
+    pub fn device_writes(&self) -> (u64, u64) {
+        let io = std::fs::read_to_string(format!("/proc/{}/io", self.child.id()))
+            .expect("the server's /proc io");
+        let field = |name: &str| {
+            io.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse().ok())
+                .expect("a field of /proc io")
+        };
+        (field("write_bytes:"), field("cancelled_write_bytes:"))
+    }
+
     /// The server's resident memory in KiB (`VmRSS` from `/proc/<pid>/status`).
     pub fn resident_kib(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
