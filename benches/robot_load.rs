@@ -18,10 +18,15 @@
 //! behind the camera, so blocks reach the fold threshold and are rewritten while the
 //! camera writes; its removals are timed too.
 //!
+//! Two references run in the same bench, so one table compares one machine at one time:
+//! ReductStore under the same load (run `reductstore`, where `REDUCTSTORE_BIN` names a
+//! 1.21.5 binary; it syncs nothing), and this machine's floor (run `floor`): a plain
+//! writer appending the same records to one file, `fdatasync` after each.
+//!
 //! `cargo bench --bench robot_load`; `HALFLIFE_ROBOT_SECONDS` sets the length of the
 //! runs (default 120); the quota run lasts 2.5 times as long, so the quota fills (after
 //! about 100 s) and evicts a block about every 32 s. `HALFLIFE_ROBOT_RUNS` picks runs by
-//! name (`always,interval,fifo,removals`; all by default).
+//! name (`always,interval,fifo,removals,reductstore,floor`; all by default).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -31,7 +36,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Connection, start_server};
+use common::{Connection, ServerProcess, reductstore_if_set, start_reductstore, start_server};
 
 /// A bucket's default block limits (ReductStore's): 64 MB of payload or 1,024 records,
 /// whichever a log reaches first.
@@ -49,16 +54,82 @@ fn main() {
     let fifo = r#"{"quota_type":"FIFO","quota_size":200000000}"#;
     let span = Duration::from_secs(seconds);
     let only = std::env::var("HALFLIFE_ROBOT_RUNS").unwrap_or_default();
+    let chosen = |name: &str| only.is_empty() || only.split(',').any(|n| n.trim() == name);
     for (name, sync, settings, span, removals) in [
         ("always", "always", "{}", span, false),
         ("interval", "interval:10ms", "{}", span, false),
         ("fifo", "always", fifo, span * 5 / 2, false),
         ("removals", "always", "{}", span, true),
     ] {
-        if only.is_empty() || only.split(',').any(|n| n.trim() == name) {
-            run(sync, settings, span, removals);
+        if chosen(name) {
+            let start = |data: &std::path::Path| {
+                start_server(
+                    data,
+                    &[
+                        ("RS_SYNC_MODE", sync),
+                        ("RS_SYSTEM_EVENTS_ENABLED", "false"),
+                    ],
+                )
+            };
+            run(&format!("halflife, sync {sync}"), &start, settings, span, removals);
         }
     }
+    if chosen("reductstore") {
+        match reductstore_if_set() {
+            Some(bin) => {
+                let start = |data: &std::path::Path| start_reductstore(&bin, data, &[]);
+                run("ReductStore 1.21.5 (syncs nothing)", &start, "{}", span, false);
+            }
+            None => eprintln!(
+                "  ReductStore: NOT RUN (set REDUCTSTORE_BIN to a ReductStore 1.21.5 binary)"
+            ),
+        }
+    }
+    if chosen("floor") {
+        floor(span);
+    }
+}
+
+/// This machine's floor: the same records appended by two threads (camera and IMU, at
+/// their rates) to one file, `fdatasync` after each append, each append timed.
+fn floor(span: Duration) {
+    use std::io::Write;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = Arc::new(Mutex::new(
+        std::fs::File::create(dir.path().join("records")).expect("a file"),
+    ));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = |size: usize, rate: u64| {
+        let (file, stop) = (file.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let payload = vec![0x5a_u8; size];
+            let period = Duration::from_nanos(1_000_000_000 / rate);
+            let start = Instant::now();
+            let mut samples = Vec::new();
+            let mut n = 0u32;
+            while !stop.load(Ordering::Acquire) {
+                if let Some(wait) = (start + period * n).checked_duration_since(Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+                let sent = Instant::now();
+                {
+                    let mut f = file.lock().expect("the file");
+                    f.write_all(&payload).expect("an append");
+                    f.sync_data().expect("fdatasync");
+                }
+                samples.push(sent.elapsed());
+                n += 1;
+            }
+            samples
+        })
+    };
+    let (cam, imu) = (writer(100 << 10, 20), writer(200, 200));
+    std::thread::sleep(span);
+    stop.store(true, Ordering::Release);
+    let mut all = cam.join().expect("cam");
+    all.extend(imu.join().expect("imu"));
+    eprintln!("  the floor: one file, fdatasync after each append:");
+    eprintln!("    all writes      {}", figures(&all));
 }
 
 /// One write: when it was sent (since the run's start), how long it took, whether it
@@ -70,15 +141,16 @@ type Sample = (Duration, Duration, bool);
 /// milliseconds on this machine.
 const SEAL_WINDOW: Duration = Duration::from_secs(1);
 
-fn run(sync: &str, settings: &str, span: Duration, removals: bool) {
+/// One run against the server `start` starts on a data directory of its own.
+fn run(
+    label: &str,
+    start: &dyn Fn(&std::path::Path) -> ServerProcess,
+    settings: &str,
+    span: Duration,
+    removals: bool,
+) {
     let data = tempfile::tempdir().expect("tempdir");
-    let server = start_server(
-        data.path(),
-        &[
-            ("RS_SYNC_MODE", sync),
-            ("RS_SYSTEM_EVENTS_ENABLED", "false"),
-        ],
-    );
+    let server = start(data.path());
     assert_eq!(
         server
             .request("POST", "/api/v1/b/robot", &[], settings.as_bytes())
@@ -129,7 +201,7 @@ fn run(sync: &str, settings: &str, span: Duration, removals: bool) {
     } else {
         ""
     };
-    eprintln!("  sync {sync}, bucket settings {settings}{also}:");
+    eprintln!("  {label}, bucket settings {settings}{also}:");
     let range = |v: &[u64]| {
         let (lo, hi) = (v.iter().min(), v.iter().max());
         format!("{}–{}", lo.unwrap_or(&0), hi.unwrap_or(&0))
@@ -191,7 +263,7 @@ fn run(sync: &str, settings: &str, span: Duration, removals: bool) {
         eprintln!("    the camera's blocks (MB): {sizes:?}, {edit_logs} with tombstones left");
     }
     let (status, _) = server.terminate();
-    assert!(status.success());
+    assert!(status.success() || label.starts_with("ReductStore"), "{status:?}");
 }
 
 /// Writes `size`-byte records to `entry` at `rate` per second on one keep-alive
