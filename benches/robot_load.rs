@@ -71,14 +71,26 @@ fn main() {
                     ],
                 )
             };
-            run(&format!("halflife, sync {sync}"), &start, settings, span, removals);
+            run(
+                &format!("halflife, sync {sync}"),
+                &start,
+                settings,
+                span,
+                removals,
+            );
         }
     }
     if chosen("reductstore") {
         match reductstore_if_set() {
             Some(bin) => {
                 let start = |data: &std::path::Path| start_reductstore(&bin, data, &[]);
-                run("ReductStore 1.21.5 (syncs nothing)", &start, "{}", span, false);
+                run(
+                    "ReductStore 1.21.5 (syncs nothing)",
+                    &start,
+                    "{}",
+                    span,
+                    false,
+                );
             }
             None => eprintln!(
                 "  ReductStore: NOT RUN (set REDUCTSTORE_BIN to a ReductStore 1.21.5 binary)"
@@ -263,7 +275,10 @@ fn run(
         eprintln!("    the camera's blocks (MB): {sizes:?}, {edit_logs} with tombstones left");
     }
     let (status, _) = server.terminate();
-    assert!(status.success() || label.starts_with("ReductStore"), "{status:?}");
+    assert!(
+        status.success() || label.starts_with("ReductStore"),
+        "{status:?}"
+    );
 }
 
 /// Writes `size`-byte records to `entry` at `rate` per second on one keep-alive
