@@ -2,7 +2,8 @@
 //! thread appends 200-byte records to a file with `fdatasync` after each, timed, while
 //! another creates a 64 MB file (written and fsynced), lets the disk settle, and deletes
 //! it — by a plain `unlink`, or by truncating it in steps of 4 MiB (each step its own
-//! `ftruncate`) before the `unlink`, as RocksDB's rate-limited deletes do. Prints the
+//! `ftruncate`, back to back or 10 ms apart) before the `unlink`, as RocksDB's
+//! rate-limited deletes do. Prints the
 //! appends' latency while the deletes run, for each way, and for no delete at all.
 //!
 //! `cargo bench --bench large_delete`; `HALFLIFE_DELETES` sets how many files each way
@@ -25,7 +26,12 @@ fn main() {
         .unwrap_or(10);
     let dir = tempfile::tempdir().expect("tempdir");
     eprintln!("\nlarge deletes beside an fdatasync writer: {deletes} files of 64 MB each way");
-    for way in ["none", "unlink", "truncate in 4 MiB steps, then unlink"] {
+    for way in [
+        "none",
+        "unlink",
+        "truncate in 4 MiB steps, then unlink",
+        "the same, 10 ms between steps",
+    ] {
         let samples = run(dir.path(), way, deletes);
         eprintln!("  {way:<38} {}", figures(&samples));
     }
@@ -76,6 +82,9 @@ fn run(dir: &Path, way: &str, deletes: usize) -> Vec<Duration> {
                 while len > STEP {
                     len -= STEP;
                     big.set_len(len).expect("ftruncate");
+                    if way.contains("10 ms") {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
                 }
                 std::fs::remove_file(&path).expect("unlink");
             }
