@@ -275,9 +275,20 @@ impl EventLog {
             let payload = record
                 .payload
                 .ok_or_else(|| Error::internal("event without payload"))?;
-            let event: RunEvent = serde_json::from_slice(payload.as_slice()).map_err(|e| {
-                Error::internal(format!("event of '{policy}' in {name} does not parse: {e}"))
-            })?;
+            let event: RunEvent = match serde_json::from_slice(payload.as_slice()) {
+                Ok(event) => event,
+                // Another instance's event that does not parse is set aside, so it never
+                // stops this instance's runs; this instance's own is an error, as before.
+                Err(e) if name != own => {
+                    log::warn!("event of '{policy}' in {name} does not parse, left aside: {e}");
+                    continue;
+                }
+                Err(e) => {
+                    return Err(Error::internal(format!(
+                        "event of '{policy}' in {name} does not parse: {e}"
+                    )));
+                }
+            };
             // The newest wins; this instance's own on a tie.
             let key = (record.meta.timestamp, name == own);
             if newest
@@ -439,5 +450,15 @@ mod tests {
         // Written without totals (an older version): the runs the trail holds.
         assert_eq!(edge.history("p").unwrap().unwrap().totals.total_runs, 3);
         assert_eq!(edge.history("none").unwrap(), None);
+        // Another instance's event that does not parse is left aside.
+        let system = store.bucket(SYSTEM_BUCKET).unwrap();
+        let meta = crate::storage::RecordMeta {
+            timestamp: 9000,
+            labels: Default::default(),
+            content_type: "application/json".into(),
+            size: 3,
+        };
+        system.write("lifecycle/other/p", meta, b"{{{").unwrap();
+        assert_eq!(edge.last_progress("p").unwrap(), Some(950));
     }
 }
