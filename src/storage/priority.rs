@@ -165,8 +165,8 @@ pub fn raise_threads(names: &[&str]) -> std::io::Result<Vec<RaisedThread>> {
             continue;
         }
         // SAFETY: plain queries and changes of a thread of this process by its id.
+        // (A thread that ended meanwhile answers -1 to both: skipped below.)
         let (policy, nice) = unsafe {
-            *libc::__errno_location() = 0;
             let nice = libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t);
             (libc::sched_getscheduler(tid), nice)
         };
