@@ -16,6 +16,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+#[path = "support/latency.rs"]
+mod latency;
+use latency::figures;
+
 const BIG: usize = 64 << 20;
 const STEP: u64 = 4 << 20;
 
@@ -100,25 +104,4 @@ fn run(dir: &Path, way: &str, deletes: usize) -> Vec<Duration> {
     stop.store(true, Ordering::Release);
     writer.join().expect("writer");
     samples.lock().expect("samples").clone()
-}
-
-fn percentile(v: &[Duration], q: f64) -> Duration {
-    let mut v = v.to_vec();
-    v.sort();
-    let i = ((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1;
-    v[i]
-}
-
-fn figures(v: &[Duration]) -> String {
-    if v.is_empty() {
-        return "none".to_string();
-    }
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    format!(
-        "{:>5} appends: p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms",
-        v.len(),
-        ms(percentile(v, 0.5)),
-        ms(percentile(v, 0.99)),
-        ms(*v.iter().max().expect("not empty")),
-    )
 }

@@ -38,6 +38,10 @@ use std::time::{Duration, Instant};
 
 use common::{Connection, ServerProcess, reductstore_if_set, start_reductstore, start_server};
 
+#[path = "support/latency.rs"]
+mod latency;
+use latency::{figures, percentile};
+
 /// A bucket's default block limits (ReductStore's): 64 MB of payload or 1,024 records,
 /// whichever a log reaches first.
 const MAX_BLOCK_SIZE: u64 = 64_000_000;
@@ -361,27 +365,4 @@ fn remove_frames(
         }
         samples
     })
-}
-
-fn percentile(sorted_or_not: &[Duration], q: f64) -> Duration {
-    let mut v = sorted_or_not.to_vec();
-    v.sort();
-    let i = ((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1;
-    v[i]
-}
-
-fn figures(v: &[Duration]) -> String {
-    if v.is_empty() {
-        return "none".to_string();
-    }
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    let over = v.iter().filter(|d| **d > Duration::from_millis(50)).count();
-    format!(
-        "{:>7} writes: p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.1} ms, over 50 ms {over}",
-        v.len(),
-        ms(percentile(v, 0.5)),
-        ms(percentile(v, 0.99)),
-        ms(percentile(v, 0.999)),
-        ms(*v.iter().max().expect("not empty")),
-    )
 }

@@ -78,6 +78,44 @@ fn metric(s: &ServerProcess, line_start: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// Creates bucket `b` with `settings` and writes `records` records of 32 KiB of text to
+/// its entry `e`, an hour old.
+fn load(s: &ServerProcess, records: u64, settings: &[u8]) {
+    let r = s.request("POST", "/api/v1/b/b", &[], settings);
+    assert_eq!(r.status, 200, "{}", r.error());
+    let first = now_us() - 3_600_000_000;
+    for i in 0..records {
+        let r = s.request(
+            "POST",
+            &format!("/api/v1/b/b/e?ts={}", first + i),
+            &[("content-type", "text/plain")],
+            &text(32 << 10, i + 1),
+        );
+        assert_eq!(r.status, 200, "{}", r.error());
+    }
+}
+
+/// Creates compress policy `squash` (zstd at `level`), runs it now, and waits until it
+/// has caught up (`guard`: the last resort); returns its info then.
+fn compress_until_caught_up(s: &ServerProcess, level: u32, guard: Duration) -> serde_json::Value {
+    let body = format!(
+        r#"{{"type":"compress","bucket":"b","older_than":"1m","interval":"1h","compression":{{"algorithm":"zstd","level":{level}}}}}"#
+    );
+    let r = s.request("POST", "/api/v1/lifecycles/squash", &[], body.as_bytes());
+    assert_eq!(r.status, 200, "{}", r.error());
+    let r = s.request("POST", "/api/v1/lifecycles/squash/run", &[], b"");
+    assert_eq!(r.status, 200, "{}", r.error());
+    let start = Instant::now();
+    loop {
+        let info = info(s);
+        if info["caught_up"] == true && info["running_now"] == false {
+            return info;
+        }
+        assert!(start.elapsed() < guard, "not caught up: {info}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn a_policy_behind_past_the_bound_runs_at_normal_priority_until_it_catches_up() {
     let dir = tempfile::tempdir().unwrap();
@@ -91,45 +129,10 @@ fn a_policy_behind_past_the_bound_runs_at_normal_priority_until_it_catches_up() 
     );
     // 16 MiB of text in blocks of 100 records of 32 KiB: zstd 15 takes a few seconds of
     // CPU over it.
-    let r = s.request("POST", "/api/v1/b/b", &[], br#"{"max_block_records":100}"#);
-    assert_eq!(r.status, 200, "{}", r.error());
-    let first = now_us() - 3_600_000_000;
-    for i in 0..512u64 {
-        let body = text(32 << 10, i + 1);
-        let r = s.request(
-            "POST",
-            &format!("/api/v1/b/b/e?ts={}", first + i),
-            &[("content-type", "text/plain")],
-            &body,
-        );
-        assert_eq!(r.status, 200, "{}", r.error());
-    }
+    load(&s, 512, br#"{"max_block_records":100}"#);
     let hog = Hog::start();
-    let r = s.request(
-        "POST",
-        "/api/v1/lifecycles/squash",
-        &[],
-        br#"{"type":"compress","bucket":"b","older_than":"1m","interval":"1h","compression":{"algorithm":"zstd","level":15}}"#,
-    );
-    assert_eq!(r.status, 200, "{}", r.error());
-    assert_eq!(
-        s.request("POST", "/api/v1/lifecycles/squash/run", &[], b"")
-            .status,
-        200
-    );
     // Caught up beside the busy loops: at SCHED_IDLE alone that would take many minutes.
-    let start = Instant::now();
-    let caught_up = loop {
-        let info = info(&s);
-        if info["caught_up"] == true && info["running_now"] == false {
-            break info;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(240),
-            "not caught up beside a busy loop on every core: {info}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let caught_up = compress_until_caught_up(&s, 15, Duration::from_secs(240));
     drop(hog);
     assert!(
         caught_up["processed_records_total"].as_u64() >= Some(500),
@@ -181,38 +184,8 @@ fn without_the_right_to_raise_a_thread_a_run_past_the_bound_starts_again_raised(
     } else {
         start_server(&data, &env)
     };
-    let first = now_us() - 3_600_000_000;
-    assert_eq!(s.request("POST", "/api/v1/b/b", &[], b"{}").status, 200);
-    for i in 0..64u64 {
-        let r = s.request(
-            "POST",
-            &format!("/api/v1/b/b/e?ts={}", first + i),
-            &[("content-type", "text/plain")],
-            &text(32 << 10, i + 1),
-        );
-        assert_eq!(r.status, 200, "{}", r.error());
-    }
-    let r = s.request(
-        "POST",
-        "/api/v1/lifecycles/squash",
-        &[],
-        br#"{"type":"compress","bucket":"b","older_than":"1m","interval":"1h","compression":{"algorithm":"zstd","level":9}}"#,
-    );
-    assert_eq!(r.status, 200, "{}", r.error());
-    assert_eq!(
-        s.request("POST", "/api/v1/lifecycles/squash/run", &[], b"")
-            .status,
-        200
-    );
-    let start = Instant::now();
-    let caught_up = loop {
-        let info = info(&s);
-        if info["caught_up"] == true && info["running_now"] == false {
-            break info;
-        }
-        assert!(start.elapsed() < Duration::from_secs(60), "{info}");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    load(&s, 64, b"{}");
+    let caught_up = compress_until_caught_up(&s, 9, Duration::from_secs(60));
     assert_eq!(caught_up["processed_records_total"], 64, "{caught_up}");
     assert!(
         s.logged("its threads cannot be raised"),
