@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::storage::bucket::{SETTINGS_FILE, TRASH_PREFIX};
-use crate::storage::entry::{EntryFiles, holds_entry, unnamed_files};
+use crate::storage::entry::{EntryFiles, holds_entry, seal_renames, unnamed_files};
 use crate::storage::format::block::SealedBlock;
 use crate::storage::format::edits::BlockEdits;
 use crate::storage::format::index::{
@@ -228,7 +228,27 @@ fn check_entry(dir: &Path, report: &mut CheckReport, remotes: &[Arc<Remote>]) ->
             return Ok(());
         }
     };
-    let unnamed = unnamed_files(dir, &index)?;
+    // A seal cut short between its rename and its commit: the open gives the file the
+    // name the index expects; checked under that name's role, from where it is now.
+    let renames = seal_renames(dir, &index);
+    let renamed_from = |path: &Path| -> PathBuf {
+        renames
+            .iter()
+            .find(|(_, to)| to == path)
+            .map_or_else(|| path.to_path_buf(), |(from, _)| from.clone())
+    };
+    for (from, to) in &renames {
+        report.add(
+            Severity::Warning,
+            from,
+            "a seal was cut short between renaming this file and committing the index".into(),
+            Some(&format!("renamed {}", file_name(to))),
+        );
+    }
+    let mut unnamed = unnamed_files(dir, &index)?;
+    unnamed
+        .leftovers
+        .retain(|name| !renames.iter().any(|(from, _)| file_name(from) == *name));
     for name in unnamed.set_aside {
         report.add(
             Severity::Note,
@@ -251,7 +271,7 @@ fn check_entry(dir: &Path, report: &mut CheckReport, remotes: &[Arc<Remote>]) ->
         );
     }
     for seq in index.log_seqs() {
-        let path = log_path(dir, seq);
+        let path = renamed_from(&log_path(dir, seq));
         if path.exists() {
             report_scan(report, &path, OpenLog::scan(&path)?);
         } else if index.sealing_logs.contains(&seq) {
@@ -276,7 +296,7 @@ fn check_entry(dir: &Path, report: &mut CheckReport, remotes: &[Arc<Remote>]) ->
             check_tiered(dir, b, location, remotes, report);
             continue;
         }
-        let path = block_path(dir, b.seq);
+        let path = renamed_from(&block_path(dir, b.seq));
         let what = format!("block file {}", path.display());
         match SealedBlock::open(&path, what, Some(b.meta_crc)) {
             Ok(block) => {

@@ -315,6 +315,7 @@ mod tests {
             codec: Codec::None,
             meta_crc: 0,
             edited: false,
+            in_log: false,
             remote: None,
             edits: Default::default(),
         }

@@ -91,6 +91,10 @@ pub(super) struct Joined {
     raw_lens: Vec<u64>,
     /// Per source, per frame: where it lands (output frame, offset of its first byte).
     placed: Vec<Vec<(u32, u64)>>,
+    /// Per source that is a log sealed in place, per frame: the one record's payload
+    /// (offset in the frame, size), the only bytes of the frame a join keeps (the rest is
+    /// the log's operation header). `None` for a block: its frames are kept whole.
+    payloads: Vec<Option<Vec<(u64, u64)>>>,
     records: u64,
     payload_bytes: u64,
     first_ts: u64,
@@ -103,6 +107,10 @@ impl Joined {
         let mut frames: Vec<Vec<(usize, usize)>> = Vec::new();
         let mut raw_lens: Vec<u64> = Vec::new();
         let mut placed: Vec<Vec<(u32, u64)>> = Vec::with_capacity(sources.len());
+        let payloads = sources
+            .iter()
+            .map(|source| source.entry.in_log.then(|| record_per_frame(source)).transpose())
+            .collect::<Result<Vec<_>>>()?;
         for (s, source) in sources.iter().enumerate() {
             let mut here = Vec::with_capacity(source.frames.frames().len());
             for (f, info) in source.frames.frames().iter().enumerate() {
@@ -113,7 +121,10 @@ impl Joined {
                 let out = frames.len() - 1;
                 frames[out].push((s, f));
                 here.push((out as u32, raw_lens[out]));
-                raw_lens[out] += info.raw_len;
+                raw_lens[out] += match &payloads[s] {
+                    Some(spans) => spans[f].1,
+                    None => info.raw_len,
+                };
             }
             placed.push(here);
         }
@@ -148,6 +159,7 @@ impl Joined {
             frames,
             raw_lens,
             placed,
+            payloads,
             records,
             payload_bytes,
             first_ts,
@@ -174,7 +186,10 @@ impl Joined {
                 let frames = &self.sources[s].frames;
                 let info = &frames.frames()[f];
                 let stored = frames.stored_frame(f)?;
-                if info.codec == Codec::None {
+                if let Some(spans) = &self.payloads[s] {
+                    let (offset, size) = spans[f];
+                    raw.extend_from_slice(&stored[offset as usize..(offset + size) as usize]);
+                } else if info.codec == Codec::None {
                     raw.extend_from_slice(stored);
                 } else {
                     raw.extend_from_slice(&info.codec.decode(stored, info.raw_len as usize)?);
@@ -213,13 +228,18 @@ impl Joined {
             .collect();
         let mut cols: [BinaryWriter; 8] = Default::default();
         let (mut previous_ts, mut previous_frame, mut expected_offset) = (0u64, 0u32, 0u64);
-        for ((source, remap), placed) in self.sources.iter().zip(&remaps).zip(&self.placed) {
+        let sources = self.sources.iter().zip(&remaps).zip(&self.placed);
+        for (((source, remap), placed), payloads) in sources.zip(&self.payloads) {
             let t = &source.table;
             let mut label = 0;
             for row in 0..t.stamps.len() {
                 let ts = t.stamps[row];
                 let (frame, base) = placed[t.frames[row] as usize];
-                let offset = base + t.offsets[row];
+                // A sealed log's frame lands as its payload alone.
+                let offset = match payloads {
+                    Some(_) => base,
+                    None => base + t.offsets[row],
+                };
                 let size = t.sizes[row];
                 cols[0].varint(ts.wrapping_sub(previous_ts));
                 previous_ts = ts;
@@ -274,6 +294,22 @@ impl Joined {
             meta_crc: 0,
         }
     }
+}
+
+/// The payload (offset, size) of each frame of `source`, a log sealed in place, whose
+/// frames hold one record each, in order.
+fn record_per_frame(source: &JoinSource) -> Result<Vec<(u64, u64)>> {
+    let t = &source.table;
+    let frames = source.frames.frames();
+    let shaped = t.frames.len() == frames.len()
+        && t.frames.iter().enumerate().all(|(i, &f)| f as usize == i);
+    if !shaped {
+        return Err(Error::internal(format!(
+            "{} is marked a sealed log but its frames do not hold one record each",
+            source.frames.what()
+        )));
+    }
+    Ok(t.offsets.iter().copied().zip(t.sizes.iter().copied()).collect())
 }
 
 #[cfg(test)]

@@ -80,6 +80,10 @@ impl Sample {
             let taken = match (&candidate.group, &candidate.run) {
                 (Some(group), _) => self.take_merged_frame(candidate, group, index, target),
                 (None, Some(run)) => self.take_joined_frame(candidate, run, target),
+                (None, None) if candidate.block.in_log => {
+                    let frame_size = candidate.entry.frame_size() as u64;
+                    self.take_span(&block, index as u64 * frame_size, frame_size, target)
+                }
                 (None, None) => self.take_frame(&block, index.min(frames - 1), target),
             };
             if let Err(e) = taken {
@@ -246,6 +250,38 @@ impl Sample {
         }
         let (_, encoded) = encode_frame(target, &raw)?;
         self.read += read;
+        self.frames_raw += raw.len() as u64;
+        self.frames_after += encoded.len() as u64;
+        Ok(())
+    }
+
+    /// Samples a frame of a log sealed in place (a raw frame per record) as its
+    /// recompression cuts it: its frames concatenated from the one holding raw byte
+    /// `from` on, until a frame is full.
+    fn take_span(
+        &mut self,
+        block: &SealedBlock,
+        from: u64,
+        frame_size: u64,
+        target: Codec,
+    ) -> crate::error::Result<()> {
+        let mut start = 0u64;
+        let mut raw = Vec::new();
+        for (index, info) in block.frames().iter().enumerate() {
+            start += info.raw_len;
+            if start <= from {
+                continue;
+            }
+            raw.extend_from_slice(block.stored_frame(index)?);
+            if raw.len() as u64 >= frame_size {
+                break;
+            }
+        }
+        if raw.is_empty() {
+            return Ok(());
+        }
+        let (_, encoded) = encode_frame(target, &raw)?;
+        self.read += raw.len() as u64;
         self.frames_raw += raw.len() as u64;
         self.frames_after += encoded.len() as u64;
         Ok(())

@@ -71,6 +71,7 @@ pub use histogram::Histogram;
 pub(crate) use obsolete::{ObsoleteFiles, remove_in};
 use rebuild::rebuild_index;
 pub(crate) use rebuild::{EntryFiles, holds_entry, unnamed_files};
+pub(crate) use seal::seal_renames;
 pub(crate) use replica::Look;
 use seal::MAX_SEALING_LOGS;
 pub(crate) use stale::StaleLog;
@@ -233,6 +234,7 @@ impl Entry {
                 &format!("the index is damaged ({e})"),
             )?,
         };
+        seal::restore_seal_names(&format!("{bucket}/{name}"), dir, &index)?;
         for file_name in unnamed_files(dir, &index)?.leftovers {
             log::info!("entry {bucket}/{name}: removing leftover {file_name}");
             remove_file_if_exists(&dir.join(file_name))?;

@@ -315,6 +315,7 @@ pub(super) fn rebuild_index(
                 seen.extend(live.iter().map(|(ts, _)| *ts));
                 records += (live.len() - dups.len()) as u64;
                 let mut entry = BlockEntry::from_summary(seq, &block.summary());
+                entry.in_log = block.is_sealed_log();
                 entry.remote = remote;
                 if let Some(log) = &edits {
                     entry.edited = true;

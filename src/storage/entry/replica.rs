@@ -18,7 +18,9 @@ use std::sync::atomic::Ordering;
 use super::edits::load_edits;
 use super::{Entry, EntryContext, EntryState};
 use crate::error::{Error, Result};
-use crate::storage::format::index::{EntryIndex, INDEX_FILE, IndexLoad, log_path, max_overlap};
+use crate::storage::format::index::{
+    EntryIndex, INDEX_FILE, IndexLoad, block_path, log_path, max_overlap,
+};
 use crate::storage::format::log::OpenLog;
 
 /// Loads tried before giving up, each after the writer committed during the previous one.
@@ -180,7 +182,15 @@ fn load_once(bucket: &str, name: &str, dir: &Path, ctx: &EntryContext) -> Result
         let Some(seq) = seq else {
             return Ok(None);
         };
-        let path = log_path(dir, seq);
+        let mut path = log_path(dir, seq);
+        if index.sealing_logs.contains(&seq) && !path.exists() {
+            // The writer is between renaming the sealed log to its block's name and
+            // committing: the same bytes, still a log, under the block's name.
+            let renamed = block_path(dir, seq);
+            if renamed.exists() {
+                path = renamed;
+            }
+        }
         // Identity before the bytes: what is appended meanwhile is read again next time.
         appended.push((path.clone(), file_identity(&path)));
         OpenLog::open_read_only(&path).map(Some)

@@ -1,22 +1,29 @@
-//! Sealing full logs into blocks off the write path.
+//! Sealing full logs into blocks off the write path, in place.
 //!
 //! The write that finds its log full does not copy it: it **freezes** it — one index
 //! commit names the full log among `sealing_logs` and names a new, empty log in its place
 //! — appends to the new log, and is acknowledged on its own sync as any other write. The
 //! full log keeps answering reads, relabels and removals of its records (no record is
-//! added to it) until a **seal** turns it into a block:
+//! added to it) until a **seal** makes the log file itself the block, without writing its
+//! payload again (`format/block/in_log.rs`):
 //!
-//! 1. under the lock, a snapshot of the log's live records, its length and a handle on
-//!    its file, and a fresh sequence number for the block;
-//! 2. without the lock, the block file written from that snapshot and fsynced;
-//! 3. under the lock, if the log has not changed since the snapshot (a relabel or removal
-//!    appended to it means the block is stale: it is removed and the seal starts over),
-//!    the index commit that names the block instead of the log; then the log file is
-//!    removed.
+//! 1. under the lock, a snapshot of the log's live records and its length;
+//! 2. without the lock, the operation headers of those records read back (their
+//!    checksums become the block's frame checksums);
+//! 3. under the lock, if the log has not changed since the snapshot, the seal trailer
+//!    (record table and footer, kilobytes) appended to the log;
+//! 4. without the lock, the log synced up to the trailer's end;
+//! 5. under the lock, if the log has not changed since the trailer (a relabel or removal
+//!    appended after it means the trailer is stale: the seal starts over and appends a
+//!    newer one), `<seq>.log` renamed `<seq>.blk` and the index commit that names the
+//!    block instead of the log (its directory sync makes the rename durable with it).
 //!
-//! A crash before step 3's commit leaves the log named and the block a leftover the next
-//! open removes; after it, the log is the leftover. The open seals what a crash left
-//! waiting before anyone writes.
+//! A crash before step 5's rename leaves the log named, with a trailer that replays as
+//! nothing; between the rename and the commit, the index names a log that is now
+//! `<seq>.blk`, and the open renames it back ([`restore_seal_names`]); after the commit,
+//! nothing is left over. The open seals what a crash left waiting before anyone writes.
+//! The third attempt holds the lock from the snapshot to the commit, so a log relabeled
+//! during every attempt is still sealed.
 //!
 //! The background sealer thread (`storage/sealer.rs`) seals; at most
 //! [`MAX_SEALING_LOGS`] full logs wait per entry, and a writer that would freeze one more
@@ -29,13 +36,13 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 
 use super::{Entry, EntryState, LogKind, ObsoleteFiles, take_index_log};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::storage::format::block::{OpHeader, read_op_headers, seal_trailer};
 use crate::storage::format::block_meta::BlockSummary;
-use crate::storage::format::index::{BlockEntry, block_path, log_path};
+use crate::storage::format::index::{BlockEntry, EntryIndex, block_path, log_path};
 use crate::storage::format::log::LogRecord;
-use crate::storage::format::rewrite::write_log_records;
 use crate::storage::sealer::Sealable;
-use crate::storage::sync::fsutil::remove_file_if_exists;
+use crate::storage::sync::fsutil::{fsync_dir, remove_file_if_exists};
 
 impl Sealable for Entry {
     fn name(&self) -> &str {
@@ -52,30 +59,30 @@ impl Sealable for Entry {
     }
 }
 
-/// What a seal read of a full log under the lock: enough to copy it without the lock.
+/// What a seal read of a full log under the lock (step 1).
 struct SealSnapshot {
-    /// The log's sequence number.
+    /// The log's sequence number, which the block keeps.
     seq: u64,
     /// Its length then: a log that grew since (a relabel, a removal) is sealed again.
     len: u64,
     /// Its live records then, in timestamp order.
     records: Vec<LogRecord>,
-    /// A handle on its file, which outlives the file's removal.
+    /// A handle on its file.
     file: Arc<File>,
-    /// The block's sequence number.
-    block_seq: u64,
 }
 
-impl SealSnapshot {
-    fn block_path(&self, dir: &Path) -> PathBuf {
-        block_path(dir, self.block_seq)
-    }
+/// The trailer a seal appended (step 3).
+struct Trailer {
+    /// The log's length after it: the block's file length.
+    end: u64,
+    /// What the block holds.
+    summary: BlockSummary,
 }
 
 /// How a seal's commit went.
 enum Sealed {
     Committed,
-    /// The log changed during the copy: seal it again.
+    /// The log changed since the snapshot or the trailer: seal it again.
     Changed,
     /// The entry's removal began: nothing more is written.
     Stopped,
@@ -84,8 +91,8 @@ enum Sealed {
 /// How many full logs of one entry may wait for their seal before a writer seals one.
 pub(crate) const MAX_SEALING_LOGS: usize = 2;
 
-/// Seals of one log tried without the lock before the copy is made under it: a log
-/// relabeled during every copy would otherwise never be sealed.
+/// Seals of one log tried without holding the lock throughout before one holds it: a log
+/// relabeled during every attempt would otherwise never be sealed.
 const SEAL_ATTEMPTS: usize = 3;
 
 impl Entry {
@@ -157,6 +164,7 @@ impl Entry {
             return Ok(false);
         };
         for attempt in 1..=SEAL_ATTEMPTS {
+            let held = attempt == SEAL_ATTEMPTS;
             let mut st = self.lock()?;
             let Some(snapshot) = self.seal_snapshot(&mut st)? else {
                 return Ok(false);
@@ -166,20 +174,35 @@ impl Entry {
                 self.retire_sealed_log(st, snapshot.seq, None)?;
                 return Ok(true);
             }
-            // The last attempt copies under the lock, so nothing can change the log.
-            let held = (attempt == SEAL_ATTEMPTS).then_some(st);
-            let written = self.write_sealed_block(&snapshot);
-            let st = match held {
-                Some(st) => st,
-                None => match self.lock() {
-                    Ok(st) => st,
-                    Err(e) => {
-                        let _ = remove_file_if_exists(&snapshot.block_path(&self.dir));
-                        return Err(e);
-                    }
-                },
+            // Step 2: the headers are read from the page cache, kilobytes; the lock is
+            // kept only by the last attempt.
+            let path = log_path(&self.dir, snapshot.seq);
+            let (headers, mut st) = match held {
+                true => (read_op_headers(&snapshot.file, &path, &snapshot.records)?, st),
+                false => {
+                    drop(st);
+                    let headers = read_op_headers(&snapshot.file, &path, &snapshot.records)?;
+                    (headers, self.lock()?)
+                }
             };
-            match self.commit_seal(st, &snapshot, written?)? {
+            let Some(trailer) = self.append_trailer(&mut st, &snapshot, &headers)? else {
+                continue;
+            };
+            let st = match held {
+                true => {
+                    self.sync_trailer(&st, &snapshot, &trailer)?;
+                    st
+                }
+                false => {
+                    let sync = st.log(LogKind::Sealing(snapshot.seq)).map(|log| log.sync_handle().clone());
+                    drop(st);
+                    if let Some(sync) = sync {
+                        sync.wait_durable(trailer.end)?;
+                    }
+                    self.lock()?
+                }
+            };
+            match self.commit_seal(st, &snapshot, &trailer)? {
                 Sealed::Committed => return Ok(true),
                 Sealed::Stopped => return Ok(false),
                 Sealed::Changed => continue,
@@ -188,63 +211,106 @@ impl Entry {
         Ok(true)
     }
 
-    /// Step 1: what the oldest log waiting for its seal holds, and a fresh sequence
-    /// number for its block; `None` when no log waits.
+    /// Step 1: what the oldest log waiting for its seal holds; `None` when no log waits.
     fn seal_snapshot(&self, st: &mut EntryState) -> Result<Option<SealSnapshot>> {
         let Some((seq, log)) = st.sealing.first() else {
             return Ok(None);
         };
-        let snapshot = SealSnapshot {
+        Ok(Some(SealSnapshot {
             seq: *seq,
             len: log.file_len(),
             records: log.records().values().cloned().collect(),
             file: log.file()?,
-            block_seq: 0,
-        };
-        Ok(Some(SealSnapshot {
-            block_seq: st.index.take_seq(),
-            ..snapshot
         }))
     }
 
-    /// Step 2: the block file of a snapshot's records, written and fsynced.
-    fn write_sealed_block(&self, snapshot: &SealSnapshot) -> Result<BlockSummary> {
-        write_log_records(
-            &snapshot.file,
-            &log_path(&self.dir, snapshot.seq),
-            &snapshot.records,
-            &snapshot.block_path(&self.dir),
-            self.ctx.frame_size,
-        )
+    /// Step 3: appends the seal trailer of `snapshot` to its log, unless the log changed
+    /// since (`None`: start over) or the entry's removal began.
+    fn append_trailer(
+        &self,
+        st: &mut EntryState,
+        snapshot: &SealSnapshot,
+        headers: &[OpHeader],
+    ) -> Result<Option<Trailer>> {
+        let Some(log) = st.log_mut(LogKind::Sealing(snapshot.seq)) else {
+            return Ok(None);
+        };
+        if log.file_len() != snapshot.len || self.is_removing() {
+            return Ok(None);
+        }
+        let mut summary = None;
+        let end = log.append_seal(|meta_offset| {
+            let (bytes, s) = seal_trailer(&snapshot.records, headers, meta_offset);
+            summary = Some(s);
+            bytes
+        })?;
+        let summary =
+            summary.ok_or_else(|| Error::internal("the seal trailer was not built"))?;
+        Ok(Some(Trailer { end, summary }))
     }
 
-    /// Step 3: commits the block written from `snapshot` if the log did not change
-    /// since; otherwise removes the block.
+    /// Step 4 under the lock (the last attempt): the log synced up to its trailer.
+    fn sync_trailer(&self, st: &EntryState, snapshot: &SealSnapshot, trailer: &Trailer) -> Result<()> {
+        match st.log(LogKind::Sealing(snapshot.seq)) {
+            Some(log) => log.sync_handle().wait_durable(trailer.end),
+            None => Ok(()),
+        }
+    }
+
+    /// Step 5: if the log still ends with `trailer`, renames it to the block's name and
+    /// commits the index that names the block instead of the log.
     fn commit_seal(
         &self,
-        st: MutexGuard<'_, EntryState>,
+        mut st: MutexGuard<'_, EntryState>,
         snapshot: &SealSnapshot,
-        summary: BlockSummary,
+        trailer: &Trailer,
     ) -> Result<Sealed> {
+        if self.is_removing() {
+            return Ok(Sealed::Stopped);
+        }
         let unchanged = st
             .log(LogKind::Sealing(snapshot.seq))
-            .is_some_and(|log| log.file_len() == snapshot.len);
-        if self.is_removing() || !unchanged {
-            // The removal waits for the seal guard, so the path still names this
-            // entry's directory. A changed log is sealed again from its new state.
-            let _ = remove_file_if_exists(&snapshot.block_path(&self.dir));
-            return Ok(match self.is_removing() {
-                true => Sealed::Stopped,
-                false => Sealed::Changed,
-            });
+            .is_some_and(|log| log.file_len() == trailer.end);
+        if !unchanged {
+            return Ok(Sealed::Changed);
         }
-        let block = BlockEntry::from_summary(snapshot.block_seq, &summary);
-        self.retire_sealed_log(st, snapshot.seq, Some(block))?;
+        let (from, to) = (
+            log_path(&self.dir, snapshot.seq),
+            block_path(&self.dir, snapshot.seq),
+        );
+        crate::storage::fence::check()?;
+        std::fs::rename(&from, &to).map_err(|e| {
+            Error::io(
+                format!("renaming the sealed log {} to {}", from.display(), to.display()),
+                e,
+            )
+        })?;
+        let mut next = st.index.clone();
+        take_index_log(&mut next, LogKind::Sealing(snapshot.seq));
+        next.blocks
+            .push(BlockEntry::sealed_in_log(snapshot.seq, &trailer.summary));
+        if let Err(e) = self.commit(&mut st, next, &[], &[]) {
+            // The index in memory still names the log; the one on disk may name either
+            // (a save can fail after its rename): the open restores whichever name it
+            // names.
+            if let Err(back) = std::fs::rename(&to, &from) {
+                log::error!(
+                    "renaming {} back to {} after a failed commit: {back}; the next open restores the name the index expects",
+                    to.display(),
+                    from.display()
+                );
+            }
+            return Err(e);
+        }
+        if let Some(log) = st.take_log(LogKind::Sealing(snapshot.seq)) {
+            // Every live record is now in a synced, committed block.
+            log.retire();
+        }
         Ok(Sealed::Committed)
     }
 
-    /// Commits the index that names `block` (the sealed log's records, synced) instead
-    /// of log `seq`, then removes the log's file after the lock.
+    /// Commits the index without log `seq` (every record of it was removed, `block`
+    /// `None`) or with `block` in its place, then removes the log's file after the lock.
     fn retire_sealed_log(
         &self,
         mut st: MutexGuard<'_, EntryState>,
@@ -257,7 +323,6 @@ impl Entry {
         next.blocks.extend(block);
         self.commit(&mut st, next, &created, &[])?;
         if let Some(log) = st.take_log(LogKind::Sealing(seq)) {
-            // Every live record is now in a synced, committed block.
             log.retire();
         }
         let files = ObsoleteFiles::collect(&self.dir, vec![log_path(&self.dir, seq)]);
@@ -265,6 +330,45 @@ impl Entry {
         files.remove();
         Ok(())
     }
+}
+
+/// The renames that restore the file names a crash inside a seal's step 5 can leave in
+/// an entry directory `dir`, as (from, to): a log `index` still names that was already
+/// renamed to its block's name gets its name back (it is sealed again at open), and a
+/// block sealed in place whose rename a failed commit undid gets the block's name. The
+/// bytes are the same under either name.
+pub(crate) fn seal_renames(dir: &Path, index: &EntryIndex) -> Vec<(PathBuf, PathBuf)> {
+    let back = index
+        .sealing_logs
+        .iter()
+        .map(|&seq| (block_path(dir, seq), log_path(dir, seq)));
+    let forward = index
+        .blocks
+        .iter()
+        .filter(|b| b.in_log && b.remote.is_none())
+        .map(|b| (log_path(dir, b.seq), block_path(dir, b.seq)));
+    back.chain(forward)
+        .filter(|(from, to)| from.exists() && !to.exists())
+        .collect()
+}
+
+/// Makes the renames of [`seal_renames`] before the entry's `index` is trusted (before
+/// its leftovers are removed).
+pub(super) fn restore_seal_names(what: &str, dir: &Path, index: &EntryIndex) -> Result<()> {
+    let renames = seal_renames(dir, index);
+    for (from, to) in &renames {
+        log::warn!(
+            "entry {what}: a seal was cut short between its rename and its commit; {} gets back the name {}",
+            from.display(),
+            to.display()
+        );
+        std::fs::rename(from, to)
+            .map_err(|e| Error::io(format!("renaming {} to {}", from.display(), to.display()), e))?;
+    }
+    if !renames.is_empty() {
+        fsync_dir(dir)?;
+    }
+    Ok(())
 }
 
 /// A kill at each step of a seal: the data directory as a killed process leaves it
@@ -275,7 +379,8 @@ mod tests {
     use std::path::Path;
 
     use crate::storage::config::Config;
-    use crate::storage::format::index::{EntryIndex, log_path};
+    use crate::storage::format::block::read_op_headers;
+    use crate::storage::format::index::{EntryIndex, block_path, log_path};
     use crate::storage::query::QueryOptions;
     use crate::storage::record::RecordMeta;
     use crate::storage::settings::BucketSettings;
@@ -395,29 +500,44 @@ mod tests {
         let index = EntryIndex::load(&entry_dir).expect("index");
         assert_eq!(index.sealing_logs.len(), 1, "the full log is frozen");
         assert!(index.blocks.is_empty(), "and did not copy it");
-        let frozen = snapshot("frozen");
+        snapshot("frozen");
 
         let taken = snapshot_oldest(&entry);
-        let summary = entry.write_sealed_block(&taken).expect("block");
-        snapshot("block-written");
-        let copy = snapshot("block-half-written");
-        let block = taken.block_path(&copy);
-        let len = std::fs::metadata(&block).expect("block").len();
+        let log = log_path(&entry_dir, taken.seq);
+        let headers = read_op_headers(&taken.file, &log, &taken.records).expect("headers");
+        let trailer = {
+            let mut st = entry.lock().expect("lock");
+            entry
+                .append_trailer(&mut st, &taken, &headers)
+                .expect("trailer")
+                .expect("the log did not change")
+        };
+        snapshot("trailer-appended");
+        let copy = snapshot("trailer-half-written");
         let file = std::fs::OpenOptions::new()
             .write(true)
-            .open(&block)
+            .open(log_path(&copy, taken.seq))
             .expect("open");
-        file.set_len(len / 2).expect("truncate");
+        file.set_len((taken.len + trailer.end) / 2).expect("truncate");
+        {
+            let st = entry.lock().expect("lock");
+            entry.sync_trailer(&st, &taken, &trailer).expect("sync");
+        }
+        let copy = snapshot("renamed-not-committed");
+        std::fs::rename(log_path(&copy, taken.seq), block_path(&copy, taken.seq)).expect("rename");
 
         let st = entry.lock().expect("lock");
         assert!(matches!(
-            entry.commit_seal(st, &taken, summary).expect("commit"),
+            entry.commit_seal(st, &taken, &trailer).expect("commit"),
             super::Sealed::Committed
         ));
+        assert!(!log.exists(), "the log is the block now");
+        let index = EntryIndex::load(&entry_dir).expect("index");
+        assert!(index.blocks[0].in_log && index.blocks[0].seq == taken.seq);
+        assert_eq!(index.format, crate::storage::format::index::INDEX_FORMAT);
         snapshot("sealed");
-        let copy = snapshot("committed-log-not-removed");
-        let log = log_path(&frozen, taken.seq);
-        std::fs::copy(&log, log_path(&copy, taken.seq)).expect("log back");
+        let copy = snapshot("committed-rename-undone");
+        std::fs::rename(block_path(&copy, taken.seq), log_path(&copy, taken.seq)).expect("rename");
         drop(held);
         drop(store);
 
@@ -432,10 +552,10 @@ mod tests {
         }
     }
 
-    /// A relabel and a removal that reach a full log while its copy is made make the
-    /// copy stale: it is not committed, and the seal made again keeps both.
+    /// A relabel and a removal that reach a full log after its trailer make the trailer
+    /// stale: it is not committed, and the seal made again keeps both.
     #[test]
-    fn a_change_during_the_copy_is_sealed_with_the_log() {
+    fn a_change_after_the_trailer_is_sealed_with_the_log() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let store = Store::open(Config::new(tmp.path())).expect("store");
         let settings = BucketSettings {
@@ -451,18 +571,25 @@ mod tests {
         freeze_open(&entry);
         write(&store, RECORDS);
         let taken = snapshot_oldest(&entry);
+        let path = log_path(entry.dir(), taken.seq);
+        let headers = read_op_headers(&taken.file, &path, &taken.records).expect("headers");
+        let trailer = {
+            let mut st = entry.lock().expect("lock");
+            entry
+                .append_trailer(&mut st, &taken, &headers)
+                .expect("trailer")
+                .expect("the log did not change")
+        };
         let mut labels = crate::storage::record::Labels::new();
         labels.insert("seen".into(), "yes".into());
         bucket.update_labels("e", 2, &labels).expect("relabel");
         bucket.remove_record("e", 3).expect("remove");
-        let summary = entry.write_sealed_block(&taken).expect("block");
-        let block = taken.block_path(entry.dir());
         let st = entry.lock().expect("lock");
         assert!(matches!(
-            entry.commit_seal(st, &taken, summary).expect("commit"),
+            entry.commit_seal(st, &taken, &trailer).expect("commit"),
             super::Sealed::Changed
         ));
-        assert!(!block.exists(), "the stale copy is removed");
+        assert!(path.exists(), "the stale trailer is not committed");
         drop(held);
         bucket.catch_up().expect("seal");
         let index = EntryIndex::load(entry.dir()).expect("index");

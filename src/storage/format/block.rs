@@ -21,7 +21,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::storage::format::binary::BinaryWriter;
 use crate::storage::format::block_meta::{self as meta, BlockSummary, FrameInfo};
 use crate::storage::format::block_record::BlockRecord;
 use crate::storage::format::codec::Codec;
@@ -31,10 +30,12 @@ use crate::storage::format::writeback::Writeback;
 use crate::storage::record::{Payload, RecordMeta};
 
 mod footer;
+mod in_log;
 pub(crate) mod row;
 
 pub(crate) use footer::{BLOCK_MAGIC, meta_offset};
-use footer::{FOOTER_LEN, FOOTER_MAGIC, Footer};
+use footer::{FOOTER_LEN, Footer};
+pub(crate) use in_log::{OpHeader, read_op_headers, seal_trailer};
 
 /// Compresses one frame with `codec`, keeping it as stored when compression would not make
 /// it smaller (JPEG or PNG payloads); returns the codec actually used and the bytes.
@@ -248,13 +249,12 @@ impl BlockWriter {
         let meta_offset = self.pos;
         let meta_crc = crc32fast::hash(&stored);
         self.write(&stored)?;
-        let mut footer = BinaryWriter::default();
-        footer.u64(meta_offset);
-        footer.u64(stored.len() as u64);
-        footer.u32(meta_crc);
-        footer.u32(encoding);
-        footer.buf.extend_from_slice(FOOTER_MAGIC);
-        self.write(&footer.buf)?;
+        self.write(&Footer::encode(
+            meta_offset,
+            stored.len() as u64,
+            meta_crc,
+            encoding,
+        ))?;
         let path = self.path.clone();
         let file = self
             .out
@@ -451,6 +451,13 @@ impl SealedBlock {
             codec: self.codec,
             meta_crc: self.meta_crc,
         }
+    }
+
+    /// Whether the file is a log sealed in place (`in_log.rs`), as its first bytes say.
+    pub fn is_sealed_log(&self) -> bool {
+        self.body
+            .file_bytes()
+            .starts_with(crate::storage::format::log::LOG_MAGIC)
     }
 
     /// The block's codec tier.

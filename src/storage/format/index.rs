@@ -8,7 +8,9 @@
 //! log. A format-1 index is a valid format-2 index without a late log. Format 3 adds
 //! `sealing_logs`, the full logs waiting for the background seal; it is written only while
 //! there are some (so a version that reads 2 refuses, instead of removing them as files
-//! it does not know), and format 2 otherwise.
+//! it does not know), and format 2 otherwise. Format 4 adds blocks that are logs sealed in
+//! place (`BlockEntry::in_log`); it is written only while there are some, for the same
+//! reason.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -22,8 +24,10 @@ use crate::storage::sync::fsutil::{strip_crc_trailer, with_crc_trailer, write_at
 
 /// File name of the index inside an entry directory.
 pub const INDEX_FILE: &str = ".index";
-/// The newest format this version writes (only while logs wait for their seal).
-pub const INDEX_FORMAT: u32 = 3;
+/// The newest format this version writes (only while a block is a log sealed in place).
+pub const INDEX_FORMAT: u32 = 4;
+/// The format written while logs wait for their seal and no block is a sealed log.
+const SEALING_FORMAT: u32 = 3;
 /// The format written when no log waits for its seal, which older versions still read.
 const PLAIN_FORMAT: u32 = 2;
 /// The oldest format this version still reads.
@@ -54,6 +58,12 @@ pub struct BlockEntry {
     /// silently coming undone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub edited: bool,
+    /// The block is a log sealed in place (`block/in_log.rs`): one raw frame per record,
+    /// dead operations between them. Recompression re-frames it instead of encoding its
+    /// frames one for one, and an index naming one is written in format 4, which an older
+    /// version refuses rather than taking the file for a damaged block.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_log: bool,
     /// Where the block's file lives when the tier action moved it to a remote object
     /// store: its record table stays here in `<seq>.tier`, its frames are fetched by range.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -102,8 +112,17 @@ impl BlockEntry {
             codec: s.codec,
             meta_crc: s.meta_crc,
             edited: false,
+            in_log: false,
             remote: None,
             edits: EditState::default(),
+        }
+    }
+
+    /// Index entry for a log sealed in place under its own sequence number.
+    pub fn sealed_in_log(seq: u64, s: &BlockSummary) -> Self {
+        BlockEntry {
+            in_log: true,
+            ..Self::from_summary(seq, s)
         }
     }
 
@@ -343,10 +362,12 @@ impl EntryIndex {
     /// Commits the index: atomic replace, the moment a change happens.
     pub fn save(&self, dir: &Path) -> Result<()> {
         let mut current = std::borrow::Cow::Borrowed(self);
-        let format = if self.sealing_logs.is_empty() {
-            PLAIN_FORMAT
-        } else {
+        let format = if self.blocks.iter().any(|b| b.in_log) {
             INDEX_FORMAT
+        } else if !self.sealing_logs.is_empty() {
+            SEALING_FORMAT
+        } else {
+            PLAIN_FORMAT
         };
         if self.format != format {
             // An index loaded in an older format is written in the current one.
@@ -400,6 +421,7 @@ mod tests {
             codec: Codec::Zstd(3),
             meta_crc: 7,
             edited: true,
+            in_log: false,
             remote: None,
             edits: EditState::default(),
         });

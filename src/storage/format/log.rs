@@ -20,10 +20,15 @@ use crate::storage::format::oplog::{self, OP_HEADER};
 use crate::storage::record::{Labels, Payload, RecordMeta};
 use crate::storage::sync::{FileSync, LazyFile};
 
-const LOG_MAGIC: &[u8; 8] = b"HLLOG001";
+/// The first bytes of every log, and of every block sealed in place from a log.
+pub(crate) const LOG_MAGIC: &[u8; 8] = b"HLLOG001";
 const OP_RECORD: u8 = 1;
 const OP_LABELS: u8 = 2;
 const OP_REMOVE: u8 = 3;
+/// The seal trailer: the record table and footer that make the log a sealed block
+/// (`block/in_log.rs`). Replaying it changes no record: the table it holds is what the
+/// operations before it already say.
+const OP_SEAL: u8 = 4;
 /// Payloads up to this size are written with their header in one `pwrite`.
 const SMALL_PAYLOAD: usize = 64 * 1024;
 
@@ -112,6 +117,7 @@ impl LiveRecords {
                 let ts = r.u64()?;
                 self.forget(ts);
             }
+            OP_SEAL => {}
             other => {
                 return Err(Error::internal(format!(
                     "log {what} holds unknown operation {other}"
@@ -247,6 +253,16 @@ impl OpenLog {
             rec.meta.labels = labels.clone();
         }
         Ok(())
+    }
+
+    /// Appends the seal trailer that `trailer` builds from the offset where its body's
+    /// bytes will start (what its footer points at): the record table and footer of the
+    /// block the log becomes. Returns the log's new length, what the seal syncs up to.
+    pub fn append_seal(&mut self, trailer: impl FnOnce(u64) -> Vec<u8>) -> Result<u64> {
+        let w = oplog::start_op(OP_SEAL);
+        let bytes = trailer(self.len + w.buf.len() as u64);
+        self.append(w, &bytes)?;
+        Ok(self.len)
     }
 
     /// Removes a record from this block.

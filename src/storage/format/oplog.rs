@@ -336,11 +336,11 @@ fn set_aside(path: &Path, offset: usize, damaged: &[u8]) {
 }
 
 /// The first offset after `damaged` where a valid operation starts, if any. Operation kinds
-/// are small numbers (1 to 3), which rules out most offsets before any checksum is taken.
+/// are small numbers (1 to 4), which rules out most offsets before any checksum is taken.
 fn next_valid_op(bytes: &[u8], damaged: usize) -> Option<usize> {
     let header = OP_HEADER as usize;
     (damaged + 1..bytes.len().saturating_sub(header)).find(|&at| {
-        matches!(bytes.get(at + header), Some(1..=3)) && valid_op_at(bytes, at).is_some()
+        matches!(bytes.get(at + header), Some(1..=4)) && valid_op_at(bytes, at).is_some()
     })
 }
 

@@ -30,11 +30,18 @@ use crate::storage::format::index::RemoteLocation;
 use crate::storage::remote::connection::Remote;
 use crate::storage::remote::stub::read_stub;
 
-/// At most this many frames are fetched by one read-ahead request.
+/// A read-ahead request fetches up to this many frames (more while it is under
+/// [`READ_AHEAD_SMALL`]).
 const READ_AHEAD_FRAMES: usize = 4;
 /// At most this many bytes are fetched by one read-ahead request, and a block whose
 /// frames are no larger is prefetched whole.
 const READ_AHEAD_BYTES: u64 = 8 << 20;
+/// Frames are read ahead past [`READ_AHEAD_FRAMES`] while the request is smaller than
+/// this: a sealed log's frames are single records, some of a few hundred bytes.
+const READ_AHEAD_SMALL: u64 = 1 << 20;
+/// The most bytes between two frames that a read-ahead fetches along (the operation
+/// headers between a sealed log's frames).
+const READ_AHEAD_GAP: u64 = 4096;
 
 /// What the cache holds and how often it answered (`/metrics`).
 #[derive(Debug, Clone, Copy, Default)]
@@ -310,14 +317,17 @@ impl FrameFetch for CachedObject {
         let mut end = start + frames[index].stored_len;
         let mut last = index;
         if read_ahead {
+            // Frames of a log sealed in place have its operations' headers between them:
+            // a small gap is fetched along rather than costing a request per record.
             while last + 1 < frames.len()
-                && last + 1 - index < READ_AHEAD_FRAMES
+                && (last + 1 - index < READ_AHEAD_FRAMES || end - start < READ_AHEAD_SMALL)
                 && !present[last + 1]
-                && frames[last + 1].offset == end
-                && end - start + frames[last + 1].stored_len <= READ_AHEAD_BYTES
+                && (end..=end + READ_AHEAD_GAP).contains(&frames[last + 1].offset)
+                && frames[last + 1].offset + frames[last + 1].stored_len - start
+                    <= READ_AHEAD_BYTES
             {
                 last += 1;
-                end += frames[last].stored_len;
+                end = frames[last].offset + frames[last].stored_len;
             }
         }
         let bytes = self.remote.fetch(&self.key, start, end)?;

@@ -2,9 +2,11 @@
 //! checked against the file's length and the metadata's checksum.
 
 use crate::error::{Error, Result};
-use crate::storage::format::binary::BinaryReader;
+use crate::storage::format::binary::{BinaryReader, BinaryWriter};
+use crate::storage::format::log::LOG_MAGIC;
 
-/// The first bytes of every block file.
+/// The first bytes of every block file written as a block (a log sealed in place keeps
+/// the log's, [`LOG_MAGIC`]).
 pub(crate) const BLOCK_MAGIC: &[u8; 8] = b"HLBLK001";
 /// The last bytes of every block file.
 pub(super) const FOOTER_MAGIC: &[u8; 8] = b"HLBLKEND";
@@ -25,7 +27,8 @@ impl Footer {
     /// last [`FOOTER_LEN`] are `footer`.
     pub(super) fn parse(head: &[u8], footer: &[u8], file_len: usize, what: &str) -> Result<Footer> {
         let corrupt = |why: &str| Error::internal(format!("{what} is corrupt: {why}"));
-        if file_len < BLOCK_MAGIC.len() + FOOTER_LEN || !head.starts_with(BLOCK_MAGIC) {
+        let known = head.starts_with(BLOCK_MAGIC) || head.starts_with(LOG_MAGIC);
+        if file_len < BLOCK_MAGIC.len() + FOOTER_LEN || !known {
             return Err(corrupt("bad header or too short"));
         }
         if footer.len() != FOOTER_LEN || &footer[24..] != FOOTER_MAGIC {
@@ -45,6 +48,18 @@ impl Footer {
             meta_crc,
             encoding,
         })
+    }
+
+    /// The footer's bytes for metadata of `meta_len` bytes at `meta_offset` with checksum
+    /// `meta_crc` and `encoding`: what a block file ends with.
+    pub(super) fn encode(meta_offset: u64, meta_len: u64, meta_crc: u32, encoding: u32) -> Vec<u8> {
+        let mut footer = BinaryWriter::default();
+        footer.u64(meta_offset);
+        footer.u64(meta_len);
+        footer.u32(meta_crc);
+        footer.u32(encoding);
+        footer.buf.extend_from_slice(FOOTER_MAGIC);
+        footer.buf
     }
 
     /// The footer of a mapped block file.
