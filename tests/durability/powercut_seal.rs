@@ -1,13 +1,16 @@
 //! Power cuts in the middle of a seal, under a camera's load: the real server on the
 //! power-cut file system, a camera writing frames to `cam` (a log fills every ten frames,
-//! so a seal runs most of the time) and an IMU writing small records to `imu`, each on its
-//! own keep-alive connection, every write synced (`always`). Each cycle arms the cut
-//! inside an fsync the seal itself makes — of the block it writes (`.blk`), of an index
-//! commit (`.tmp`: a freeze or a seal's commit), or of a log (`.log`: the next log a
-//! freeze creates, or a write's sync) — and the clients write until the power goes. After
-//! the restart every acknowledged record reads back byte-exact, each entry counts every
-//! record once (at most the one write in flight when the power went is there unacknowledged),
-//! and the entry directories hold only what their indexes name.
+//! so a seal runs most of the time), an IMU writing small records to `imu`, and a second
+//! camera writing frames backwards to `late` (belated: they fill and seal the late log),
+//! each on its own keep-alive connection, every write synced (`always`). Each cycle arms
+//! the cut inside an fsync a seal itself makes — of a log ending with its seal trailer
+//! (the sync before the rename and the commit), of an index commit (`.tmp`: a freeze or a
+//! seal's commit, with the rename of the log to `.blk` not yet durable), or of a log
+//! (`.log`: the next log a freeze creates, or a write's sync) — and the clients write
+//! until the power goes. After the restart every acknowledged record reads back
+//! byte-exact, each entry counts every record once (at most the one write in flight when
+//! the power went is there unacknowledged), and the entry directories hold only what
+//! their indexes name.
 //!
 //! Without FUSE the test is ignored, and a failure with `HALFLIFE_REQUIRE_FUSE=1`.
 
@@ -27,7 +30,9 @@ const FRAME: usize = 24 << 10;
 const BLOCK_SIZE: u64 = 10 * FRAME as u64;
 /// Writes per stream and cycle before the test gives up on the cut coming.
 const MOST_WRITES: u64 = 4_000;
-const ENTRIES: [(&str, usize); 2] = [("cam", FRAME), ("imu", 200)];
+const ENTRIES: [(&str, usize); 3] = [("cam", FRAME), ("imu", 200), ("late", FRAME)];
+/// The last bytes of a log sealed in place: its trailer's footer.
+const TRAILER_END: &[u8] = b"HLBLKEND";
 
 fn payload(entry: &str, ts: u64, size: usize) -> Vec<u8> {
     let mut bytes = format!("{entry} {ts} ").into_bytes();
@@ -56,7 +61,12 @@ fn write_until_cut(
     std::thread::spawn(move || {
         let mut stream = Stream::default();
         let mut conn = Connection::open(addr);
-        for ts in from..from + MOST_WRITES {
+        for i in 0..MOST_WRITES {
+            // `late` writes backwards: each record older than the one before.
+            let ts = match entry {
+                "late" => from + MOST_WRITES - 1 - i,
+                _ => from + i,
+            };
             if cut.load(Ordering::Acquire) {
                 return stream;
             }
@@ -170,8 +180,12 @@ fn a_power_cut_inside_a_seal_loses_no_acknowledged_frame() {
         } else {
             Cut::Torn(rng.next())
         };
-        let (suffix, most) = [(".blk", 2), (".tmp", 4), (".log", 30)][cycle % 3];
-        fs.cut_at_sync_of(suffix, 1 + rng.below(most), how);
+        let (suffix, ending, most) = [
+            (".log", TRAILER_END, 2),
+            (".tmp", &b""[..], 6),
+            (".log", &b""[..], 40),
+        ][cycle % 3];
+        fs.cut_at_sync_of_ending(suffix, ending, 1 + rng.below(most), how);
         let cut = Arc::new(AtomicBool::new(false));
         let streams: Vec<_> = ENTRIES
             .iter()
@@ -189,16 +203,21 @@ fn a_power_cut_inside_a_seal_loses_no_acknowledged_frame() {
         next_ts += ENTRIES.len() as u64 * MOST_WRITES;
         assert!(
             fs.is_cut(),
-            "cycle {cycle}: the cut at an fsync of a {suffix} file never came"
+            "cycle {cycle}: the cut at an fsync of a {suffix} file ending {ending:?} never came"
         );
         drop(server);
         drop(mounted);
         mounted = fs.mount(&mnt).expect("mount again after the cut");
-        // Before the open seals it: a cut inside a block's fsync left its log waiting.
-        let waiting = EntryIndex::load(&data.join("b").join("cam"))
-            .map(|index| index.sealing_logs.len())
-            .unwrap_or(0);
-        if suffix == ".blk" {
+        // Before the open seals it: a cut inside a trailer's sync left its log waiting.
+        let waiting: usize = ["cam", "late"]
+            .iter()
+            .map(|e| {
+                EntryIndex::load(&data.join("b").join(e))
+                    .map(|index| index.sealing_logs.len())
+                    .unwrap_or(0)
+            })
+            .sum();
+        if !ending.is_empty() {
             assert!(waiting > 0, "cycle {cycle}: the cut landed inside a seal");
         }
         mid_seal += usize::from(waiting > 0);

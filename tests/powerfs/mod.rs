@@ -85,9 +85,19 @@ struct State {
     /// Fsyncs left before an armed cut ([`PowerFs::cut_after_syncs`]), and its kind.
     armed: Option<(u64, Cut)>,
     /// A cut armed on the fsyncs of files whose names end so
-    /// ([`PowerFs::cut_at_sync_of`]): the suffix, fsyncs left, and its kind.
-    armed_named: Option<(String, u64, Cut)>,
+    /// ([`PowerFs::cut_at_sync_of`]).
+    armed_named: Option<NamedCut>,
     cuts: u64,
+}
+
+/// A cut armed on the fsyncs of some files: those whose names end with `suffix` and
+/// whose data ends with `ending`; `left` fsyncs of them until the cut, made `how`.
+#[derive(Clone)]
+struct NamedCut {
+    suffix: String,
+    ending: Vec<u8>,
+    left: u64,
+    how: Cut,
 }
 
 /// The shared state of the file system; it outlives mounts, as a disk outlives boots.
@@ -181,9 +191,20 @@ impl PowerFs {
     }
 
     /// Arms a cut that happens inside the `n`-th fsync from now of a file whose name ends
-    /// with `suffix` (`.blk`: a block being sealed or rewritten), instead of it.
+    /// with `suffix` (`.blk`: a block being rewritten), instead of it.
     pub fn cut_at_sync_of(&self, suffix: &str, n: u64, how: Cut) {
-        self.lock().armed_named = Some((suffix.to_string(), n.max(1), how));
+        self.cut_at_sync_of_ending(suffix, b"", n, how);
+    }
+
+    /// [`PowerFs::cut_at_sync_of`], counting only the fsyncs of such files whose data
+    /// ends with `ending` (a log whose last bytes are a seal trailer's footer).
+    pub fn cut_at_sync_of_ending(&self, suffix: &str, ending: &[u8], n: u64, how: Cut) {
+        self.lock().armed_named = Some(NamedCut {
+            suffix: suffix.to_string(),
+            ending: ending.to_vec(),
+            left: n.max(1),
+            how,
+        });
     }
 
     /// Whether the power is off (a cut happened since the last mount).
@@ -371,6 +392,14 @@ impl State {
         Ok(())
     }
 
+    /// Whether file `ino`'s data ends with `ending`.
+    fn ends_with(&self, ino: u64, ending: &[u8]) -> bool {
+        match self.inodes.get(&ino).map(|i| &i.node) {
+            Some(Node::File { data, .. }) => data.ends_with(ending),
+            _ => ending.is_empty(),
+        }
+    }
+
     /// Whether a directory names file `ino` with a name ending in `suffix`.
     fn is_named(&self, ino: u64, suffix: &str) -> bool {
         self.inodes.values().any(|inode| match &inode.node {
@@ -392,15 +421,19 @@ impl State {
             }
             self.armed = Some((left - 1, how));
         }
-        if let Some((suffix, left, how)) = self.armed_named.clone()
-            && self.is_named(ino, &suffix)
+        if let Some(armed) = self.armed_named.clone()
+            && self.is_named(ino, &armed.suffix)
+            && self.ends_with(ino, &armed.ending)
         {
-            if left <= 1 {
+            if armed.left <= 1 {
                 self.armed_named = None;
-                self.cut(how);
+                self.cut(armed.how);
                 return Err(Errno::EIO);
             }
-            self.armed_named = Some((suffix, left - 1, how));
+            self.armed_named = Some(NamedCut {
+                left: armed.left - 1,
+                ..armed
+            });
         }
         match self.inodes.get_mut(&ino).map(|i| &mut i.node) {
             Some(Node::File { undo, .. }) => undo.clear(),

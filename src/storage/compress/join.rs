@@ -109,7 +109,13 @@ impl Joined {
         let mut placed: Vec<Vec<(u32, u64)>> = Vec::with_capacity(sources.len());
         let payloads = sources
             .iter()
-            .map(|source| source.entry.in_log.then(|| record_per_frame(source)).transpose())
+            .map(|source| {
+                source
+                    .entry
+                    .in_log
+                    .then(|| record_per_frame(source))
+                    .transpose()
+            })
             .collect::<Result<Vec<_>>>()?;
         for (s, source) in sources.iter().enumerate() {
             let mut here = Vec::with_capacity(source.frames.frames().len());
@@ -309,7 +315,11 @@ fn record_per_frame(source: &JoinSource) -> Result<Vec<(u64, u64)>> {
             source.frames.what()
         )));
     }
-    Ok(t.offsets.iter().copied().zip(t.sizes.iter().copied()).collect())
+    Ok(t.offsets
+        .iter()
+        .copied()
+        .zip(t.sizes.iter().copied())
+        .collect())
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use crate::storage::entry::{Entry, StaleLog};
-use crate::storage::format::block::{SealedBlock, encode_frame};
+use crate::storage::format::block::{SealedBlock, encode_frame, frame_payload};
 use crate::storage::format::block_meta as meta;
 use crate::storage::format::codec::Codec;
 use crate::storage::format::index::BlockEntry;
@@ -104,12 +104,20 @@ impl Sample {
                     }
                 }
                 let (_, packed) = meta::pack_records(&tables, target);
-                self.overhead_after += block.copied_overhead(target, &packed);
+                let frames = match run.iter().any(|b| b.in_log) {
+                    true => joined_frames(run.iter().map(live_payload).sum(), candidate),
+                    false => frames,
+                };
+                self.overhead_after += block.copied_overhead(target, frames, &packed);
                 self.records += run.iter().map(|b| b.record_count).sum::<u64>();
             }
             None => {
                 let (_, packed) = meta::pack_records(block.records_section(), target);
-                self.overhead_after += block.copied_overhead(target, &packed);
+                let frames = match candidate.block.in_log {
+                    true => joined_frames(live_payload(&candidate.block), candidate),
+                    false => frames,
+                };
+                self.overhead_after += block.copied_overhead(target, frames, &packed);
                 self.records += candidate.block.record_count;
             }
         }
@@ -240,6 +248,10 @@ impl Sample {
                 let stored = block.stored_frame(index)?;
                 read += stored.len() as u64;
                 match info.codec {
+                    // A join keeps a sealed log's payloads, not the operations around them.
+                    Codec::None if b.in_log => {
+                        raw.extend_from_slice(frame_payload(stored, block.body().what())?)
+                    }
                     Codec::None => raw.extend_from_slice(stored),
                     codec => raw.extend_from_slice(&codec.decode(stored, info.raw_len as usize)?),
                 }
@@ -272,7 +284,10 @@ impl Sample {
             if start <= from {
                 continue;
             }
-            raw.extend_from_slice(block.stored_frame(index)?);
+            raw.extend_from_slice(frame_payload(
+                block.stored_frame(index)?,
+                block.body().what(),
+            )?);
             if raw.len() as u64 >= frame_size {
                 break;
             }
@@ -306,6 +321,13 @@ impl Sample {
         self.frames_after += encoded.len() as u64;
         Ok(())
     }
+}
+
+/// The frames a join makes of `payload` bytes: a sealed log's single-record frames are
+/// joined into frames of the entry's frame size.
+fn joined_frames(payload: u64, candidate: &Candidate) -> usize {
+    let frame_size = (candidate.entry.frame_size() as u64).max(1);
+    payload.div_ceil(frame_size).max(1) as usize
 }
 
 /// Payload bytes of a block's live records (tombstoned ones are dropped by a rewrite).

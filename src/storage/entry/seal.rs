@@ -178,7 +178,10 @@ impl Entry {
             // kept only by the last attempt.
             let path = log_path(&self.dir, snapshot.seq);
             let (headers, mut st) = match held {
-                true => (read_op_headers(&snapshot.file, &path, &snapshot.records)?, st),
+                true => (
+                    read_op_headers(&snapshot.file, &path, &snapshot.records)?,
+                    st,
+                ),
                 false => {
                     drop(st);
                     let headers = read_op_headers(&snapshot.file, &path, &snapshot.records)?;
@@ -194,7 +197,9 @@ impl Entry {
                     st
                 }
                 false => {
-                    let sync = st.log(LogKind::Sealing(snapshot.seq)).map(|log| log.sync_handle().clone());
+                    let sync = st
+                        .log(LogKind::Sealing(snapshot.seq))
+                        .map(|log| log.sync_handle().clone());
                     drop(st);
                     if let Some(sync) = sync {
                         sync.wait_durable(trailer.end)?;
@@ -244,13 +249,17 @@ impl Entry {
             summary = Some(s);
             bytes
         })?;
-        let summary =
-            summary.ok_or_else(|| Error::internal("the seal trailer was not built"))?;
+        let summary = summary.ok_or_else(|| Error::internal("the seal trailer was not built"))?;
         Ok(Some(Trailer { end, summary }))
     }
 
     /// Step 4 under the lock (the last attempt): the log synced up to its trailer.
-    fn sync_trailer(&self, st: &EntryState, snapshot: &SealSnapshot, trailer: &Trailer) -> Result<()> {
+    fn sync_trailer(
+        &self,
+        st: &EntryState,
+        snapshot: &SealSnapshot,
+        trailer: &Trailer,
+    ) -> Result<()> {
         match st.log(LogKind::Sealing(snapshot.seq)) {
             Some(log) => log.sync_handle().wait_durable(trailer.end),
             None => Ok(()),
@@ -281,7 +290,11 @@ impl Entry {
         crate::storage::fence::check()?;
         std::fs::rename(&from, &to).map_err(|e| {
             Error::io(
-                format!("renaming the sealed log {} to {}", from.display(), to.display()),
+                format!(
+                    "renaming the sealed log {} to {}",
+                    from.display(),
+                    to.display()
+                ),
                 e,
             )
         })?;
@@ -362,8 +375,12 @@ pub(super) fn restore_seal_names(what: &str, dir: &Path, index: &EntryIndex) -> 
             from.display(),
             to.display()
         );
-        std::fs::rename(from, to)
-            .map_err(|e| Error::io(format!("renaming {} to {}", from.display(), to.display()), e))?;
+        std::fs::rename(from, to).map_err(|e| {
+            Error::io(
+                format!("renaming {} to {}", from.display(), to.display()),
+                e,
+            )
+        })?;
     }
     if !renames.is_empty() {
         fsync_dir(dir)?;
@@ -518,7 +535,8 @@ mod tests {
             .write(true)
             .open(log_path(&copy, taken.seq))
             .expect("open");
-        file.set_len((taken.len + trailer.end) / 2).expect("truncate");
+        file.set_len((taken.len + trailer.end) / 2)
+            .expect("truncate");
         {
             let st = entry.lock().expect("lock");
             entry.sync_trailer(&st, &taken, &trailer).expect("sync");

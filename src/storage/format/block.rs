@@ -35,7 +35,7 @@ pub(crate) mod row;
 
 pub(crate) use footer::{BLOCK_MAGIC, meta_offset};
 use footer::{FOOTER_LEN, Footer};
-pub(crate) use in_log::{OpHeader, read_op_headers, seal_trailer};
+pub(crate) use in_log::{OpHeader, frame_payload, read_op_headers, seal_trailer};
 
 /// Compresses one frame with `codec`, keeping it as stored when compression would not make
 /// it smaller (JPEG or PNG payloads); returns the codec actually used and the bytes.
@@ -512,9 +512,12 @@ impl SealedBlock {
 
     /// Bytes of a copy of this block with `target` frames, besides the frames themselves:
     /// magic, frame table, the record table packed as `packed_records`, footer (what
-    /// [`BlockWriter::finish_copied`] writes around them).
-    pub fn copied_overhead(&self, target: Codec, packed_records: &[u8]) -> u64 {
-        let head = meta::encode_head(target, self.frames());
+    /// [`BlockWriter::finish_copied`] writes around them). The copy has `frames` frames:
+    /// this block's count when its frames are copied one for one, fewer when they are
+    /// joined.
+    pub fn copied_overhead(&self, target: Codec, frames: usize, packed_records: &[u8]) -> u64 {
+        let all = self.frames();
+        let head = meta::encode_head(target, &all[..frames.min(all.len())]);
         (BLOCK_MAGIC.len() + 4 + head.len() + packed_records.len() + FOOTER_LEN) as u64
     }
 

@@ -323,8 +323,7 @@ impl FrameFetch for CachedObject {
                 && (last + 1 - index < READ_AHEAD_FRAMES || end - start < READ_AHEAD_SMALL)
                 && !present[last + 1]
                 && (end..=end + READ_AHEAD_GAP).contains(&frames[last + 1].offset)
-                && frames[last + 1].offset + frames[last + 1].stored_len - start
-                    <= READ_AHEAD_BYTES
+                && frames[last + 1].offset + frames[last + 1].stored_len - start <= READ_AHEAD_BYTES
             {
                 last += 1;
                 end = frames[last].offset + frames[last].stored_len;

@@ -118,6 +118,24 @@ pub fn seal_trailer(
     (bytes, summary)
 }
 
+/// The payload of a sealed log's frame (its record's operation body), read from the
+/// body's own fields: what a sample of the data takes when the record table was not
+/// parsed.
+pub fn frame_payload<'f>(frame: &'f [u8], what: &str) -> Result<&'f [u8]> {
+    let mut r = crate::storage::format::binary::BinaryReader::new(frame, what);
+    r.u8()?;
+    r.u64()?;
+    r.str()?;
+    r.labels()?;
+    let size = r.u64()? as usize;
+    let start = frame.len() - r.remaining();
+    frame.get(start..start.saturating_add(size)).ok_or_else(|| {
+        Error::internal(format!(
+            "{what}: a record's frame is shorter than its payload"
+        ))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,7 +223,10 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let block = SealedBlock::open(&path, "block".into(), Some(summary.meta_crc)).unwrap();
         let mut frame: DecodedFrame = None;
-        assert_eq!(block.payload_with(0, &mut frame).unwrap().as_slice(), b"first");
+        assert_eq!(
+            block.payload_with(0, &mut frame).unwrap().as_slice(),
+            b"first"
+        );
         let err = block.payload_with(1, &mut frame).unwrap_err();
         assert!(err.message().contains("corrupt") || err.message().contains("checksum"));
     }
