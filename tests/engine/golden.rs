@@ -4,7 +4,9 @@
 //! entry index format 2: an entry written in shuffled order, whose sealed blocks overlap
 //! and whose belated records sit in a late log; `golden-v4` record tables in format 3
 //! (columns, zstd-packed in zstd blocks) and block edit logs (relabels and tombstones in
-//! lz4 and zstd blocks, not yet folded). A deliberate
+//! lz4 and zstd blocks, not yet folded); `golden-v5` entry index format 4: raw blocks
+//! that are logs sealed in place (`HLLOG001` files with a seal trailer), one of them with
+//! an edit log. A deliberate
 //! format change adds a directory: `HALFLIFE_REGENERATE_GOLDEN=1 cargo test --test golden`
 //! writes the current one; older ones are never rewritten.
 
@@ -19,7 +21,7 @@ use halflife::storage::{
 use halflife::storage::{CompressRequest, CompressWindow};
 
 /// The directory the current version writes.
-const CURRENT: &str = "golden-v4";
+const CURRENT: &str = "golden-v5";
 /// The records of the entry written in shuffled order (golden-v3 on).
 const SHUFFLED: std::ops::Range<usize> = 200..400;
 
@@ -76,6 +78,11 @@ fn expected(version: u32) -> Vec<FixtureRecord> {
         logs[6].labels.insert("golden".into(), "v4".into());
         logs.remove(80);
         logs.remove(5);
+        if version >= 5 {
+            // ...and to the raw block sealed in place.
+            weather[150].labels.insert("golden".into(), "v5".into());
+            weather.remove(160);
+        }
         weather.remove(20);
     } else {
         logs.remove(80);
@@ -169,6 +176,11 @@ fn generate(path: &Path) {
         .update_labels("logs/dpkg", ts[200 + 6], &golden)
         .unwrap();
     bucket.remove_record("logs/dpkg", ts[200 + 5]).unwrap();
+    // Changes to weather's raw block, a log sealed in place: its edit log.
+    bucket.catch_up().unwrap();
+    let v5: Labels = [("golden".to_string(), "v5".to_string())].into();
+    bucket.update_labels("weather", ts[150], &v5).unwrap();
+    bucket.remove_record("weather", ts[160]).unwrap();
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -192,8 +204,8 @@ fn golden_data_directories_read_back_exactly() {
     }
     let dirs = golden_dirs();
     assert!(
-        dirs.len() >= 4,
-        "golden-v1 to golden-v4 are committed: {dirs:?}"
+        dirs.len() >= 5,
+        "golden-v1 to golden-v5 are committed: {dirs:?}"
     );
     for dir in dirs {
         check(&dir);
@@ -222,7 +234,11 @@ fn check(golden: &Path) {
     }
     assert_eq!(bucket.entry_names(), names);
     let weather = bucket.entry("weather").unwrap().info().unwrap();
-    let weather_records = if version >= 4 { 199 } else { 200 };
+    let weather_records = match version {
+        5.. => 198,
+        4 => 199,
+        _ => 200,
+    };
     assert_eq!(
         (weather.record_count, weather.block_count),
         (weather_records, 4)
@@ -237,8 +253,10 @@ fn check(golden: &Path) {
     };
     assert_eq!(codecs("weather"), vec![Codec::Lz4, Codec::Lz4, Codec::None]);
     if version >= 4 {
-        // The run sealed the log's open block (all its records were in the window).
-        assert_eq!(codecs("logs/dpkg"), vec![Codec::Zstd(19); 2]);
+        // The run sealed the log's open block (all its records were in the window); from
+        // v5 on, the two small blocks (the first a log sealed in place) are joined.
+        let blocks = if version >= 5 { 1 } else { 2 };
+        assert_eq!(codecs("logs/dpkg"), vec![Codec::Zstd(19); blocks]);
         for entry in ["weather", "logs/dpkg"] {
             let dir = tmp.path().join("golden").join(entry);
             let edit_logs = std::fs::read_dir(&dir)
@@ -250,6 +268,16 @@ fn check(golden: &Path) {
         }
     } else {
         assert_eq!(codecs("logs/dpkg"), vec![Codec::Zstd(19)]);
+    }
+    if version >= 5 {
+        for entry in ["weather", "shuffled"] {
+            let index = EntryIndex::load(&tmp.path().join("golden").join(entry)).unwrap();
+            assert_eq!(index.format, 4, "{entry}");
+            assert!(
+                index.blocks.iter().any(|b| b.in_log),
+                "{entry}: a log sealed in place is on disk"
+            );
+        }
     }
 
     let want = expected(version);

@@ -187,6 +187,28 @@ impl Joined {
     /// concatenated. Returns the codec used, the stored bytes and the raw length.
     pub(super) fn encode(&self, i: usize, target: Codec) -> Result<(Codec, Vec<u8>, u64)> {
         JOIN_BUFFER.with_borrow_mut(|raw| {
+            self.raw_into(i, raw)?;
+            let (codec, stored) = encode_frame(target, raw)?;
+            Ok((codec, stored, raw.len() as u64))
+        })
+    }
+
+    /// Output frame `i` as it is before encoding: what is written for a frame that did
+    /// not compress, once a later one did.
+    pub(super) fn raw(&self, i: usize) -> Result<Vec<u8>> {
+        let mut raw = Vec::new();
+        self.raw_into(i, &mut raw)?;
+        Ok(raw)
+    }
+
+    /// Whether the join is a log sealed in place alone: when none of its frames
+    /// compresses, it keeps its file rather than being written again as it is.
+    pub(super) fn is_one_sealed_log(&self) -> bool {
+        matches!(self.old.as_slice(), [one] if one.in_log)
+    }
+
+    fn raw_into(&self, i: usize, raw: &mut Vec<u8>) -> Result<()> {
+        {
             raw.clear();
             for &(s, f) in &self.frames[i] {
                 let frames = &self.sources[s].frames;
@@ -201,9 +223,8 @@ impl Joined {
                     raw.extend_from_slice(&info.codec.decode(stored, info.raw_len as usize)?);
                 }
             }
-            let (codec, stored) = encode_frame(target, raw)?;
-            Ok((codec, stored, raw.len() as u64))
-        })
+            Ok(())
+        }
     }
 
     /// The joined record table (format 3, as `block_meta::encode_records` writes it):

@@ -361,9 +361,13 @@ impl<'a> Run<'a> {
             self.skip(task.job);
             return Ok(());
         }
-        // A joined block is always written: its sources' files go.
+        // A joined block is written, its sources' files go; unless it is a sealed log
+        // alone whose data does not compress.
         let unchanged = codec == Codec::None
-            && matches!(&out.source, Source::Block(b) if b.frames()[index].codec == Codec::None);
+            && match &out.source {
+                Source::Block(b) => b.frames()[index].codec == Codec::None,
+                Source::Joined(joined) => joined.is_one_sealed_log(),
+            };
         match out.writer.as_mut() {
             // Incompressible data already stored raw: writing it again would change
             // nothing but wear the disk.
@@ -376,14 +380,20 @@ impl<'a> Run<'a> {
                     self.target,
                     job.entry.frame_size(),
                 )?);
-                if let Source::Block(block) = &out.source {
-                    for i in 0..out.unchanged {
-                        let info = &block.frames()[i];
-                        writer.append_encoded_frame(
-                            Codec::None,
-                            block.stored_frame(i)?,
-                            info.raw_len,
-                        )?;
+                for i in 0..out.unchanged {
+                    match &out.source {
+                        Source::Block(block) => {
+                            let info = &block.frames()[i];
+                            writer.append_encoded_frame(
+                                Codec::None,
+                                block.stored_frame(i)?,
+                                info.raw_len,
+                            )?;
+                        }
+                        Source::Joined(joined) => {
+                            let raw = joined.raw(i)?;
+                            writer.append_encoded_frame(Codec::None, &raw, raw.len() as u64)?;
+                        }
                     }
                 }
                 writer.append_encoded_frame(codec, &bytes, raw_len)?;
@@ -413,6 +423,18 @@ impl<'a> Run<'a> {
             .map_err(|_| Error::internal("the block committer stopped"))
     }
 
+    /// No frame of `old` changed: the block keeps its file and takes the new tier, so it
+    /// is not reconsidered by every run.
+    fn kept(&self, old: &BlockEntry) -> Finished {
+        let mut new = old.clone();
+        new.codec = self.target;
+        Finished {
+            old: vec![old.clone()],
+            new,
+            path: None,
+        }
+    }
+
     /// Finishes the block file of `out` (whose last frame was written) into what the
     /// committer commits.
     fn finish_output(&self, out: Output<'_>, job: &Job) -> Result<(Finished, Option<File>)> {
@@ -440,17 +462,9 @@ impl<'a> Run<'a> {
                 };
                 (finished, Some(file))
             }
-            (None, Source::Block(_), [old]) => {
-                // No frame changed: the block keeps its file and takes the new tier, so
-                // it is not reconsidered by every run.
-                let mut new = old.clone();
-                new.codec = self.target;
-                let finished = Finished {
-                    old: job.old.clone(),
-                    new,
-                    path: None,
-                };
-                (finished, None)
+            (None, Source::Block(_), [old]) => (self.kept(old), None),
+            (None, Source::Joined(joined), _) if joined.is_one_sealed_log() => {
+                (self.kept(&joined.old[0]), None)
             }
             _ => {
                 return Err(Error::internal(

@@ -182,18 +182,24 @@ fn load_once(bucket: &str, name: &str, dir: &Path, ctx: &EntryContext) -> Result
         let Some(seq) = seq else {
             return Ok(None);
         };
-        let mut path = log_path(dir, seq);
-        if index.sealing_logs.contains(&seq) && !path.exists() {
+        // Identity before the bytes: what is appended meanwhile is read again next time.
+        let path = log_path(dir, seq);
+        let identity = file_identity(&path);
+        let opened = OpenLog::open_read_only(&path);
+        let renamed = block_path(dir, seq);
+        let (path, identity, opened) = match opened {
             // The writer is between renaming the sealed log to its block's name and
             // committing: the same bytes, still a log, under the block's name.
-            let renamed = block_path(dir, seq);
-            if renamed.exists() {
-                path = renamed;
+            Err(e) if index.sealing_logs.contains(&seq) && renamed.exists() => {
+                log::debug!("{e}; reading the log under its block's name");
+                let identity = file_identity(&renamed);
+                let opened = OpenLog::open_read_only(&renamed);
+                (renamed, identity, opened)
             }
-        }
-        // Identity before the bytes: what is appended meanwhile is read again next time.
-        appended.push((path.clone(), file_identity(&path)));
-        OpenLog::open_read_only(&path).map(Some)
+            other => (path, identity, other),
+        };
+        appended.push((path, identity));
+        opened.map(Some)
     };
     let open = replay(index.open_log)?;
     let late = replay(index.late_log)?;
