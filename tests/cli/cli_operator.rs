@@ -499,3 +499,79 @@ fn check_reports_damage_without_changing_anything_and_repair_fixes_what_it_can()
         .count();
     assert_eq!(records, 45);
 }
+
+/// A seal cut between renaming its log to the block's name and the commit that names the
+/// block (or a commit whose rename was undone after it): `check` reports the file under
+/// its present name with the rename the open makes, errors none, and after the repair
+/// every record reads.
+#[test]
+fn check_reports_a_seal_cut_between_its_rename_and_its_commit() {
+    use halflife::storage::format::index::{EntryIndex, block_path, log_path};
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let store = Store::open(Config::new(dir.path())).expect("store");
+        let settings = BucketSettings {
+            max_block_records: 10,
+            ..Default::default()
+        };
+        let b = store.create_bucket("b", settings).expect("bucket");
+        for entry in ["renamed", "undone"] {
+            for ts in 0..45u64 {
+                let meta = halflife::storage::RecordMeta {
+                    timestamp: ts,
+                    labels: Default::default(),
+                    content_type: "text/plain".into(),
+                    size: 0,
+                };
+                b.write(entry, meta, format!("{entry} {ts} ").repeat(30).as_bytes())
+                    .expect("write");
+            }
+        }
+        b.catch_up().expect("sealed");
+    }
+    let entry = |name: &str| dir.path().join("b").join(name);
+    // Renamed, not committed: the index names the log waiting for its seal, the file
+    // has the block's name.
+    let mut index = EntryIndex::load(&entry("renamed")).expect("index");
+    let block = index.blocks.remove(1);
+    assert!(block.in_log, "sealed in place");
+    index.sealing_logs.push(block.seq);
+    index.save(&entry("renamed")).expect("save");
+    // Committed, the rename undone: the index names the block, the file the log's name.
+    let undone = EntryIndex::load(&entry("undone")).expect("index").blocks[2].seq;
+    std::fs::rename(
+        block_path(&entry("undone"), undone),
+        log_path(&entry("undone"), undone),
+    )
+    .expect("rename back");
+
+    let (code, out, err) = run(&["check"], dir.path());
+    assert_eq!(code, 1, "something for the open to repair:\n{out}{err}");
+    assert!(out.contains("0 error(s), 2 warning(s)"), "{out}");
+    assert_eq!(
+        out.matches("a seal was cut short between renaming this file and committing the index")
+            .count(),
+        2,
+        "{out}"
+    );
+    assert!(
+        !out.contains("ERROR") && !out.contains("does not name"),
+        "{out}"
+    );
+
+    let (code, out, err) = run(&["check", "--repair"], dir.path());
+    assert_eq!(code, 0, "{out}{err}");
+    let after = out.split("after the repair:").nth(1).unwrap_or_default();
+    assert!(!after.contains("seal was cut short"), "{after}");
+    let store = Store::open(Config::new(dir.path())).expect("store");
+    let b = store.bucket("b").expect("bucket");
+    for name in ["renamed", "undone"] {
+        for ts in 0..45u64 {
+            let record = b.read(name, Some(ts)).expect("read");
+            assert_eq!(
+                record.payload.expect("payload").as_slice(),
+                format!("{name} {ts} ").repeat(30).as_bytes()
+            );
+        }
+    }
+}

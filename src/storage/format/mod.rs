@@ -4,10 +4,12 @@
 //! nothing of entries, locks or caches; `storage::entry` decides what to write and when.
 //!
 //! Dependencies run one way: `binary`, `codec` ← `columns` ← `block_meta` ←
-//! `frames` ← `block` ← `lookup`, `index` ← `rewrite`; `log` needs only `binary`.
+//! `frames` ← `block` ← `lookup`, `index` ← `rewrite`; `log` needs only `binary` and
+//! `oplog`, and `block` needs `log` (a log sealed in place is a block).
 //!
 //! Files: `block.rs`, `block_meta.rs`, `block_record.rs`, `columns.rs`, `table_row.rs`
-//! (the sealed block and its record table); `frames.rs` (its payload side); `lookup.rs`
+//! (the sealed block and its record table; `block/in_log.rs` a log sealed in place as a
+//! block); `frames.rs` (its payload side); `lookup.rs`
 //! (a block's compact lookup); `log.rs`, `oplog.rs` (the open and late logs); `edits.rs`
 //! (a block's edit log); `index.rs` (the entry index, the commit point); `rewrite.rs`
 //! (writing a block from existing records); `journaled_map.rs` (small durable maps:
