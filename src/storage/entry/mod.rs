@@ -15,8 +15,9 @@
 //! commits are written by functions of `storage::format` and `storage::merge`.
 //!
 //! Files: `state.rs` (the state behind the lock and its lookups); `commit.rs` (committing
-//! sealed blocks); `seal.rs` (full logs frozen by a write, sealed into blocks off the
-//! lock); `edits.rs` (relabels and removals of sealed records through edit logs);
+//! sealed blocks); `seal.rs` (full logs frozen by a write, sealed in place into blocks
+//! off the lock); `seal_names.rs` (the names a cut seal leaves, restored at open);
+//! `edits.rs` (relabels and removals of sealed records through edit logs);
 //! `fold.rs` (tombstones folded into rewrites off the lock); `bulk.rs`, `removal.rs`
 //! (planning a bulk removal, carrying it out); `read.rs`, `chunk.rs` and
 //! `tiered_source.rs` (reads, local and tiered); `stale.rs` (sealing logs nobody writes to); `background.rs`
@@ -39,6 +40,7 @@ mod rebuild;
 mod removal;
 mod replica;
 mod seal;
+mod seal_names;
 mod stale;
 mod state;
 mod summary;
@@ -73,7 +75,7 @@ use rebuild::rebuild_index;
 pub(crate) use rebuild::{EntryFiles, holds_entry, unnamed_files};
 pub(crate) use replica::Look;
 use seal::MAX_SEALING_LOGS;
-pub(crate) use seal::seal_renames;
+pub(crate) use seal_names::seal_renames;
 pub(crate) use stale::StaleLog;
 use state::take_index_log;
 pub(crate) use state::{EntryState, LogKind, Place};
@@ -234,7 +236,7 @@ impl Entry {
                 &format!("the index is damaged ({e})"),
             )?,
         };
-        seal::restore_seal_names(&format!("{bucket}/{name}"), dir, &index)?;
+        seal_names::restore_seal_names(&format!("{bucket}/{name}"), dir, &index)?;
         for file_name in unnamed_files(dir, &index)?.leftovers {
             log::info!("entry {bucket}/{name}: removing leftover {file_name}");
             remove_file_if_exists(&dir.join(file_name))?;

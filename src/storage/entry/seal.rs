@@ -20,7 +20,7 @@
 //!
 //! A crash before step 5's rename leaves the log named, with a trailer that replays as
 //! nothing; between the rename and the commit, the index names a log that is now
-//! `<seq>.blk`, and the open renames it back ([`restore_seal_names`]); after the commit,
+//! `<seq>.blk`, and the open renames it back (`seal_names.rs`); after the commit,
 //! nothing is left over. The open seals what a crash left waiting before anyone writes.
 //! The third attempt holds the lock from the snapshot to the commit, so a log relabeled
 //! during every attempt is still sealed.
@@ -31,7 +31,6 @@
 //! disk cannot keep up).
 
 use std::fs::File;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 
@@ -39,10 +38,10 @@ use super::{Entry, EntryState, LogKind, ObsoleteFiles, take_index_log};
 use crate::error::{Error, Result};
 use crate::storage::format::block::{OpHeader, read_op_headers, seal_trailer};
 use crate::storage::format::block_meta::BlockSummary;
-use crate::storage::format::index::{BlockEntry, EntryIndex, block_path, log_path};
+use crate::storage::format::index::{BlockEntry, block_path, log_path};
 use crate::storage::format::log::LogRecord;
 use crate::storage::sealer::Sealable;
-use crate::storage::sync::fsutil::{fsync_dir, remove_file_if_exists};
+use crate::storage::sync::fsutil::remove_file_if_exists;
 
 impl Sealable for Entry {
     fn name(&self) -> &str {
@@ -343,49 +342,6 @@ impl Entry {
         files.remove();
         Ok(())
     }
-}
-
-/// The renames that restore the file names a crash inside a seal's step 5 can leave in
-/// an entry directory `dir`, as (from, to): a log `index` still names that was already
-/// renamed to its block's name gets its name back (it is sealed again at open), and a
-/// block sealed in place whose rename a failed commit undid gets the block's name. The
-/// bytes are the same under either name.
-pub(crate) fn seal_renames(dir: &Path, index: &EntryIndex) -> Vec<(PathBuf, PathBuf)> {
-    let back = index
-        .sealing_logs
-        .iter()
-        .map(|&seq| (block_path(dir, seq), log_path(dir, seq)));
-    let forward = index
-        .blocks
-        .iter()
-        .filter(|b| b.in_log && b.remote.is_none())
-        .map(|b| (log_path(dir, b.seq), block_path(dir, b.seq)));
-    back.chain(forward)
-        .filter(|(from, to)| from.exists() && !to.exists())
-        .collect()
-}
-
-/// Makes the renames of [`seal_renames`] before the entry's `index` is trusted (before
-/// its leftovers are removed).
-pub(super) fn restore_seal_names(what: &str, dir: &Path, index: &EntryIndex) -> Result<()> {
-    let renames = seal_renames(dir, index);
-    for (from, to) in &renames {
-        log::warn!(
-            "entry {what}: a seal was cut short between its rename and its commit; {} gets back the name {}",
-            from.display(),
-            to.display()
-        );
-        std::fs::rename(from, to).map_err(|e| {
-            Error::io(
-                format!("renaming {} to {}", from.display(), to.display()),
-                e,
-            )
-        })?;
-    }
-    if !renames.is_empty() {
-        fsync_dir(dir)?;
-    }
-    Ok(())
 }
 
 /// A kill at each step of a seal: the data directory as a killed process leaves it
