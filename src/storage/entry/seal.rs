@@ -170,7 +170,7 @@ impl Entry {
             };
             if snapshot.records.is_empty() {
                 // Every record was removed: the log goes with nothing to write.
-                self.retire_sealed_log(st, snapshot.seq, None)?;
+                self.drop_empty_log(st, snapshot.seq)?;
                 return Ok(true);
             }
             // Step 2: the headers are read from the page cache, kilobytes; the lock is
@@ -321,19 +321,12 @@ impl Entry {
         Ok(Sealed::Committed)
     }
 
-    /// Commits the index without log `seq` (every record of it was removed, `block`
-    /// `None`) or with `block` in its place, then removes the log's file after the lock.
-    fn retire_sealed_log(
-        &self,
-        mut st: MutexGuard<'_, EntryState>,
-        seq: u64,
-        block: Option<BlockEntry>,
-    ) -> Result<()> {
+    /// Commits the index without log `seq`, every record of which was removed, then
+    /// removes the log's file after the lock.
+    fn drop_empty_log(&self, mut st: MutexGuard<'_, EntryState>, seq: u64) -> Result<()> {
         let mut next = st.index.clone();
         take_index_log(&mut next, LogKind::Sealing(seq));
-        let created: Vec<_> = block.iter().map(|b| block_path(&self.dir, b.seq)).collect();
-        next.blocks.extend(block);
-        self.commit(&mut st, next, &created, &[])?;
+        self.commit(&mut st, next, &[], &[])?;
         if let Some(log) = st.take_log(LogKind::Sealing(seq)) {
             log.retire();
         }
