@@ -408,29 +408,37 @@ fn flip_byte(path: &std::path::Path, at: usize) {
     std::fs::write(path, bytes).expect("write");
 }
 
+/// A store in `dir` with bucket `b` (10 records a block) and `entries`, each of 45
+/// records `"<entry> <ts> "` × 30 at timestamps 0 to 44.
+fn store_of_entries(dir: &std::path::Path, entries: &[&str]) -> Store {
+    let store = Store::open(Config::new(dir)).expect("store");
+    let settings = BucketSettings {
+        max_block_records: 10,
+        ..Default::default()
+    };
+    let b = store.create_bucket("b", settings).expect("bucket");
+    for entry in entries {
+        for ts in 0..45u64 {
+            let meta = halflife::storage::RecordMeta {
+                timestamp: ts,
+                labels: Default::default(),
+                content_type: "text/plain".into(),
+                size: 0,
+            };
+            b.write(entry, meta, format!("{entry} {ts} ").repeat(30).as_bytes())
+                .expect("write");
+        }
+    }
+    store
+}
+
 #[test]
 fn check_reports_damage_without_changing_anything_and_repair_fixes_what_it_can() {
     use halflife::storage::format::index::{EntryIndex, block_path, edits_path, log_path};
     let dir = tempfile::tempdir().expect("tempdir");
     {
-        let store = Store::open(Config::new(dir.path())).expect("store");
-        let settings = BucketSettings {
-            max_block_records: 10,
-            ..Default::default()
-        };
-        let b = store.create_bucket("b", settings).expect("bucket");
-        for entry in ["edited", "logged", "indexless", "damaged"] {
-            for ts in 0..45u64 {
-                let meta = halflife::storage::RecordMeta {
-                    timestamp: ts,
-                    labels: Default::default(),
-                    content_type: "text/plain".into(),
-                    size: 0,
-                };
-                b.write(entry, meta, format!("{entry} {ts} ").repeat(30).as_bytes())
-                    .expect("write");
-            }
-        }
+        let store = store_of_entries(dir.path(), &["edited", "logged", "indexless", "damaged"]);
+        let b = store.bucket("b").expect("bucket");
         let mut labels = halflife::storage::Labels::new();
         labels.insert("k".into(), "v".into());
         b.update_labels("edited", 3, &labels).expect("relabel");
@@ -509,25 +517,12 @@ fn check_reports_a_seal_cut_between_its_rename_and_its_commit() {
     use halflife::storage::format::index::{EntryIndex, block_path, log_path};
     let dir = tempfile::tempdir().expect("tempdir");
     {
-        let store = Store::open(Config::new(dir.path())).expect("store");
-        let settings = BucketSettings {
-            max_block_records: 10,
-            ..Default::default()
-        };
-        let b = store.create_bucket("b", settings).expect("bucket");
-        for entry in ["renamed", "undone"] {
-            for ts in 0..45u64 {
-                let meta = halflife::storage::RecordMeta {
-                    timestamp: ts,
-                    labels: Default::default(),
-                    content_type: "text/plain".into(),
-                    size: 0,
-                };
-                b.write(entry, meta, format!("{entry} {ts} ").repeat(30).as_bytes())
-                    .expect("write");
-            }
-        }
-        b.catch_up().expect("sealed");
+        let store = store_of_entries(dir.path(), &["renamed", "undone"]);
+        store
+            .bucket("b")
+            .expect("bucket")
+            .catch_up()
+            .expect("sealed");
     }
     let entry = |name: &str| dir.path().join("b").join(name);
     // Renamed, not committed: the index names the log waiting for its seal, the file

@@ -144,13 +144,8 @@ impl Sample {
         if raw.is_empty() {
             return;
         }
-        match encode_frame(target, &raw) {
-            Ok((_, encoded)) => {
-                self.read += raw.len() as u64;
-                self.frames_raw += raw.len() as u64;
-                self.frames_after += encoded.len() as u64;
-            }
-            Err(e) => log::debug!("not sampling a log: {e}"),
+        if let Err(e) = self.measure(&raw, raw.len() as u64, target) {
+            log::debug!("not sampling a log: {e}");
         }
     }
 
@@ -218,11 +213,7 @@ impl Sample {
         if raw.is_empty() {
             return Ok(());
         }
-        let (_, encoded) = encode_frame(target, &raw)?;
-        self.read += raw.len() as u64;
-        self.frames_raw += raw.len() as u64;
-        self.frames_after += encoded.len() as u64;
-        Ok(())
+        self.measure(&raw, raw.len() as u64, target)
     }
 
     /// Samples a frame of a block joined with the blocks after it in its run: theirs
@@ -260,11 +251,7 @@ impl Sample {
         if raw.is_empty() {
             return Ok(());
         }
-        let (_, encoded) = encode_frame(target, &raw)?;
-        self.read += read;
-        self.frames_raw += raw.len() as u64;
-        self.frames_after += encoded.len() as u64;
-        Ok(())
+        self.measure(&raw, read, target)
     }
 
     /// Samples a frame of a log sealed in place (a raw frame per record) as its
@@ -277,17 +264,16 @@ impl Sample {
         frame_size: u64,
         target: Codec,
     ) -> crate::error::Result<()> {
-        let mut start = 0u64;
+        let (mut start, mut read) = (0u64, 0u64);
         let mut raw = Vec::new();
         for (index, info) in block.frames().iter().enumerate() {
             start += info.raw_len;
             if start <= from {
                 continue;
             }
-            raw.extend_from_slice(frame_payload(
-                block.stored_frame(index)?,
-                block.body().what(),
-            )?);
+            let stored = block.stored_frame(index)?;
+            read += stored.len() as u64;
+            raw.extend_from_slice(frame_payload(stored, block.body().what())?);
             if raw.len() as u64 >= frame_size {
                 break;
             }
@@ -295,11 +281,7 @@ impl Sample {
         if raw.is_empty() {
             return Ok(());
         }
-        let (_, encoded) = encode_frame(target, &raw)?;
-        self.read += raw.len() as u64;
-        self.frames_raw += raw.len() as u64;
-        self.frames_after += encoded.len() as u64;
-        Ok(())
+        self.measure(&raw, read, target)
     }
 
     fn take_frame(
@@ -315,8 +297,14 @@ impl Sample {
         } else {
             Cow::Owned(info.codec.decode(stored, info.raw_len as usize)?)
         };
-        let (_, encoded) = encode_frame(target, &raw)?;
-        self.read += stored.len() as u64;
+        self.measure(&raw, stored.len() as u64, target)
+    }
+
+    /// Adds a sampled frame: `raw` (its bytes before encoding, `read` of them read from
+    /// disk) and what `target` makes of it.
+    fn measure(&mut self, raw: &[u8], read: u64, target: Codec) -> crate::error::Result<()> {
+        let (_, encoded) = encode_frame(target, raw)?;
+        self.read += read;
         self.frames_raw += raw.len() as u64;
         self.frames_after += encoded.len() as u64;
         Ok(())

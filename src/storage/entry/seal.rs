@@ -386,6 +386,18 @@ mod tests {
             .expect("a log waits for its seal")
     }
 
+    /// Steps 2 and 3 of a seal, as the sealer takes them: the trailer of `taken`
+    /// appended to its log.
+    fn trailer_of(entry: &super::Entry, taken: &super::SealSnapshot) -> super::Trailer {
+        let path = log_path(entry.dir(), taken.seq);
+        let headers = read_op_headers(&taken.file, &path, &taken.records).expect("headers");
+        let mut st = entry.lock().expect("lock");
+        entry
+            .append_trailer(&mut st, taken, &headers)
+            .expect("trailer")
+            .expect("the log did not change")
+    }
+
     fn copy_dir(from: &Path, to: &Path) {
         std::fs::create_dir_all(to).expect("mkdir");
         for item in std::fs::read_dir(from).expect("listing") {
@@ -470,14 +482,7 @@ mod tests {
 
         let taken = snapshot_oldest(&entry);
         let log = log_path(&entry_dir, taken.seq);
-        let headers = read_op_headers(&taken.file, &log, &taken.records).expect("headers");
-        let trailer = {
-            let mut st = entry.lock().expect("lock");
-            entry
-                .append_trailer(&mut st, &taken, &headers)
-                .expect("trailer")
-                .expect("the log did not change")
-        };
+        let trailer = trailer_of(&entry, &taken);
         snapshot("trailer-appended");
         let copy = snapshot("trailer-half-written");
         let file = std::fs::OpenOptions::new()
@@ -539,14 +544,7 @@ mod tests {
         write(&store, RECORDS);
         let taken = snapshot_oldest(&entry);
         let path = log_path(entry.dir(), taken.seq);
-        let headers = read_op_headers(&taken.file, &path, &taken.records).expect("headers");
-        let trailer = {
-            let mut st = entry.lock().expect("lock");
-            entry
-                .append_trailer(&mut st, &taken, &headers)
-                .expect("trailer")
-                .expect("the log did not change")
-        };
+        let trailer = trailer_of(&entry, &taken);
         let mut labels = crate::storage::record::Labels::new();
         labels.insert("seen".into(), "yes".into());
         bucket.update_labels("e", 2, &labels).expect("relabel");
