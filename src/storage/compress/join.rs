@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::storage::format::binary::{BinaryWriter, zigzag};
-use crate::storage::format::block::encode_frame;
+use crate::storage::format::block::{PayloadSpans, encode_frame, keep_payloads, payload_spans};
 use crate::storage::format::block_meta::{self as meta, BlockSummary};
 use crate::storage::format::codec::Codec;
 use crate::storage::format::columns::TableColumns;
@@ -91,10 +91,10 @@ pub(super) struct Joined {
     raw_lens: Vec<u64>,
     /// Per source, per frame: where it lands (output frame, offset of its first byte).
     placed: Vec<Vec<(u32, u64)>>,
-    /// Per source that is a log sealed in place, per frame: the one record's payload
-    /// (offset in the frame, size), the only bytes of the frame a join keeps (the rest is
-    /// the log's operation header). `None` for a block: its frames are kept whole.
-    payloads: Vec<Option<Vec<(u64, u64)>>>,
+    /// Per source that is a log sealed in place, per frame: its records' payloads
+    /// (offset in the frame, size, in table order), the only bytes of the frame a join
+    /// keeps (`format/block/in_log.rs`). `None` for a block: its frames are kept whole.
+    payloads: Vec<Option<PayloadSpans>>,
     records: u64,
     payload_bytes: u64,
     first_ts: u64,
@@ -113,7 +113,13 @@ impl Joined {
                 source
                     .entry
                     .in_log
-                    .then(|| record_per_frame(source))
+                    .then(|| {
+                        payload_spans(
+                            source.frames.frames().len(),
+                            &source.table,
+                            source.frames.what(),
+                        )
+                    })
                     .transpose()
             })
             .collect::<Result<Vec<_>>>()?;
@@ -128,7 +134,7 @@ impl Joined {
                 frames[out].push((s, f));
                 here.push((out as u32, raw_lens[out]));
                 raw_lens[out] += match &payloads[s] {
-                    Some(spans) => spans[f].1,
+                    Some(spans) => spans[f].iter().map(|&(_, size)| size).sum(),
                     None => info.raw_len,
                 };
             }
@@ -215,8 +221,7 @@ impl Joined {
                 let info = &frames.frames()[f];
                 let stored = frames.stored_frame(f)?;
                 if let Some(spans) = &self.payloads[s] {
-                    let (offset, size) = spans[f];
-                    raw.extend_from_slice(&stored[offset as usize..(offset + size) as usize]);
+                    keep_payloads(raw, stored, &spans[f], frames.what())?;
                 } else if info.codec == Codec::None {
                     raw.extend_from_slice(stored);
                 } else {
@@ -259,12 +264,20 @@ impl Joined {
         for (((source, remap), placed), payloads) in sources.zip(&self.payloads) {
             let t = &source.table;
             let mut label = 0;
+            // Within a sealed log's frame: its rows' payloads so far, which land one
+            // after another.
+            let (mut source_frame, mut kept) = (u32::MAX, 0u64);
             for row in 0..t.stamps.len() {
                 let ts = t.stamps[row];
                 let (frame, base) = placed[t.frames[row] as usize];
-                // A sealed log's frame lands as its payload alone.
                 let offset = match payloads {
-                    Some(_) => base,
+                    Some(_) => {
+                        if t.frames[row] != source_frame {
+                            (source_frame, kept) = (t.frames[row], 0);
+                        }
+                        kept += t.sizes[row];
+                        base + kept - t.sizes[row]
+                    }
                     None => base + t.offsets[row],
                 };
                 let size = t.sizes[row];
@@ -321,26 +334,6 @@ impl Joined {
             meta_crc: 0,
         }
     }
-}
-
-/// The payload (offset, size) of each frame of `source`, a log sealed in place, whose
-/// frames hold one record each, in order.
-fn record_per_frame(source: &JoinSource) -> Result<Vec<(u64, u64)>> {
-    let t = &source.table;
-    let frames = source.frames.frames();
-    let shaped = t.frames.len() == frames.len()
-        && t.frames.iter().enumerate().all(|(i, &f)| f as usize == i);
-    if !shaped {
-        return Err(Error::internal(format!(
-            "{} is marked a sealed log but its frames do not hold one record each",
-            source.frames.what()
-        )));
-    }
-    Ok(t.offsets
-        .iter()
-        .copied()
-        .zip(t.sizes.iter().copied())
-        .collect())
 }
 
 #[cfg(test)]

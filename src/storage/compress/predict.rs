@@ -16,9 +16,12 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use crate::storage::entry::{Entry, StaleLog};
-use crate::storage::format::block::{SealedBlock, encode_frame, frame_payload};
+use crate::storage::format::block::{
+    PayloadSpans, SealedBlock, encode_frame, keep_payloads, payload_spans,
+};
 use crate::storage::format::block_meta as meta;
 use crate::storage::format::codec::Codec;
+use crate::storage::format::columns::TableColumns;
 use crate::storage::format::index::BlockEntry;
 
 /// Most stored bytes a prediction reads.
@@ -232,19 +235,22 @@ impl Sample {
         let (mut raw, mut read) = (Vec::new(), 0u64);
         'blocks: for b in &run[from..] {
             let block = candidate.entry.block_for_sampling(b)?;
+            let spans = b.in_log.then(|| sealed_log_spans(&block)).transpose()?;
             for (index, info) in block.frames().iter().enumerate() {
                 if raw.len() as u64 >= frame_size {
                     break 'blocks;
                 }
                 let stored = block.stored_frame(index)?;
                 read += stored.len() as u64;
-                match info.codec {
+                match (&spans, info.codec) {
                     // A join keeps a sealed log's payloads, not the operations around them.
-                    Codec::None if b.in_log => {
-                        raw.extend_from_slice(frame_payload(stored, block.body().what())?)
+                    (Some(spans), _) => {
+                        keep_payloads(&mut raw, stored, &spans[index], block.body().what())?
                     }
-                    Codec::None => raw.extend_from_slice(stored),
-                    codec => raw.extend_from_slice(&codec.decode(stored, info.raw_len as usize)?),
+                    (None, Codec::None) => raw.extend_from_slice(stored),
+                    (None, codec) => {
+                        raw.extend_from_slice(&codec.decode(stored, info.raw_len as usize)?)
+                    }
                 }
             }
         }
@@ -254,9 +260,9 @@ impl Sample {
         self.measure(&raw, read, target)
     }
 
-    /// Samples a frame of a log sealed in place (a raw frame per record) as its
-    /// recompression cuts it: its frames concatenated from the one holding raw byte
-    /// `from` on, until a frame is full.
+    /// Samples a frame of a log sealed in place as its recompression cuts it: the
+    /// payloads of its frames, from the frame holding payload byte `from` on, until a
+    /// frame is full.
     fn take_span(
         &mut self,
         block: &SealedBlock,
@@ -266,14 +272,14 @@ impl Sample {
     ) -> crate::error::Result<()> {
         let (mut start, mut read) = (0u64, 0u64);
         let mut raw = Vec::new();
-        for (index, info) in block.frames().iter().enumerate() {
-            start += info.raw_len;
+        for (index, spans) in sealed_log_spans(block)?.iter().enumerate() {
+            start += spans.iter().map(|&(_, size)| size).sum::<u64>();
             if start <= from {
                 continue;
             }
             let stored = block.stored_frame(index)?;
             read += stored.len() as u64;
-            raw.extend_from_slice(frame_payload(stored, block.body().what())?);
+            keep_payloads(&mut raw, stored, spans, block.body().what())?;
             if raw.len() as u64 >= frame_size {
                 break;
             }
@@ -311,8 +317,17 @@ impl Sample {
     }
 }
 
-/// The frames a join makes of `payload` bytes: a sealed log's single-record frames are
-/// joined into frames of the entry's frame size.
+/// Per frame of `block`, a log sealed in place, its records' payloads (offset, size):
+/// what a join keeps of the frame.
+fn sealed_log_spans(block: &SealedBlock) -> crate::error::Result<PayloadSpans> {
+    let what = block.body().what();
+    let raw_lens: Vec<u64> = block.frames().iter().map(|f| f.raw_len).collect();
+    let table = TableColumns::decode(block.records_section(), &raw_lens, what)?;
+    payload_spans(block.frames().len(), &table, what)
+}
+
+/// The frames a join makes of `payload` bytes: a sealed log's frames, whose payloads lie
+/// among the log's operations, are joined into frames of the entry's frame size.
 fn joined_frames(payload: u64, candidate: &Candidate) -> usize {
     let frame_size = (candidate.entry.frame_size() as u64).max(1);
     payload.div_ceil(frame_size).max(1) as usize

@@ -236,8 +236,8 @@ impl<'a> Run<'a> {
     fn enqueue(&mut self, job_index: usize, queue: &mut VecDeque<Task>) -> u64 {
         let job = &self.jobs[job_index];
         let source = match job.old.as_slice() {
-            // A log sealed in place has a frame per record: joined (with itself alone),
-            // its records get frames of the configured size instead of one each.
+            // A log sealed in place has the log's operations in its frames: joined (with
+            // itself alone), its payloads get frames of their own.
             [one] if !one.in_log => job.entry.block_frames(one).map(Source::Block),
             run => {
                 // A damaged block stays as it is, alone: the others are joined around it

@@ -8,8 +8,9 @@
 //! payload again (`format/block/in_log.rs`):
 //!
 //! 1. under the lock, a snapshot of the log's live records and its length;
-//! 2. without the lock, the operation headers of those records read back (their
-//!    checksums become the block's frame checksums);
+//! 2. without the lock, those records cut into frames of about the frame size, and each
+//!    frame's checksum computed from the log's bytes (read back from the page cache,
+//!    each record checked against its operation's checksum on the way);
 //! 3. under the lock, if the log has not changed since the snapshot, the seal trailer
 //!    (record table and footer, kilobytes) appended to the log;
 //! 4. without the lock, the log synced up to the trailer's end;
@@ -36,8 +37,11 @@ use std::sync::{Arc, MutexGuard};
 
 use super::{Entry, EntryState, LogKind, ObsoleteFiles, take_index_log};
 use crate::error::{Error, Result};
-use crate::storage::format::block::{OpHeader, read_op_headers, seal_trailer};
+use crate::storage::format::block::{
+    FrameSpan, SpanChecksums, check_frames, plan_frames, seal_trailer,
+};
 use crate::storage::format::block_meta::BlockSummary;
+use crate::storage::format::block_meta::FrameInfo;
 use crate::storage::format::index::{BlockEntry, block_path, log_path};
 use crate::storage::format::log::LogRecord;
 use crate::storage::sealer::Sealable;
@@ -162,6 +166,9 @@ impl Entry {
         let Some(_sealing) = self.seal_guard() else {
             return Ok(false);
         };
+        // Checksums computed by an attempt that went stale are kept: the log's bytes
+        // never change, only grow.
+        let mut known = SpanChecksums::new();
         for attempt in 1..=SEAL_ATTEMPTS {
             let held = attempt == SEAL_ATTEMPTS;
             let mut st = self.lock()?;
@@ -173,21 +180,18 @@ impl Entry {
                 self.drop_empty_log(st, snapshot.seq)?;
                 return Ok(true);
             }
-            // Step 2: the headers are read from the page cache, kilobytes; the lock is
-            // kept only by the last attempt.
-            let path = log_path(&self.dir, snapshot.seq);
-            let (headers, mut st) = match held {
-                true => (
-                    read_op_headers(&snapshot.file, &path, &snapshot.records)?,
-                    st,
-                ),
+            // Step 2: the frames' bytes are read from the page cache without the lock,
+            // except by the last attempt, which finds most of them in `known`.
+            let frames = |known: &mut SpanChecksums| self.seal_frames(&snapshot, known);
+            let (frames, mut st) = match held {
+                true => (frames(&mut known)?, st),
                 false => {
                     drop(st);
-                    let headers = read_op_headers(&snapshot.file, &path, &snapshot.records)?;
-                    (headers, self.lock()?)
+                    let frames = frames(&mut known)?;
+                    (frames, self.lock()?)
                 }
             };
-            let Some(trailer) = self.append_trailer(&mut st, &snapshot, &headers)? else {
+            let Some(trailer) = self.append_trailer(&mut st, &snapshot, &frames)? else {
                 continue;
             };
             let st = match held {
@@ -228,13 +232,26 @@ impl Entry {
         }))
     }
 
-    /// Step 3: appends the seal trailer of `snapshot` to its log, unless the log changed
-    /// since (`None`: start over) or the entry's removal began.
+    /// Step 2: the frames of `snapshot`'s records and their checksums (`known`: those
+    /// computed before).
+    fn seal_frames(
+        &self,
+        snapshot: &SealSnapshot,
+        known: &mut SpanChecksums,
+    ) -> Result<(Vec<FrameSpan>, Vec<FrameInfo>)> {
+        let spans = plan_frames(&snapshot.records, self.frame_size() as u64);
+        let path = log_path(&self.dir, snapshot.seq);
+        let frames = check_frames(&snapshot.file, &path, &snapshot.records, &spans, known)?;
+        Ok((spans, frames))
+    }
+
+    /// Step 3: appends the seal trailer of `snapshot` (cut into `frames`) to its log,
+    /// unless the log changed since (`None`: start over) or the entry's removal began.
     fn append_trailer(
         &self,
         st: &mut EntryState,
         snapshot: &SealSnapshot,
-        headers: &[OpHeader],
+        (spans, frames): &(Vec<FrameSpan>, Vec<FrameInfo>),
     ) -> Result<Option<Trailer>> {
         let Some(log) = st.log_mut(LogKind::Sealing(snapshot.seq)) else {
             return Ok(None);
@@ -244,7 +261,7 @@ impl Entry {
         }
         let mut summary = None;
         let end = log.append_seal(|meta_offset| {
-            let (bytes, s) = seal_trailer(&snapshot.records, headers, meta_offset);
+            let (bytes, s) = seal_trailer(&snapshot.records, spans, frames, meta_offset);
             summary = Some(s);
             bytes
         })?;
@@ -345,7 +362,7 @@ mod tests {
     use std::path::Path;
 
     use crate::storage::config::Config;
-    use crate::storage::format::block::read_op_headers;
+    use crate::storage::format::block::SpanChecksums;
     use crate::storage::format::index::{EntryIndex, block_path, log_path};
     use crate::storage::query::QueryOptions;
     use crate::storage::record::RecordMeta;
@@ -389,11 +406,12 @@ mod tests {
     /// Steps 2 and 3 of a seal, as the sealer takes them: the trailer of `taken`
     /// appended to its log.
     fn trailer_of(entry: &super::Entry, taken: &super::SealSnapshot) -> super::Trailer {
-        let path = log_path(entry.dir(), taken.seq);
-        let headers = read_op_headers(&taken.file, &path, &taken.records).expect("headers");
+        let frames = entry
+            .seal_frames(taken, &mut SpanChecksums::new())
+            .expect("frames");
         let mut st = entry.lock().expect("lock");
         entry
-            .append_trailer(&mut st, taken, &headers)
+            .append_trailer(&mut st, taken, &frames)
             .expect("trailer")
             .expect("the log did not change")
     }

@@ -35,7 +35,10 @@ pub(crate) mod row;
 
 pub(crate) use footer::{BLOCK_MAGIC, meta_offset};
 use footer::{FOOTER_LEN, Footer};
-pub(crate) use in_log::{OpHeader, frame_payload, read_op_headers, seal_trailer};
+pub(crate) use in_log::{
+    FrameSpan, PayloadSpans, SpanChecksums, check_frames, keep_payloads, payload_spans,
+    plan_frames, seal_trailer,
+};
 
 /// Compresses one frame with `codec`, keeping it as stored when compression would not make
 /// it smaller (JPEG or PNG payloads); returns the codec actually used and the bytes.

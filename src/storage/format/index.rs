@@ -58,9 +58,9 @@ pub struct BlockEntry {
     /// silently coming undone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub edited: bool,
-    /// The block is a log sealed in place (`block/in_log.rs`): one raw frame per record,
-    /// dead operations between them. Recompression re-frames it instead of encoding its
-    /// frames one for one, and an index naming one is written in format 4, which an older
+    /// The block is a log sealed in place (`block/in_log.rs`): raw frames of the log's own
+    /// bytes, operation headers and dead operations among the payloads. Recompression
+    /// keeps only the payloads instead of encoding its frames one for one, and an index naming one is written in format 4, which an older
     /// version refuses rather than taking the file for a damaged block.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub in_log: bool,
