@@ -39,6 +39,7 @@ pub mod lifecycle;
 pub mod maintenance;
 pub mod replication;
 pub mod report;
+pub mod ros;
 pub mod server;
 pub mod storage;
 pub mod timefmt;

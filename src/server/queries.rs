@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::storage::condition::BatchDirectives;
-use crate::storage::{Payload, QueryIter, Record, RecordMeta};
+use crate::storage::query::RecordSource;
+use crate::storage::{Payload, Record, RecordMeta};
 
 /// Default of `RS_IO_BATCH_MAX_RECORDS`, as in ReductStore.
 pub const BATCH_RECORDS: usize = 85;
@@ -123,7 +124,7 @@ struct OpenQuery {
     limits: BatchLimits,
     /// The last read of this continuous query found nothing new.
     caught_up: bool,
-    iter: QueryIter,
+    iter: Box<dyn RecordSource>,
     /// A record taken from the iterator that belongs to the next batch.
     peeked: Option<Record>,
     /// An error met after records were already gathered: returned by the next read.
@@ -249,7 +250,7 @@ impl QueryRegistry {
         bucket: &str,
         scope: Scope,
         (owner, holder): (Option<String>, String),
-        iter: QueryIter,
+        iter: Box<dyn RecordSource>,
         ttl: Duration,
     ) -> Result<u64> {
         let mut open = self.lock();
@@ -551,6 +552,16 @@ impl QueryRegistry {
                     }
                 },
             };
+            // A batch names its records by timestamp, so one timestamp of an entry is
+            // named once: a record at or before the last one of its entry (only an
+            // extension makes such records) starts the next batch.
+            let repeats = batch.records.last().is_some_and(|(i, last)| {
+                batch.entries[*i] == record.entry && last.timestamp >= record.meta.timestamp
+            });
+            if repeats {
+                q.peeked = Some(record);
+                break;
+            }
             let index = match batch.entries.iter().position(|e| *e == record.entry) {
                 Some(i) if i + 1 == batch.entries.len() => i,
                 Some(_) => {

@@ -319,6 +319,37 @@ impl QueryIter {
     }
 }
 
+/// What a registered query reads its records from: the storage query itself, or a query
+/// extension's records made from it.
+pub trait RecordSource: Iterator<Item = Result<Record>> + Send {
+    /// Whether a strict condition's error ended the query.
+    fn has_failed(&self) -> bool;
+    /// The checked directives of the query's condition.
+    fn directives(&self) -> &Directives;
+    /// Whether this is a continuous query.
+    fn is_following(&self) -> bool;
+    /// Lets a continuous query read on from where each entry stopped.
+    fn rewind(&mut self);
+}
+
+impl RecordSource for QueryIter {
+    fn has_failed(&self) -> bool {
+        QueryIter::has_failed(self)
+    }
+
+    fn directives(&self) -> &Directives {
+        QueryIter::directives(self)
+    }
+
+    fn is_following(&self) -> bool {
+        QueryIter::is_following(self)
+    }
+
+    fn rewind(&mut self) {
+        QueryIter::rewind(self)
+    }
+}
+
 impl Iterator for QueryIter {
     type Item = Result<Record>;
 

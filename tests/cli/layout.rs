@@ -432,6 +432,7 @@ const CRATE_LAYERS: &[&[&str]] = &[
     &["report/"],
     &["lifecycle/"],
     &["replication/"],
+    &["ros/"],
     &["wire/"],
     &["fixtures.rs", "fixtures/"],
     &["storage/"],

@@ -20,6 +20,7 @@ mod open_files;
 mod policy_bounds;
 mod query_links;
 mod replica;
+mod ros_ext;
 mod server_api;
 mod server_batch_v1;
 mod server_compat;

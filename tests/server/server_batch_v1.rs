@@ -14,44 +14,8 @@ fn server() -> (tempfile::TempDir, ServerProcess) {
     (dir, s)
 }
 
-/// Opens a v1 entry query and reads it to the end: (timestamp, header value, payload).
 fn read_all(s: &ServerProcess, entry: &str, body: &str) -> Vec<(u64, String, Vec<u8>)> {
-    let r = s.request(
-        "POST",
-        &format!("/api/v1/b/bk/{entry}/q"),
-        &[],
-        body.as_bytes(),
-    );
-    assert_eq!(r.status, 200, "{}", r.error());
-    let id = r.json()["id"].as_u64().unwrap();
-    let mut out = Vec::new();
-    loop {
-        let r = s.get(&format!("/api/v1/b/bk/{entry}/batch?q={id}"));
-        if r.status == 204 {
-            assert_eq!(r.header("x-reduct-error"), Some("No content"));
-            return out;
-        }
-        assert_eq!(r.status, 200, "{}", r.error());
-        let mut at = 0;
-        let mut headers: Vec<(u64, String)> = r
-            .headers
-            .iter()
-            .filter_map(|(k, v)| {
-                k.strip_prefix("x-reduct-time-")
-                    .map(|ts| (ts.parse().unwrap(), v.clone()))
-            })
-            .collect();
-        headers.sort();
-        for (ts, value) in headers {
-            let len: usize = value.split(',').next().unwrap().parse().unwrap();
-            out.push((ts, value, r.body[at..at + len].to_vec()));
-            at += len;
-        }
-        assert_eq!(at, r.body.len());
-        if r.header("x-reduct-last") == Some("true") {
-            return out;
-        }
-    }
+    common::read_query_v1(s, "bk", entry, body)
 }
 
 #[test]

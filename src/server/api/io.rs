@@ -9,6 +9,8 @@ use serde::Deserialize;
 use serde_json::Value as Json;
 
 use crate::error::{Error, Result};
+use crate::ros::ext::{RosStep, ros_step};
+use crate::ros::query::RosQuery;
 use crate::server::api::records::user_bucket;
 use crate::server::auth::{Access, Caller};
 use crate::server::http::body::body_error;
@@ -22,6 +24,7 @@ use crate::server::protocol::batch_remove::decode_remove_batch;
 use crate::server::queries::{Batch, Reader, Scope};
 use crate::server::state::App;
 use crate::storage::condition::Condition;
+use crate::storage::query::RecordSource;
 use crate::storage::{Labels, Pending, QueryOptions};
 
 /// Default time a query lives after its last read.
@@ -84,15 +87,19 @@ fn query(app: &App, bucket_name: &str, req: &mut Request) -> Result<Response> {
     run_query_request(app, bucket_name, q, entries, Scope::Bucket, who)
 }
 
-/// The refusal of a query that asks for an extension (`#ext` in `when`, else the body's
-/// `ext`), worded as ReductStore without extensions words it; its id is taken first, as
-/// there.
-fn extension_refusal(app: &App, when: Option<&Condition>, body_ext: Option<&Json>) -> Result<()> {
+/// The extension a query asks for (`#ext` in `when`, else the body's `ext`): `None` for
+/// none, the step for `ros` (`ros/`), and for any other the refusal ReductStore without
+/// that extension answers (its id is taken first, as there).
+fn extension_of(
+    app: &App,
+    when: Option<&Condition>,
+    body_ext: Option<&Json>,
+) -> Result<Option<RosStep>> {
     let (ext, directive) = match when.and_then(|w| w.raw_directives().ext()) {
         Some(d) => (d.json.clone(), true),
         None => match body_ext.filter(|e| !e.is_null()) {
             Some(e) => (e.clone(), false),
-            None => return Ok(()),
+            None => return Ok(None),
         },
     };
     let id = app.queries.allocate_id();
@@ -136,6 +143,17 @@ fn extension_refusal(app: &App, when: Option<&Condition>, body_ext: Option<&Json
         _ => return Err(shape()),
     };
     let several = steps.len() > 1 || matches!(ext, Json::Array(_));
+    if let (false, Some((name, Some(params)))) = (several, steps.first())
+        && name == "ros"
+    {
+        let inner_when = match &ext {
+            Json::Object(map) => map.get("when"),
+            _ => None,
+        };
+        return ros_step(params, inner_when)
+            .map(Some)
+            .map_err(|e| Error::unprocessable(format!("{e} in query id={id}")));
+    }
     match steps.first() {
         Some((name, Some(_))) if several => Err(Error::unprocessable(format!(
             "Unknown extension '{name}' in query id={id} at step 0"
@@ -185,16 +203,32 @@ pub fn run_query_request(
             let ext_source = when.clone();
             // Building the iterator checks the directive values, which 1.21.5 reports
             // before an extension is refused.
-            let iter = bucket.query(&QueryOptions {
+            let mut options = QueryOptions {
                 entries,
                 start: q.start,
                 // A continuous query ignores `stop` (start may even be past it).
                 stop: if continuous { None } else { q.stop },
                 only_metadata: q.only_metadata.unwrap_or(false),
                 when,
-            })?;
-            extension_refusal(app, ext_source.as_ref(), q.ext.as_ref())?;
-            let iter = if continuous { iter.following() } else { iter };
+            };
+            let iter = bucket.query(&options)?;
+            let iter: Box<dyn RecordSource> =
+                match extension_of(app, ext_source.as_ref(), q.ext.as_ref())? {
+                    None => Box::new(if continuous { iter.following() } else { iter }),
+                    Some(step) => {
+                        // An extension reads the records' contents, even for a query
+                        // of metadata.
+                        let with_payload = !options.only_metadata;
+                        options.only_metadata = false;
+                        let source = bucket.query(&options)?;
+                        let source = if continuous {
+                            source.following()
+                        } else {
+                            source
+                        };
+                        Box::new(RosQuery::new(source, step.extract, step.when, with_payload))
+                    }
+                };
             let ttl = Duration::from_secs(q.ttl.unwrap_or(DEFAULT_TTL_SECS));
             let owner = caller.map(|c| c.name.clone());
             let holder = crate::server::queries::holder_of(owner.as_deref(), client);

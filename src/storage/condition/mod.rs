@@ -47,7 +47,7 @@ pub const MAX_CONDITION_BYTES: usize = 256 << 10;
 pub enum Fault<'a> {
     /// `&name` is not a label of the record.
     Missing(&'a str),
-    /// `@name` is not a computed label (there are none outside extensions).
+    /// `@name` is not a computed label (only an extension's records have them).
     MissingComputed(&'a str),
     /// Any other evaluation error.
     Error(Error),
@@ -316,7 +316,19 @@ impl<'a> Eval<'a, '_> {
                 Some(text) => Ok(Value::of_label(text)),
                 None => Err(Fault::Missing(name)),
             },
-            Expr::Computed(name) => Err(Fault::MissingComputed(name)),
+            // Computed labels are the `@`-named labels an extension gives the records it
+            // makes; stored labels cannot start with `@`.
+            Expr::Computed(name) => {
+                let computed = self
+                    .meta
+                    .labels
+                    .iter()
+                    .find(|(k, _)| k.strip_prefix('@') == Some(name));
+                match computed {
+                    Some((_, text)) => Ok(Value::of_label(text)),
+                    None => Err(Fault::MissingComputed(name)),
+                }
+            }
             Expr::Timestamp => Ok(Value::Int(self.timestamp())),
             Expr::Call(call) => self.call(call),
         }
