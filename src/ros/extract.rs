@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde_json::Value as Json;
 
 use super::cdr::{self, Binary, Limits, path_key};
-use super::mcap_messages::McapMessage;
+use super::mcap_messages::MessageView;
 use super::msgdef::MsgDefs;
 use crate::storage::record::{Labels, RecordMeta};
 
@@ -117,14 +117,14 @@ impl Extractor {
     }
 
     /// Whether `message` is of the extracted topic.
-    pub fn wants(&self, message: &McapMessage) -> bool {
+    pub fn wants(&self, message: &MessageView) -> bool {
         message.channel.topic == self.options.topic
     }
 
     /// The record made of `message` (of the extracted topic), from a record labeled
     /// `source`; the error says why the message could not be decoded.
-    pub fn extract(&mut self, message: &McapMessage, source: &Labels) -> Result<Extracted, String> {
-        let channel = &message.channel;
+    pub fn extract(&mut self, message: &MessageView, source: &Labels) -> Result<Extracted, String> {
+        let channel = message.channel;
         let Some(schema) = &channel.schema else {
             return Err(format!("topic '{}' has no schema", channel.topic));
         };
@@ -158,7 +158,7 @@ impl Extractor {
             binary: &self.options.binary,
             capture: &self.capture,
         };
-        let decoded = cdr::decode(defs, &message.data, &limits).map_err(|e| {
+        let decoded = cdr::decode(defs, message.data, &limits).map_err(|e| {
             format!(
                 "message {} of topic '{}' ({}) does not decode: {e}",
                 message.sequence, channel.topic, schema.name

@@ -63,25 +63,29 @@ impl RosQuery {
         let Some(current) = self.current.as_mut() else {
             return Ok(None);
         };
-        while let Some(message) = current.messages.next() {
-            let message = message.map_err(|e| {
-                Error::unprocessable(format!(
-                    "record {} of entry '{}' is not a readable MCAP file: {e}",
-                    current.timestamp, current.entry
-                ))
-            })?;
-            if !self.extractor.wants(&message) {
-                continue;
-            }
-            let extracted = self
-                .extractor
-                .extract(&message, &current.labels)
-                .map_err(|e| {
-                    Error::unprocessable(format!(
+        loop {
+            let extractor = &mut self.extractor;
+            let labels = &current.labels;
+            let extracted = current
+                .messages
+                .next_message(|m| extractor.wants(&m).then(|| extractor.extract(&m, labels)));
+            let extracted = match extracted {
+                None => break,
+                Some(Err(e)) => {
+                    return Err(Error::unprocessable(format!(
+                        "record {} of entry '{}' is not a readable MCAP file: {e}",
+                        current.timestamp, current.entry
+                    )));
+                }
+                Some(Ok(None)) => continue,
+                Some(Ok(Some(Err(e)))) => {
+                    return Err(Error::unprocessable(format!(
                         "record {} of entry '{}': {e}",
                         current.timestamp, current.entry
-                    ))
-                })?;
+                    )));
+                }
+                Some(Ok(Some(Ok(extracted)))) => extracted,
+            };
             if let Some(when) = &self.when {
                 let matcher = self
                     .matchers

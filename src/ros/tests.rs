@@ -41,10 +41,12 @@ fn extract_all(mcap: &[u8], options: ExtractOptions) -> Result<Vec<(u64, Labels,
     source.insert("robot".into(), "r1".into());
     let mut extractor = Extractor::new(options);
     let mut out = Vec::new();
-    for message in McapMessages::new(Payload::from_vec(mcap.to_vec()), 1 << 20) {
-        let message = message?;
-        if extractor.wants(&message) {
-            let x = extractor.extract(&message, &source)?;
+    let mut messages = McapMessages::new(Payload::from_vec(mcap.to_vec()), 1 << 20);
+    while let Some(extracted) =
+        messages.next_message(|m| extractor.wants(&m).then(|| extractor.extract(&m, &source)))
+    {
+        if let Some(x) = extracted? {
+            let x = x?;
             assert_eq!(x.meta.size as usize, x.json.len());
             assert_eq!(x.meta.content_type, "application/json");
             let json = serde_json::from_slice(&x.json).map_err(|e| format!("not JSON: {e}"))?;
@@ -169,16 +171,7 @@ fn bad_extract_parameters_are_named() {
 #[test]
 fn truncated_and_damaged_files_end_in_an_error_never_a_panic() {
     for mcap in FIXTURES {
-        for cut in [
-            0,
-            4,
-            8,
-            9,
-            100,
-            mcap.len() / 3,
-            mcap.len() / 2,
-            mcap.len() - 1,
-        ] {
+        for cut in [0, 4, 8, 9, 100, mcap.len() / 3, mcap.len() / 2] {
             let result = extract_all(&mcap[..cut], topic_options("/imu"));
             assert!(
                 result.is_err(),
@@ -186,6 +179,11 @@ fn truncated_and_damaged_files_end_in_an_error_never_a_panic() {
                 mcap.len()
             );
         }
+        // Cut in its summary: the data section is whole, and read whole (the summary
+        // repeats what the data declared).
+        let whole = extract_all(mcap, topic_options("/imu")).unwrap();
+        let cut = extract_all(&mcap[..mcap.len() - 1], topic_options("/imu")).unwrap();
+        assert_eq!(cut, whole);
         // A byte flipped anywhere (every 97th): an error or, where the byte did not
         // matter (padding, an unread summary), the messages; never a panic.
         for at in (0..mcap.len()).step_by(97) {
