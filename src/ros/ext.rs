@@ -4,13 +4,23 @@
 use serde_json::Value as Json;
 
 use super::extract::ExtractOptions;
+use super::transform::TransformOptions;
 use crate::storage::condition::Condition;
+
+/// What a `ros` step makes of each MCAP record.
+#[derive(Debug, Clone)]
+pub enum RosAction {
+    /// JSON records of one topic's messages.
+    Extract(ExtractOptions),
+    /// New MCAP episodes of some topics.
+    Transform(TransformOptions),
+}
 
 /// One `ros` step of a query.
 #[derive(Clone)]
 pub struct RosStep {
-    /// What to extract.
-    pub extract: ExtractOptions,
+    /// What it makes.
+    pub action: RosAction,
     /// The step's own condition, evaluated strictly on the records it makes.
     pub when: Option<Condition>,
 }
@@ -23,22 +33,22 @@ pub fn ros_step(params: &Json, when: Option<&Json>) -> Result<RosStep, String> {
             "the 'ros' extension's parameters must be an object, not {params}"
         ));
     };
-    let mut extract = None;
+    let mut action = None;
     for (key, value) in map {
-        match key.as_str() {
-            "extract" => extract = Some(ExtractOptions::parse(value)?),
-            "transform" => {
-                return Err(
-                    "'ros.transform' is not supported by this server; 'ros.extract' is".into(),
-                );
-            }
+        let parsed = match key.as_str() {
+            "extract" => RosAction::Extract(ExtractOptions::parse(value)?),
+            "transform" => RosAction::Transform(TransformOptions::parse(value)?),
             other => return Err(format!("unknown 'ros' parameter '{other}'")),
+        };
+        if action.replace(parsed).is_some() {
+            return Err("the 'ros' extension takes 'extract' or 'transform', not both".into());
         }
     }
-    let extract = extract.ok_or_else(|| "the 'ros' extension needs 'extract'".to_string())?;
+    let action =
+        action.ok_or_else(|| "the 'ros' extension needs 'extract' or 'transform'".to_string())?;
     let when = when
         .map(|w| Condition::parse(w, true))
         .transpose()
         .map_err(|e| e.message().to_string())?;
-    Ok(RosStep { extract, when })
+    Ok(RosStep { action, when })
 }

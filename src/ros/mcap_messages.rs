@@ -46,6 +46,8 @@ pub struct MessageView<'m> {
     pub sequence: u32,
     /// When it was logged (ns).
     pub log_time: u64,
+    /// When it was published (ns).
+    pub publish_time: u64,
     /// Its encoded bytes.
     pub data: &'m [u8],
 }
@@ -159,6 +161,7 @@ impl McapMessages {
                         channel,
                         sequence: header.sequence,
                         log_time: header.log_time,
+                        publish_time: header.publish_time,
                         data: &data,
                     })));
                 }

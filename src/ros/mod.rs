@@ -7,6 +7,7 @@
 //! - [`cdr`]: a CDR message decoded into JSON text;
 //! - [`jpeg`]: an image message's pixels as a JPEG;
 //! - [`extract`]: the `extract` step, message to record;
+//! - [`transform`]: the `transform` step, MCAP records to episodes of some topics;
 //! - [`query`]: a query whose records go through the step;
 //! - [`ext`]: the `#ext` parameters of a query, read.
 
@@ -17,6 +18,7 @@ pub mod jpeg;
 pub mod mcap_messages;
 pub mod msgdef;
 pub mod query;
+pub mod transform;
 
 #[cfg(test)]
 mod tests;

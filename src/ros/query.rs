@@ -1,32 +1,43 @@
 //! A query through the `ros` extension: the storage query selects MCAP records (its
-//! `when` sees the stored records), and each one is replaced by the records its
-//! extraction makes, which the step's own `when` (strict, the only place where computed
-//! `@labels` resolve, as in ReductStore) then filters, per entry.
+//! `when` sees the stored records), and each one is replaced by the records its step
+//! makes (extracted messages or transformed episodes), which the step's own `when`
+//! (strict, the only place where computed `@labels` resolve, as in ReductStore) then
+//! filters, per entry.
 
 use std::collections::{HashMap, HashSet};
 
-use super::extract::{ExtractOptions, Extractor};
+use super::ext::RosAction;
+use super::extract::Extractor;
 use super::mcap_messages::McapMessages;
+use super::transform::{TransformOptions, Transformer};
 use crate::error::{Error, Result};
 use crate::storage::condition::{Condition, Directives, Matcher, Verdict};
 use crate::storage::query::{QueryIter, RecordSource};
-use crate::storage::record::{Labels, Payload, Record};
+use crate::storage::record::{Labels, Payload, Record, RecordMeta};
 
-/// Most bytes of one MCAP record or chunk (compressed or not) an extraction reads.
+/// Most bytes of one MCAP record or chunk (compressed or not) the extension reads.
 pub const MAX_MCAP_RECORD: usize = 256 << 20;
 
-/// The MCAP record being extracted.
+/// What the step makes records with.
+enum Maker {
+    Extract(Extractor),
+    Transform(TransformOptions),
+}
+
+/// The MCAP record being turned into records.
 struct Current {
     entry: String,
     timestamp: u64,
     labels: Labels,
     messages: McapMessages,
+    /// A transform's episodes of this record; `None` once the last one is out.
+    episodes: Option<Transformer>,
 }
 
 /// The records a query makes through the `ros` extension.
 pub struct RosQuery {
     source: QueryIter,
-    extractor: Extractor,
+    maker: Maker,
     when: Option<Condition>,
     matchers: HashMap<String, Matcher>,
     /// Entries whose step condition's `$limit` was reached.
@@ -37,17 +48,20 @@ pub struct RosQuery {
 }
 
 impl RosQuery {
-    /// Extracts with `options` from the records `source` selects (read with their
-    /// payloads), keeping those `when` selects; `with_payload` false answers metadata only.
+    /// Applies `action` to the records `source` selects (read with their payloads),
+    /// keeping what `when` selects; `with_payload` false answers metadata only.
     pub fn new(
         source: QueryIter,
-        options: ExtractOptions,
+        action: RosAction,
         when: Option<Condition>,
         with_payload: bool,
     ) -> Self {
         RosQuery {
             source,
-            extractor: Extractor::new(options),
+            maker: match action {
+                RosAction::Extract(options) => Maker::Extract(Extractor::new(options)),
+                RosAction::Transform(options) => Maker::Transform(options),
+            },
             when,
             matchers: HashMap::new(),
             stopped: HashSet::new(),
@@ -57,45 +71,76 @@ impl RosQuery {
         }
     }
 
-    /// The next record of the current MCAP record that the step's condition selects;
-    /// `Ok(None)` when it has no more.
-    fn next_extracted(&mut self) -> Result<Option<Record>> {
+    /// The next record the step makes of the current MCAP record, `None` when it makes no
+    /// more; the error names the record.
+    fn next_made(&mut self) -> Result<Option<(RecordMeta, Vec<u8>)>> {
         let Some(current) = self.current.as_mut() else {
             return Ok(None);
         };
+        let fail = |e: String| {
+            Error::unprocessable(format!(
+                "record {} of entry '{}': {e}",
+                current.timestamp, current.entry
+            ))
+        };
+        let unreadable = |e: String| fail(format!("not a readable MCAP file: {e}"));
         loop {
-            let extractor = &mut self.extractor;
             let labels = &current.labels;
-            let extracted = current
-                .messages
-                .next_message(|m| extractor.wants(&m).then(|| extractor.extract(&m, labels)));
-            let extracted = match extracted {
-                None => break,
-                Some(Err(e)) => {
-                    return Err(Error::unprocessable(format!(
-                        "record {} of entry '{}' is not a readable MCAP file: {e}",
-                        current.timestamp, current.entry
-                    )));
+            let made = match (&mut self.maker, &mut current.episodes) {
+                (Maker::Extract(extractor), _) => current.messages.next_message(|m| {
+                    extractor
+                        .wants(&m)
+                        .then(|| extractor.extract(&m, labels).map(|x| (x.meta, x.json)))
+                }),
+                (Maker::Transform(_), Some(episodes)) => {
+                    let next = current.messages.next_message(|m| {
+                        episodes
+                            .add(&m)
+                            .transpose()
+                            .map(|r| r.map(|e| (e.meta, e.mcap)))
+                    });
+                    if next.is_none() {
+                        let last = episodes.finish().map_err(fail)?;
+                        current.episodes = None;
+                        return Ok(last.map(|e| (e.meta, e.mcap)));
+                    }
+                    next
                 }
+                (Maker::Transform(_), None) => return Ok(None),
+            };
+            match made {
+                None => return Ok(None),
+                Some(Err(e)) => return Err(unreadable(e)),
                 Some(Ok(None)) => continue,
-                Some(Ok(Some(Err(e)))) => {
-                    return Err(Error::unprocessable(format!(
-                        "record {} of entry '{}': {e}",
-                        current.timestamp, current.entry
-                    )));
-                }
-                Some(Ok(Some(Ok(extracted)))) => extracted,
+                Some(Ok(Some(Err(e)))) => return Err(fail(e)),
+                Some(Ok(Some(Ok((meta, bytes))))) => return Ok(Some((meta, bytes))),
+            }
+        }
+    }
+
+    /// The next record of the current MCAP record that the step's condition selects;
+    /// `Ok(None)` when it has no more.
+    fn next_selected(&mut self) -> Result<Option<Record>> {
+        loop {
+            let made = self.next_made();
+            let Some(current) = self.current.as_ref() else {
+                return Ok(None);
+            };
+            let entry = current.entry.clone();
+            let Some((meta, bytes)) = made? else {
+                self.current = None;
+                return Ok(None);
             };
             if let Some(when) = &self.when {
                 let matcher = self
                     .matchers
-                    .entry(current.entry.clone())
+                    .entry(entry.clone())
                     .or_insert_with(|| when.matcher());
-                match matcher.evaluate(&extracted.meta) {
+                match matcher.evaluate(&meta) {
                     Ok(Verdict::Match) => {}
                     Ok(Verdict::Skip) => continue,
                     Ok(Verdict::Stop) => {
-                        self.stopped.insert(current.entry.clone());
+                        self.stopped.insert(entry);
                         self.current = None;
                         return Ok(None);
                     }
@@ -106,13 +151,11 @@ impl RosQuery {
                 }
             }
             return Ok(Some(Record {
-                entry: current.entry.clone(),
-                meta: extracted.meta,
-                payload: self.with_payload.then(|| Payload::from_vec(extracted.json)),
+                entry,
+                meta,
+                payload: self.with_payload.then(|| Payload::from_vec(bytes)),
             }));
         }
-        self.current = None;
-        Ok(None)
     }
 }
 
@@ -125,7 +168,7 @@ impl Iterator for RosQuery {
         }
         loop {
             if self.current.is_some() {
-                match self.next_extracted() {
+                match self.next_selected() {
                     Ok(Some(record)) => return Some(Ok(record)),
                     Ok(None) => continue,
                     Err(e) => {
@@ -148,11 +191,19 @@ impl Iterator for RosQuery {
             let Some(payload) = record.payload else {
                 continue;
             };
+            let episodes = match &self.maker {
+                Maker::Transform(options) => Some(Transformer::new(
+                    options.clone(),
+                    record.meta.labels.clone(),
+                )),
+                Maker::Extract(_) => None,
+            };
             self.current = Some(Current {
                 entry: record.entry,
                 timestamp: record.meta.timestamp,
                 labels: record.meta.labels,
                 messages: McapMessages::new(payload, MAX_MCAP_RECORD),
+                episodes,
             });
         }
     }

@@ -390,3 +390,138 @@ fn images_encode_as_jpeg_in_each_pixel_encoding() {
         "{err}"
     );
 }
+
+/// The messages of an episode: (topic, sequence, log time, data).
+fn episode_messages(mcap: &[u8]) -> Vec<(String, u32, u64, Vec<u8>)> {
+    let mut stream = McapMessages::new(Payload::from_vec(mcap.to_vec()), 1 << 20);
+    let mut out = Vec::new();
+    while let Some(m) = stream.next_message(|m| {
+        (
+            m.channel.topic.clone(),
+            m.sequence,
+            m.log_time,
+            m.data.to_vec(),
+        )
+    }) {
+        out.push(m.unwrap());
+    }
+    out
+}
+
+/// The episodes `options` make of `mcap`.
+fn transform_all(mcap: &[u8], options: &serde_json::Value) -> Vec<super::transform::Episode> {
+    let options = super::transform::TransformOptions::parse(options).unwrap();
+    let mut transformer = super::transform::Transformer::new(options, Labels::new());
+    let mut stream = McapMessages::new(Payload::from_vec(mcap.to_vec()), 1 << 20);
+    let mut episodes = Vec::new();
+    while let Some(made) = stream.next_message(|m| transformer.add(&m)) {
+        episodes.extend(made.unwrap().unwrap());
+    }
+    episodes.extend(transformer.finish().unwrap());
+    episodes
+}
+
+#[test]
+fn transform_keeps_the_topics_asked_for_in_episodes_cut_by_duration_and_size() {
+    let source = episode_messages(FIXTURES[0]);
+    let kept = |topics: &[&str]| -> Vec<(String, u32, u64, Vec<u8>)> {
+        source
+            .iter()
+            .filter(|m| topics.contains(&m.0.as_str()))
+            .cloned()
+            .collect()
+    };
+    // `include` first, then `exclude`; a search, so `^…$` is exact.
+    let episodes = transform_all(
+        FIXTURES[1],
+        &serde_json::json!({"include": ["^/imu$", "/odom", "/camera/.*"], "exclude": ["image_raw"], "duration": "500ms"}),
+    );
+    let mut all = Vec::new();
+    for e in &episodes {
+        let messages = episode_messages(&e.mcap);
+        assert_eq!(e.meta.content_type, "application/mcap");
+        assert_eq!(e.meta.size as usize, e.mcap.len());
+        assert_eq!(
+            e.meta.timestamp,
+            messages[0].2 / 1000,
+            "stamped with its first message"
+        );
+        let span = messages.last().unwrap().2 - messages[0].2;
+        assert!(span < 500_000_000, "{span} ns in one episode");
+        all.extend(messages);
+    }
+    assert_eq!(
+        all,
+        kept(&["/imu", "/odom"]),
+        "every kept message once, byte-exact, in order"
+    );
+    assert!(
+        episodes.len() >= 4,
+        "2 s of recording in episodes of 0.5 s: {}",
+        episodes.len()
+    );
+
+    // Cut by size: no episode holds more than 4 kB of messages unless one message does.
+    let episodes = transform_all(
+        FIXTURES[2],
+        &serde_json::json!({"exclude": ["^/imu$"], "size": "4KB"}),
+    );
+    let mut all = Vec::new();
+    for e in &episodes {
+        let messages = episode_messages(&e.mcap);
+        let bytes: usize = messages.iter().map(|m| m.3.len()).sum();
+        assert!(
+            bytes <= 4000 || messages.len() == 1,
+            "{bytes} bytes in {} messages",
+            messages.len()
+        );
+        all.extend(messages);
+    }
+    let others: Vec<&str> = TOPICS.iter().copied().filter(|t| *t != "/imu").collect();
+    assert_eq!(all, kept(&others));
+    // Nothing kept: no episode.
+    assert!(transform_all(FIXTURES[0], &serde_json::json!({"include": ["^/nothing$"]})).is_empty());
+}
+
+#[test]
+fn bad_transform_parameters_are_named() {
+    use super::transform::TransformOptions;
+    for (params, says) in [
+        (
+            serde_json::json!({"include": "/a"}),
+            "'transform.include' must be an array",
+        ),
+        (
+            serde_json::json!({"exclude": ["("]}),
+            "'transform.exclude': \"(\" is not a regular expression",
+        ),
+        (
+            serde_json::json!({"include": [1]}),
+            "'transform.include' holds 1",
+        ),
+        (
+            serde_json::json!({"duration": "soon"}),
+            "'transform.duration'",
+        ),
+        (serde_json::json!({"duration": "0s"}), "must be positive"),
+        (
+            serde_json::json!({"size": "0"}),
+            "'transform.size' must be between",
+        ),
+        (
+            serde_json::json!({"size": "1TB"}),
+            "'transform.size' must be between",
+        ),
+        (
+            serde_json::json!({"size": 5}),
+            "'transform.size' must be a size",
+        ),
+        (
+            serde_json::json!({"topics": []}),
+            "unknown 'transform' parameter 'topics'",
+        ),
+    ] {
+        let err = TransformOptions::parse(&params).unwrap_err();
+        assert!(err.contains(says), "{params}: {err}");
+    }
+}

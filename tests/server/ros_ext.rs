@@ -155,8 +155,12 @@ fn bad_parameters_answer_422_naming_them_and_other_extensions_stay_unknown() {
             "'extract.encode.data' must be",
         ),
         (
-            json!({"ros": {"transform": {"include": [".*"]}}}),
-            "'ros.transform' is not supported",
+            json!({"ros": {"transform": {"include": ["("]}}}),
+            "is not a regular expression",
+        ),
+        (
+            json!({"ros": {"extract": {"topic": "/a"}, "transform": {}}}),
+            "'extract' or 'transform', not both",
         ),
         (
             json!({"ros": {"extract": {"topic": "/a"}}, "when": {"$xx": 1}}),
@@ -210,5 +214,47 @@ fn a_record_that_is_not_mcap_is_reported_and_the_query_goes_on() {
     assert!(
         s.get("/api/v1/b/robots").status == 200,
         "the server keeps serving"
+    );
+}
+
+#[test]
+fn transform_writes_episodes_of_the_topics_kept() {
+    use halflife::ros::mcap_messages::McapMessages;
+    use halflife::storage::Payload;
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_server(dir.path(), &[]);
+    store_recordings(&s);
+    let body = json!({"query_type": "QUERY", "when": {"#ext": {"ros": {
+        "transform": {"include": ["^/imu$", "^/chatter$"], "duration": "1s"}
+    }}}});
+    let got = read_query_v1(&s, "robots", "rec", &body.to_string());
+    // Each recording spans 2 s: two episodes of at most a second each.
+    assert_eq!(
+        got.len(),
+        4,
+        "{:?}",
+        got.iter().map(|g| &g.1).collect::<Vec<_>>()
+    );
+    let mut topics = std::collections::BTreeMap::new();
+    for (ts, header, mcap) in &got {
+        assert!(header.contains(",application/mcap,"), "{header}");
+        assert!(
+            header.contains("robot=r1"),
+            "the source record's labels: {header}"
+        );
+        let mut stream = McapMessages::new(Payload::from_vec(mcap.clone()), 1 << 20);
+        let mut first = None;
+        while let Some(m) = stream.next_message(|m| (m.channel.topic.clone(), m.log_time)) {
+            let (topic, log_time) = m.unwrap();
+            first.get_or_insert(log_time);
+            *topics.entry(topic).or_insert(0) += 1;
+        }
+        assert_eq!(Some(*ts), first.map(|ns| ns / 1000));
+    }
+    assert_eq!(
+        topics,
+        [("/chatter".to_string(), 8), ("/imu".to_string(), 400)]
+            .into_iter()
+            .collect()
     );
 }

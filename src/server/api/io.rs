@@ -226,7 +226,7 @@ pub fn run_query_request(
                         } else {
                             source
                         };
-                        Box::new(RosQuery::new(source, step.extract, step.when, with_payload))
+                        Box::new(RosQuery::new(source, step.action, step.when, with_payload))
                     }
                 };
             let ttl = Duration::from_secs(q.ttl.unwrap_or(DEFAULT_TTL_SECS));
