@@ -47,7 +47,7 @@ pub fn ros_step(params: &Json, when: Option<&Json>) -> Result<RosStep, String> {
     let action =
         action.ok_or_else(|| "the 'ros' extension needs 'extract' or 'transform'".to_string())?;
     let when = when
-        .map(|w| Condition::parse(w, true))
+        .map(|w| Condition::parse(w, true).map(Condition::resolving_computed))
         .transpose()
         .map_err(|e| e.message().to_string())?;
     Ok(RosStep { action, when })

@@ -97,6 +97,9 @@ struct Inner {
 pub struct Condition {
     inner: Arc<Inner>,
     strict: bool,
+    /// `@name` reads the record's `@name` label: set for a query extension's step, whose
+    /// records carry computed labels; elsewhere `@name` is never found, as in ReductStore.
+    computed: bool,
 }
 
 impl PartialEq for Condition {
@@ -139,7 +142,15 @@ impl Condition {
                 source,
             }),
             strict,
+            computed: false,
         })
+    }
+
+    /// This condition, with `@name` reading the records' computed (`@`-named) labels: what
+    /// a query extension's step evaluates the records it makes with.
+    pub fn resolving_computed(mut self) -> Self {
+        self.computed = true;
+        self
     }
 
     /// Parses a condition from JSON text. Text past [`MAX_CONDITION_BYTES`] is refused
@@ -234,7 +245,11 @@ impl Condition {
         let Some(root) = &self.inner.root else {
             return Ok(Verdict::Match);
         };
-        let mut eval = Eval { meta, state };
+        let mut eval = Eval {
+            meta,
+            state,
+            computed: self.computed,
+        };
         match eval.truth(root) {
             Ok(true) => Ok(Verdict::Match),
             Ok(false) => Ok(Verdict::Skip),
@@ -280,6 +295,8 @@ fn borrow_const<'a>(v: &'a Value<'static>) -> Value<'a> {
 struct Eval<'a, 's> {
     meta: &'a RecordMeta,
     state: &'s mut State,
+    /// Whether `@name` reads computed labels ([`Condition::resolving_computed`]).
+    computed: bool,
 }
 
 type Out<'a> = std::result::Result<Value<'a>, Fault<'a>>;
@@ -317,12 +334,13 @@ impl<'a> Eval<'a, '_> {
                 None => Err(Fault::Missing(name)),
             },
             // Computed labels are the `@`-named labels an extension gives the records it
-            // makes; stored labels cannot start with `@`.
+            // makes; a stored label so named is not one.
             Expr::Computed(name) => {
                 let computed = self
                     .meta
                     .labels
                     .iter()
+                    .filter(|_| self.computed)
                     .find(|(k, _)| k.strip_prefix('@') == Some(name));
                 match computed {
                     Some((_, text)) => Ok(Value::of_label(text)),

@@ -560,3 +560,30 @@ fn nesting_is_bounded_by_the_json_parser() {
     let e = Condition::parse_str(&format!(r#"{{"$and": {deep}}}"#), false).expect_err("too deep");
     assert!(e.message().contains("recursion limit"), "{}", e.message());
 }
+
+#[test]
+fn computed_labels_resolve_only_for_an_extensions_step() {
+    let mut labels = Labels::new();
+    labels.insert("@x".into(), "2".into());
+    let meta = RecordMeta {
+        timestamp: 1,
+        labels,
+        content_type: "text/plain".into(),
+        size: 0,
+    };
+    let when = json!({"@x": {"$gt": 1}});
+    // A query's own condition: `@x` is never found, even on a stored label so named.
+    let plain = Condition::parse(&when, true).unwrap();
+    let err = plain.evaluate(&meta).unwrap_err();
+    assert_eq!(err.message(), "Reference '@x' not found");
+    // A step's condition reads the records' computed labels.
+    let step = Condition::parse(&when, true).unwrap().resolving_computed();
+    assert!(step.evaluate(&meta).unwrap());
+    let missing = Condition::parse(&json!({"@y": {"$gt": 1}}), true)
+        .unwrap()
+        .resolving_computed();
+    assert_eq!(
+        missing.evaluate(&meta).unwrap_err().message(),
+        "Reference '@y' not found"
+    );
+}
