@@ -311,11 +311,17 @@ impl<'a> Decoder<'a> {
                 out.push(b'"');
             }
             Binary::List | Binary::Jpeg => {
-                out.reserve(n * 4 + 2);
+                // At most what the budget lets the list take: a larger one fails on
+                // the check below, not on an allocation of four times its bytes.
+                out.reserve((n * 4 + 2).min(self.limits.max_json.saturating_sub(out.len()) + 16));
                 out.push(b'[');
                 for (i, b) in bytes.iter().enumerate() {
                     if i > 0 {
                         out.push(b',');
+                        // Past the budget the list stops growing: the check below fails.
+                        if i % 4096 == 0 && out.len() > self.limits.max_json {
+                            break;
+                        }
                     }
                     push_u8(&mut out, *b);
                 }

@@ -525,3 +525,24 @@ fn bad_transform_parameters_are_named() {
         assert!(err.contains(says), "{params}: {err}");
     }
 }
+
+#[test]
+fn a_message_whose_json_passes_the_budget_fails_without_building_it_all() {
+    use super::cdr::{Limits, decode};
+    use super::msgdef::MsgDefs;
+    let defs = MsgDefs::parse("p/msg/T", "uint8[] data").unwrap();
+    let mut cdr = vec![0, 1, 0, 0];
+    cdr.extend_from_slice(&(1u32 << 20).to_le_bytes());
+    cdr.extend(std::iter::repeat_n(200u8, 1 << 20));
+    let limits = |max_json| Limits {
+        max_json,
+        binary: &[],
+        capture: &[],
+    };
+    // A megabyte of 200s is 4 MB of JSON: over a 64 KiB budget, refused; within 8 MiB, read.
+    let err = decode(&defs, &cdr, &limits(64 << 10)).unwrap_err();
+    assert!(err.contains("more than 65536 bytes of JSON"), "{err}");
+    let ok = decode(&defs, &cdr, &limits(8 << 20)).unwrap();
+    // `{"data":[` and `]}` around a million "200" and the commas between them.
+    assert_eq!(ok.json.len(), 9 + (1 << 20) * 3 + ((1 << 20) - 1) + 2);
+}
