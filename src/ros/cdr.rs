@@ -8,8 +8,6 @@
 //! the message are checked against the bytes left before anything is allocated for them.
 //! The paths the caller asks for (labels, the header's stamp) are captured on the way.
 
-use std::io::Write;
-
 use base64::Engine;
 
 use super::jpeg::{self, ImageShape};
@@ -357,6 +355,16 @@ impl<'a> Decoder<'a> {
         }
     }
 
+    /// Reads an `N`-byte number and writes it as JSON (NaN and infinities as `null`).
+    fn number<const N: usize, T: serde::Serialize>(
+        &mut self,
+        from: impl FnOnce([u8; N]) -> T,
+    ) -> Result<(), String> {
+        let v = from(self.word()?);
+        let _ = serde_json::to_writer(&mut self.out, &v);
+        Ok(())
+    }
+
     fn prim(&mut self, p: Prim) -> Result<(), String> {
         match p {
             Prim::Bool => {
@@ -368,42 +376,15 @@ impl<'a> Decoder<'a> {
                 let b = self.take(1)?[0];
                 push_u8(&mut self.out, b);
             }
-            Prim::I8 => {
-                let b = self.take(1)?[0] as i8;
-                let _ = write!(self.out, "{b}");
-            }
-            Prim::I16 => {
-                let v = i16::from_le_bytes(self.word()?);
-                let _ = write!(self.out, "{v}");
-            }
-            Prim::U16 => {
-                let v = u16::from_le_bytes(self.word()?);
-                let _ = write!(self.out, "{v}");
-            }
-            Prim::I32 => {
-                let v = i32::from_le_bytes(self.word()?);
-                let _ = write!(self.out, "{v}");
-            }
-            Prim::U32 => {
-                let v = u32::from_le_bytes(self.word()?);
-                let _ = write!(self.out, "{v}");
-            }
-            Prim::I64 => {
-                let v = i64::from_le_bytes(self.word()?);
-                let _ = write!(self.out, "{v}");
-            }
-            Prim::U64 => {
-                let v = u64::from_le_bytes(self.word()?);
-                let _ = write!(self.out, "{v}");
-            }
-            Prim::F32 => {
-                let v = f32::from_le_bytes(self.word()?);
-                let _ = serde_json::to_writer(&mut self.out, &v);
-            }
-            Prim::F64 => {
-                let v = f64::from_le_bytes(self.word()?);
-                let _ = serde_json::to_writer(&mut self.out, &v);
-            }
+            Prim::I8 => self.number(|[b]: [u8; 1]| b as i8)?,
+            Prim::I16 => self.number(i16::from_le_bytes)?,
+            Prim::U16 => self.number(u16::from_le_bytes)?,
+            Prim::I32 => self.number(i32::from_le_bytes)?,
+            Prim::U32 => self.number(u32::from_le_bytes)?,
+            Prim::I64 => self.number(i64::from_le_bytes)?,
+            Prim::U64 => self.number(u64::from_le_bytes)?,
+            Prim::F32 => self.number(f32::from_le_bytes)?,
+            Prim::F64 => self.number(f64::from_le_bytes)?,
         }
         Ok(())
     }

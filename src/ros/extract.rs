@@ -4,13 +4,12 @@
 //! labeled with the source record's labels and the computed `@topic`, `@schema`,
 //! `@encoding` and the `as_label` paths.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::Value as Json;
 
 use super::cdr::{self, Binary, Limits, path_key};
-use super::mcap_messages::MessageView;
+use super::mcap_messages::{MessageView, SchemaInfo};
 use super::msgdef::MsgDefs;
 use crate::storage::record::{Labels, RecordMeta};
 
@@ -98,11 +97,16 @@ pub struct Extracted {
     pub json: Vec<u8>,
 }
 
+/// A schema parsed, or why it does not parse.
+type Parsed = Arc<Result<MsgDefs, String>>;
+
 /// Turns the messages of MCAP records into records, keeping each schema parsed once.
 pub struct Extractor {
     options: ExtractOptions,
     capture: Vec<String>,
-    schemas: HashMap<(String, String), Arc<Result<MsgDefs, String>>>,
+    /// The schemas met so far, parsed: a recording has a handful, each met on every
+    /// message, so a message of a schema seen finds it without copying its text.
+    schemas: Vec<(Arc<SchemaInfo>, Parsed)>,
 }
 
 impl Extractor {
@@ -112,7 +116,7 @@ impl Extractor {
         Extractor {
             options,
             capture,
-            schemas: HashMap::new(),
+            schemas: Vec::new(),
         }
     }
 
@@ -140,15 +144,19 @@ impl Extractor {
                 schema.name, schema.encoding
             ));
         }
-        let key = (
-            schema.name.clone(),
-            String::from_utf8_lossy(&schema.data).into_owned(),
-        );
-        let defs = self
+        let known = self
             .schemas
-            .entry(key)
-            .or_insert_with_key(|(name, text)| Arc::new(MsgDefs::parse(name, text)))
-            .clone();
+            .iter()
+            .find(|(s, _)| Arc::ptr_eq(s, schema) || **s == **schema);
+        let defs = match known {
+            Some((_, defs)) => defs.clone(),
+            None => {
+                let text = String::from_utf8_lossy(&schema.data);
+                let defs = Arc::new(MsgDefs::parse(&schema.name, &text));
+                self.schemas.push((schema.clone(), defs.clone()));
+                defs
+            }
+        };
         let defs = defs
             .as_ref()
             .as_ref()

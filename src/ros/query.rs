@@ -122,12 +122,10 @@ impl RosQuery {
     /// `Ok(None)` when it has no more.
     fn next_selected(&mut self) -> Result<Option<Record>> {
         loop {
-            let made = self.next_made();
-            let Some(current) = self.current.as_ref() else {
+            let Some(entry) = self.current.as_ref().map(|c| c.entry.clone()) else {
                 return Ok(None);
             };
-            let entry = current.entry.clone();
-            let Some((meta, bytes)) = made? else {
+            let Some((meta, bytes)) = self.next_made()? else {
                 self.current = None;
                 return Ok(None);
             };

@@ -203,30 +203,27 @@ pub fn run_query_request(
             let ext_source = when.clone();
             // Building the iterator checks the directive values, which 1.21.5 reports
             // before an extension is refused.
-            let mut options = QueryOptions {
+            // An extension reads the records' contents, even for a query of metadata:
+            // the storage query is built with them once an extension is asked for.
+            let wants_ext = ext_source
+                .as_ref()
+                .is_some_and(|w| w.raw_directives().ext().is_some())
+                || q.ext.as_ref().is_some_and(|e| !e.is_null());
+            let with_payload = !q.only_metadata.unwrap_or(false);
+            let iter = bucket.query(&QueryOptions {
                 entries,
                 start: q.start,
                 // A continuous query ignores `stop` (start may even be past it).
                 stop: if continuous { None } else { q.stop },
-                only_metadata: q.only_metadata.unwrap_or(false),
+                only_metadata: !with_payload && !wants_ext,
                 when,
-            };
-            let iter = bucket.query(&options)?;
+            })?;
+            let iter = if continuous { iter.following() } else { iter };
             let iter: Box<dyn RecordSource> =
                 match extension_of(app, ext_source.as_ref(), q.ext.as_ref())? {
-                    None => Box::new(if continuous { iter.following() } else { iter }),
+                    None => Box::new(iter),
                     Some(step) => {
-                        // An extension reads the records' contents, even for a query
-                        // of metadata.
-                        let with_payload = !options.only_metadata;
-                        options.only_metadata = false;
-                        let source = bucket.query(&options)?;
-                        let source = if continuous {
-                            source.following()
-                        } else {
-                            source
-                        };
-                        Box::new(RosQuery::new(source, step.action, step.when, with_payload))
+                        Box::new(RosQuery::new(iter, step.action, step.when, with_payload))
                     }
                 };
             let ttl = Duration::from_secs(q.ttl.unwrap_or(DEFAULT_TTL_SECS));

@@ -335,18 +335,18 @@ impl<'a> Eval<'a, '_> {
             },
             // Computed labels are the `@`-named labels an extension gives the records it
             // makes; a stored label so named is not one.
-            Expr::Computed(name) => {
+            Expr::Computed(name) if self.computed => {
                 let computed = self
                     .meta
                     .labels
                     .iter()
-                    .filter(|_| self.computed)
                     .find(|(k, _)| k.strip_prefix('@') == Some(name));
                 match computed {
                     Some((_, text)) => Ok(Value::of_label(text)),
                     None => Err(Fault::MissingComputed(name)),
                 }
             }
+            Expr::Computed(name) => Err(Fault::MissingComputed(name)),
             Expr::Timestamp => Ok(Value::Int(self.timestamp())),
             Expr::Call(call) => self.call(call),
         }
